@@ -1,0 +1,1 @@
+"""api: see DESIGN.md (this layer arrives with its own issue)."""

@@ -1,0 +1,1 @@
+"""audit: see DESIGN.md (this layer arrives with its own issue)."""

@@ -1,0 +1,309 @@
+"""The sequencer: ``Ledger.append_many`` seals a batch in one durable transaction.
+
+One writer per log at a time (SQLite ``BEGIN IMMEDIATE``; PostgreSQL transaction-scoped
+advisory lock), so threads and processes appending together never fork the chain, leave a
+gap or reuse a seq. The caller gets receipts only after the commit returned.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from ledger import store
+from ledger.checkpoint import Checkpoint, SignedCheckpoint
+from ledger.errors import KeyFileError, LedgerError, LedgerUnavailableError, RecordError
+from ledger.merkle import CompactRange, perfect_subtrees
+from ledger.note import NoteSigner, NoteVerifier
+from ledger.records import Receipt, Record, format_time, now_utc, seal
+
+__all__ = ["CheckpointPolicy", "Ledger", "ROTATION_CONTEXT"]
+
+ZERO_CHAIN = bytes(32)
+ROTATION_CONTEXT = b"sealtrail key rotation v1\n"
+Effect = Callable[[Connection, list[Receipt]], None]
+
+
+@dataclass(frozen=True)
+class CheckpointPolicy:
+    """Sign a checkpoint when ``every_entries`` are unsealed or ``every_seconds`` have passed."""
+
+    every_entries: int = 1000
+    every_seconds: float = 60.0
+
+
+def _us(t: datetime) -> int:
+    return int(t.timestamp()) * 1_000_000 + t.microsecond
+
+
+class Ledger:
+    """An append-only Merkle log in one database schema, signed with one active key."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        signer: NoteSigner | None,
+        *,
+        policy: CheckpointPolicy | None = None,
+        clock: Callable[[], datetime] = now_utc,
+    ) -> None:
+        store.require_schema(engine)
+        self.engine = engine
+        self.policy = policy or CheckpointPolicy()
+        self.clock = clock
+        self._signer = signer
+        self._lock = threading.Lock()
+        self._cache: tuple[int, bytes, list[bytes]] | None = None
+        with self._read() as conn:
+            genesis = conn.exec_driver_sql(
+                "SELECT record FROM ledger_entries WHERE seq = 0"
+            ).scalar()
+            key_row = conn.exec_driver_sql(
+                "SELECT vkey FROM ledger_keys ORDER BY valid_from_size DESC LIMIT 1"
+            ).scalar()
+        if genesis is None or key_row is None:
+            raise LedgerError("ledger has no genesis record (run 'sealtrail init')")
+
+        self.origin: str = orjson.loads(genesis)["body"]["origin"]
+        self.active_vkey: str = key_row
+        if signer is not None and signer.verifier.vkey != key_row:
+            raise KeyFileError(
+                f"the key file holds {signer.verifier.vkey}, "
+                f"but the ledger's active signing key is {key_row}"
+            )
+
+    # -- set-up -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        engine: Engine,
+        signer: NoteSigner,
+        origin: str,
+        *,
+        policy: CheckpointPolicy | None = None,
+        clock: Callable[[], datetime] = now_utc,
+    ) -> Ledger:
+        """Write the genesis record (origin and first key) and the first checkpoint."""
+        store.require_schema(engine)
+        if not origin or "\n" in origin:
+            raise LedgerError("the log origin must be one non-empty line")
+        now = clock()
+        with engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn, conn.begin():
+            store.lock_sequencer(conn)
+            if store.tail(conn)[0] != 0:
+                raise LedgerError("ledger already initialised")
+            ts = format_time(now)
+            body = {"origin": origin, "vkey": signer.verifier.vkey, "stratum": store.STRATUM}
+            tid, rec, _ = seal(Record("ledger.genesis", body), ts)
+            leaf = hashlib.sha256(b"\x00" + rec).digest()
+            chain = hashlib.sha256(ZERO_CHAIN + leaf).digest()
+            store.insert_rows(conn, store.entries, _ENTRY_COLS,
+                              [(0, "ledger.genesis", rec, leaf, chain, _us(now), tid)])
+            _insert_key(conn, signer.verifier, 1, 0)
+            cp = Checkpoint(origin, 1, leaf).sign([signer])
+            _insert_checkpoint(conn, cp, signer, _us(now))
+        return cls(engine, signer, policy=policy, clock=clock)
+
+    def _read(self) -> Connection:
+        try:
+            return self.engine.connect()
+        except DBAPIError as exc:
+            raise LedgerUnavailableError(f"cannot reach the ledger database: {exc.orig}") from exc
+
+    # -- appending ----------------------------------------------------------------------
+
+    def append(self, record: Record) -> Receipt:
+        return self.append_many([record])[0]
+
+    def append_many(self, records: Sequence[Record]) -> list[Receipt]:
+        """Seal ``records`` in order, in one transaction; durable when this returns."""
+        return self._commit(records)
+
+    def _commit(
+        self,
+        records: Sequence[Record],
+        effect: Effect | None = None,
+        extra_signers: Sequence[NoteSigner] = (),
+        force_checkpoint: bool = False,
+    ) -> list[Receipt]:
+        if self._signer is None:
+            raise KeyFileError("this ledger was opened without its signing key (read-only)")
+        if not records:
+            return []
+        now = self.clock()
+        ts = format_time(now)
+        now_us = _us(now)
+        sealed = []
+        for i, r in enumerate(records):
+            try:
+                sealed.append(seal(r, ts))
+            except RecordError as exc:
+                raise RecordError(f"record {i}: {exc}") from exc
+        sha = hashlib.sha256
+        with self._lock:
+            try:
+                with self.engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn:
+                    with conn.begin():
+                        store.lock_sequencer(conn)
+                        size, chain = store.tail(conn)
+                        cr = self._compact_range(conn, size, chain)
+                        node_rows: list[tuple[int, int, bytes]] = []
+
+                        def keep(level: int, idx: int, h: bytes) -> None:
+                            if level % store.STRATUM == 0:
+                                node_rows.append((level, idx, h))
+
+                        rows = []
+                        receipts = []
+                        pay_rows = []
+                        prev = chain or ZERO_CHAIN
+                        seq = size
+                        for (tid, rec, digest), r in zip(sealed, records, strict=True):
+                            leaf = sha(b"\x00" + rec).digest()
+                            prev = sha(prev + leaf).digest()
+                            cr.append(leaf, keep)
+                            rows.append((seq, r.kind, rec, leaf, prev, now_us, tid))
+                            receipts.append(Receipt(seq, tid, leaf, prev, ts))
+                            if digest is not None:
+                                pay_rows.append((digest, r.payload, seq, now_us))
+                            seq += 1
+                        store.insert_rows(conn, store.entries, _ENTRY_COLS, rows)
+                        store.insert_rows(conn, store.nodes, ("level", "idx", "hash"), node_rows)
+                        _insert_payloads(conn, pay_rows)
+                        if effect is not None:
+                            effect(conn, receipts)
+                        self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint)
+            except IntegrityError as exc:
+                raise RecordError(f"refused by the database (duplicate trace id?): {exc.orig}") from exc
+            except DBAPIError as exc:
+                raise LedgerUnavailableError(f"ledger commit failed, nothing written: {exc.orig}") from exc
+            self._cache = (cr.size, prev, list(cr.hashes))
+        return receipts
+
+    def _compact_range(self, conn: Connection, size: int, chain: bytes | None) -> CompactRange:
+        if self._cache is not None and self._cache[0] == size and self._cache[1] == chain:
+            return CompactRange(size, list(self._cache[2]))
+        wanted = perfect_subtrees(0, size)
+        got = store.perfect_hashes(conn, wanted)
+        return CompactRange(size, [got[w] for w in wanted])
+
+    def _maybe_checkpoint(
+        self,
+        conn: Connection,
+        cr: CompactRange,
+        now_us: int,
+        extra: Sequence[NoteSigner],
+        force: bool,
+    ) -> SignedCheckpoint | None:
+        last = conn.exec_driver_sql(
+            "SELECT size, created_at FROM ledger_checkpoints ORDER BY size DESC LIMIT 1"
+        ).first()
+        last_size, last_at = (int(last[0]), int(last[1])) if last else (0, 0)
+        if cr.size == last_size:
+            return None
+        due = (
+            force
+            or cr.size - last_size >= self.policy.every_entries
+            or now_us - last_at >= self.policy.every_seconds * 1_000_000
+        )
+        if not due:
+            return None
+        assert self._signer is not None
+        cp = Checkpoint(self.origin, cr.size, cr.root()).sign([self._signer, *extra])
+        _insert_checkpoint(conn, cp, self._signer, now_us)
+        return cp
+
+    # -- checkpoints and keys -----------------------------------------------------------
+
+    def checkpoint(self) -> SignedCheckpoint:
+        """Sign a checkpoint of the current size now (or return the one already there)."""
+        if self._signer is None:
+            raise KeyFileError("this ledger was opened without its signing key (read-only)")
+        with self._lock, self.engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn:
+            with conn.begin():
+                store.lock_sequencer(conn)
+                size, chain = store.tail(conn)
+                cr = self._compact_range(conn, size, chain)
+                self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True)
+        latest = self.latest_checkpoint()
+        assert latest is not None
+        return latest
+
+    def latest_checkpoint(self) -> SignedCheckpoint | None:
+        with self._read() as conn:
+            note = conn.exec_driver_sql(
+                "SELECT note FROM ledger_checkpoints ORDER BY size DESC LIMIT 1"
+            ).scalar()
+        return None if note is None else SignedCheckpoint.parse_unverified(note)
+
+    def size(self) -> int:
+        with self._read() as conn:
+            return store.tail(conn)[0]
+
+    def rotate_key(self, new: NoteSigner) -> Receipt:
+        """Record the rotation (endorsed by the old key) and co-sign a checkpoint with both.
+
+        From the size that includes the rotation record on, ``new`` signs alone.
+        """
+        old = self._signer
+        if old is None:
+            raise KeyFileError("rotating needs the current signing key")
+        if new.verifier.vkey == old.verifier.vkey:
+            raise KeyFileError("the new key is the current key")
+        endorsement = old.sign(ROTATION_CONTEXT + new.verifier.vkey.encode() + b"\n")
+        body = {
+            "old_vkey": old.verifier.vkey,
+            "new_vkey": new.verifier.vkey,
+            "endorsement": base64.b64encode(endorsement).decode(),
+        }
+
+        def effect(conn: Connection, receipts: list[Receipt]) -> None:
+            _insert_key(conn, new.verifier, receipts[-1].seq + 1, receipts[-1].seq)
+            self._signer = new  # the checkpoint for this batch is signed by new (+ old)
+
+        try:
+            (receipt,) = self._commit([Record("ledger.key_rotation", body)], effect, [old], True)
+        except BaseException:
+            self._signer = old
+            raise
+        self.active_vkey = new.verifier.vkey
+        return receipt
+
+
+_ENTRY_COLS = ("seq", "kind", "record", "leaf_hash", "chain_hash", "recorded_at", "trace_id")
+
+
+def _insert_key(conn: Connection, v: NoteVerifier, valid_from: int, seq: int) -> None:
+    store.insert_rows(
+        conn, store.keys,
+        ("vkey", "name", "key_id", "public_key", "valid_from_size", "introduced_seq"),
+        [(v.vkey, v.name, v.key_id.hex(), v.public_key, valid_from, seq)],
+    )
+
+
+def _insert_checkpoint(conn: Connection, cp: SignedCheckpoint, signer: NoteSigner, at: int) -> None:
+    c = cp.checkpoint
+    store.insert_rows(
+        conn, store.checkpoints, ("size", "root", "note", "key_id", "created_at"),
+        [(c.size, c.root, cp.note, signer.verifier.key_id.hex(), at)],
+    )
+
+
+def _insert_payloads(conn: Connection, rows: list[tuple[str, bytes | None, int, int]]) -> None:
+    if not rows:
+        return
+    p = store.param(conn)
+    conn.exec_driver_sql(
+        "INSERT INTO ledger_payloads (sha256, data, first_seq, stored_at) "
+        f"VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (sha256) DO NOTHING",
+        rows,
+    )

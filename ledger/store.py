@@ -1,0 +1,265 @@
+"""Ledger tables, the database engine, and every statement that reads or writes them.
+
+Tables are created only by the Alembic migrations in ``migrations/``; this module holds
+their SQLAlchemy metadata, which the migrations import. Merkle nodes are kept at every
+``STRATUM``-th level (leaf hashes, level 0, live in ``ledger_entries``): any perfect subtree
+is recomputed from at most ``2**(STRATUM-1)`` stored hashes, so a proof reads O(log n) rows
+while an append writes about one node row per ``2**STRATUM - 1`` entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Index,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    inspect,
+)
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import NoSuchModuleError as _NoSuchModuleError
+
+from ledger.errors import LedgerUnavailableError, SchemaError
+from ledger.merkle import node_hash
+
+__all__ = [
+    "STRATUM",
+    "TABLES",
+    "Entry",
+    "checkpoints",
+    "connect",
+    "entries",
+    "keys",
+    "metadata",
+    "nodes",
+    "payloads",
+    "require_schema",
+]
+
+STRATUM = 4
+SCHEMA_REVISION = "0001"
+
+metadata = MetaData()
+
+entries = Table(
+    "ledger_entries",
+    metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("kind", String(64), nullable=False),
+    Column("record", LargeBinary, nullable=False, comment="RFC 8785 canonical JSON"),
+    Column("leaf_hash", LargeBinary(32), nullable=False),
+    Column("chain_hash", LargeBinary(32), nullable=False),
+    Column("recorded_at", BigInteger, nullable=False, comment="microseconds since 1970, UTC"),
+    Column("trace_id", String(36), nullable=False),
+    Index("ix_ledger_entries_trace_id", "trace_id", unique=True),
+    Index("ix_ledger_entries_kind_seq", "kind", "seq"),
+)
+
+nodes = Table(
+    "ledger_nodes",
+    metadata,
+    Column("level", SmallInteger, primary_key=True, autoincrement=False),
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),
+    Column("hash", LargeBinary(32), nullable=False),
+)
+
+checkpoints = Table(
+    "ledger_checkpoints",
+    metadata,
+    Column("size", BigInteger, primary_key=True, autoincrement=False),
+    Column("root", LargeBinary(32), nullable=False),
+    Column("note", Text, nullable=False),
+    Column("key_id", String(8), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+payloads = Table(
+    "ledger_payloads",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("data", LargeBinary, nullable=True, comment="NULL once purged"),
+    Column("first_seq", BigInteger, nullable=False),
+    Column("stored_at", BigInteger, nullable=False),
+    Column("purged_at", BigInteger, nullable=True),
+    Column("purge_seq", BigInteger, nullable=True),
+    Index("ix_ledger_payloads_first_seq", "first_seq"),
+)
+
+keys = Table(
+    "ledger_keys",
+    metadata,
+    Column("vkey", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("key_id", String(8), nullable=False),
+    Column("public_key", LargeBinary(32), nullable=False),
+    Column("valid_from_size", BigInteger, nullable=False, unique=True),
+    Column("introduced_seq", BigInteger, nullable=False),
+)
+
+TABLES = (entries, nodes, checkpoints, payloads, keys)
+APPEND_ONLY = ("ledger_entries", "ledger_nodes", "ledger_checkpoints", "ledger_keys")
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: int
+    kind: str
+    record: bytes
+    leaf_hash: bytes
+    chain_hash: bytes
+    recorded_at: int
+    trace_id: str
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see _sqlite_begin)
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute("PRAGMA busy_timeout=60000")
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def connect(url: str, *, create_file: bool = False) -> Engine:
+    """An engine for ``url`` with durable settings (SQLite: WAL + synchronous=FULL)."""
+    if url.startswith("sqlite") and not create_file:
+        path = url.split("///", 1)[-1].split("?", 1)[0]
+        if path and path != ":memory:":
+            from pathlib import Path
+
+            if not Path(path).exists():
+                raise SchemaError(f"database {path} does not exist (run 'sealtrail init')")
+    try:
+        engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+    except (ArgumentError, _NoSuchModuleError) as exc:
+        raise LedgerUnavailableError(f"cannot use database URL {url!r}: {exc}") from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def require_schema(engine: Engine) -> None:
+    """Raise ``SchemaError`` unless the ledger tables exist at the code's revision."""
+    try:
+        with engine.connect() as conn:
+            names = set(inspect(conn).get_table_names())
+            missing = [t.name for t in TABLES if t.name not in names]
+            rev = None
+            if "alembic_version" in names:
+                rev = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    except OperationalError as exc:
+        raise LedgerUnavailableError(f"cannot reach the database: {exc.orig}") from exc
+    if missing:
+        raise SchemaError(
+            f"database is not migrated: missing tables {', '.join(missing)} "
+            "(run 'sealtrail init' or 'alembic upgrade head')"
+        )
+    if rev != SCHEMA_REVISION:
+        raise SchemaError(f"database schema is at revision {rev}, code expects {SCHEMA_REVISION}")
+
+
+def param(conn: Connection) -> str:
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
+def insert_rows(conn: Connection, table: Table, columns: Sequence[str], rows: list[Any]) -> None:
+    """executemany of plain tuples: the fastest path both drivers offer."""
+    if not rows:
+        return
+    p = param(conn)
+    sql = (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) "
+        f"VALUES ({', '.join([p] * len(columns))})"
+    )
+    conn.exec_driver_sql(sql, rows)
+
+
+def lock_sequencer(conn: Connection) -> None:
+    """Make this transaction the log's only writer until it ends."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sealtrail.ledger'))"
+        )
+    # SQLite: the transaction was opened with BEGIN IMMEDIATE (one writer at a time).
+
+
+def tail(conn: Connection) -> tuple[int, bytes | None]:
+    """(size, chain hash of the last entry)."""
+    row = conn.exec_driver_sql(
+        "SELECT seq, chain_hash FROM ledger_entries ORDER BY seq DESC LIMIT 1"
+    ).first()
+    if row is None:
+        return 0, None
+    return int(row[0]) + 1, bytes(row[1])
+
+
+def perfect_hashes(
+    conn: Connection, wanted: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], bytes]:
+    """Hashes of perfect subtrees ``(level, index)``, folded up from the stored strata.
+
+    One query per stratum touched; raises ``LookupError`` if a needed row is missing.
+    """
+    by_base: dict[int, list[tuple[int, int, int, int]]] = {}
+    for level, idx in set(wanted):
+        base = level - level % STRATUM
+        span = 1 << (level - base)
+        by_base.setdefault(base, []).append((level, idx, idx * span, idx * span + span))
+    p = param(conn)
+    out: dict[tuple[int, int], bytes] = {}
+    for base, items in by_base.items():
+        ranges = " OR ".join([f"({{col}} >= {p} AND {{col}} < {p})"] * len(items))
+        args: list[int] = []
+        for _, _, lo, hi in items:
+            args += [lo, hi]
+        if base == 0:
+            sql = "SELECT seq, leaf_hash FROM ledger_entries WHERE " + ranges.format(col="seq")
+        else:
+            sql = f"SELECT idx, hash FROM ledger_nodes WHERE level = {p} AND (" + ranges.format(
+                col="idx"
+            ) + ")"
+            args.insert(0, base)
+        got = {int(i): bytes(h) for i, h in conn.exec_driver_sql(sql, tuple(args))}
+        for level, idx, lo, hi in items:
+            try:
+                row = [got[i] for i in range(lo, hi)]
+            except KeyError as exc:
+                raise LookupError(f"missing stored hash at level {base}, index {exc}") from exc
+            while len(row) > 1:
+                row = [node_hash(row[i], row[i + 1]) for i in range(0, len(row), 2)]
+            out[(level, idx)] = row[0]
+    return out
+
+
+def iter_entries(conn: Connection, start: int = 0, chunk: int = 50_000) -> Iterator[tuple[Any, ...]]:
+    """Stream (seq, kind, record, leaf_hash, chain_hash, recorded_at, trace_id) in seq order."""
+    p = param(conn)
+    sql = (
+        "SELECT seq, kind, record, leaf_hash, chain_hash, recorded_at, trace_id "
+        f"FROM ledger_entries WHERE seq >= {p} ORDER BY seq LIMIT {chunk}"
+    )
+    while True:
+        rows = conn.exec_driver_sql(sql, (start,)).fetchall()
+        if not rows:
+            return
+        yield from rows
+        start = int(rows[-1][0]) + 1

@@ -1,0 +1,25 @@
+"""Alembic migrations: the only way ledger tables and their append-only guards are created."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine
+
+SCRIPT_LOCATION = str(Path(__file__).resolve().parent)
+
+__all__ = ["SCRIPT_LOCATION", "upgrade"]
+
+
+def upgrade(engine: Engine, *, app_role: str | None = None) -> None:
+    """Bring ``engine``'s database to the newest revision (idempotent)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", SCRIPT_LOCATION)
+    if app_role:
+        cfg.cmd_opts = type("Opts", (), {"x": [f"app_role={app_role}"]})()  # type: ignore[assignment]
+    with engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        conn.commit()
