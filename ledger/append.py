@@ -72,7 +72,7 @@ class Ledger:
         if genesis is None or key_row is None:
             raise LedgerError("ledger has no genesis record (run 'sealtrail init')")
 
-        self.origin: str = orjson.loads(genesis)["body"]["origin"]
+        self.origin: str = orjson.loads(genesis)["record"]["origin"]
         self.active_vkey: str = key_row
         if signer is not None and signer.verifier.vkey != key_row:
             raise KeyFileError(
@@ -107,7 +107,7 @@ class Ledger:
             leaf = hashlib.sha256(b"\x00" + rec).digest()
             chain = hashlib.sha256(ZERO_CHAIN + leaf).digest()
             store.insert_rows(conn, store.entries, _ENTRY_COLS,
-                              [(0, "ledger.genesis", rec, leaf, chain, _us(now), tid)])
+                              [(0, "ledger.genesis", rec, leaf, chain, ts, tid)])
             _insert_key(conn, signer.verifier, 1, 0)
             cp = Checkpoint(origin, 1, leaf).sign([signer])
             _insert_checkpoint(conn, cp, signer, _us(now))
@@ -171,7 +171,7 @@ class Ledger:
                             leaf = sha(b"\x00" + rec).digest()
                             prev = sha(prev + leaf).digest()
                             cr.append(leaf, keep)
-                            rows.append((seq, r.kind, rec, leaf, prev, now_us, tid))
+                            rows.append((seq, r.kind, rec, leaf, prev, ts, tid))
                             receipts.append(Receipt(seq, tid, leaf, prev, ts))
                             if digest is not None:
                                 pay_rows.append((digest, r.payload, seq, now_us))

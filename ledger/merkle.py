@@ -74,6 +74,7 @@ class CompactRange:
     def append(
         self, h: bytes, on_node: Callable[[int, int, bytes], None] | None = None
     ) -> None:
+        """Append one leaf hash."""
         hashes = self.hashes
         size = self.size
         level = 0
@@ -85,6 +86,27 @@ class CompactRange:
                 on_node(level, size, h)
         hashes.append(h)
         self.size += 1
+
+    def append_subtree(
+        self, h: bytes, level: int, on_node: Callable[[int, int, bytes], None] | None = None
+    ) -> None:
+        """Append the hash of a whole perfect subtree of ``2**level`` leaves."""
+        if self.size & ((1 << level) - 1):
+            raise ValueError(f"size {self.size} is not aligned to a level-{level} subtree")
+        hashes = self.hashes
+        grown = 1 << level
+        size = self.size >> level
+        while size & 1:
+            h = _sha256(b"\x01" + hashes.pop() + h).digest()
+            size >>= 1
+            level += 1
+            if on_node is not None:
+                on_node(level, size, h)
+        hashes.append(h)
+        self.size += grown
+
+    def copy(self) -> CompactRange:
+        return CompactRange(self.size, list(self.hashes))
 
     def root(self) -> bytes:
         if not self.hashes:

@@ -1,8 +1,10 @@
 """What callers hand to the ledger and what they get back, and the sealed record bytes.
 
 A sealed record is the RFC 8785 canonical JSON envelope
-``{"body": {...}, "kind": k, "payload_sha256": h?, "recorded_at": t, "trace_id": u, "v": 1}``.
-Its keys are already in JCS order, so the envelope is assembled from canonical parts.
+``{"kind": k, "payload_sha256": h?, "record": {...}, "recorded_at": t, "trace_id": u, "v": 1}``
+where ``record`` is the kind-specific content. Its keys are already in JCS order, so the
+envelope is assembled from canonical parts. The fixed-width tail (recorded_at, trace_id, v:
+exactly 100 bytes) and the kind prefix let the verifier check the index columns in SQL.
 """
 
 from __future__ import annotations
@@ -90,15 +92,15 @@ def seal(record: Record, recorded_at: str) -> tuple[str, bytes, str | None]:
         raise RecordError(f"{kind} record: trace id {tid!r} is not a lower-case UUID")
     body = record.canonical_body()
     digest = None
-    parts = [b'{"body":', body, b',"kind":"', kind.encode(), b'"']
+    parts = [b'{"kind":"', kind.encode(), b'"']
     if record.payload is not None:
         if not isinstance(record.payload, bytes | bytearray | memoryview):
             raise RecordError(f"{kind} record: payload must be bytes")
         digest = hashlib.sha256(record.payload).hexdigest()
         parts += [b',"payload_sha256":"', digest.encode(), b'"']
     parts += [
-        b',"recorded_at":"', recorded_at.encode(), b'","trace_id":"', tid.encode(),
-        b'","v":', str(ENVELOPE_VERSION).encode(), b"}",
+        b',"record":', body, b',"recorded_at":"', recorded_at.encode(), b'","trace_id":"',
+        tid.encode(), b'","v":', str(ENVELOPE_VERSION).encode(), b"}",
     ]
     return tid, b"".join(parts), digest
 

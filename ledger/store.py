@@ -9,7 +9,7 @@ while an append writes about one node row per ``2**STRATUM - 1`` entries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Index,
+    Integer,
     LargeBinary,
     MetaData,
     SmallInteger,
@@ -53,16 +54,18 @@ STRATUM = 4
 SCHEMA_REVISION = "0001"
 
 metadata = MetaData()
+# On SQLite a 64-bit INTEGER PRIMARY KEY is the rowid itself: no second index to maintain.
+SeqType = BigInteger().with_variant(Integer(), "sqlite")
 
 entries = Table(
     "ledger_entries",
     metadata,
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("seq", SeqType, primary_key=True, autoincrement=False),
     Column("kind", String(64), nullable=False),
     Column("record", LargeBinary, nullable=False, comment="RFC 8785 canonical JSON"),
     Column("leaf_hash", LargeBinary(32), nullable=False),
     Column("chain_hash", LargeBinary(32), nullable=False),
-    Column("recorded_at", BigInteger, nullable=False, comment="microseconds since 1970, UTC"),
+    Column("recorded_at", String(27), nullable=False, comment="UTC, YYYY-MM-DDTHH:MM:SS.ffffffZ"),
     Column("trace_id", String(36), nullable=False),
     Index("ix_ledger_entries_trace_id", "trace_id", unique=True),
     Index("ix_ledger_entries_kind_seq", "kind", "seq"),
@@ -74,12 +77,13 @@ nodes = Table(
     Column("level", SmallInteger, primary_key=True, autoincrement=False),
     Column("idx", BigInteger, primary_key=True, autoincrement=False),
     Column("hash", LargeBinary(32), nullable=False),
+    sqlite_with_rowid=False,
 )
 
 checkpoints = Table(
     "ledger_checkpoints",
     metadata,
-    Column("size", BigInteger, primary_key=True, autoincrement=False),
+    Column("size", SeqType, primary_key=True, autoincrement=False),
     Column("root", LargeBinary(32), nullable=False),
     Column("note", Text, nullable=False),
     Column("key_id", String(8), nullable=False),
@@ -120,7 +124,7 @@ class Entry:
     record: bytes
     leaf_hash: bytes
     chain_hash: bytes
-    recorded_at: int
+    recorded_at: str
     trace_id: str
 
 
@@ -212,6 +216,58 @@ def tail(conn: Connection) -> tuple[int, bytes | None]:
     return int(row[0]) + 1, bytes(row[1])
 
 
+def raw_cursor(conn: Connection) -> Any:
+    """The driver's own cursor: streaming scans skip SQLAlchemy's per-row objects."""
+    return conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+
+
+def first_bad_index_row(conn: Connection, lo: int, hi: int) -> int | None:
+    """First seq in ``[lo, hi)`` whose kind/recorded_at/trace_id columns differ from its bytes.
+
+    Runs inside the database: the envelope starts with ``{"kind":"<kind>"`` and ends with
+    the fixed 100-byte tail ``"recorded_at":"<27>","trace_id":"<36>","v":1}``; the leaf
+    hash already pins those bytes, so comparing the columns with them is enough.
+    """
+    if conn.dialect.name == "postgresql":
+        sql = (
+            "SELECT min(seq) FROM ledger_entries WHERE seq >= %s AND seq < %s AND ("
+            "substring(record from length(record) - 43 for 36) <> convert_to(trace_id, 'UTF8') OR "
+            "substring(record from length(record) - 84 for 27) <> convert_to(recorded_at, 'UTF8') "
+            "OR substring(record from 10 for length(kind) + 1) <> convert_to(kind || '\"', 'UTF8'))"
+        )
+    else:
+        sql = (
+            "SELECT min(seq) FROM ledger_entries WHERE seq >= ? AND seq < ? AND ("
+            "substr(record, -44, 36) != CAST(trace_id AS BLOB) OR "
+            "substr(record, -85, 27) != CAST(recorded_at AS BLOB) OR "
+            "substr(record, 10, length(kind) + 1) != CAST(kind || '\"' AS BLOB))"
+        )
+    got = conn.exec_driver_sql(sql, (lo, hi)).scalar()
+    return None if got is None else int(got)
+
+
+def specials(conn: Connection, lo: int, hi: int) -> list[tuple[int, str, bytes]]:
+    """The ledger's own records (kinds ``ledger.*``) in ``[lo, hi)``, by the kind index."""
+    p = param(conn)
+    return [
+        (int(s), str(k), bytes(r)) for s, k, r in conn.exec_driver_sql(
+            "SELECT seq, kind, record FROM ledger_entries WHERE kind >= 'ledger.' "
+            f"AND kind < 'ledger/' AND seq >= {p} AND seq < {p} ORDER BY seq", (lo, hi),
+        )
+    ]
+
+
+def chain_at(conn: Connection, seq: int) -> bytes:
+    row = conn.exec_driver_sql(
+        f"SELECT chain_hash FROM ledger_entries WHERE seq = {param(conn)}", (seq,)
+    ).first()
+    if row is None:
+        from ledger.errors import DamageError
+
+        raise DamageError("missing entry", seq, f"no entry is stored at seq {seq}")
+    return bytes(row[0])
+
+
 def perfect_hashes(
     conn: Connection, wanted: Iterable[tuple[int, int]]
 ) -> dict[tuple[int, int], bytes]:
@@ -248,18 +304,3 @@ def perfect_hashes(
                 row = [node_hash(row[i], row[i + 1]) for i in range(0, len(row), 2)]
             out[(level, idx)] = row[0]
     return out
-
-
-def iter_entries(conn: Connection, start: int = 0, chunk: int = 50_000) -> Iterator[tuple[Any, ...]]:
-    """Stream (seq, kind, record, leaf_hash, chain_hash, recorded_at, trace_id) in seq order."""
-    p = param(conn)
-    sql = (
-        "SELECT seq, kind, record, leaf_hash, chain_hash, recorded_at, trace_id "
-        f"FROM ledger_entries WHERE seq >= {p} ORDER BY seq LIMIT {chunk}"
-    )
-    while True:
-        rows = conn.exec_driver_sql(sql, (start,)).fetchall()
-        if not rows:
-            return
-        yield from rows
-        start = int(rows[-1][0]) + 1

@@ -1,0 +1,36 @@
+# Two commands on a fresh clone: `make demo` and `make test` (see README).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEVSTAMP := $(VENV)/.installed-dev
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(DEVSTAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sealtrail demo
+
+lint: $(DEVSTAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(DEVSTAMP)
+	$(BIN)/python bench/ledger.py
+
+clean:
+	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys .mypy_cache .ruff_cache .pytest_cache

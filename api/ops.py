@@ -1,0 +1,232 @@
+"""What each CLI command does, without the printing: settings in, plain data out."""
+
+from __future__ import annotations
+
+import base64
+import os
+import random
+import time
+from datetime import timedelta
+from typing import Any
+
+import rfc8785
+from rich.console import Console
+from sqlalchemy import Engine
+
+import migrations
+from api.config import Settings
+from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, Record, VerifyReport
+from ledger import store
+from ledger.append import CheckpointPolicy
+from ledger.errors import KeyFileError
+from ledger.keys import generate_key_file, load_signer, replace_key_file
+from ledger.merkle import verify_consistency, verify_inclusion
+from ledger.proofs import InclusionProof, consistency_proof, inclusion_proof, root_at
+from ledger.retention import (
+    active_holds,
+    place_hold,
+    purge_expired,
+    purge_payloads,
+    release_hold,
+)
+from ledger.verify import verify_ledger
+
+
+def engine_for(s: Settings, *, create: bool = False) -> Engine:
+    return store.connect(s.db, create_file=create)
+
+
+def open_ledger(s: Settings, engine: Engine | None = None) -> Ledger:
+    eng = engine or engine_for(s)
+    store.require_schema(eng)
+    signer = load_signer(s.key_file)
+    policy = CheckpointPolicy(s.checkpoint_every, s.checkpoint_seconds)
+    return Ledger(eng, signer, policy=policy)
+
+
+def initialise(s: Settings) -> dict[str, Any]:
+    engine = engine_for(s, create=True)
+    migrations.upgrade(engine, app_role=s.app_role)
+    if s.key_file.exists():
+        signer = load_signer(s.key_file)
+    else:
+        signer = generate_key_file(s.key_file, s.origin)
+    with engine.connect() as conn:
+        size, _ = store.tail(conn)
+    created = size == 0
+    if created:
+        ledger = Ledger.create(engine, signer, s.origin)
+    else:
+        ledger = Ledger(engine, signer)
+    return {"created": created, "db": s.db, "origin": ledger.origin,
+            "vkey": signer.verifier.vkey, "key_file": str(s.key_file)}
+
+
+def trusted_keys(s: Settings, pinned: list[NoteVerifier]) -> list[NoteVerifier]:
+    """Pinned keys: --trusted-key, else SEALTRAIL_TRUSTED_KEY, else the local key file."""
+    if pinned:
+        return pinned
+    if s.trusted_key:
+        return [NoteVerifier.from_vkey(s.trusted_key)]
+    if s.key_file.exists():
+        return [load_signer(s.key_file).verifier]
+    return []
+
+
+def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None) -> VerifyReport:
+    engine = engine_for(s)
+    return verify_ledger(engine, trusted_keys(s, pinned), workers=workers)
+
+
+def prove(s: Settings, target: int | str) -> InclusionProof:
+    ledger = open_ledger(s)
+    with ledger.engine.connect() as conn:
+        p = store.param(conn)
+        col = "seq" if isinstance(target, int) else "trace_id"
+        row = conn.exec_driver_sql(
+            f"SELECT seq, leaf_hash, trace_id FROM ledger_entries WHERE {col} = {p}", (target,)
+        ).first()
+    if row is None:
+        raise LedgerError(f"no ledger entry with {col} {target}")
+    seq, leaf = int(row[0]), bytes(row[1])
+    latest = ledger.latest_checkpoint()
+    if latest is None or latest.checkpoint.size <= seq:
+        latest = ledger.checkpoint()
+    size = latest.checkpoint.size
+    with ledger.engine.connect() as conn:
+        hashes = inclusion_proof(conn, seq, size)
+    verify_inclusion(seq, size, leaf, hashes, latest.checkpoint.root)  # never hand out a bad proof
+    return InclusionProof(seq, size, leaf, tuple(hashes), latest.note)
+
+
+def consistency(s: Settings, old: int, new: int) -> dict[str, Any]:
+    engine = engine_for(s)
+    store.require_schema(engine)
+    with engine.connect() as conn:
+        size, _ = store.tail(conn)
+        if not 0 < old <= new <= size:
+            raise LedgerError(f"sizes must satisfy 0 < OLD <= NEW <= {size} (the ledger's size)")
+        hashes = consistency_proof(conn, old, new)
+        r1, r2 = root_at(conn, old), root_at(conn, new)
+        notes = dict(conn.exec_driver_sql(
+            f"SELECT size, note FROM ledger_checkpoints WHERE size IN ({old}, {new})").all())
+    verify_consistency(old, new, hashes, r1, r2)
+    b64 = base64.b64encode
+    return {
+        "old_size": old, "new_size": new,
+        "old_root": b64(r1).decode(), "new_root": b64(r2).decode(),
+        "hashes": [b64(h).decode() for h in hashes],
+        "old_checkpoint": notes.get(old), "new_checkpoint": notes.get(new),
+    }
+
+
+def keys_show(s: Settings) -> dict[str, Any]:
+    engine = engine_for(s)
+    store.require_schema(engine)
+    with engine.connect() as conn:
+        history = [{"vkey": v, "valid_from_size": int(f)} for v, f in conn.exec_driver_sql(
+            "SELECT vkey, valid_from_size FROM ledger_keys ORDER BY valid_from_size")]
+    if not history:
+        raise LedgerError("ledger has no keys yet (run 'sealtrail init')")
+    return {"active": history[-1]["vkey"], "history": history}
+
+
+def keys_rotate(s: Settings) -> dict[str, Any]:
+    ledger = open_ledger(s)
+    old = load_signer(s.key_file)
+    new = NoteSigner.generate(old.name)
+    pending = s.key_file.with_suffix(".pending")
+    if pending.exists():
+        raise KeyFileError(f"{pending} exists: a rotation was interrupted; inspect it first")
+    generate_key_file_from(pending, new)
+    receipt = ledger.rotate_key(new)
+    os.replace(pending, s.key_file.with_suffix(".new"))
+    retired = replace_key_file_from_new(s)
+    return {"seq": receipt.seq, "old_vkey": old.verifier.vkey, "new_vkey": new.verifier.vkey,
+            "retired_file": str(retired)}
+
+
+def generate_key_file_from(path: Any, signer: NoteSigner) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(signer.skey + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def replace_key_file_from_new(s: Settings) -> Any:
+    new_path = s.key_file.with_suffix(".new")
+    signer = load_signer(new_path)
+    retired = replace_key_file(s.key_file, signer)
+    new_path.unlink()
+    return retired
+
+
+def purge_expired_(s: Settings, days: int | None) -> dict[str, Any]:
+    ledger = open_ledger(s)
+    res = purge_expired(ledger, timedelta(days=days or s.retention_days))
+    return {"purged": res.purged, "held": res.held,
+            "seq": res.receipt.seq if res.receipt else None}
+
+
+def erase(s: Settings, shas: list[str], reason: str) -> dict[str, Any]:
+    res = purge_payloads(open_ledger(s), shas, reason)
+    return {"purged": res.purged, "seq": res.receipt.seq if res.receipt else None}
+
+
+def hold(s: Settings, hold_id: str, a: int, b: int, reason: str) -> dict[str, Any]:
+    r = place_hold(open_ledger(s), hold_id, a, b, reason)
+    return {"hold_id": hold_id, "seq": r.seq}
+
+
+def release(s: Settings, hold_id: str, reason: str) -> dict[str, Any]:
+    r = release_hold(open_ledger(s), hold_id, reason)
+    return {"hold_id": hold_id, "seq": r.seq}
+
+
+def holds(s: Settings) -> dict[str, Any]:
+    engine = engine_for(s)
+    store.require_schema(engine)
+    with engine.connect() as conn:
+        return {"holds": [h.__dict__ for h in active_holds(conn)]}
+
+
+def demo(s: Settings, n: int, as_json: bool, out: Console) -> None:
+    """Synthetic screening events: enough to exercise batching, checkpoints and proofs."""
+    import sys
+
+    import orjson
+
+    info = initialise(s)
+    ledger = open_ledger(s)
+    rng = random.Random(20261202)
+    outcomes = ["ALLOW"] * 90 + ["REVIEW"] * 6 + ["HOLD"] * 3 + ["BLOCK"]
+    t0 = time.perf_counter()
+    receipts = []
+    for start in range(0, n, 500):
+        batch = []
+        for i in range(start, min(start + 500, n)):
+            amount = f"{rng.randint(100, 2_000_000) / 100:.2f}"
+            raw = orjson.dumps({"msg": i, "amount": amount, "currency": "EUR",
+                                "debtor": f"DE{rng.randint(10**19, 10**20 - 1)}"})
+            body = {"synthetic": True, "n": i, "amount": amount, "outcome": rng.choice(outcomes)}
+            batch.append(Record("demo.synthetic_event", body, payload=raw))
+        receipts += ledger.append_many(batch)
+    appended = time.perf_counter() - t0
+    cp = ledger.checkpoint()
+    report = verify_ledger(ledger.engine, [load_signer(s.key_file).verifier])
+    proof = prove(s, receipts[len(receipts) // 2].trace_id)
+    doc = {"init": info, "appended": len(receipts), "append_seconds": round(appended, 3),
+           "checkpoint": cp.note, "verify": report.to_json(), "proof": proof.to_json()}
+    if as_json:
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    out.print(f"ledger   {s.db}  (origin {info['origin']})")
+    out.print(f"appended {len(receipts)} records in {appended:.2f}s "
+              f"({len(receipts) / appended:,.0f}/s, batches of 500, durable)")
+    out.print("checkpoint:")
+    out.print(cp.note, end="")
+    out.print(f"verified {report.size} entries and {report.checkpoints} checkpoints "
+              f"in {report.seconds:.2f}s against {report.trusted_key}")
+    out.print(f"proof    trace {receipts[len(receipts) // 2].trace_id} = seq {proof.index}: "
+              f"{len(proof.hashes)} hashes against size {proof.size}")
