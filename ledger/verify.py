@@ -163,21 +163,19 @@ def verify_ledger(
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
     results = _scan_all(engine, size, [s for s, _, _ in cps], n_workers, progress)
 
+    damage = next((r.damage for r in results if r.damage is not None), None)
+    if damage is not None:  # entries come first: the earliest damaged range names its seq
+        raise damage
     history = _History()
     roots = {s: r for res in results for s, r in res.roots}
-    damage = next((r.damage for r in results if r.damage is not None), None)
-    limit = damage.seq if damage is not None and damage.seq is not None else size
     last = 0
     for res in results:
         for seq, kind, body in res.specials:
-            if seq < limit:
-                history.replay(seq, kind, body)
+            history.replay(seq, kind, body)
     for cp_size, root_col, note in cps:
         if cp_size > size:
             raise DamageError("truncated log", size,
                               f"a signed checkpoint covers {cp_size} entries, {size} are stored")
-        if cp_size > limit:
-            break
         key = history.active(cp_size)
         try:
             text, _ = open_note(note, [key])
@@ -197,8 +195,6 @@ def verify_ledger(
             )
         last = cp_size
         report.checkpoints += 1
-    if damage is not None:
-        raise damage
     for level, max_idx in node_extent:
         if (int(max_idx) + 1) << int(level) > size:
             raise DamageError("stray Merkle node", int(max_idx) << int(level),

@@ -1,0 +1,83 @@
+"""Database fixtures: every test gets its own SQLite file or its own PostgreSQL schema.
+
+When SEALTRAIL_TEST_POSTGRES_URL is set (CI sets it), the PostgreSQL variants run and fail
+loudly if the server is unreachable; without it they are skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from sqlalchemy import Engine, create_engine
+
+import migrations
+from ledger import Ledger, NoteSigner, store
+from ledger.append import CheckpointPolicy
+
+PG_URL = os.environ.get("SEALTRAIL_TEST_POSTGRES_URL")
+ORIGIN = "test.sealtrail/log"
+
+
+@dataclass
+class Db:
+    url: str
+    dialect: str
+
+    def engine(self) -> Engine:
+        return store.connect(self.url, create_file=True)
+
+
+def _sqlite(tmp_path: Path) -> Iterator[Db]:
+    yield Db(f"sqlite:///{tmp_path / 'ledger.db'}", "sqlite")
+
+
+def _postgres() -> Iterator[Db]:
+    if not PG_URL:
+        pytest.skip("SEALTRAIL_TEST_POSTGRES_URL is not set (CI sets it)")
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:  # fails the test if the server is unreachable
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in PG_URL else "?"
+    try:
+        yield Db(f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}", "postgresql")
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
+    """A fresh, empty database of each dialect."""
+    gen = _sqlite(tmp_path) if request.param == "sqlite" else _postgres()
+    yield from gen
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Iterator[Db]:
+    yield from _sqlite(tmp_path)
+
+
+@pytest.fixture
+def signer() -> NoteSigner:
+    return NoteSigner.generate(ORIGIN)
+
+
+def make_ledger(db: Db, signer: NoteSigner, every: int = 1000) -> Ledger:
+    engine = db.engine()
+    migrations.upgrade(engine)
+    return Ledger.create(engine, signer, ORIGIN, policy=CheckpointPolicy(every, 3600))
+
+
+@pytest.fixture
+def ledger(db: Db, signer: NoteSigner) -> Iterator[Ledger]:
+    lg = make_ledger(db, signer)
+    yield lg
+    lg.engine.dispose()
