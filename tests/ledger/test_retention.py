@@ -1,0 +1,108 @@
+"""Retention, erasure and legal holds: payload bytes go, hashes and the chain stay."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ledger import Ledger, LedgerError, LegalHoldError, NoteSigner, Record, verify_ledger
+from ledger.append import CheckpointPolicy
+from ledger.retention import (
+    active_holds,
+    place_hold,
+    purge_expired,
+    purge_payloads,
+    release_hold,
+)
+from tests.conftest import Db, make_ledger
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2021, 6, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+@pytest.fixture
+def aged(db: Db, signer: NoteSigner) -> tuple[Ledger, Clock]:
+    """Entries 1..10 stored in mid-2021, 11..20 in 2024; the clock then reads 2026-12."""
+    base = make_ledger(db, signer)
+    clock = Clock()
+    lg = Ledger(base.engine, signer, policy=CheckpointPolicy(1000, 3600), clock=clock)
+    lg.append_many([Record("test.event", {"n": i}, payload=b"old %d" % i) for i in range(10)])
+    clock.now = datetime(2024, 6, 1, tzinfo=UTC)
+    lg.append_many([Record("test.event", {"n": i}, payload=b"new %d" % i) for i in range(10)])
+    clock.now = datetime(2026, 12, 2, tzinfo=UTC)
+    return lg, clock
+
+
+def payload(lg: Ledger, digest: str) -> bytes | None:
+    with lg.engine.connect() as conn:
+        got = conn.exec_driver_sql(
+            f"SELECT data FROM ledger_payloads WHERE sha256 = '{digest}'").scalar()
+    return None if got is None else bytes(got)
+
+
+def test_expired_payloads_are_purged_and_verify_reports_them(aged: tuple[Ledger, Clock]) -> None:
+    lg, _ = aged
+    res = purge_expired(lg, timedelta(days=5 * 365 + 1))
+    assert sorted(res.purged) == sorted(sha(b"old %d" % i) for i in range(10))
+    assert res.receipt is not None and res.held == []
+    assert payload(lg, sha(b"old 3")) is None and payload(lg, sha(b"new 3")) == b"new 3"
+    lg.checkpoint()
+    report = verify_ledger(lg.engine, workers=1)
+    assert {p.sha256 for p in report.purged} == set(res.purged)
+    assert {p.purge_seq for p in report.purged} == {res.receipt.seq}
+    assert report.payloads_present == 10
+    assert purge_expired(lg).purged == []  # nothing left to do
+
+
+def test_finra_six_years_keeps_more(aged: tuple[Ledger, Clock]) -> None:
+    lg, _ = aged
+    assert purge_expired(lg, timedelta(days=6 * 365 + 2)).purged == []
+
+
+def test_legal_hold_blocks_purge_until_released(aged: tuple[Ledger, Clock]) -> None:
+    lg, _ = aged
+    place_hold(lg, "CASE-2026-17", 3, 5, "SAR investigation 2026-17")
+    with lg.engine.connect() as conn:
+        assert [h.hold_id for h in active_holds(conn)] == ["CASE-2026-17"]
+    res = purge_expired(lg)
+    assert sorted(res.held) == sorted(sha(b"old %d" % i) for i in (2, 3, 4))
+    assert len(res.purged) == 7 and payload(lg, sha(b"old 3")) == b"old 3"
+    with pytest.raises(LegalHoldError, match="CASE-2026-17"):
+        purge_payloads(lg, [sha(b"old 3")], "erasure order 9")
+    assert payload(lg, sha(b"old 3")) == b"old 3"
+    with pytest.raises(LedgerError, match="already active"):
+        place_hold(lg, "CASE-2026-17", 1, 2, "again")
+    release_hold(lg, "CASE-2026-17", "case closed")
+    assert len(purge_expired(lg).purged) == 3
+    lg.checkpoint()
+    assert len(verify_ledger(lg.engine, workers=1).purged) == 10
+
+
+def test_erasure_order_purges_named_payloads(aged: tuple[Ledger, Clock]) -> None:
+    lg, _ = aged
+    res = purge_payloads(lg, [sha(b"new 1")], "erasure order 2026/44")
+    assert res.purged == [sha(b"new 1")] and payload(lg, sha(b"new 1")) is None
+    with pytest.raises(LedgerError, match="no stored"):
+        purge_payloads(lg, [sha(b"new 1")], "again")
+    with pytest.raises(LedgerError, match="reason"):
+        purge_payloads(lg, [sha(b"new 2")], " ")
+
+
+@pytest.mark.parametrize("args", [("bad id!", 1, 2, "r"), ("H1", 5, 2, "r"), ("H1", 1, 2, " ")])
+def test_bad_holds_are_refused(aged: tuple[Ledger, Clock], args: tuple[str, int, int, str]) -> None:
+    lg, _ = aged
+    with pytest.raises(LedgerError):
+        place_hold(lg, *args)
+    with pytest.raises(LedgerError, match="no active legal hold"):
+        release_hold(lg, "H404", "r")
