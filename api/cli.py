@@ -25,7 +25,7 @@ from ledger import (
     RecordError,
     VerificationError,
 )
-from ledger.errors import DamageError
+from ledger.errors import DamageError, EntryNotFoundError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="sealtrail: sealed AML decisions")
 ledger_app = typer.Typer(no_args_is_help=True, help="Verify, checkpoint and prove the ledger.")
@@ -55,7 +55,8 @@ def settings(db: str | None, keys: Path | None) -> Settings:
 
 
 def fail(exc: Exception, as_json: bool) -> NoReturn:
-    code = 1 if isinstance(exc, VerificationError | RecordError | LegalHoldError) else 2
+    refused = VerificationError | RecordError | LegalHoldError | EntryNotFoundError
+    code = 1 if isinstance(exc, refused) else 2
     kind = exc.kind if isinstance(exc, DamageError) else type(exc).__name__
     if as_json:
         doc: dict[str, Any] = {"ok": False, "error": kind, "message": str(exc)}
@@ -169,7 +170,7 @@ def ledger_checkpoint(db: DbOpt = None, keys: KeysOpt = None, as_json: JsonOpt =
         cp = ops.open_ledger(settings(db, keys)).checkpoint()
         c = cp.checkpoint
         emit({"origin": c.origin, "size": c.size, "root": c.root.hex(), "note": cp.note},
-             as_json, lambda: sys.stdout.write(cp.note))
+             as_json, lambda: out.print(cp.note, end="", markup=False))
 
     guarded(as_json, run)
 
@@ -345,9 +346,14 @@ def retention_holds(db: DbOpt = None, keys: KeysOpt = None, as_json: JsonOpt = F
 
     def run() -> None:
         doc = ops.holds(settings(db, keys))
-        emit(doc, as_json, lambda: [out.print(
-            f"{h['hold_id']}: seq {h['seq_from']}..{h['seq_to']} ({h['reason']})")
-            for h in doc["holds"]] or out.print("no active legal holds"))
+
+        def human() -> None:
+            for h in doc["holds"]:
+                out.print(f"{h['hold_id']}: seq {h['seq_from']}..{h['seq_to']} ({h['reason']})")
+            if not doc["holds"]:
+                out.print("no active legal holds")
+
+        emit(doc, as_json, human)
 
     guarded(as_json, run)
 

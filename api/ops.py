@@ -9,16 +9,14 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import rfc8785
 from rich.console import Console
 from sqlalchemy import Engine
 
 import migrations
 from api.config import Settings
-from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, Record, VerifyReport
-from ledger import store
+from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, Record, VerifyReport, store
 from ledger.append import CheckpointPolicy
-from ledger.errors import KeyFileError
+from ledger.errors import EntryNotFoundError, KeyFileError
 from ledger.keys import generate_key_file, load_signer, replace_key_file
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.proofs import InclusionProof, consistency_proof, inclusion_proof, root_at
@@ -47,17 +45,12 @@ def open_ledger(s: Settings, engine: Engine | None = None) -> Ledger:
 def initialise(s: Settings) -> dict[str, Any]:
     engine = engine_for(s, create=True)
     migrations.upgrade(engine, app_role=s.app_role)
-    if s.key_file.exists():
-        signer = load_signer(s.key_file)
-    else:
-        signer = generate_key_file(s.key_file, s.origin)
+    exists = s.key_file.exists()
+    signer = load_signer(s.key_file) if exists else generate_key_file(s.key_file, s.origin)
     with engine.connect() as conn:
         size, _ = store.tail(conn)
     created = size == 0
-    if created:
-        ledger = Ledger.create(engine, signer, s.origin)
-    else:
-        ledger = Ledger(engine, signer)
+    ledger = Ledger.create(engine, signer, s.origin) if created else Ledger(engine, signer)
     return {"created": created, "db": s.db, "origin": ledger.origin,
             "vkey": signer.verifier.vkey, "key_file": str(s.key_file)}
 
@@ -87,7 +80,7 @@ def prove(s: Settings, target: int | str) -> InclusionProof:
             f"SELECT seq, leaf_hash, trace_id FROM ledger_entries WHERE {col} = {p}", (target,)
         ).first()
     if row is None:
-        raise LedgerError(f"no ledger entry with {col} {target}")
+        raise EntryNotFoundError(f"no ledger entry with {col} {target}")
     seq, leaf = int(row[0]), bytes(row[1])
     latest = ledger.latest_checkpoint()
     if latest is None or latest.checkpoint.size <= seq:
@@ -108,7 +101,7 @@ def consistency(s: Settings, old: int, new: int) -> dict[str, Any]:
             raise LedgerError(f"sizes must satisfy 0 < OLD <= NEW <= {size} (the ledger's size)")
         hashes = consistency_proof(conn, old, new)
         r1, r2 = root_at(conn, old), root_at(conn, new)
-        notes = dict(conn.exec_driver_sql(
+        notes: dict[int, str] = dict(conn.exec_driver_sql(
             f"SELECT size, note FROM ledger_checkpoints WHERE size IN ({old}, {new})").all())
     verify_consistency(old, new, hashes, r1, r2)
     b64 = base64.b64encode
@@ -132,34 +125,25 @@ def keys_show(s: Settings) -> dict[str, Any]:
 
 
 def keys_rotate(s: Settings) -> dict[str, Any]:
+    """New key written first (``signing.key.pending``), then the rotation is committed, then
+    the key file is swapped: a crash in between leaves the pending key on disk, never a
+    ledger that expects a key nobody has."""
     ledger = open_ledger(s)
     old = load_signer(s.key_file)
     new = NoteSigner.generate(old.name)
-    pending = s.key_file.with_suffix(".pending")
+    pending = s.key_file.with_suffix(".key.pending")
     if pending.exists():
-        raise KeyFileError(f"{pending} exists: a rotation was interrupted; inspect it first")
-    generate_key_file_from(pending, new)
-    receipt = ledger.rotate_key(new)
-    os.replace(pending, s.key_file.with_suffix(".new"))
-    retired = replace_key_file_from_new(s)
-    return {"seq": receipt.seq, "old_vkey": old.verifier.vkey, "new_vkey": new.verifier.vkey,
-            "retired_file": str(retired)}
-
-
-def generate_key_file_from(path: Any, signer: NoteSigner) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        raise KeyFileError(f"{pending} exists: an earlier rotation was interrupted; inspect it")
+    fd = os.open(pending, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(signer.skey + "\n")
+        f.write(new.skey + "\n")
         f.flush()
         os.fsync(f.fileno())
-
-
-def replace_key_file_from_new(s: Settings) -> Any:
-    new_path = s.key_file.with_suffix(".new")
-    signer = load_signer(new_path)
-    retired = replace_key_file(s.key_file, signer)
-    new_path.unlink()
-    return retired
+    receipt = ledger.rotate_key(new)
+    retired = replace_key_file(s.key_file, new)
+    pending.unlink()
+    return {"seq": receipt.seq, "old_vkey": old.verifier.vkey, "new_vkey": new.verifier.vkey,
+            "retired_file": str(retired)}
 
 
 def purge_expired_(s: Settings, days: int | None) -> dict[str, Any]:
@@ -225,7 +209,7 @@ def demo(s: Settings, n: int, as_json: bool, out: Console) -> None:
     out.print(f"appended {len(receipts)} records in {appended:.2f}s "
               f"({len(receipts) / appended:,.0f}/s, batches of 500, durable)")
     out.print("checkpoint:")
-    out.print(cp.note, end="")
+    out.print(cp.note, end="", markup=False)
     out.print(f"verified {report.size} entries and {report.checkpoints} checkpoints "
               f"in {report.seconds:.2f}s against {report.trusted_key}")
     out.print(f"proof    trace {receipts[len(receipts) // 2].trace_id} = seq {proof.index}: "

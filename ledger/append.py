@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,7 +26,7 @@ from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record, format_time, now_utc, seal
 
-__all__ = ["CheckpointPolicy", "Ledger", "ROTATION_CONTEXT"]
+__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "Ledger"]
 
 ZERO_CHAIN = bytes(32)
 ROTATION_CONTEXT = b"sealtrail key rotation v1\n"
@@ -113,6 +114,16 @@ class Ledger:
             _insert_checkpoint(conn, cp, signer, _us(now))
         return cls(engine, signer, policy=policy, clock=clock)
 
+    @contextmanager
+    def _writer(self) -> Iterator[Connection]:
+        """A transaction holding the log's single-writer lock; commits on normal exit."""
+        with (
+            self.engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn,
+            conn.begin(),
+        ):
+            store.lock_sequencer(conn)
+            yield conn
+
     def _read(self) -> Connection:
         try:
             return self.engine.connect()
@@ -151,37 +162,35 @@ class Ledger:
         sha = hashlib.sha256
         with self._lock:
             try:
-                with self.engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn:
-                    with conn.begin():
-                        store.lock_sequencer(conn)
-                        size, chain = store.tail(conn)
-                        cr = self._compact_range(conn, size, chain)
-                        node_rows: list[tuple[int, int, bytes]] = []
+                with self._writer() as conn:
+                    size, chain = store.tail(conn)
+                    cr = self._compact_range(conn, size, chain)
+                    node_rows: list[tuple[int, int, bytes]] = []
 
-                        def keep(level: int, idx: int, h: bytes) -> None:
-                            if level % store.STRATUM == 0:
-                                node_rows.append((level, idx, h))
+                    def keep(level: int, idx: int, h: bytes) -> None:
+                        if level % store.STRATUM == 0:
+                            node_rows.append((level, idx, h))
 
-                        rows = []
-                        receipts = []
-                        pay_rows = []
-                        prev = chain or ZERO_CHAIN
-                        seq = size
-                        for (tid, rec, digest), r in zip(sealed, records, strict=True):
-                            leaf = sha(b"\x00" + rec).digest()
-                            prev = sha(prev + leaf).digest()
-                            cr.append(leaf, keep)
-                            rows.append((seq, r.kind, rec, leaf, prev, ts, tid))
-                            receipts.append(Receipt(seq, tid, leaf, prev, ts))
-                            if digest is not None:
-                                pay_rows.append((digest, r.payload, seq, now_us))
-                            seq += 1
-                        store.insert_rows(conn, store.entries, _ENTRY_COLS, rows)
-                        store.insert_rows(conn, store.nodes, ("level", "idx", "hash"), node_rows)
-                        _insert_payloads(conn, pay_rows)
-                        if effect is not None:
-                            effect(conn, receipts)
-                        self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint)
+                    rows = []
+                    receipts = []
+                    pay_rows = []
+                    prev = chain or ZERO_CHAIN
+                    seq = size
+                    for (tid, rec, digest), r in zip(sealed, records, strict=True):
+                        leaf = sha(b"\x00" + rec).digest()
+                        prev = sha(prev + leaf).digest()
+                        cr.append(leaf, keep)
+                        rows.append((seq, r.kind, rec, leaf, prev, ts, tid))
+                        receipts.append(Receipt(seq, tid, leaf, prev, ts))
+                        if digest is not None:
+                            pay_rows.append((digest, r.payload, seq, now_us))
+                        seq += 1
+                    store.insert_rows(conn, store.entries, _ENTRY_COLS, rows)
+                    store.insert_rows(conn, store.nodes, ("level", "idx", "hash"), node_rows)
+                    _insert_payloads(conn, pay_rows)
+                    if effect is not None:
+                        effect(conn, receipts)
+                    self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint)
             except IntegrityError as exc:
                 raise RecordError(f"refused by the database (duplicate trace id?): {exc.orig}") from exc
             except DBAPIError as exc:
@@ -228,12 +237,10 @@ class Ledger:
         """Sign a checkpoint of the current size now (or return the one already there)."""
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
-        with self._lock, self.engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn:
-            with conn.begin():
-                store.lock_sequencer(conn)
-                size, chain = store.tail(conn)
-                cr = self._compact_range(conn, size, chain)
-                self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True)
+        with self._lock, self._writer() as conn:
+            size, chain = store.tail(conn)
+            cr = self._compact_range(conn, size, chain)
+            self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True)
         latest = self.latest_checkpoint()
         assert latest is not None
         return latest

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ConsistencyError",
     "DamageError",
+    "EntryNotFoundError",
     "InclusionError",
     "KeyFileError",
     "LedgerError",
@@ -35,6 +36,10 @@ class SchemaError(LedgerError):
 
 class LedgerUnavailableError(LedgerError):
     """The database cannot be reached or refused the commit; nothing was written."""
+
+
+class EntryNotFoundError(LedgerError):
+    """No entry has the seq or trace id asked for."""
 
 
 class KeyFileError(LedgerError):

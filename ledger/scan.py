@@ -88,7 +88,7 @@ class _Scanner:
         seqs = [r[0] for r in rows]
         if seqs != list(range(pos, pos + len(seqs))) or len(seqs) != hi - pos:
             expect = list(range(pos, hi))
-            i = _first_diff(seqs + [-1], expect) if seqs != expect[: len(seqs)] else len(seqs)
+            i = _first_diff([*seqs, -1], expect) if seqs != expect[: len(seqs)] else len(seqs)
             raise DamageError("missing entry", pos + i, f"no entry is stored at seq {pos + i}")
         recs = [r[1] for r in rows]
         leaves = [sha(b"\x00" + x).digest() for x in recs]

@@ -18,7 +18,7 @@ def upgrade(engine: Engine, *, app_role: str | None = None) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", SCRIPT_LOCATION)
     if app_role:
-        cfg.cmd_opts = type("Opts", (), {"x": [f"app_role={app_role}"]})()  # type: ignore[assignment]
+        cfg.cmd_opts = type("Opts", (), {"x": [f"app_role={app_role}"]})()
     with engine.connect() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")

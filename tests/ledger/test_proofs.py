@@ -46,7 +46,7 @@ def test_key_rotation_keeps_old_checkpoints_verifiable(grown: Ledger, signer: No
     receipt = grown.rotate_key(new)
     grown.append_many([Record("test.event", {"after": i}) for i in range(50)])
     grown.checkpoint()
-    rotation_cp = [c for c in _notes(grown) if c[0] == receipt.seq + 1][0][1]
+    rotation_cp = next(c for c in _notes(grown) if c[0] == receipt.seq + 1)[1]
     assert signer.name in rotation_cp and rotation_cp.count("\u2014 ") == 2  # co-signed
     for pinned in (signer.verifier, new.verifier):  # either end of the chain of keys
         report = verify_ledger(grown.engine, [pinned], workers=1)
