@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import rfc8785
-import uuid6
 from sqlalchemy import (
     Column,
     Connection,
@@ -49,7 +48,7 @@ from ledger import Ledger, NoteSigner, Record, store, verify_ledger
 from ledger.append import CheckpointPolicy
 from ledger.merkle import verify_inclusion
 from ledger.proofs import inclusion_proof
-from ledger.records import format_time, seal
+from ledger.records import format_time, new_trace_ids, seal
 
 T = TypeVar("T")
 
@@ -89,13 +88,23 @@ BATCH_SIZES = (1, 100, 1000)
 
 @dataclass(frozen=True)
 class AppendResult:
-    """Appends/s of the ledger and of the plain-insert baseline for one batch size."""
+    """Appends/s of the ledger and of the plain-insert baseline for one batch size, per round."""
 
     backend: str
     batch: int
     records: int
-    ledger_rate: float
-    plain_rate: float
+    ledger_rates: tuple[float, ...]
+    plain_rates: tuple[float, ...]
+
+    @property
+    def ledger_rate(self) -> float:
+        """Median ledger appends/s over the rounds."""
+        return statistics.median(self.ledger_rates)
+
+    @property
+    def plain_rate(self) -> float:
+        """Median plain inserts/s over the rounds."""
+        return statistics.median(self.plain_rates)
 
     @property
     def ratio(self) -> float:
@@ -313,7 +322,8 @@ def plain_table() -> Table:
 def plain_rows(batch: Sequence[tuple[str, bytes]], seq: int) -> list[tuple[Any, ...]]:
     """Row tuples for one batch, each with a fresh UUIDv7, as the sequencer builds them."""
     ts = format_time(datetime.now(UTC))
-    return [(seq + i, kind, rec, ts, str(uuid6.uuid7())) for i, (kind, rec) in enumerate(batch)]
+    ids = new_trace_ids(len(batch))  # the same generator the ledger uses
+    return [(seq + i, kind, rec, ts, ids[i]) for i, (kind, rec) in enumerate(batch)]
 
 
 def plain_commit(engine: Engine, sql: str, rows: list[tuple[Any, ...]]) -> None:
@@ -350,17 +360,32 @@ def ledger_rate(engine: Engine, records: Sequence[Record], batch: int) -> float:
     return len(records) / (time.perf_counter() - started)
 
 
-def measure_appends(
-    backend: str, batch: int, n: int, pool: Sequence[Record], root: Path, admin: Engine | None
-) -> AppendResult:
-    """Baseline, then ledger, each on its own fresh database, with the same records."""
-    records = cycle(pool, n)
+def append_round(
+    backend: str, batch: int, records: Sequence[Record], root: Path, admin: Engine | None,
+    ledger_first: bool,
+) -> tuple[float, float]:
+    """(ledger, plain) rates, each side on its own fresh database, in the order asked."""
     items = envelopes(records)
-    with fresh_db(backend, root, admin) as engine:
-        plain = plain_rate(engine, items, batch)
-    with fresh_db(backend, root, admin) as engine:
-        sealed = ledger_rate(engine, records, batch)
-    return AppendResult(backend, batch, n, sealed, plain)
+    rates: dict[bool, float] = {}
+    for is_ledger in (ledger_first, not ledger_first):
+        with fresh_db(backend, root, admin) as engine:
+            if is_ledger:
+                rates[True] = ledger_rate(engine, records, batch)
+            else:
+                rates[False] = plain_rate(engine, items, batch)
+    return rates[True], rates[False]
+
+
+def measure_appends(
+    backend: str, batch: int, n: int, pool: Sequence[Record], root: Path,
+    admin: Engine | None, rounds: int,
+) -> AppendResult:
+    """``rounds`` rounds of baseline and ledger on the same records, alternating who goes first."""
+    records = cycle(pool, n)
+    got = [append_round(backend, batch, records, root, admin, r % 2 == 1) for r in range(rounds)]
+    return AppendResult(
+        backend, batch, n, tuple(g[0] for g in got), tuple(g[1] for g in got)
+    )
 
 
 # -- 3: full verification -----------------------------------------------------------------
@@ -372,12 +397,15 @@ def build_ledger(
     """Append ``n`` records in batches of 1000 (a checkpoint each); seconds taken."""
     led, signer = new_ledger(engine, BUILD_POLICY)
     batches = chunked(cycle(pool, n), BUILD_BATCH)
+    tty = sys.stderr.isatty()
+    print(f"  building a {n:,}-entry SQLite ledger...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     for i, chunk in enumerate(batches, 1):
         led.append_many(chunk)
-        if i % 100 == 0 or i == len(batches):
-            print(f"\r  building: {i * BUILD_BATCH:,}/{n:,}", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+        if tty and (i % 100 == 0 or i == len(batches)):
+            print(f"\r  built {min(i * BUILD_BATCH, n):,}", end="", file=sys.stderr, flush=True)
+    if tty:
+        print(file=sys.stderr)
     return led, signer, time.perf_counter() - started
 
 
@@ -506,7 +534,7 @@ def verdict(ok: bool) -> str:
 def append_row(r: AppendResult) -> Row:
     """The table line of one append measurement (targets only for SQLite, batch 1000)."""
     row = Row(
-        f"append {r.backend} batch={r.batch} ({r.records:,} rec)",
+        f"append {r.backend} batch={r.batch} ({r.records:,} rec x{len(r.ledger_rates)})",
         f"{r.ledger_rate:,.0f} /s", f"plain insert {r.plain_rate:,.0f} /s", f"{r.ratio:.2f}x",
     )
     if r.backend != "sqlite" or r.batch != 1000:
@@ -518,7 +546,7 @@ def append_row(r: AppendResult) -> Row:
 
 def verify_rows(v: VerifyResult) -> list[Row]:
     """Table lines of the build and of both verification runs."""
-    rows = [Row(f"build {v.entries:,} (batch {BUILD_BATCH}, cp/1000)",
+    rows = [Row(f"build {v.entries:,} (batch {BUILD_BATCH}, checkpoint/1000)",
                 f"{v.entries / v.build_seconds:,.0f} /s", f"{v.build_seconds:.1f} s", "")]
     fetch = f"bare fetch {v.entries / v.fetch_seconds:,.0f} /s ({v.fetch_seconds:.2f} s)"
     for label, secs in (("1", v.verify_seconds_1), ("default", v.verify_seconds_default)):
@@ -565,7 +593,7 @@ def print_machine(machine: dict[str, Any]) -> None:
     print(f"Python:     {machine['python']}")
     print(f"SQLite:     {machine['sqlite']} (WAL, synchronous=FULL)")
     print(f"SQLite dir: {machine['sqlite_files']}")
-    print(f"PostgreSQL: {pg['server_version']}" + (f" ({pg_text})" if pg_text else ""))
+    print(f"PostgreSQL: {pg['server_version']}" + (f"; {pg_text}" if pg_text else ""))
 
 
 def workload(pool: Sequence[Record]) -> dict[str, Any]:
@@ -593,6 +621,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true",
                     help="100,000 entries and shorter append runs")
     ap.add_argument("--skip-postgres", action="store_true", help="SQLite only")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="append rounds per measurement, fresh database each (median shown)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--dir", type=Path, default=None,
                     help="directory for the SQLite files (default: the system temp dir)")
@@ -610,8 +640,14 @@ def connect_postgres(skip: bool) -> tuple[Engine | None, dict[str, str]]:
         return None, {"server_version": f"unusable URL ({exc})"}
 
 
+def spread(rates: Sequence[float]) -> str:
+    """Median and range of per-round rates."""
+    text = f"{statistics.median(rates):>9,.0f}/s [{min(rates):,.0f}-{max(rates):,.0f}]"
+    return text.ljust(30)
+
+
 def run_appends(
-    backends: Sequence[str], quick: bool, pool: Sequence[Record], root: Path,
+    backends: Sequence[str], quick: bool, rounds: int, pool: Sequence[Record], root: Path,
     admin: Engine | None,
 ) -> list[AppendResult]:
     """Every append measurement, printed as it finishes."""
@@ -619,9 +655,9 @@ def run_appends(
     for backend in backends:
         for batch in BATCH_SIZES:
             n = APPEND_COUNTS[(backend, batch)][int(quick)]
-            r = measure_appends(backend, batch, n, pool, root, admin)
-            print(f"  {backend:<10} batch={batch:<5} ledger {r.ledger_rate:>10,.0f}/s   "
-                  f"plain {r.plain_rate:>10,.0f}/s   {r.ratio:.2f}x", flush=True)
+            r = measure_appends(backend, batch, n, pool, root, admin, rounds)
+            print(f"  {backend:<10} batch={batch:<5} ledger {spread(r.ledger_rates)}  "
+                  f"plain {spread(r.plain_rates)}  {r.ratio:.2f}x", flush=True)
             results.append(r)
     return results
 
@@ -634,7 +670,11 @@ def figures_json(
     return {
         "machine": machine,
         "workload": load,
-        "appends": [{**asdict(a), "ratio": a.ratio} for a in appends],
+        "appends": [
+            {**asdict(a), "ledger_rate": a.ledger_rate, "plain_rate": a.plain_rate,
+             "ratio": a.ratio}
+            for a in appends
+        ],
         "verify": {
             **asdict(verify),
             "rate_1": verify.entries / verify.verify_seconds_1,
@@ -665,10 +705,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         machine = machine_info(root, pg)
         print_machine(machine)
         print(f"Records:    {KIND}, body {load['body_bytes_mean']} B, "
-              f"envelope {load['envelope_bytes_mean']} B (mean)\n")
+              f"envelope {load['envelope_bytes_mean']} B (mean)")
+        print(f"Appends:    median of {args.rounds} rounds [min-max], fresh database each\n")
         backends = ["sqlite", "postgresql"] if admin is not None else ["sqlite"]
         try:
-            appends = run_appends(backends, args.quick, pool, root, admin)
+            appends = run_appends(backends, args.quick, args.rounds, pool, root, admin)
         finally:
             if admin is not None:
                 admin.dispose()

@@ -24,7 +24,7 @@ from ledger.checkpoint import Checkpoint, SignedCheckpoint
 from ledger.errors import KeyFileError, LedgerError, LedgerUnavailableError, RecordError
 from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
-from ledger.records import Receipt, Record, format_time, now_utc, seal
+from ledger.records import Receipt, Record, format_time, now_utc, seal, seal_many
 
 __all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "Ledger"]
 
@@ -153,38 +153,28 @@ class Ledger:
         now = self.clock()
         ts = format_time(now)
         now_us = _us(now)
-        sealed = []
-        for i, r in enumerate(records):
-            try:
-                sealed.append(seal(r, ts))
-            except RecordError as exc:
-                raise RecordError(f"record {i}: {exc}") from exc
+        sealed = seal_many(records, ts)
+        # Hash the leaves before taking the sequencer lock: other writers wait less.
+        leaves = [hashlib.sha256(b"\x00" + rec).digest() for _, rec, _ in sealed]
         sha = hashlib.sha256
         with self._lock:
             try:
                 with self._writer() as conn:
                     size, chain = store.tail(conn)
                     cr = self._compact_range(conn, size, chain)
-                    node_rows: list[tuple[int, int, bytes]] = []
-
-                    def keep(level: int, idx: int, h: bytes) -> None:
-                        if level % store.STRATUM == 0:
-                            node_rows.append((level, idx, h))
-
                     rows = []
                     receipts = []
                     pay_rows = []
                     prev = chain or ZERO_CHAIN
                     seq = size
-                    for (tid, rec, digest), r in zip(sealed, records, strict=True):
-                        leaf = sha(b"\x00" + rec).digest()
+                    for (tid, rec, digest), r, leaf in zip(sealed, records, leaves, strict=True):
                         prev = sha(prev + leaf).digest()
-                        cr.append(leaf, keep)
                         rows.append((seq, r.kind, rec, leaf, prev, ts, tid))
                         receipts.append(Receipt(seq, tid, leaf, prev, ts))
                         if digest is not None:
                             pay_rows.append((digest, r.payload, seq, now_us))
                         seq += 1
+                    node_rows = cr.extend(leaves, store.STRATUM)
                     store.insert_rows(conn, store.entries, _ENTRY_COLS, rows)
                     store.insert_rows(conn, store.nodes, ("level", "idx", "hash"), node_rows)
                     _insert_payloads(conn, pay_rows)

@@ -87,6 +87,27 @@ class CompactRange:
         hashes.append(h)
         self.size += 1
 
+    def extend(self, leaves: Sequence[bytes], stride: int = 1) -> list[tuple[int, int, bytes]]:
+        """Append many leaf hashes; return the completed subtrees ``(level, index, hash)``
+        whose level is a positive multiple of ``stride`` (what storage keeps)."""
+        hashes = self.hashes
+        pop, push = hashes.pop, hashes.append
+        sha = _sha256
+        kept: list[tuple[int, int, bytes]] = []
+        start = self.size
+        for n, h in enumerate(leaves, start):
+            size = n
+            level = 0
+            while size & 1:
+                h = sha(b"\x01" + pop() + h).digest()
+                size >>= 1
+                level += 1
+                if level % stride == 0:
+                    kept.append((level, size, h))
+            push(h)
+        self.size = start + len(leaves)
+        return kept
+
     def append_subtree(
         self, h: bytes, level: int, on_node: Callable[[int, int, bytes], None] | None = None
     ) -> None:

@@ -10,21 +10,27 @@ exactly 100 bytes) and the kind prefix let the verifier check the index columns 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-from collections.abc import Mapping
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import rfc8785
-import uuid6
 
 from ledger.errors import RecordError
 
-__all__ = ["ENVELOPE_VERSION", "Receipt", "Record", "format_time", "seal"]
+__all__ = ["ENVELOPE_VERSION", "Receipt", "Record", "format_time", "new_trace_ids", "seal",
+           "seal_many"]
 
 ENVELOPE_VERSION = 1
 _KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_KINDS_SEEN: set[str] = set()
+_VARIANT = "89ab"  # the variant bits 10 plus two random bits, as one hex digit
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -69,8 +75,7 @@ class Record:
             raise RecordError(f"{self.kind} record: body is not JSON-serialisable: {exc}") from exc
 
 
-@dataclass(frozen=True)
-class Receipt:
+class Receipt(NamedTuple):
     """Proof of durability handed back by ``append_many``: where the record sits in the log."""
 
     seq: int
@@ -80,14 +85,53 @@ class Receipt:
     recorded_at: str
 
 
-def seal(record: Record, recorded_at: str) -> tuple[str, bytes, str | None]:
+class _Uuid7:
+    """RFC 9562 UUIDv7, monotonic within the process, generated a batch at a time.
+
+    Layout: 48-bit Unix ms | ver 7 | 12-bit counter (RFC 9562 6.2 method 1, seeded at random
+    each new ms, the ms bumped on overflow) | var 10 | 62 random bits. Our own because the
+    ``uuid6`` package costs ~4 us per id on the hot path; this costs well under 1 us.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ms = 0
+        self._counter = 0
+
+    def batch(self, n: int) -> list[str]:
+        with self._lock:
+            now = time.time_ns() // 1_000_000
+            if now > self._ms:
+                self._ms, self._counter = now, secrets.randbelow(2048)
+            ms, counter = self._ms, self._counter
+            end = counter + n  # past 4095 the counter carries into the ms (RFC 9562 6.2)
+            self._ms, self._counter = ms + (end >> 12), end & 4095
+        rand = os.urandom(8 * n).hex()  # 62 random bits per id: 2 + 60 below
+        out: list[str] = []
+        push = out.append
+        for i in range(n):
+            c = counter + i
+            t = f"{ms + (c >> 12):012x}"
+            r = rand[16 * i : 16 * i + 16]
+            push(f"{t[:8]}-{t[8:]}-7{c & 4095:03x}-{_VARIANT[int(r[0], 16) & 3]}{r[1:4]}-{r[4:]}")
+        return out
+
+
+new_trace_ids = _Uuid7().batch
+
+
+def seal(
+    record: Record, recorded_at: str, trace_id: str | None = None
+) -> tuple[str, bytes, str | None]:
     """(trace id, canonical envelope bytes, payload SHA-256 hex or None) for ``record``."""
     kind = record.kind
-    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
-        raise RecordError(f"record kind {kind!r} must match {_KIND.pattern}")
+    if kind not in _KINDS_SEEN:
+        if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+            raise RecordError(f"record kind {kind!r} must match {_KIND.pattern}")
+        _KINDS_SEEN.add(kind)
     tid = record.trace_id
     if tid is None:
-        tid = str(uuid6.uuid7())
+        tid = trace_id or new_trace_ids(1)[0]
     elif not isinstance(tid, str) or not _UUID.fullmatch(tid):
         raise RecordError(f"{kind} record: trace id {tid!r} is not a lower-case UUID")
     body = record.canonical_body()
@@ -103,6 +147,40 @@ def seal(record: Record, recorded_at: str) -> tuple[str, bytes, str | None]:
         tid.encode(), b'","v":', str(ENVELOPE_VERSION).encode(), b"}",
     ]
     return tid, b"".join(parts), digest
+
+
+def seal_many(records: Sequence[Record], recorded_at: str) -> list[tuple[str, bytes, str | None]]:
+    """``seal`` for a batch, with fresh trace ids made in one go; errors name the index.
+
+    The common case (pre-canonical body, ledger-made trace id, no payload) is assembled
+    inline: it is most of the per-record cost of an append.
+    """
+    ids = new_trace_ids(sum(1 for r in records if r.trace_id is None))
+    tail_ts = b',"recorded_at":"' + recorded_at.encode() + b'","trace_id":"'
+    end = b'","v":' + str(ENVELOPE_VERSION).encode() + b"}"
+    j = 0
+    out: list[tuple[str, bytes, str | None]] = []
+    push = out.append
+    for i, r in enumerate(records):
+        body = r.body_jcs
+        if (
+            body is not None and r.trace_id is None and r.payload is None
+            and r.kind in _KINDS_SEEN and body[:1] == b"{" and body[-1:] == b"}"
+        ):
+            tid = ids[j]
+            j += 1
+            push((tid, b"".join((b'{"kind":"', r.kind.encode(), b'","record":', body, tail_ts,
+                                 tid.encode(), end)), None))
+            continue
+        try:
+            if r.trace_id is None:
+                push(seal(r, recorded_at, ids[j]))
+                j += 1
+            else:
+                push(seal(r, recorded_at))
+        except RecordError as exc:
+            raise RecordError(f"record {i}: {exc}") from exc
+    return out
 
 
 def now_utc() -> datetime:

@@ -283,17 +283,18 @@ def perfect_hashes(
     p = param(conn)
     out: dict[tuple[int, int], bytes] = {}
     for base, items in by_base.items():
-        ranges = " OR ".join([f"({{col}} >= {p} AND {{col}} < {p})"] * len(items))
         args: list[int] = []
-        for _, _, lo, hi in items:
-            args += [lo, hi]
         if base == 0:
-            sql = "SELECT seq, leaf_hash FROM ledger_entries WHERE " + ranges.format(col="seq")
+            where = " OR ".join([f"(seq >= {p} AND seq < {p})"] * len(items))
+            sql = f"SELECT seq, leaf_hash FROM ledger_entries WHERE {where}"
+            for _, _, lo, hi in items:
+                args += [lo, hi]
         else:
-            sql = f"SELECT idx, hash FROM ledger_nodes WHERE level = {p} AND (" + ranges.format(
-                col="idx"
-            ) + ")"
-            args.insert(0, base)
+            # level inside every OR term: each term is then one primary-key range scan
+            where = " OR ".join([f"(level = {p} AND idx >= {p} AND idx < {p})"] * len(items))
+            sql = f"SELECT idx, hash FROM ledger_nodes WHERE {where}"
+            for _, _, lo, hi in items:
+                args += [base, lo, hi]
         got = {int(i): bytes(h) for i, h in conn.exec_driver_sql(sql, tuple(args))}
         for level, idx, lo, hi in items:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import stat
 from pathlib import Path
@@ -229,3 +230,44 @@ def test_migrations_are_idempotent_and_reversible(db: Db) -> None:
         conn.commit()
     with pytest.raises(SchemaError):
         store.require_schema(engine)
+
+
+@pytest.mark.postgres
+def test_postgres_app_role_may_insert_but_not_rewrite(tmp_path: Path) -> None:
+    from tests.conftest import PG_URL, _postgres
+
+    if not PG_URL:
+        pytest.skip("SEALTRAIL_TEST_POSTGRES_URL is not set (CI sets it)")
+    import uuid
+
+    role = f"sealtrail_app_{uuid.uuid4().hex[:8]}"
+    gen = _postgres()
+    db = next(gen)
+    engine = db.engine()
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} NOLOGIN")
+        schema = conn.exec_driver_sql("SELECT current_schema()").scalar_one()
+        conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        conn.commit()
+    try:
+        migrations.upgrade(engine, app_role=role)
+        Ledger.create(engine, NoteSigner.generate(ORIGIN), ORIGIN)
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"SET ROLE {role}")
+            assert conn.exec_driver_sql("SELECT count(*) FROM ledger_entries").scalar() == 1
+            with pytest.raises(DBAPIError, match="permission denied"):
+                conn.exec_driver_sql("UPDATE ledger_entries SET kind = kind")
+            conn.rollback()
+            conn.exec_driver_sql(f"SET ROLE {role}")
+            with pytest.raises(DBAPIError, match="permission denied"):
+                conn.exec_driver_sql("DELETE FROM ledger_checkpoints")
+            conn.rollback()
+    finally:
+        engine.dispose()
+        with contextlib.suppress(StopIteration):
+            next(gen)
+        admin = store.connect(PG_URL)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP ROLE IF EXISTS {role}")
+            conn.commit()
+        admin.dispose()
