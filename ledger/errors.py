@@ -75,3 +75,6 @@ class DamageError(VerificationError):
         self.detail = detail
         where = f"seq {seq}" if seq is not None else "ledger"
         super().__init__(f"{kind} at {where}: {detail}")
+
+    def __reduce__(self) -> tuple[type[DamageError], tuple[str, int | None, str]]:
+        return (type(self), (self.kind, self.seq, self.detail))  # crosses process boundaries

@@ -82,17 +82,18 @@ class _Scanner:
     def chunk(self, pos: int, hi: int) -> None:
         sha = hashlib.sha256
         rows = self.cur.execute(
-            "SELECT seq, record, leaf_hash, chain_hash FROM "
+            "SELECT record, leaf_hash, chain_hash FROM "
             f"ledger_entries WHERE seq >= {self.p} AND seq < {self.p} ORDER BY seq", (pos, hi)
         ).fetchall()
-        seqs = [r[0] for r in rows]
-        if seqs != list(range(pos, pos + len(seqs))) or len(seqs) != hi - pos:
-            expect = list(range(pos, hi))
-            i = _first_diff([*seqs, -1], expect) if seqs != expect[: len(seqs)] else len(seqs)
+        if len(rows) != hi - pos:  # seq is a unique integer: hi - pos rows means no gap
+            seqs = [int(s) for (s,) in self.cur.execute(
+                f"SELECT seq FROM ledger_entries WHERE seq >= {self.p} AND seq < {self.p} "
+                "ORDER BY seq", (pos, hi)).fetchall()]
+            i = next((i for i, s in enumerate(seqs) if s != pos + i), len(seqs))
             raise DamageError("missing entry", pos + i, f"no entry is stored at seq {pos + i}")
-        recs = [r[1] for r in rows]
+        recs = [r[0] for r in rows]
         leaves = [sha(b"\x00" + x).digest() for x in recs]
-        stored = [r[2] for r in rows]
+        stored = [r[1] for r in rows]
         if leaves != stored:
             i = _first_diff(leaves, stored)
             raise DamageError("altered record", pos + i, "record bytes do not match the leaf hash")
@@ -101,7 +102,7 @@ class _Scanner:
         for lf in leaves:
             prev = sha(prev + lf).digest()
             chains.append(prev)
-        stored = [r[3] for r in rows]
+        stored = [r[2] for r in rows]
         if chains != stored:
             i = _first_diff(chains, stored)
             raise DamageError(
@@ -112,7 +113,7 @@ class _Scanner:
         self.prev = prev
         self._columns(pos, hi)
         self._merkle(pos, hi, leaves)
-        self._payloads(pos, hi, rows, recs)
+        self._payloads(pos, hi, recs)
 
     def _columns(self, pos: int, hi: int) -> None:
         bad = store.first_bad_index_row(self.conn, pos, hi)
@@ -156,12 +157,12 @@ class _Scanner:
         for lvl, idx in perfect_subtrees(pos, hi):
             self.cr.append_subtree(levels[lvl][idx - (pos >> lvl)], lvl, self.high_node)
 
-    def _payloads(self, pos: int, hi: int, rows: list[Any], recs: list[bytes]) -> None:
+    def _payloads(self, pos: int, hi: int, recs: list[bytes]) -> None:
         refs: dict[str, int] = {}
-        for r, rec in zip(rows, recs, strict=True):
+        for seq, rec in enumerate(recs, pos):
             at = rec.find(_PAYLOAD_KEY)
             if at >= 0:
-                refs.setdefault(rec[at + 19 : at + 83].decode(), r[0])
+                refs.setdefault(rec[at + 19 : at + 83].decode(), seq)
         p = self.p
         for sha, data, first_seq, purge_seq in self.cur.execute(
             "SELECT sha256, data, first_seq, purge_seq FROM ledger_payloads "

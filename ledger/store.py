@@ -238,9 +238,10 @@ def first_bad_index_row(conn: Connection, lo: int, hi: int) -> int | None:
     else:
         sql = (
             "SELECT min(seq) FROM ledger_entries WHERE seq >= ? AND seq < ? AND ("
-            "substr(record, -44, 36) != CAST(trace_id AS BLOB) OR "
-            "substr(record, -85, 27) != CAST(recorded_at AS BLOB) OR "
-            "substr(record, 10, length(kind) + 1) != CAST(kind || '\"' AS BLOB))"
+            "CAST(substr(record, -44, 36) AS TEXT) != trace_id OR "
+            "CAST(substr(record, -85, 27) AS TEXT) != recorded_at OR "
+            "CAST(substr(record, 10, length(kind)) AS TEXT) != kind OR "
+            "substr(record, 10 + length(kind), 1) != X'22')"
         )
     got = conn.exec_driver_sql(sql, (lo, hi)).scalar()
     return None if got is None else int(got)

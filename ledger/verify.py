@@ -152,14 +152,16 @@ def verify_ledger(
     report = VerifyReport()
     with engine.connect() as conn:
         size, _ = store.tail(conn)
+        first = conn.exec_driver_sql("SELECT min(seq) FROM ledger_entries").scalar()
         cps = [(int(s), bytes(r), str(n)) for s, r, n in conn.exec_driver_sql(
             "SELECT size, root, note FROM ledger_checkpoints ORDER BY size")]
         stored_keys = [(int(f), str(v)) for f, v in conn.exec_driver_sql(
             "SELECT valid_from_size, vkey FROM ledger_keys ORDER BY valid_from_size")]
         node_extent = conn.exec_driver_sql(
             "SELECT level, max(idx) FROM ledger_nodes GROUP BY level").fetchall()
-    if size == 0:
-        raise DamageError("missing entry", 0, "the ledger holds no entries (not even genesis)")
+    if size == 0 or first != 0:
+        raise DamageError("missing entry" if size == 0 or (first or 0) > 0 else "unexpected entry",
+                          0, f"the ledger's entries start at seq {first}, not 0")
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
     results = _scan_all(engine, size, [s for s, _, _ in cps], n_workers, progress)
 
