@@ -74,6 +74,12 @@ def emit(doc: dict[str, Any], as_json: bool, human: Callable[[], None]) -> None:
         human()
 
 
+def print_hashes(hashes: list[str]) -> None:
+    out.print("proof:")
+    for h in hashes:
+        out.print(f"  {h}")
+
+
 def guarded(as_json: bool, fn: Callable[[], None]) -> None:
     try:
         fn()
@@ -196,9 +202,7 @@ def ledger_prove(
         def human() -> None:
             out.print(f"index     {proof.index}\nsize      {proof.size}")
             out.print(f"leaf hash {doc['leaf_hash']}")
-            out.print("proof:")
-            for h in doc["hashes"]:  # type: ignore[attr-defined]
-                out.print(f"  {h}")
+            print_hashes(proof.to_json()["hashes"])  # type: ignore[arg-type]
             out.print("checkpoint:")
             sys.stdout.write(proof.checkpoint)
 
@@ -224,9 +228,7 @@ def ledger_consistency(
         def human() -> None:
             out.print(f"old size {old_size}  root {doc['old_root']}")
             out.print(f"new size {new_size}  root {doc['new_root']}")
-            out.print("proof:")
-            for h in doc["hashes"]:
-                out.print(f"  {h}")
+            print_hashes(doc["hashes"])
 
         emit(doc, as_json, human)
 

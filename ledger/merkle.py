@@ -75,17 +75,7 @@ class CompactRange:
         self, h: bytes, on_node: Callable[[int, int, bytes], None] | None = None
     ) -> None:
         """Append one leaf hash."""
-        hashes = self.hashes
-        size = self.size
-        level = 0
-        while size & 1:
-            h = _sha256(b"\x01" + hashes.pop() + h).digest()
-            size >>= 1
-            level += 1
-            if on_node is not None:
-                on_node(level, size, h)
-        hashes.append(h)
-        self.size += 1
+        self.append_subtree(h, 0, on_node)
 
     def extend(self, leaves: Sequence[bytes], stride: int = 1) -> list[tuple[int, int, bytes]]:
         """Append many leaf hashes; return the completed subtrees ``(level, index, hash)``
