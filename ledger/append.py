@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import repeat
 
 import orjson
 from sqlalchemy import Connection, Engine
@@ -162,18 +163,22 @@ class Ledger:
                 with self._writer() as conn:
                     size, chain = store.tail(conn)
                     cr = self._compact_range(conn, size, chain)
-                    rows = []
-                    receipts = []
-                    pay_rows = []
                     prev = chain or ZERO_CHAIN
-                    seq = size
-                    for (tid, rec, digest), r, leaf in zip(sealed, records, leaves, strict=True):
+                    chains: list[bytes] = []
+                    push = chains.append
+                    for leaf in leaves:
                         prev = sha(prev + leaf).digest()
-                        rows.append((seq, r.kind, rec, leaf, prev, ts, tid))
-                        receipts.append(Receipt(seq, tid, leaf, prev, ts))
-                        if digest is not None:
-                            pay_rows.append((digest, r.payload, seq, now_us))
-                        seq += 1
+                        push(prev)
+                    seqs = range(size, size + len(records))
+                    tids = [t for t, _, _ in sealed]
+                    stamp = repeat(ts)
+                    rows = list(zip(seqs, [r.kind for r in records], [e for _, e, _ in sealed],
+                                    leaves, chains, stamp, tids, strict=False))
+                    # tuple.__new__ builds each NamedTuple in C: a third of the loop's cost
+                    receipts: list[Receipt] = list(map(
+                        tuple.__new__, repeat(Receipt), zip(seqs, tids, leaves, chains, stamp, strict=False)))
+                    pay_rows = [(d, r.payload, seq, now_us) for (_, _, d), r, seq
+                                in zip(sealed, records, seqs, strict=True) if d is not None]
                     node_rows = cr.extend(leaves, store.STRATUM)
                     store.insert_rows(conn, store.entries, _ENTRY_COLS, rows)
                     store.insert_rows(conn, store.nodes, ("level", "idx", "hash"), node_rows)
