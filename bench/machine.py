@@ -1,0 +1,74 @@
+"""Facts about the machine a benchmark ran on, and the header that prints them."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def ram_gib() -> float:
+    """Total memory in GiB from /proc/meminfo (0 when unknown)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return 0.0
+
+
+def filesystem_of(path: Path) -> str:
+    """File-system type and device of the mount holding ``path``, from /proc/mounts."""
+    best = ("", "unknown", "?")
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    target = str(path.resolve())
+    for line in mounts:
+        device, point, fstype = line.split()[:3]
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best[0]):
+            best = (point, fstype, device)
+    return f"{best[1]} on {best[2]}"
+
+
+def machine_info(sqlite_dir: Path, pg: dict[str, str]) -> dict[str, Any]:
+    """What the figures were measured on; ``pg`` is the PostgreSQL server's settings."""
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count() or 1,
+        "ram_gib": round(ram_gib(), 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "sqlite_files": f"{sqlite_dir} ({filesystem_of(sqlite_dir)})",
+        "postgresql": pg,
+    }
+
+
+def print_machine(machine: dict[str, Any]) -> None:
+    """The machine header, from a ``machine_info`` object."""
+    pg = machine["postgresql"]
+    pg_text = ", ".join(f"{k}={v}" for k, v in pg.items() if k != "server_version")
+    print(f"CPU:        {machine['cpu']} ({machine['cores']} cores)")
+    print(f"RAM:        {machine['ram_gib']} GiB")
+    print(f"OS:         {machine['os']}")
+    print(f"Python:     {machine['python']}")
+    print(f"SQLite:     {machine['sqlite']} (WAL, synchronous=FULL)")
+    print(f"SQLite dir: {machine['sqlite_files']}")
+    print(f"PostgreSQL: {pg['server_version']}" + (f"; {pg_text}" if pg_text else ""))
