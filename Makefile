@@ -30,7 +30,7 @@ test: lint
 	$(BIN)/pytest
 
 bench: $(DEVSTAMP)
-	$(BIN)/python bench/ledger.py
+	$(BIN)/python -m bench.ledger
 
 clean:
 	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys .mypy_cache .ruff_cache .pytest_cache
