@@ -1,0 +1,374 @@
+"""The rule language: a TOML ruleset whose ``when`` expressions parse into a small typed IR.
+
+Expressions are parsed by Python's ``ast`` in eval mode and accepted only through a whitelist:
+numeric literals, declared features, ``+ - * /``, comparisons, ``and``/``or``/``not``,
+``x in {1, 2}`` and ``min``/``max``/``abs``. Numbers and booleans are distinct types: a
+``when`` must be boolean. Semantics (shared by the compiler and the reference evaluator) are
+IEEE-754 binary64 with one rule for NaN: every comparison with a NaN operand is false.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from wasm_rules.errors import RulesetError, RuleSyntaxError
+
+__all__ = [
+    "OUTCOMES",
+    "Arith",
+    "BoolOp",
+    "Call",
+    "Compare",
+    "Const",
+    "Expr",
+    "Feature",
+    "InSet",
+    "Neg",
+    "Not",
+    "Rule",
+    "Ruleset",
+    "parse_expression",
+    "parse_ruleset",
+]
+
+OUTCOMES = ("ALLOW", "REVIEW", "HOLD", "BLOCK")  # codes 0..3, in order of severity
+SEVERITIES = ("low", "medium", "high", "critical")
+MAX_SOURCE = 2_000
+MAX_DEPTH = 40
+MAX_NODES = 500
+MAX_RULES = 4_096
+MAX_FEATURES = 1_024
+_RULESET_ID = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_RULE_ID = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_FEATURE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+_FUNCS = {"min": (2, 64), "max": (2, 64), "abs": (1, 1)}
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    name: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Neg:
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Arith:
+    op: Literal["+", "-", "*", "/"]
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    fn: Literal["min", "max", "abs"]
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    op: Literal["<", "<=", ">", ">=", "==", "!="]
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class InSet:
+    operand: Expr
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BoolOp:
+    op: Literal["and", "or"]
+    operands: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    operand: Expr
+
+
+Expr = Const | Feature | Neg | Arith | Call | Compare | InSet | BoolOp | Not
+NUMERIC = (Const, Feature, Neg, Arith, Call)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    when: str
+    expr: Expr
+    outcome: str
+    reason: str
+    severity: str
+
+    @property
+    def outcome_code(self) -> int:
+        return OUTCOMES.index(self.outcome)
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    id: str
+    version: str
+    description: str
+    features: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    feature_tables: tuple[tuple[str, str], ...]
+    source_sha256: str
+
+
+_BINOPS: dict[type[ast.operator], Literal["+", "-", "*", "/"]] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_CMPOPS: dict[type[ast.cmpop], Literal["<", "<=", ">", ">=", "==", "!="]] = {
+    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_REFUSED = {
+    ast.Attribute: "attribute access is not allowed",
+    ast.Subscript: "subscripts are not allowed",
+    ast.Lambda: "lambdas are not allowed",
+    ast.IfExp: "conditional expressions are not allowed",
+    ast.JoinedStr: "strings are not allowed",
+    ast.List: "lists are not allowed (use x in {1, 2})",
+    ast.Tuple: "tuples are not allowed",
+    ast.Dict: "dicts are not allowed",
+    ast.NamedExpr: "assignment expressions are not allowed",
+    ast.Starred: "starred expressions are not allowed",
+}
+
+
+class _Parser:
+    def __init__(self, rule_id: str, features: dict[str, int]) -> None:
+        self.rule_id = rule_id
+        self.features = features
+        self.nodes = 0
+
+    def fail(self, node: ast.AST | None, reason: str) -> RuleSyntaxError:
+        line = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0) + 1
+        return RuleSyntaxError(self.rule_id, line, col, reason)
+
+    def number(self, node: ast.expr, depth: int) -> Expr:
+        e = self.expr(node, depth)
+        if not isinstance(e, NUMERIC):
+            raise self.fail(node, "expected a number here, got a condition")
+        return e
+
+    def condition(self, node: ast.expr, depth: int) -> Expr:
+        e = self.expr(node, depth)
+        if isinstance(e, NUMERIC):
+            raise self.fail(node, "expected a condition here (a comparison), got a number; "
+                                  "write e.g. 'flag == 1'")
+        return e
+
+    def literal(self, node: ast.expr) -> float:
+        sign = 1.0
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
+            node = node.operand
+        if not isinstance(node, ast.Constant) or isinstance(node.value, bool) or not isinstance(
+            node.value, int | float
+        ):
+            raise self.fail(node, "set members must be numeric literals")
+        return sign * self.as_float(node, node.value)
+
+    def as_float(self, node: ast.AST, value: int | float) -> float:
+        try:
+            f = float(value)
+        except OverflowError as exc:
+            raise self.fail(node, f"number {value} is too large for float64") from exc
+        if isinstance(value, int) and int(f) != value:
+            raise self.fail(node, f"integer {value} is not exactly representable as float64")
+        if f != f or f in (float("inf"), float("-inf")):
+            raise self.fail(node, f"number {value!r} is not finite")
+        return f
+
+    def expr(self, node: ast.expr, depth: int) -> Expr:
+        self.nodes += 1
+        if depth > MAX_DEPTH:
+            raise self.fail(node, f"expression nests deeper than {MAX_DEPTH} levels")
+        if self.nodes > MAX_NODES:
+            raise self.fail(node, f"expression has more than {MAX_NODES} parts")
+        d = depth + 1
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, int | float):
+                kind = "strings" if isinstance(node.value, str | bytes) else repr(node.value)
+                raise self.fail(node, f"{kind} are not allowed; only numbers")
+            return Const(self.as_float(node, node.value))
+        if isinstance(node, ast.Name):
+            if node.id not in self.features:
+                known = ", ".join(sorted(self.features)) or "none"
+                raise self.fail(node, f"unknown name {node.id!r} (declared features: {known})")
+            return Feature(node.id, self.features[node.id])
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return Not(self.condition(node.operand, d))
+            if isinstance(node.op, ast.USub):
+                return Neg(self.number(node.operand, d))
+            if isinstance(node.op, ast.UAdd):
+                return self.number(node.operand, d)
+            raise self.fail(node, "bitwise operators are not allowed")
+        if isinstance(node, ast.BinOp):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise self.fail(node, f"operator {type(node.op).__name__} is not allowed "
+                                      "(only + - * /)")
+            return Arith(op, self.number(node.left, d), self.number(node.right, d))
+        if isinstance(node, ast.BoolOp):
+            bop: Literal["and", "or"] = "and" if isinstance(node.op, ast.And) else "or"
+            return BoolOp(bop, tuple(self.condition(v, d) for v in node.values))
+        if isinstance(node, ast.Compare):
+            return self.compare(node, d)
+        if isinstance(node, ast.Call):
+            return self.call(node, d)
+        if isinstance(node, ast.Set):
+            raise self.fail(node, "a set literal is only allowed after 'in'")
+        reason = _REFUSED.get(type(node), f"{type(node).__name__} expressions are not allowed")
+        raise self.fail(node, reason)
+
+    def compare(self, node: ast.Compare, d: int) -> Expr:
+        parts: list[Expr] = []
+        left = node.left
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if isinstance(op, ast.In):
+                if not isinstance(right, ast.Set):
+                    raise self.fail(right, "'in' needs a set literal such as {1, 2, 3}")
+                values = tuple(self.literal(v) for v in right.elts)
+                parts.append(InSet(self.number(left, d), values))
+            elif isinstance(op, ast.NotIn):
+                raise self.fail(node, "'not in' is not allowed; write 'not (x in {...})'")
+            elif type(op) in _CMPOPS:
+                parts.append(Compare(_CMPOPS[type(op)], self.number(left, d),
+                                     self.number(right, d)))
+            else:
+                raise self.fail(node, f"comparison {type(op).__name__} is not allowed")
+            left = right
+        return parts[0] if len(parts) == 1 else BoolOp("and", tuple(parts))
+
+    def call(self, node: ast.Call, d: int) -> Expr:
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name not in _FUNCS:
+            shown = name or ast.unparse(node.func)
+            raise self.fail(node, f"call to {shown!r} is not allowed (only min, max, abs)")
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.fail(node, f"{name}() takes plain positional arguments only")
+        lo, hi = _FUNCS[name]
+        if not lo <= len(node.args) <= hi:
+            raise self.fail(node, f"{name}() takes {lo if lo == hi else f'{lo} to {hi}'} "
+                                  f"arguments, got {len(node.args)}")
+        fn: Literal["min", "max", "abs"] = name  # type: ignore[assignment]
+        return Call(fn, tuple(self.number(a, d) for a in node.args))
+
+
+def parse_expression(source: str, features: tuple[str, ...], rule_id: str = "?") -> Expr:
+    """Parse one ``when`` expression into the IR; raise ``RuleSyntaxError``."""
+    if not isinstance(source, str) or not source.strip():
+        raise RuleSyntaxError(rule_id, 1, 1, "the 'when' expression is empty")
+    if len(source) > MAX_SOURCE:
+        raise RuleSyntaxError(rule_id, 1, MAX_SOURCE, f"expression is longer than {MAX_SOURCE} "
+                                                      "characters")
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise RuleSyntaxError(rule_id, exc.lineno or 1, exc.offset or 1,
+                              f"syntax error: {exc.msg}") from exc
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise RuleSyntaxError(rule_id, 1, 1, "expression is too deeply nested") from exc
+    p = _Parser(rule_id, {f: i for i, f in enumerate(features)})
+    try:
+        return p.condition(tree.body, 0)
+    except RecursionError as exc:
+        raise RuleSyntaxError(rule_id, 1, 1, "expression is too deeply nested") from exc
+
+
+def _get(table: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in table:
+        raise RulesetError(f"{where}: missing key {key!r}")
+    value = table[key]
+    if not isinstance(value, kind):
+        raise RulesetError(f"{where}: {key!r} must be a {kind.__name__}")
+    return value
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise RulesetError(f"{where}: unknown key(s) {', '.join(extra)}")
+
+
+def parse_ruleset(source: bytes | str) -> Ruleset:
+    """Parse and check a ruleset TOML document; every problem is a ``RulesetError``."""
+    raw = source.encode() if isinstance(source, str) else source
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RulesetError(f"not a valid UTF-8 TOML document: {exc}") from exc
+    _check_keys(doc, {"ruleset", "rules"}, "document")
+    head = _get(doc, "ruleset", dict, "document")
+    _check_keys(head, {"id", "version", "description", "features", "feature_tables"}, "[ruleset]")
+    rid = _get(head, "id", str, "[ruleset]")
+    if not _RULESET_ID.fullmatch(rid):
+        raise RulesetError(f"[ruleset]: id {rid!r} must match {_RULESET_ID.pattern}")
+    version = _get(head, "version", str, "[ruleset]").strip()
+    if not version:
+        raise RulesetError("[ruleset]: version is empty")
+    description = head.get("description", "")
+    if not isinstance(description, str):
+        raise RulesetError("[ruleset]: description must be a string")
+    features = tuple(_get(head, "features", list, "[ruleset]"))
+    if not features or len(features) > MAX_FEATURES:
+        raise RulesetError(f"[ruleset]: features must list 1 to {MAX_FEATURES} names")
+    for f in features:
+        if not isinstance(f, str) or not _FEATURE.fullmatch(f) or f in _FUNCS:
+            raise RulesetError(f"[ruleset]: feature name {f!r} must match {_FEATURE.pattern}")
+    if len(set(features)) != len(features):
+        raise RulesetError("[ruleset]: feature names must be unique")
+    tables = head.get("feature_tables", {})
+    if not isinstance(tables, dict) or not all(isinstance(v, str) for v in tables.values()):
+        raise RulesetError("[ruleset.feature_tables]: values must be version strings")
+    rules_raw = doc.get("rules")
+    if not isinstance(rules_raw, list) or not rules_raw:
+        raise RulesetError("a ruleset needs at least one [[rules]] table")
+    if len(rules_raw) > MAX_RULES:
+        raise RulesetError(f"a ruleset holds at most {MAX_RULES} rules")
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for n, r in enumerate(rules_raw, 1):
+        where = f"[[rules]] #{n}"
+        if not isinstance(r, dict):
+            raise RulesetError(f"{where}: must be a table")
+        _check_keys(r, {"id", "when", "outcome", "reason", "severity"}, where)
+        rule_id = _get(r, "id", str, where)
+        if not _RULE_ID.fullmatch(rule_id):
+            raise RulesetError(f"{where}: rule id {rule_id!r} must match {_RULE_ID.pattern}")
+        if rule_id in seen:
+            raise RulesetError(f"{where}: duplicate rule id {rule_id}")
+        seen.add(rule_id)
+        where = f"rule {rule_id}"
+        outcome = _get(r, "outcome", str, where)
+        if outcome not in OUTCOMES:
+            raise RulesetError(f"{where}: outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        severity = _get(r, "severity", str, where)
+        if severity not in SEVERITIES:
+            raise RulesetError(f"{where}: severity {severity!r} is not one of "
+                               f"{', '.join(SEVERITIES)}")
+        reason = _get(r, "reason", str, where).strip()
+        if not reason:
+            raise RulesetError(f"{where}: reason is empty")
+        when = _get(r, "when", str, where)
+        rules.append(Rule(rule_id, when, parse_expression(when, features, rule_id), outcome,
+                          reason, severity))
+    return Ruleset(rid, version, description.strip(), features, tuple(rules),
+                   tuple(sorted(tables.items())), hashlib.sha256(raw).hexdigest())
