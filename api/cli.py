@@ -15,9 +15,10 @@ from typing import Annotated, Any, NoReturn
 
 import orjson
 import typer
-from rich.console import Console
 
+from api.cli_rules import rules_app
 from api.config import Settings
+from api.output import JsonOpt, emit, err, out
 from ledger import (
     LedgerError,
     LegalHoldError,
@@ -34,15 +35,13 @@ retention_app = typer.Typer(no_args_is_help=True, help="Payload retention, erasu
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
+app.add_typer(rules_app, name="rules")
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
 KeysOpt = Annotated[
     Path | None, typer.Option("--keys", help="key directory [env SEALTRAIL_KEYS]")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
 
 def settings(db: str | None, keys: Path | None) -> Settings:
@@ -65,13 +64,6 @@ def fail(exc: Exception, as_json: bool) -> NoReturn:
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")
     err.print(f"[bold red]error:[/] {exc}", markup=True)
     raise typer.Exit(code)
-
-
-def emit(doc: dict[str, Any], as_json: bool, human: Callable[[], None]) -> None:
-    if as_json:
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        human()
 
 
 def print_hashes(hashes: list[str]) -> None:
