@@ -157,8 +157,8 @@ class _Parser:
 
     def fail(self, node: ast.AST | None, reason: str) -> RuleSyntaxError:
         line = getattr(node, "lineno", 1)
-        col = getattr(node, "col_offset", 0) + 1
-        return RuleSyntaxError(self.rule_id, line, col, reason)
+        col = getattr(node, "col_offset", 0) + (0 if line == 1 else 1)  # "(" added on line 1
+        return RuleSyntaxError(self.rule_id, line, max(col, 1), reason)
 
     def number(self, node: ast.expr, depth: int) -> Expr:
         e = self.expr(node, depth)
@@ -279,11 +279,12 @@ def parse_expression(source: str, features: tuple[str, ...], rule_id: str = "?")
     if len(source) > MAX_SOURCE:
         raise RuleSyntaxError(rule_id, 1, MAX_SOURCE, f"expression is longer than {MAX_SOURCE} "
                                                       "characters")
-    try:
-        tree = ast.parse(source.strip(), mode="eval")
+    try:  # in parentheses, so an expression may span lines (TOML multi-line strings)
+        tree = ast.parse(f"({source}\n)", mode="eval")
     except SyntaxError as exc:
-        raise RuleSyntaxError(rule_id, exc.lineno or 1, exc.offset or 1,
-                              f"syntax error: {exc.msg}") from exc
+        line = exc.lineno or 1
+        col = max(1, (exc.offset or 1) - (1 if line == 1 else 0))
+        raise RuleSyntaxError(rule_id, line, col, f"syntax error: {exc.msg}") from exc
     except (RecursionError, MemoryError, ValueError) as exc:
         raise RuleSyntaxError(rule_id, 1, 1, "expression is too deeply nested") from exc
     p = _Parser(rule_id, {f: i for i, f in enumerate(features)})
