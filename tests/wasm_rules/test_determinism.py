@@ -118,7 +118,8 @@ rows = np.random.default_rng(7).normal(0, 1e4, size=(3000, len(rs.features)))
 rows[::5, -1] = np.nan
 with Sandbox() as sb, sb.load(module) as mod:
     res = mod.evaluate(rows)
-print(hashlib.sha256(module).hexdigest(), hashlib.sha256(res.outcomes.tobytes() + res.fired.tobytes()).hexdigest())
+answers = res.outcomes.tobytes() + res.fired.tobytes()
+print(hashlib.sha256(module).hexdigest(), hashlib.sha256(answers).hexdigest())
 """
 
 
