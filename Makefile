@@ -31,6 +31,7 @@ test: lint
 
 bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.ledger
+	$(BIN)/python -m bench.rules
 
 clean:
 	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys .mypy_cache .ruff_cache .pytest_cache

@@ -281,18 +281,27 @@ class _Instance:
             raise AbiError("module's input, outcome and fired buffers overlap")
         self.inp, self.out, self.fired = (values["input_ptr"], values["outcome_ptr"],
                                           values["fired_ptr"])
+        self.deadline_ticks = max(1, int(sb.limits.deadline_ms / 1000 / _TICK_S)) + 1
+        self._mem: npt.NDArray[np.uint8] | None = None
+
+    def _view(self) -> npt.NDArray[np.uint8]:
+        """A numpy view of linear memory, rebuilt only when the memory's size changed (each
+        wasmtime-py call costs microseconds, and batch-1 latency is mostly such calls)."""
+        size = self.memory.data_len(self.store)
+        if self._mem is None or self._mem.size != size:
+            self._mem = np.ctypeslib.as_array(self.memory.data_ptr(self.store), shape=(size,))
+        return self._mem
 
     def run(self, rows: npt.NDArray[np.float64], outcomes: npt.NDArray[np.uint8],
             fired: npt.NDArray[np.uint64]) -> int:
         lim = self.owner.sandbox.limits
         k = rows.shape[0]
         budget = lim.fuel_base + lim.fuel_per_row * k
-        mem = np.ctypeslib.as_array(self.memory.data_ptr(self.store),
-                                    shape=(self.memory.data_len(self.store),))
+        mem = self._view()
         src = rows.view(np.uint8).reshape(-1)
         mem[self.inp : self.inp + src.size] = src
         self.store.set_fuel(budget)
-        self.store.set_epoch_deadline(max(1, int(lim.deadline_ms / 1000 / _TICK_S)) + 1)
+        self.store.set_epoch_deadline(self.deadline_ticks)
         try:
             rc = self.evaluate(self.store, k)  # type: ignore[operator]
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
@@ -300,8 +309,7 @@ class _Instance:
         used = budget - self.store.get_fuel()
         if rc != 0:
             raise AbiError(f"evaluate({k}) returned {rc}, not 0")
-        mem = np.ctypeslib.as_array(self.memory.data_ptr(self.store),
-                                    shape=(self.memory.data_len(self.store),))
+        mem = self._view()  # the guest may have grown (and so moved) its memory
         if not np.array_equal(mem[self.inp : self.inp + src.size], src):
             raise AbiError("module wrote into its input rows (outside its result area)")
         outcomes[:] = mem[self.out : self.out + k]
