@@ -47,14 +47,21 @@ def filesystem_of(path: Path) -> str:
     return f"{best[1]} on {best[2]}"
 
 
-def machine_info(sqlite_dir: Path, pg: dict[str, str]) -> dict[str, Any]:
-    """What the figures were measured on; ``pg`` is the PostgreSQL server's settings."""
+def host_info() -> dict[str, Any]:
+    """CPU, cores, memory, OS and Python: the part every benchmark prints."""
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count() or 1,
         "ram_gib": round(ram_gib(), 1),
         "os": platform.platform(),
         "python": platform.python_version(),
+    }
+
+
+def machine_info(sqlite_dir: Path, pg: dict[str, str]) -> dict[str, Any]:
+    """What the figures were measured on; ``pg`` is the PostgreSQL server's settings."""
+    return {
+        **host_info(),
         "sqlite": sqlite3.sqlite_version,
         "sqlite_files": f"{sqlite_dir} ({filesystem_of(sqlite_dir)})",
         "postgresql": pg,

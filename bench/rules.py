@@ -15,8 +15,6 @@ if not __package__:  # keep the same entry point as the other benchmarks
 
 import argparse
 import importlib.metadata
-import os
-import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import wasm_rules
-from bench.machine import cpu_model, ram_gib
+from bench.machine import host_info
 from bench.report import Row, format_table, percentile, verdict, write_json
 from bench.rules_workload import (
     SEED,
@@ -99,11 +97,7 @@ def version_of(dist: str) -> str:
 def machine_info() -> dict[str, Any]:
     """What the figures were measured on (no database here, unlike bench.machine)."""
     return {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count() or 1,
-        "ram_gib": round(ram_gib(), 1),
-        "os": platform.platform(),
-        "python": platform.python_version(),
+        **host_info(),
         "packages": {d: version_of(d) for d in ("numpy", "wasmtime", "rule-engine")},
     }
 

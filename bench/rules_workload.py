@@ -193,7 +193,7 @@ def rule_engine_text(e: Expr) -> str:
     if isinstance(e, Not):
         return f"not ({rule_engine_text(e.operand)})"
     assert isinstance(e, Call)
-    raise NotImplementedError(f"{e.fn}() has no rule-engine translation in this benchmark")
+    raise ValueError(f"{e.fn}() has no rule-engine translation in this benchmark")
 
 
 def have_rule_engine() -> bool:

@@ -39,7 +39,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Db]:
 
 def _postgres() -> Iterator[Db]:
     if not PG_URL:
-        pytest.skip("SEALTRAIL_TEST_POSTGRES_URL is not set (CI sets it)")
+        pytest.skip(reason="SEALTRAIL_TEST_POSTGRES_URL is not set (CI sets it)")
     schema = f"t_{uuid.uuid4().hex[:16]}"
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:  # fails the test if the server is unreachable

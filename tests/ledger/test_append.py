@@ -237,7 +237,7 @@ def test_postgres_app_role_may_insert_but_not_rewrite(tmp_path: Path) -> None:
     from tests.conftest import PG_URL, _postgres
 
     if not PG_URL:
-        pytest.skip("SEALTRAIL_TEST_POSTGRES_URL is not set (CI sets it)")
+        pytest.skip(reason="SEALTRAIL_TEST_POSTGRES_URL is not set (CI sets it)")
     import uuid
 
     role = f"sealtrail_app_{uuid.uuid4().hex[:8]}"
