@@ -1,0 +1,107 @@
+"""Field checks shared by every format: currencies and minor units (iso4217), countries
+(pycountry), IBANs and BICs (schwifty), amounts as exact decimals, dates.
+
+Lookups are cached: the same currencies, countries and accounts recur on every message.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+
+import iso4217
+import pycountry
+from schwifty import BIC, IBAN
+from schwifty.exceptions import SchwiftyException
+
+from inference.messages.errors import MessageError
+
+__all__ = ["amount", "bic", "country", "currency_exponent", "iban_or_none", "uetr"]
+
+_UETR = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+@lru_cache(maxsize=512)
+def currency_exponent(code: str, field: str) -> int:
+    """ISO 4217 minor units of ``code`` (JPY 0, USD 2, BHD 3); refuse unknown codes."""
+    if not re.fullmatch(r"[A-Z]{3}", code):
+        raise MessageError(f"currency {code!r} is not three capital letters", field=field)
+    try:
+        exp = iso4217.Currency(code).exponent
+    except ValueError:
+        raise MessageError(f"currency {code!r} is not an ISO 4217 code", field=field) from None
+    if exp is None:
+        raise MessageError(f"currency {code!r} has no minor unit (not a payment currency)",
+                           field=field)
+    return int(exp)
+
+
+def amount(text: str, currency: str, field: str, *, decimal_mark: str) -> Decimal:
+    """An exact amount with at most the currency's minor units; ``decimal_mark`` is ',' for
+    SWIFT FIN and '.' for ISO 20022 and JSON. The result carries exactly that many places."""
+    exp = currency_exponent(currency, field)
+    other = "." if decimal_mark == "," else ","
+    if other in text:
+        where = "SWIFT requires ','" if decimal_mark == "," else "'.' is required"
+        raise MessageError(f"amount {text!r} uses {other!r} where {where}", field=field)
+    pattern = r"\d{1,15}" + (re.escape(decimal_mark) + r"\d*" if decimal_mark == "," else
+                             r"(?:\.\d+)?")
+    if not re.fullmatch(pattern, text):
+        raise MessageError(f"amount {text!r} is not a decimal number", field=field)
+    whole, _, frac = text.partition(decimal_mark)
+    frac = frac.rstrip("0") if len(frac) > exp else frac
+    if len(frac) > exp:
+        raise MessageError(f"amount {text!r} has more decimals than {currency} allows ({exp})",
+                           field=field)
+    try:
+        value = Decimal(f"{whole}.{frac or '0'}")
+    except InvalidOperation:
+        raise MessageError(f"amount {text!r} is not a decimal number", field=field) from None
+    if value <= 0:
+        raise MessageError(f"amount {text!r} must be positive", field=field)
+    return value.quantize(Decimal(1).scaleb(-exp))
+
+
+@lru_cache(maxsize=512)
+def country(code: str, field: str) -> str:
+    """An ISO 3166-1 alpha-2 code, checked."""
+    if not re.fullmatch(r"[A-Z]{2}", code) or pycountry.countries.get(alpha_2=code) is None:
+        raise MessageError(f"country {code!r} is not an ISO 3166-1 alpha-2 code", field=field)
+    return code
+
+
+@lru_cache(maxsize=4096)
+def bic(text: str, field: str) -> str:
+    """A BIC (8 or 11 characters, valid country), upper-case."""
+    try:
+        return str(BIC(text.strip()))
+    except SchwiftyException as exc:
+        raise MessageError(f"BIC {text!r} is invalid: {exc}", field=field) from None
+
+
+@lru_cache(maxsize=8192)
+def iban_or_none(account: str) -> str | None:
+    """The normalised IBAN if ``account`` is one (checksum and length verified), else None."""
+    compact = account.replace(" ", "").upper()
+    if not re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{10,30}", compact):
+        return None
+    try:
+        return str(IBAN(compact).compact)
+    except SchwiftyException:
+        return None
+
+
+def uetr(text: str, field: str) -> str:
+    """A UETR: a lower-case version-4 UUID (SWIFT gpi)."""
+    if not _UETR.fullmatch(text):
+        raise MessageError(f"UETR {text!r} is not a lower-case version 4 UUID", field=field)
+    return text
+
+
+def iso_date(text: str, field: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise MessageError(f"date {text!r} is not YYYY-MM-DD", field=field) from None
