@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn
 import orjson
 import typer
 
+from api.cli_parse import parse
 from api.cli_rules import rules_app
 from api.config import Settings
 from api.output import JsonOpt, emit, err, out
@@ -36,6 +37,7 @@ app.add_typer(ledger_app, name="ledger")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(rules_app, name="rules")
+app.command("parse")(parse)
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]

@@ -20,6 +20,8 @@ from inference.messages.errors import MessageError
 
 __all__ = ["amount", "bic", "country", "currency_exponent", "iban_or_none", "uetr"]
 
+_SWIFT_AMOUNT = re.compile(r"\d{1,15},\d*")  # 15d: the comma is mandatory in FIN
+_DOT_AMOUNT = re.compile(r"\d{1,18}(?:\.\d+)?")
 _UETR = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
@@ -46,9 +48,7 @@ def amount(text: str, currency: str, field: str, *, decimal_mark: str) -> Decima
     if other in text:
         where = "SWIFT requires ','" if decimal_mark == "," else "'.' is required"
         raise MessageError(f"amount {text!r} uses {other!r} where {where}", field=field)
-    pattern = r"\d{1,15}" + (re.escape(decimal_mark) + r"\d*" if decimal_mark == "," else
-                             r"(?:\.\d+)?")
-    if not re.fullmatch(pattern, text):
+    if not (_SWIFT_AMOUNT if decimal_mark == "," else _DOT_AMOUNT).fullmatch(text):
         raise MessageError(f"amount {text!r} is not a decimal number", field=field)
     whole, _, frac = text.partition(decimal_mark)
     frac = frac.rstrip("0") if len(frac) > exp else frac

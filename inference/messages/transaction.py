@@ -16,7 +16,7 @@ from typing import Any
 
 import rfc8785
 
-__all__ = ["Agent", "Identifier", "Party", "R16", "Transaction", "TRANSACTION_SCHEMA"]
+__all__ = ["R16", "TRANSACTION_SCHEMA", "Agent", "Identifier", "Party", "Transaction"]
 
 TRANSACTION_SCHEMA = "sealtrail.transaction/1"
 

@@ -1,0 +1,206 @@
+"""SWIFT FIN parsing: field variants from the public MT103/MT202/MT202COV specifications,
+round trips to canonical JSON, and every kind of malformed input refused with its field."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from inference.messages import MessageError, Transaction, parse_messages
+from inference.messages.mt import MAX_MESSAGE_BYTES, parse_mt
+
+VEC = Path(__file__).parents[2] / "vectors" / "messages" / "mt"
+
+
+def one(data: bytes) -> Transaction:
+    (r,) = list(parse_mt(data))
+    assert isinstance(r, Transaction), str(r)
+    return r
+
+
+def refused(data: bytes) -> MessageError:
+    (r,) = list(parse_mt(data))
+    assert isinstance(r, MessageError), f"accepted: {r}"
+    return r
+
+
+BASE = (VEC / "mt103_jpy_33b.fin").read_bytes()
+SIMPLE = b"""{1:F01BANKBEBBAXXX0000000000}{2:I103BANKDEFFXXXXN}{4:
+:20:REF123
+:23B:CRED
+:32A:260115EUR1814,28
+:50K:/DE89370400440532013000
+JOHN DOE
+MAIN STREET 1
+:59:/GB33BUKB20201555555555
+JANE SMITH
+:71A:SHA
+-}"""
+
+
+def test_mt103_50k_59_with_fx_and_uetr() -> None:
+    t = one(BASE)
+    assert (t.message_type, t.reference, t.bank_operation_code) == ("MT103", "JP-77", "SSTD")
+    assert (t.amount, t.currency, t.value_date) == (Decimal("1500000"), "JPY", date(2026, 11, 30))
+    assert (t.instructed_amount, t.instructed_currency) == (Decimal("9250.00"), "EUR")
+    assert t.exchange_rate == Decimal("162.16216")
+    assert t.uetr == "00a1b2c3-d4e5-4f60-8a7b-8c9d0e1f2a3b"
+    assert t.originator.name == "YAMADA TARO" and t.originator.account == "1234567"
+    assert t.originator.address_lines == ("1-2-3 MARUNOUCHI", "CHIYODA-KU TOKYO")
+    assert t.originator.iban is None
+    assert t.beneficiary.iban == "DE89370400440532013000"
+    assert [a.role for a in t.agents] == ["sender", "receiver", "ordering_institution"]
+    # an output message: block 1 names the receiver, the MIR in block 2 the sender
+    assert (t.agents[0].bic, t.agents[1].bic) == ("DEUTDEFFXXX", "MHCBJPJTXXX")
+    assert t.agents[2].name_address == ("MIZUHO BANK LTD", "TOKYO")
+    assert (t.remittance, t.charges, t.sender_to_receiver) == ("SALARY NOVEMBER", "SHA", "/ACC/INSTANT")
+    assert t.raw_sha256 == hashlib.sha256(BASE.strip()).hexdigest()  # the message, not the file's \n
+    assert t.r16.complete
+
+
+def test_mt103_50f_structured_with_birth_date_and_place() -> None:
+    t = one((VEC / "mt103_50f_dob.fin").read_bytes())
+    o = t.originator
+    assert o.name == "MUELLER HANS PETER" and o.country == "DE" and o.address_lines == ("BERLIN",)
+    assert [(i.scheme, i.value) for i in o.identifiers] == [("DOB", "1965-04-23"), ("POB", "HAMBURG, DE")]
+    assert t.beneficiary.name == "ACME TRADING LLC" and t.beneficiary.country == "US"
+    assert t.amount == Decimal("25000.00") and t.currency == "USD"
+    assert [a.role for a in t.agents][2:] == ["ordering_institution", "intermediary", "account_with"]
+    assert t.remittance == "/RFB/INV-2026-991\nPO 77812"
+    assert t.r16.complete
+
+
+def test_mt103_50f_national_identifier_without_account() -> None:
+    t = one((VEC / "mt103_50f_nidn.fin").read_bytes())
+    assert [(i.scheme, i.value, i.country) for i in t.originator.identifiers] == [
+        ("NIDN", "T22000129", "DE")]
+    assert t.r16.originator_address_or_id and not t.r16.originator_account
+
+
+def test_mt103_50a_59a_bic_identified_parties() -> None:
+    t = one((VEC / "mt103_50a_59a.fin").read_bytes())
+    assert t.originator.bic == "BNPAFRPP" and t.originator.name is None
+    assert t.originator.iban == "FR7630006000011234567890189"
+    assert t.beneficiary.bic == "UBSWCHZH80A" and t.beneficiary.iban == "CH9300762011623852957"
+    assert not t.r16.originator_name and not t.r16.beneficiary_name  # a BIC is not a name
+    assert t.amount == Decimal("100000.00") and t.charges == "BEN"
+
+
+def test_mt202_bank_to_bank() -> None:
+    t = one((VEC / "mt202.fin").read_bytes())
+    assert (t.message_type, t.reference, t.related_reference) == ("MT202", "FI-TRF-001", "RELREF-99")
+    assert t.originator.bic == "DEUTDEFF" and t.beneficiary.bic == "CITIUS33"
+    assert t.beneficiary.account == "US33000012345"
+    assert [a.role for a in t.agents][-1] == "beneficiary_institution"
+
+
+def test_mt202cov_reads_the_underlying_customers() -> None:
+    t = one((VEC / "mt202cov.fin").read_bytes())
+    assert t.message_type == "MT202COV" and t.related_reference == "UNDERLYING-12"
+    assert t.originator.name == "SMITH JOHN" and t.beneficiary.name == "JONES MARY"
+    assert t.beneficiary.iban == "US64SVBKUS6S3300958879" or t.beneficiary.iban is None
+    assert (t.instructed_amount, t.instructed_currency) == (Decimal("10000.00"), "GBP")
+    assert t.remittance == "INVOICE 12" and t.r16.complete
+    missing_b = (VEC / "mt202cov.fin").read_bytes().split(b":50K:")[0] + b"-}"
+    assert refused(missing_b).field == ":50a:"
+
+
+def test_rje_file_with_two_messages_and_crlf() -> None:
+    data = (VEC / "rje_two.fin").read_bytes().replace(b"\n", b"\r\n")
+    results = parse_messages(data)
+    assert [r.message_type for r in results if isinstance(r, Transaction)] == ["MT103", "MT202"]
+    bad = data.replace(b"CHF100000,00", b"CHF100000.00")
+    results = parse_messages(bad)
+    assert isinstance(results[0], MessageError) and isinstance(results[1], Transaction)
+    assert str(results[0]).startswith("message 1 (MT103) :32A: amount '100000.00' uses '.'")
+
+
+def test_canonical_json_is_stable_and_exact() -> None:
+    t = one(SIMPLE)
+    doc = t.to_json()
+    assert doc["amount"] == "1814.28" and doc["value_date"] == "2026-01-15"
+    assert doc["schema"] == "sealtrail.transaction/1"
+    assert t.canonical_bytes().startswith(b'{"agents":[')
+    assert one(SIMPLE).sha256 == t.sha256
+    assert one(SIMPLE.replace(b"REF123", b"REF124")).sha256 != t.sha256
+
+
+@pytest.mark.parametrize("currency, text, value", [
+    ("JPY", "1500000,", "1500000"), ("USD", "0,5", "0.50"), ("BHD", "12,345", "12.345"),
+    ("EUR", "1000,", "1000.00"), ("KWD", "1,1", "1.100"), ("EUR", "100,10", "100.10"),
+])
+def test_minor_units(currency: str, text: str, value: str) -> None:
+    t = one(SIMPLE.replace(b"EUR1814,28", f"{currency}{text}".encode()))
+    assert format(t.amount, "f") == value
+
+
+@pytest.mark.parametrize("edit, field, reason", [
+    ((b"EUR1814,28", b"EUR1814.28"), ":32A:", "uses '.' where SWIFT requires ','"),
+    ((b"EUR1814,28", b"EUR1814,285"), ":32A:", "more decimals than EUR allows (2)"),
+    ((b"EUR1814,28", b"JPY1814,5"), ":32A:", "more decimals than JPY allows (0)"),
+    ((b"EUR1814,28", b"XYZ1814,28"), ":32A:", "not an ISO 4217 code"),
+    ((b"EUR1814,28", b"EUR0,00"), ":32A:", "must be positive"),
+    ((b"EUR1814,28", b"EUR1814"), ":32A:", "not a decimal number"),
+    ((b"260115EUR", b"261315EUR"), ":32A:", "not a calendar date"),
+    ((b"260115EUR", b"2601EUR"), ":32A:", "not YYMMDD"),
+    ((b":71A:SHA", b":71A:ALL"), ":71A:", "must be OUR, SHA or BEN"),
+    ((b":23B:CRED", b":23B:XXXX"), ":23B:", "bank operation code"),
+    ((b":20:REF123", b":20:/REF123"), ":20:", "must be 1-16 characters"),
+    ((b":20:REF123", b":20:REF123456789012345"), ":20:", "must be 1-16 characters"),
+    ((b":71A:SHA\n", b""), ":71A:", "mandatory and missing"),
+    ((b":59:/GB33BUKB20201555555555\nJANE SMITH\n", b""), ":59a:", "mandatory and missing"),
+    ((b"JOHN DOE", b"JOHN D\xc3\x96E"), "block 4", "outside the SWIFT X character set"),
+    ((b"JOHN DOE", b"JOHN_DOE"), "block 4", "outside the SWIFT X character set"),
+    ((b"MAIN STREET 1", b"M" * 36), ":50K:", "longer than 35 characters"),
+    ((b":50K:/", b":50Z:/"), ":50Z:", "option Z is not allowed"),
+    ((b"I103", b"I101"), "block 2", "MT101 is not supported"),
+    ((b"I103", b"I999"), "block 2", "MT999 is not supported"),
+    ((b"I103BANKDEFFXXXXN", b"I103BANKXXFFXXXXN"), "block 2", "BIC 'BANKXXFFXXX' is invalid"),
+    ((b"{1:F01BANKBEBB", b"{1:F01BANK"), "block 1", "malformed"),
+    ((b"\n-}", b"\n"), "block 4", "truncated"),
+    ((b"{2:I103BANKDEFFXXXXN}", b""), "block 2", "missing"),
+    ((b"{4:\n:20:", b"{4:\nREF\n:20:"), "block 4", "does not start with a field tag"),
+    ((b"{4:", b"{3:{121:not-a-uuid}}{4:"), "block 3 {121:}", "not a lower-case version 4 UUID"),
+    ((b":59:/GB33", b":57A:ABCDXX22\n:59:/GB33"), ":57A:", "is invalid"),
+])
+def test_malformed_messages_name_field_and_reason(edit: tuple[bytes, bytes], field: str, reason: str) -> None:
+    old, new = edit
+    assert old in SIMPLE
+    err = refused(SIMPLE.replace(old, new, 1))
+    assert err.field == field and reason in err.reason, str(err)
+    assert str(err).startswith("message 1")
+
+
+def test_50f_structured_line_errors() -> None:
+    base = (VEC / "mt103_50f_dob.fin").read_bytes()
+    for old, new, reason in [
+        (b"4/19650423", b"4/19651323", "date of birth"),
+        (b"3/DE/BERLIN", b"3/XX/BERLIN", "ISO 3166"),
+        (b"1/MUELLER", b"X/MUELLER", "must start with a digit"),
+        (b"5/DE/HAMBURG", b"9/DE/HAMBURG", "code 9 is not defined"),
+        (b"/DE44500105175407324931\n1/", b"FOO/DE/123\n1/", "neither /account"),
+    ]:
+        err = refused(base.replace(old, new))
+        assert err.field == ":50F:" and reason in err.reason, str(err)
+
+
+def test_oversize_truncated_and_undecodable_input() -> None:
+    big = SIMPLE.replace(b":71A:SHA", b":70:" + b"A" * MAX_MESSAGE_BYTES + b"\n:71A:SHA")
+    assert "more than" in refused(big).reason
+    assert refused(SIMPLE[:120]).field == "block 4"
+    assert "UTF-8" in refused(SIMPLE.replace(b"JOHN", b"JO\xffN")).reason
+    assert "outside the blocks" in refused(b"garbage " + SIMPLE).reason
+
+
+def test_input_and_output_headers_name_sender_and_receiver() -> None:
+    sent = one(SIMPLE)
+    assert [(a.role, a.bic) for a in sent.agents] == [("sender", "BANKBEBBXXX"),
+                                                      ("receiver", "BANKDEFFXXX")]
+    delivered = SIMPLE.replace(b"{2:I103BANKDEFFXXXXN}",
+                               b"{2:O1031200260115DEUTDEFFAXXX00000000002601151200N}")
+    assert [(a.role, a.bic) for a in one(delivered).agents] == [("sender", "DEUTDEFFXXX"),
+                                                                ("receiver", "BANKBEBBXXX")]
