@@ -18,10 +18,13 @@ from schwifty.exceptions import SchwiftyException
 
 from inference.messages.errors import MessageError
 
-__all__ = ["amount", "bic", "country", "currency_exponent", "iban_or_none", "uetr"]
+__all__ = ["amount", "bic", "country", "currency_exponent", "iban_or_none", "iso_date", "lei",
+           "rate", "uetr"]
 
-_SWIFT_AMOUNT = re.compile(r"\d{1,15},\d*")  # 15d: the comma is mandatory in FIN
-_DOT_AMOUNT = re.compile(r"\d{1,18}(?:\.\d+)?")
+_SWIFT_AMOUNT = re.compile(r"[0-9]{1,15},[0-9]*")  # 15d: the comma is mandatory in FIN
+_DOT_AMOUNT = re.compile(r"[0-9]{1,18}(?:\.[0-9]+)?")  # ASCII digits only, not \d
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_LEI = re.compile(r"[A-Z0-9]{18}[0-9]{2}")
 _UETR = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
@@ -85,7 +88,7 @@ def bic(text: str, field: str) -> str:
 def iban_or_none(account: str) -> str | None:
     """The normalised IBAN if ``account`` is one (checksum and length verified), else None."""
     compact = account.replace(" ", "").upper()
-    if not re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{10,30}", compact):
+    if not re.fullmatch(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}", compact):
         return None
     try:
         return str(IBAN(compact).compact)
@@ -101,7 +104,29 @@ def uetr(text: str, field: str) -> str:
 
 
 def iso_date(text: str, field: str) -> date:
+    """Exactly YYYY-MM-DD (``date.fromisoformat`` alone would also take 20250314 or weeks)."""
+    if not _ISO_DATE.fullmatch(text):
+        raise MessageError(f"date {text!r} is not YYYY-MM-DD", field=field)
     try:
         return date.fromisoformat(text)
     except ValueError:
         raise MessageError(f"date {text!r} is not YYYY-MM-DD", field=field) from None
+
+
+def lei(text: str, field: str) -> str:
+    """ISO 17442 LEI: 18 characters and two check digits (ISO 7064 MOD 97-10)."""
+    if not _LEI.fullmatch(text) or int("".join(str(int(c, 36)) for c in text)) % 97 != 1:
+        raise MessageError(f"LEI {text!r} is invalid (format or check digits)", field=field)
+    return text
+
+
+def rate(text: str, field: str, *, decimal_mark: str) -> Decimal:
+    """An exchange rate, normalised (0.90 and 0.9 are one rate, whatever the format)."""
+    pattern = r"[0-9]{1,11},[0-9]*" if decimal_mark == "," else r"[0-9]{1,11}(?:\.[0-9]{1,10})?"
+    if not re.fullmatch(pattern, text) or len(text) > 12 + (decimal_mark == "."):
+        raise MessageError(f"exchange rate {text!r} is not a decimal with {decimal_mark!r}",
+                           field=field)
+    value = Decimal(text.replace(",", ".").rstrip("."))
+    if value <= 0:
+        raise MessageError(f"exchange rate {text!r} must be positive", field=field)
+    return Decimal(format(value.normalize(), "f"))

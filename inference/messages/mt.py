@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import date
 from decimal import Decimal
 
+from inference.messages import fields
 from inference.messages.errors import MessageError
 from inference.messages.fields import amount, bic, currency_exponent, uetr
 from inference.messages.mt_fields import (
@@ -116,7 +117,6 @@ def _fields(block4: str) -> list[tuple[str, str]]:
 
 _YYMMDD = re.compile(r"\d{6}")
 _MONEY = re.compile(r"([A-Z]{3})(.+)")
-_RATE = re.compile(r"\d{1,11},\d*")
 _REF = re.compile(r"[^\n]{1,16}")
 
 
@@ -135,12 +135,6 @@ def _money(value: str, tag: str) -> tuple[str, Decimal]:
         raise MessageError(f"{value!r} is not currency + amount", field=tag)
     currency_exponent(m.group(1), tag)
     return m.group(1), amount(m.group(2), m.group(1), tag, decimal_mark=",")
-
-
-def _rate(text: str) -> Decimal:
-    if not _RATE.fullmatch(text) or len(text) > 12 or text == "0,":
-        raise MessageError(f"exchange rate {text!r} is not a decimal (12d with ',')", field=":36:")
-    return Decimal(text.replace(",", ".").rstrip("."))
 
 
 def _reference(value: str, tag: str) -> str:
@@ -227,7 +221,7 @@ def _assemble(msg: _Message) -> Transaction:
     value_date = _date(d[:6], ":32A:")
     currency, amt = _money(d[6:], ":32A:")
     rate = values.get("36")
-    exchange_rate = _rate(rate) if rate is not None else None
+    exchange_rate = fields.rate(rate, ":36:", decimal_mark=",") if rate is not None else None
     agents: list[Agent] = [Agent("sender", bic=msg.sender), Agent("receiver", bic=msg.receiver)]
     seq_a_tags = dict(seq_a)
     by_number: dict[str, tuple[str, str]] = {}

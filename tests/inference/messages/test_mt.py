@@ -204,3 +204,12 @@ def test_input_and_output_headers_name_sender_and_receiver() -> None:
                                b"{2:O1031200260115DEUTDEFFAXXX00000000002601151200N}")
     assert [(a.role, a.bic) for a in one(delivered).agents] == [("sender", "DEUTDEFFXXX"),
                                                                 ("receiver", "BANKBEBBXXX")]
+
+
+def test_exchange_rates_are_normalised_so_equal_payments_hash_equal() -> None:
+    with_rate = SIMPLE.replace(b":71A:SHA", b":36:0,90\n:71A:SHA")
+    a, b = one(with_rate), one(with_rate.replace(b"0,90", b"0,9"))
+    assert a.exchange_rate == Decimal("0.9") and str(a.exchange_rate) == "0.9"
+    assert a.to_json() | {"raw_sha256": ""} == b.to_json() | {"raw_sha256": ""}
+    for bad in (b"0,", b"1.5", b"0,0", b"1234567890123,5"):
+        assert refused(with_rate.replace(b"0,90", bad)).field == ":36:"

@@ -1,0 +1,246 @@
+"""JSON payment messages: one object, or an array of objects, in the canonical
+``Transaction.to_json()`` form -> ``Transaction``s.
+
+The shape is checked by a pydantic schema (``TransactionIn``: unknown keys refused, strict
+types, amounts and rates as decimal strings with '.' so they stay exact); the values by the
+same field checks as every other format (currency and minor units, country, BIC, IBAN,
+UETR, dates). ``message_type`` and ``raw_sha256`` in the input describe the message the
+JSON was derived from: checked for shape, not carried. The Transaction says ``json`` and
+hashes these bytes. ``r16`` and ``iban`` are derived; where given they must match. Errors
+name the field as a JSONPath, e.g. ``$[2].originator.country``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import date
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, StringConstraints, ValidationError
+
+from inference.messages import fields
+from inference.messages.errors import MessageError
+from inference.messages.transaction import R16, TRANSACTION_SCHEMA, Agent, Identifier, Party, Transaction
+
+__all__ = ["MAX_JSON_BYTES", "AgentIn", "IdentifierIn", "PartyIn", "R16In", "TransactionIn", "parse_json"]
+
+MAX_JSON_BYTES = 1 << 20
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_RATE = re.compile(r"[0-9]{1,11}(?:\.[0-9]{1,10})?")
+
+Ref = Annotated[StrictStr, StringConstraints(min_length=1, max_length=35)]
+Text = Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
+LongText = Annotated[StrictStr, StringConstraints(min_length=1)]  # bounded by MAX_JSON_BYTES
+Account = Annotated[StrictStr, StringConstraints(min_length=1, max_length=70)]
+Code = Annotated[StrictStr, StringConstraints(max_length=64)]  # checked by fields.*
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class IdentifierIn(_Model):
+    scheme: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z0-9]{1,4}$")]
+    value: Text
+    country: Code | None = None
+
+
+class PartyIn(_Model):
+    name: Text | None = None
+    account: Account | None = None
+    iban: Code | None = None  # derived from ``account``; must match where given
+    bic: Code | None = None
+    address_lines: tuple[Text, ...] = Field(default=(), max_length=20)
+    country: Code | None = None
+    identifiers: tuple[IdentifierIn, ...] = Field(default=(), max_length=100)
+
+
+class AgentIn(_Model):
+    role: Literal["sender", "receiver", "ordering_institution", "senders_correspondent",
+                  "receivers_correspondent", "third_reimbursement", "intermediary", "account_with",
+                  "beneficiary_institution", "instructing", "instructed", "debtor_agent", "creditor_agent"]
+    bic: Code | None = None
+    account: Account | None = None
+    name_address: tuple[Text, ...] = Field(default=(), max_length=20)
+
+
+class R16In(_Model):
+    originator_name: StrictBool
+    originator_account: StrictBool
+    originator_address_or_id: StrictBool
+    beneficiary_name: StrictBool
+    beneficiary_account: StrictBool
+
+
+class TransactionIn(_Model):
+    """One transaction, as ``Transaction.to_json()`` writes it; nulls may be left out."""
+
+    schema_: Ref | None = Field(default=None, alias="schema")  # TRANSACTION_SCHEMA where given
+    message_type: Ref | None = None  # of the message this was derived from; not carried
+    reference: Ref
+    related_reference: Ref | None = None
+    uetr: Code | None = None
+    bank_operation_code: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z]{4}$")] | None = None
+    value_date: Code
+    amount: Code
+    currency: Code
+    instructed_amount: Code | None = None
+    instructed_currency: Code | None = None
+    exchange_rate: Code | None = None
+    originator: PartyIn
+    beneficiary: PartyIn
+    agents: tuple[AgentIn, ...] = Field(default=(), max_length=20)
+    remittance: LongText | None = None
+    charges: Literal["OUR", "SHA", "BEN", "DEBT", "CRED", "SHAR", "SLEV"] | None = None
+    sender_to_receiver: LongText | None = None
+    r16: R16In | None = None  # derived from the parties; must match where given
+    raw_sha256: Annotated[StrictStr, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
+
+
+def parse_json(data: bytes) -> list[Transaction]:
+    """Every transaction in a JSON object or array of objects, or ``MessageError``."""
+    if len(data) > MAX_JSON_BYTES:
+        raise MessageError(f"message is {len(data)} bytes; the limit is {MAX_JSON_BYTES}", field="$")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MessageError(f"not UTF-8 (invalid byte at offset {exc.start})", field="$") from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except _DuplicateKey as exc:
+        raise MessageError(f"duplicate key {exc.key!r} (each key may appear once)",
+                           field=f"$..{exc.key}") from None
+    except ValueError as exc:
+        raise MessageError(f"not JSON: {exc}", field="$") from None
+    except RecursionError:
+        raise MessageError("not JSON: nested too deeply", field="$") from None
+    sha = hashlib.sha256(data).hexdigest()
+    if isinstance(doc, dict):
+        return [_transaction(doc, "$", sha)]
+    if not isinstance(doc, list):
+        raise MessageError(f"expected an object or an array of objects, not {type(doc).__name__}",
+                           field="$")
+    if not doc:
+        raise MessageError("an empty array holds no transaction", field="$")
+    return [_transaction(item, f"$[{n}]", sha) for n, item in enumerate(doc)]
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _transaction(item: object, p: str, sha: str) -> Transaction:
+    if not isinstance(item, dict):
+        raise MessageError(f"expected an object, not {type(item).__name__}", field=p)
+    try:
+        t = TransactionIn.model_validate(item)
+    except ValidationError as exc:
+        raise _error(exc, p) from None
+    if t.schema_ is not None and t.schema_ != TRANSACTION_SCHEMA:
+        raise MessageError(f"schema {t.schema_!r} is not {TRANSACTION_SCHEMA!r}", field=f"{p}.schema")
+    amount, currency = _amount(t.amount, t.currency, f"{p}.amount", f"{p}.currency")
+    instructed, instructed_ccy = None, None
+    if (t.instructed_amount is None) != (t.instructed_currency is None):
+        raise MessageError("instructed_amount and instructed_currency go together",
+                           field=f"{p}.instructed_amount")
+    if t.instructed_amount is not None and t.instructed_currency is not None:
+        instructed, instructed_ccy = _amount(t.instructed_amount, t.instructed_currency,
+                                             f"{p}.instructed_amount", f"{p}.instructed_currency")
+    rate = None
+    if t.exchange_rate is not None:
+        rate = fields.rate(t.exchange_rate, f"{p}.exchange_rate", decimal_mark=".")
+    originator = _party(t.originator, f"{p}.originator")
+    beneficiary = _party(t.beneficiary, f"{p}.beneficiary")
+    r16 = R16.of(originator, beneficiary)
+    if t.r16 is not None and t.r16.model_dump() != r16.to_json():
+        raise MessageError(f"r16 {t.r16.model_dump()} does not match the parties ({r16.to_json()})",
+                           field=f"{p}.r16")
+    return Transaction(
+        message_type="json", reference=t.reference, related_reference=t.related_reference,
+        uetr=fields.uetr(t.uetr, f"{p}.uetr") if t.uetr is not None else None,
+        bank_operation_code=t.bank_operation_code, value_date=_date(t.value_date, f"{p}.value_date"),
+        amount=amount, currency=currency, instructed_amount=instructed, instructed_currency=instructed_ccy,
+        exchange_rate=rate, originator=originator, beneficiary=beneficiary,
+        agents=tuple(_agent(a, f"{p}.agents[{n}]") for n, a in enumerate(t.agents)),
+        remittance=t.remittance, charges=t.charges, sender_to_receiver=t.sender_to_receiver,
+        raw_sha256=sha, r16=r16,
+    )
+
+
+def _amount(text: str, ccy: str, where: str, ccy_where: str) -> tuple[Decimal, str]:
+    fields.currency_exponent(ccy, ccy_where)
+    if not text.isascii():  # fields.amount's \d would take other scripts' digits
+        raise MessageError(f"amount {text!r} is not a decimal number (ASCII digits)", field=where)
+    return fields.amount(text, ccy, where, decimal_mark="."), ccy
+
+
+def _date(text: str, where: str) -> date:
+    if not _DATE.fullmatch(text):
+        raise MessageError(f"date {text!r} is not YYYY-MM-DD", field=where)
+    return fields.iso_date(text, where)
+
+
+def _party(party: PartyIn, p: str) -> Party:
+    iban = fields.iban_or_none(party.account) if party.account is not None else None
+    if party.iban is not None and party.iban != iban:
+        raise MessageError(f"iban {party.iban!r} is not the valid IBAN form of account {party.account!r}",
+                           field=f"{p}.iban")
+    return Party(
+        name=party.name, account=party.account, iban=iban,
+        bic=fields.bic(party.bic, f"{p}.bic") if party.bic is not None else None,
+        address_lines=party.address_lines,
+        country=fields.country(party.country, f"{p}.country") if party.country is not None else None,
+        identifiers=tuple(_identifier(i, f"{p}.identifiers[{n}]") for n, i in enumerate(party.identifiers)),
+    )
+
+
+def _identifier(ident: IdentifierIn, p: str) -> Identifier:
+    value = ident.value
+    if ident.scheme == "DOB":
+        value = _date(value, f"{p}.value").isoformat()
+    elif ident.scheme == "BIC":
+        value = fields.bic(value, f"{p}.value")
+    elif ident.scheme == "LEI":
+        value = fields.lei(value, f"{p}.value")
+    country = fields.country(ident.country, f"{p}.country") if ident.country is not None else None
+    return Identifier(ident.scheme, value, country)
+
+
+def _agent(agent: AgentIn, p: str) -> Agent:
+    return Agent(role=agent.role, bic=fields.bic(agent.bic, f"{p}.bic") if agent.bic is not None else None,
+                 account=agent.account, name_address=agent.name_address)
+
+
+def _error(exc: ValidationError, p: str) -> MessageError:
+    """The first schema error, at its JSONPath."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = p + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
+    reason = first["msg"]
+    if first["type"] != "missing":
+        reason += f" (got {_short(first['input'])})"
+    if len(errors) > 1:
+        reason += f"; and {len(errors) - 1} more error(s)"
+    return MessageError(reason, field=where)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
