@@ -213,3 +213,16 @@ def test_exchange_rates_are_normalised_so_equal_payments_hash_equal() -> None:
     assert a.to_json() | {"raw_sha256": ""} == b.to_json() | {"raw_sha256": ""}
     for bad in (b"0,", b"1.5", b"0,0", b"1234567890123,5"):
         assert refused(with_rate.replace(b"0,90", bad)).field == ":36:"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in VEC.glob("*.fin")))
+def test_round_trip_through_the_json_form(name: str) -> None:
+    import orjson
+
+    from inference.messages.json_message import parse_json
+
+    for t in parse_mt((VEC / name).read_bytes()):
+        assert isinstance(t, Transaction)
+        (back,) = parse_json(orjson.dumps(t.to_json()))
+        ignore = {"message_type": "", "raw_sha256": ""}
+        assert back.to_json() | ignore == t.to_json() | ignore
