@@ -32,6 +32,7 @@ test: lint
 bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.ledger
 	$(BIN)/python -m bench.rules
+	$(BIN)/python -m bench.messages
 
 clean:
 	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys .mypy_cache .ruff_cache .pytest_cache
