@@ -226,3 +226,23 @@ def test_round_trip_through_the_json_form(name: str) -> None:
         (back,) = parse_json(orjson.dumps(t.to_json()))
         ignore = {"message_type": "", "raw_sha256": ""}
         assert back.to_json() | ignore == t.to_json() | ignore
+
+
+def test_every_agent_option() -> None:
+    """53B (location), 54A, 55D, 56C (account only), 57B/57D in one message."""
+    agents = (b":53B:/DE44500105175407324931\nFRANKFURT\n:54A:CHASUS33\n"
+              b":55D:THIRD REIMBURSEMENT BANK\nZURICH\n:56C://FW021000018\n"
+              b":57D:/12345\nACCOUNT WITH BANK\nMAIN ROAD 5\n")
+    t = one(SIMPLE.replace(b":59:", agents + b":59:"))
+    got = {a.role: a for a in t.agents}
+    assert got["senders_correspondent"].account == "DE44500105175407324931"
+    assert got["senders_correspondent"].name_address == ("FRANKFURT",)
+    assert got["receivers_correspondent"].bic == "CHASUS33"
+    assert got["third_reimbursement"].name_address == ("THIRD REIMBURSEMENT BANK", "ZURICH")
+    assert got["intermediary"].account == "/FW021000018"
+    assert got["account_with"].account == "12345"
+    assert got["account_with"].name_address == ("ACCOUNT WITH BANK", "MAIN ROAD 5")
+    located = one(SIMPLE.replace(b":59:", b":57B:/998877\nLONDON\n:59:"))
+    assert next(a for a in located.agents if a.role == "account_with").account == "998877"
+    assert refused(SIMPLE.replace(b":59:", b":56C:NOACCOUNT\n:59:")).field == ":56C:"
+    assert refused(SIMPLE.replace(b":59:", b":57E:/1\nX\n:59:")).field == ":57E:"
