@@ -15,6 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import orjson
 import typer
+from sqlalchemy.exc import SQLAlchemyError
 
 from api.cli_parse import parse
 from api.cli_rules import rules_app
@@ -27,7 +28,7 @@ from ledger import (
     RecordError,
     VerificationError,
 )
-from ledger.errors import DamageError, EntryNotFoundError
+from ledger.errors import DamageError, EntryNotFoundError, RefusedError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="sealtrail: sealed AML decisions")
 ledger_app = typer.Typer(no_args_is_help=True, help="Verify, checkpoint and prove the ledger.")
@@ -56,7 +57,7 @@ def settings(db: str | None, keys: Path | None) -> Settings:
 
 
 def fail(exc: Exception, as_json: bool) -> NoReturn:
-    refused = VerificationError | RecordError | LegalHoldError | EntryNotFoundError
+    refused = VerificationError | RecordError | LegalHoldError | EntryNotFoundError | RefusedError
     code = 1 if isinstance(exc, refused) else 2
     kind = exc.kind if isinstance(exc, DamageError) else type(exc).__name__
     if as_json:
@@ -75,9 +76,15 @@ def print_hashes(hashes: list[str]) -> None:
 
 
 def guarded(as_json: bool, fn: Callable[[], None]) -> None:
+    """Run a command; every error becomes a clear message, JSON with --json, and the exit
+    code of the contract (anything unforeseen: 2, never a traceback)."""
     try:
         fn()
+    except typer.Exit:
+        raise
     except LedgerError as exc:
+        fail(exc, as_json)
+    except (ValueError, OSError, SQLAlchemyError) as exc:  # settings, files, database set-up
         fail(exc, as_json)
 
 
@@ -132,16 +139,26 @@ def ledger_verify(
         list[str] | None, typer.Option("--trusted-key", help="pin a verifier key (repeatable)")
     ] = None,
     workers: Annotated[int | None, typer.Option(min=1, help="processes (default: cores)")] = None,
+    checkpoint: Annotated[
+        list[Path] | None,
+        typer.Option("--checkpoint", help="a signed checkpoint you hold; must match (repeatable)"),
+    ] = None,
+    max_unsealed: Annotated[
+        int | None,
+        typer.Option(min=0, help="fail if more newest entries lack a checkpoint "
+                                 "[default: SEALTRAIL_CHECKPOINT_EVERY]"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Recompute every leaf, chain hash, node and root; check every checkpoint signature."""
     from api import ops
 
-    s = settings(db, keys)
-
     def run() -> None:
+        s = settings(db, keys)
         pinned = [NoteVerifier.from_vkey(k) for k in trusted_key or []]
-        report = ops.verify(s, pinned, workers)
+        held = [p.read_text(encoding="utf-8") for p in checkpoint or []]
+        limit = s.checkpoint_every if max_unsealed is None else max_unsealed
+        report = ops.verify(s, pinned, workers, held, limit)
         doc = report.to_json()
 
         def human() -> None:

@@ -16,7 +16,7 @@ import migrations
 from api.config import Settings
 from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, Record, VerifyReport, store
 from ledger.append import CheckpointPolicy
-from ledger.errors import EntryNotFoundError, KeyFileError
+from ledger.errors import EntryNotFoundError, KeyFileError, RefusedError
 from ledger.keys import generate_key_file, load_signer, replace_key_file
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.proofs import InclusionProof, consistency_proof, inclusion_proof, root_at
@@ -66,13 +66,17 @@ def trusted_keys(s: Settings, pinned: list[NoteVerifier]) -> list[NoteVerifier]:
     return []
 
 
-def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None) -> VerifyReport:
+def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None,
+           witnessed: list[str] | None = None, max_unsealed: int | None = None) -> VerifyReport:
     engine = engine_for(s)
-    return verify_ledger(engine, trusted_keys(s, pinned), workers=workers)
+    return verify_ledger(engine, trusted_keys(s, pinned), workers=workers,
+                         witnessed=witnessed or (), max_unsealed=max_unsealed)
 
 
 def prove(s: Settings, target: int | str) -> InclusionProof:
     ledger = open_ledger(s)
+    if isinstance(target, int) and target >= 1 << 63:
+        raise EntryNotFoundError(f"no ledger entry with seq {target}")
     with ledger.engine.connect() as conn:
         p = store.param(conn)
         col = "seq" if isinstance(target, int) else "trace_id"
@@ -98,7 +102,7 @@ def consistency(s: Settings, old: int, new: int) -> dict[str, Any]:
     with engine.connect() as conn:
         size, _ = store.tail(conn)
         if not 0 < old <= new <= size:
-            raise LedgerError(f"sizes must satisfy 0 < OLD <= NEW <= {size} (the ledger's size)")
+            raise RefusedError(f"sizes must satisfy 0 < OLD <= NEW <= {size} (the ledger's size)")
         hashes = consistency_proof(conn, old, new)
         r1, r2 = root_at(conn, old), root_at(conn, new)
         notes: dict[int, str] = dict(conn.exec_driver_sql(

@@ -22,7 +22,13 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from ledger import store
 from ledger.checkpoint import Checkpoint, SignedCheckpoint
-from ledger.errors import KeyFileError, LedgerError, LedgerUnavailableError, RecordError
+from ledger.errors import (
+    DamageError,
+    KeyFileError,
+    LedgerError,
+    LedgerUnavailableError,
+    RecordError,
+)
 from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record, format_time, now_utc, seal, seal_many
@@ -137,7 +143,13 @@ class Ledger:
         return self.append_many([record])[0]
 
     def append_many(self, records: Sequence[Record]) -> list[Receipt]:
-        """Seal ``records`` in order, in one transaction; durable when this returns."""
+        """Seal ``records`` in order, in one transaction; durable when this returns.
+
+        Kinds ``ledger.*`` are the ledger's own (genesis, key rotation, purges, holds) and
+        are refused here: only the ledger's own methods may write them."""
+        for i, r in enumerate(records):
+            if isinstance(r.kind, str) and r.kind.startswith("ledger."):
+                raise RecordError(f"record {i}: kind {r.kind!r} is reserved for the ledger itself")
         return self._commit(records)
 
     def _commit(
@@ -146,6 +158,7 @@ class Ledger:
         effect: Effect | None = None,
         extra_signers: Sequence[NoteSigner] = (),
         force_checkpoint: bool = False,
+        before: Callable[[Connection], None] | None = None,
     ) -> list[Receipt]:
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
@@ -161,6 +174,9 @@ class Ledger:
         with self._lock:
             try:
                 with self._writer() as conn:
+                    self._check_active_key(conn)
+                    if before is not None:
+                        before(conn)  # checks that must see the log as it was, under the lock
                     size, chain = store.tail(conn)
                     cr = self._compact_range(conn, size, chain)
                     prev = chain or ZERO_CHAIN
@@ -188,10 +204,22 @@ class Ledger:
                     self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint)
             except IntegrityError as exc:
                 raise RecordError(f"refused by the database (duplicate trace id?): {exc.orig}") from exc
+            except LookupError as exc:
+                raise DamageError("missing Merkle node", None, f"cannot extend the tree: {exc}") from exc
             except DBAPIError as exc:
                 raise LedgerUnavailableError(f"ledger commit failed, nothing written: {exc.orig}") from exc
             self._cache = (cr.size, prev, list(cr.hashes))
         return receipts
+
+    def _check_active_key(self, conn: Connection) -> None:
+        """Under the sequencer lock: another replica may have rotated the key meanwhile."""
+        active = conn.exec_driver_sql(
+            "SELECT vkey FROM ledger_keys ORDER BY valid_from_size DESC LIMIT 1").scalar()
+        assert self._signer is not None
+        if active != self._signer.verifier.vkey:
+            raise KeyFileError(
+                f"the ledger's active signing key is now {active}; this process holds "
+                f"{self._signer.verifier.vkey} (rotated elsewhere? reload the key file)")
 
     def _compact_range(self, conn: Connection, size: int, chain: bytes | None) -> CompactRange:
         if self._cache is not None and self._cache[0] == size and self._cache[1] == chain:
@@ -233,6 +261,7 @@ class Ledger:
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
         with self._lock, self._writer() as conn:
+            self._check_active_key(conn)
             size, chain = store.tail(conn)
             cr = self._compact_range(conn, size, chain)
             self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True)

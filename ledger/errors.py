@@ -17,6 +17,7 @@ __all__ = [
     "LegalHoldError",
     "NoteError",
     "RecordError",
+    "RefusedError",
     "SchemaError",
     "VerificationError",
 ]
@@ -28,6 +29,10 @@ class LedgerError(Exception):
 
 class RecordError(LedgerError):
     """A record handed to the ledger cannot be sealed (not JSON, bad kind, ...)."""
+
+
+class RefusedError(LedgerError):
+    """A request was refused as given (unknown hold, unknown payload, concurrent change)."""
 
 
 class SchemaError(LedgerError):

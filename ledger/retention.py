@@ -8,15 +8,17 @@ Default period: 5 years (FATF Recommendation 11); FINRA 4511 firms set 6.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 from sqlalchemy import Connection
 
 from ledger import store
 from ledger.append import Ledger
-from ledger.errors import LedgerError, LegalHoldError
+from ledger.errors import DamageError, LedgerError, LegalHoldError, RefusedError
 from ledger.records import Receipt, Record
 
 __all__ = ["DEFAULT_RETENTION", "Hold", "PurgeResult", "active_holds", "place_hold",
@@ -48,13 +50,18 @@ def active_holds(conn: Connection) -> list[Hold]:
     for seq, rec in conn.exec_driver_sql(
         "SELECT seq, record FROM ledger_entries WHERE kind = 'ledger.legal_hold' ORDER BY seq"
     ):
-        body = orjson.loads(rec)["record"]
-        if body["action"] == "place":
-            holds[body["hold_id"]] = Hold(
-                body["hold_id"], body["seq_from"], body["seq_to"], body["reason"], int(seq)
-            )
-        else:
-            holds.pop(body["hold_id"], None)
+        try:
+            body = orjson.loads(rec)["record"]
+            action, hold_id = body["action"], str(body["hold_id"])
+            if action == "place":
+                holds[hold_id] = Hold(hold_id, int(body["seq_from"]), int(body["seq_to"]),
+                                      str(body["reason"]), int(seq))
+            elif action == "release":
+                holds.pop(hold_id, None)
+            else:
+                raise ValueError(f"unknown action {action!r}")
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DamageError("malformed record", int(seq), f"legal hold record: {exc}") from exc
     return list(holds.values())
 
 
@@ -68,18 +75,31 @@ def place_hold(ledger: Ledger, hold_id: str, seq_from: int, seq_to: int, reason:
         raise LedgerError("a legal hold needs a reason (case or order reference)")
     with ledger.engine.connect() as conn:
         if any(h.hold_id == hold_id for h in active_holds(conn)):
-            raise LedgerError(f"legal hold {hold_id} is already active")
+            raise RefusedError(f"legal hold {hold_id} is already active")
     body = {"action": "place", "hold_id": hold_id, "seq_from": seq_from, "seq_to": seq_to,
             "reason": reason}
-    return ledger.append(Record("ledger.legal_hold", body))
+    return _hold_record(ledger, body, must_be_active=False)
 
 
 def release_hold(ledger: Ledger, hold_id: str, reason: str) -> Receipt:
     with ledger.engine.connect() as conn:
         if not any(h.hold_id == hold_id for h in active_holds(conn)):
-            raise LedgerError(f"no active legal hold {hold_id}")
+            raise RefusedError(f"no active legal hold {hold_id}")
     body = {"action": "release", "hold_id": hold_id, "reason": reason}
-    return ledger.append(Record("ledger.legal_hold", body))
+    return _hold_record(ledger, body, must_be_active=True)
+
+
+def _hold_record(ledger: Ledger, body: Mapping[str, Any], *, must_be_active: bool) -> Receipt:
+    hold_id = str(body["hold_id"])
+
+    def recheck(conn: Connection) -> None:  # under the sequencer lock, before the append
+        active = any(h.hold_id == hold_id for h in active_holds(conn))
+        if active != must_be_active:
+            state = "not active" if must_be_active else "already active"
+            raise RefusedError(f"legal hold {hold_id} is {state}")
+
+    (receipt,) = ledger._commit([Record("ledger.legal_hold", body)], before=recheck)
+    return receipt
 
 
 def _purge(
@@ -104,12 +124,15 @@ def _purge(
         p = store.param(conn)
         # Re-check under the sequencer lock: a hold placed meanwhile wins.
         if {h.hold_id for h in active_holds(conn)} != {h.hold_id for h in holds}:
-            raise LegalHoldError("legal holds changed during the purge; run it again")
-        conn.exec_driver_sql(
-            f"UPDATE ledger_payloads SET data = NULL, purged_at = {p}, purge_seq = {p} "
-            f"WHERE sha256 = {p} AND data IS NOT NULL",
-            [(now_us, receipts[0].seq, sha) for sha in free],
-        )
+            raise RefusedError("legal holds changed during the purge; nothing was purged, "
+                               "run it again")
+        for sha in free:  # one by one: a payload purged meanwhile must abort, not vanish
+            done = conn.exec_driver_sql(
+                f"UPDATE ledger_payloads SET data = NULL, purged_at = {p}, purge_seq = {p} "
+                f"WHERE sha256 = {p} AND data IS NOT NULL", (now_us, receipts[0].seq, sha))
+            if done.rowcount != 1:
+                raise RefusedError(f"payload {sha} was purged meanwhile; nothing was purged, "
+                                   "run it again")
 
     body = {"reason": reason, "payloads": free}
     (receipt,) = ledger._commit([Record("ledger.payload_purge", body)], effect)
@@ -130,7 +153,7 @@ def purge_payloads(ledger: Ledger, sha256s: list[str], reason: str) -> PurgeResu
         ] if sha256s else []
     unknown = set(sha256s) - {s for s, _ in rows}
     if unknown:
-        raise LedgerError(f"no stored (unpurged) payload {sorted(unknown)[0]}")
+        raise RefusedError(f"no stored (unpurged) payload {sorted(unknown)[0]}")
     return _purge(ledger, rows, reason, all_or_nothing=True)
 
 

@@ -9,6 +9,7 @@ those, so the whole log is still recomputed from its leaves.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ CHUNK_LEVEL = 14
 CHUNK = 1 << CHUNK_LEVEL
 ZERO_CHAIN = bytes(32)
 _PAYLOAD_KEY = b',"payload_sha256":"'
+_HEX64 = re.compile(rb"[0-9a-f]{64}")
 
 
 @dataclass
@@ -160,9 +162,14 @@ class _Scanner:
     def _payloads(self, pos: int, hi: int, recs: list[bytes]) -> None:
         refs: dict[str, int] = {}
         for seq, rec in enumerate(recs, pos):
-            at = rec.find(_PAYLOAD_KEY)
-            if at >= 0:
-                refs.setdefault(rec[at + 19 : at + 83].decode(), seq)
+            # Only the envelope's own member counts: it follows '{"kind":"<kind>"' directly
+            # (kinds hold no quote), so a "payload_sha256" key inside the record is ignored.
+            at = rec.find(b'"', 9)
+            if rec.startswith(_PAYLOAD_KEY, at + 1):
+                sha = rec[at + 20 : at + 84]
+                if not _HEX64.fullmatch(sha):
+                    raise DamageError("malformed record", seq, "payload_sha256 is not 64 hex digits")
+                refs.setdefault(sha.decode(), seq)
         p = self.p
         for sha, data, first_seq, purge_seq in self.cur.execute(
             "SELECT sha256, data, first_seq, purge_seq FROM ledger_payloads "

@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 
 from ledger import store
 from ledger.append import ROTATION_CONTEXT
-from ledger.checkpoint import Checkpoint
+from ledger.checkpoint import Checkpoint, SignedCheckpoint
 from ledger.errors import DamageError, KeyFileError, NoteError
 from ledger.note import NoteVerifier, open_note
 from ledger.scan import CHUNK, ScanResult, scan_range, scan_range_at
@@ -83,6 +83,7 @@ class _History:
         self.origin = ""
         self.keys: list[tuple[int, NoteVerifier]] = []  # (valid from size, key)
         self.purge_listed: dict[str, int] = {}
+        self.rotations: list[tuple[int, NoteVerifier, NoteVerifier]] = []
 
     def active(self, size: int) -> NoteVerifier:
         for valid_from, v in reversed(self.keys):
@@ -91,25 +92,35 @@ class _History:
         raise DamageError("forged checkpoint", None, f"no ledger key is valid at size {size}")
 
     def replay(self, seq: int, kind: str, body: dict[str, Any]) -> None:
+        try:
+            self._replay(seq, kind, body)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DamageError("malformed record", seq, f"{kind} record: {exc!r}") from exc
+
+    def _replay(self, seq: int, kind: str, body: dict[str, Any]) -> None:
         if seq == 0:
             if kind != "ledger.genesis":
                 raise DamageError("bad genesis", 0, f"first record is {kind!r}")
-            self.origin = str(body.get("origin", ""))
-            self.keys.append((1, _vkey(body.get("vkey"), 0)))
+            self.origin = str(body["origin"])
+            self.keys.append((1, _vkey(body["vkey"], 0)))
         elif kind == "ledger.key_rotation":
-            old, new = _vkey(body.get("old_vkey"), seq), _vkey(body.get("new_vkey"), seq)
+            old, new = _vkey(body["old_vkey"], seq), _vkey(body["new_vkey"], seq)
             if not self.keys or old != self.keys[-1][1]:
                 raise DamageError("bad key rotation", seq, "rotates away from a key not in use")
             try:
-                sig = base64.b64decode(str(body.get("endorsement")), validate=True)
+                sig = base64.b64decode(str(body["endorsement"]), validate=True)
             except ValueError as exc:
                 raise DamageError("bad key rotation", seq, "endorsement is not base64") from exc
             if not old.verify(ROTATION_CONTEXT + new.vkey.encode() + b"\n", sig):
                 raise DamageError("bad key rotation", seq, "the old key did not endorse the new")
             self.keys.append((seq + 1, new))
+            self.rotations.append((seq, old, new))
         elif kind == "ledger.payload_purge":
-            for sha in body.get("payloads", []):
-                self.purge_listed[str(sha)] = seq
+            listed = body["payloads"]
+            if not isinstance(listed, list):
+                raise TypeError("payloads is not a list")
+            for sha in listed:
+                self.purge_listed.setdefault(str(sha), seq)  # the first purge is the one
 
 
 def _pieces(size: int) -> list[tuple[int, int]]:
@@ -145,12 +156,21 @@ def verify_ledger(
     *,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
+    witnessed: Sequence[str] = (),
+    max_unsealed: int | None = None,
 ) -> VerifyReport:
-    """Recompute and check everything; raise ``DamageError`` at the first damage found."""
+    """Recompute and check everything; raise ``DamageError`` at the first damage found.
+
+    ``witnessed`` are signed checkpoints the examiner already holds: each must verify and
+    match the log. ``max_unsealed`` bounds how many newest entries may lack a checkpoint
+    (entries no checkpoint covers are authenticated by nothing)."""
     store.require_schema(engine)
     started = time.perf_counter()
     report = VerifyReport()
-    with engine.connect() as conn:
+    # One snapshot for everything read here (PostgreSQL: REPEATABLE READ; SQLite: one read
+    # transaction), so a ledger being appended to meanwhile is seen at a single size.
+    opts = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
+    with engine.connect().execution_options(**opts) as conn:
         size, _ = store.tail(conn)
         first = conn.exec_driver_sql("SELECT min(seq) FROM ledger_entries").scalar()
         cps = [(int(s), bytes(r), str(n)) for s, r, n in conn.exec_driver_sql(
@@ -159,11 +179,25 @@ def verify_ledger(
             "SELECT valid_from_size, vkey FROM ledger_keys ORDER BY valid_from_size")]
         node_extent = conn.exec_driver_sql(
             "SELECT level, max(idx) FROM ledger_nodes GROUP BY level").fetchall()
+        p = store.param(conn)
+        stray = conn.exec_driver_sql(
+            f"SELECT sha256, first_seq FROM ledger_payloads WHERE first_seq < 0 OR first_seq >= {p}"
+            " ORDER BY first_seq LIMIT 1", (size,)).first()
     if size == 0 or first != 0:
         raise DamageError("missing entry" if size == 0 or (first or 0) > 0 else "unexpected entry",
                           0, f"the ledger's entries start at seq {first}, not 0")
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
-    results = _scan_all(engine, size, [s for s, _, _ in cps], n_workers, progress)
+    extra = []
+    for note in witnessed:
+        try:
+            extra.append(SignedCheckpoint.parse_unverified(note).checkpoint.size)
+        except NoteError as exc:
+            raise DamageError("forged checkpoint", None, f"a witnessed checkpoint: {exc}") from exc
+    sizes = sorted({s for s, _, _ in cps} | {x for x in extra if 0 < x <= size})
+    results = _scan_all(engine, size, sizes, n_workers, progress)
+    if stray is not None:
+        raise DamageError("stray payload", int(stray[1]),
+                          f"payload {stray[0]} claims a first seq outside the log (0..{size - 1})")
 
     damage = next((r.damage for r in results if r.damage is not None), None)
     if damage is not None:  # entries come first: the earliest damaged range names its seq
@@ -197,6 +231,8 @@ def verify_ledger(
             )
         last = cp_size
         report.checkpoints += 1
+    _check_key_handovers(history, {c: n for c, _, n in cps})
+    _check_witnessed(witnessed, history, roots, size, trusted)
     for level, max_idx in node_extent:
         if (int(max_idx) + 1) << int(level) > size:
             raise DamageError("stray Merkle node", int(max_idx) << int(level),
@@ -204,6 +240,8 @@ def verify_ledger(
     for res in results:
         report.payloads_present += res.payloads_present
         for sha, first, purge_seq in res.purged:
+            if purge_seq >= size:
+                continue  # purged after this verification's snapshot: not part of this log
             if history.purge_listed.get(sha) != purge_seq:
                 raise DamageError("payload erased without a purge record", first,
                                   f"payload {sha} is gone but no ledger.payload_purge lists it")
@@ -213,8 +251,57 @@ def verify_ledger(
         raise DamageError("substituted key", None,
                           f"ledger_keys holds {stored_keys}, the ledger's records say {derived}")
     _conclude(report, history, size, last, trusted)
+    if max_unsealed is not None and report.unsealed_entries > max_unsealed:
+        raise DamageError(
+            "unsealed tail", last,
+            f"{report.unsealed_entries} newest entries are covered by no signed checkpoint "
+            f"(more than the {max_unsealed} allowed): nothing authenticates them")
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_key_handovers(history: _History, notes: dict[int, str]) -> None:
+    """Every key is vouched for by a checkpoint it signed itself: the genesis key the one of
+    size 1; each rotation the one right after it, signed by the old and the new key."""
+    first = history.keys[0][1]
+    try:
+        open_note(notes[1], [first])
+    except (KeyError, NoteError) as exc:
+        raise DamageError("forged checkpoint", 0,
+                          f"no checkpoint of size 1 signed by the genesis key {first.vkey}") from exc
+    for seq, old, new in history.rotations:
+        note = notes.get(seq + 1)
+        try:
+            if note is None:
+                raise NoteError("missing")
+            for key in (old, new):
+                open_note(note, [key])
+        except NoteError as exc:
+            raise DamageError(
+                "bad key rotation", seq,
+                f"the rotation to {new.vkey} has no checkpoint of size {seq + 1} co-signed by "
+                f"the old and the new key ({exc})") from exc
+
+
+def _check_witnessed(witnessed: Sequence[str], history: _History, roots: dict[int, bytes],
+                     size: int, trusted: Sequence[NoteVerifier]) -> None:
+    keys = list(trusted) or [v for _, v in history.keys]
+    for note in witnessed:
+        try:
+            text, _ = open_note(note, keys)
+            cp = Checkpoint.from_text(text)
+        except NoteError as exc:
+            raise DamageError("forged checkpoint", None,
+                              f"a witnessed checkpoint does not verify: {exc}") from exc
+        if cp.origin != history.origin:
+            raise DamageError("forged checkpoint", None,
+                              f"witnessed checkpoint is for {cp.origin!r}, not this log")
+        if cp.size > size:
+            raise DamageError("truncated log", size,
+                              f"a witnessed checkpoint covers {cp.size} entries, {size} are stored")
+        if roots.get(cp.size) != cp.root:
+            raise DamageError("forked log", cp.size - 1,
+                              f"the log's root at size {cp.size} differs from the witnessed one")
 
 
 def _conclude(report: VerifyReport, history: _History, size: int, last: int,

@@ -140,7 +140,9 @@ def test_usage_and_configuration_errors_exit_2(cli: Cli, tmp_path: Path) -> None
     cli("ledger", "consistency", "-1", "3", code=2)
     cli("ledger", "frobnicate", code=2)
     assert cli.json("ledger", "prove", "999999", code=1)["error"] == "EntryNotFoundError"
-    assert cli.json("ledger", "consistency", "5", "999999", code=2)["error"] == "LedgerError"
+    assert cli.json("ledger", "consistency", "5", "999999", code=1)["error"] == "RefusedError"
+    assert cli.json("ledger", "prove", "9" * 30, code=1)["error"] == "EntryNotFoundError"
+    assert cli.json("retention", "release", "NOPE", "--reason", "x", code=1)["error"] == "RefusedError"
     key = cli.keys / "signing.key"
     key.chmod(0o644)
     assert "chmod 600" in cli.json("ledger", "checkpoint", code=2)["message"]
