@@ -21,7 +21,7 @@ from inference.messages.errors import MessageError
 __all__ = ["amount", "bic", "country", "currency_exponent", "iban_or_none", "iso_date", "lei",
            "rate", "uetr"]
 
-_SWIFT_AMOUNT = re.compile(r"[0-9]{1,15},[0-9]*")  # 15d: the comma is mandatory in FIN
+_SWIFT_AMOUNT = re.compile(r"(?=.{2,15}$)[0-9]+,[0-9]*")  # 15d: 15 characters, comma included
 _DOT_AMOUNT = re.compile(r"[0-9]{1,18}(?:\.[0-9]+)?")  # ASCII digits only, not \d
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _LEI = re.compile(r"[A-Z0-9]{18}[0-9]{2}")

@@ -36,6 +36,15 @@ _AGENTS = (("52", "ordering_institution"), ("53", "senders_correspondent"),
            ("54", "receivers_correspondent"), ("55", "third_reimbursement"),
            ("56", "intermediary"), ("57", "account_with"))
 _REQUIRED = {"103": ("20", "23B", "32A", "50", "59", "71A"), "202": ("20", "21", "32A", "58")}
+_LETTERED = frozenset({"50", "51", "52", "53", "54", "55", "56", "57", "58", "59"})
+_ALLOWED = {  # the fields of each message (letters of options checked by the field parsers)
+    "103": frozenset({"13C", "20", "23B", "23E", "26T", "32A", "33B", "36", "50", "51", "52",
+                      "53", "54", "55", "56", "57", "59", "70", "71A", "71F", "71G", "72", "77B",
+                      "77T"}),
+    "202": frozenset({"13C", "20", "21", "32A", "52", "53", "54", "56", "57", "58", "72"}),
+}
+_COV_B = frozenset({"50", "52", "56", "57", "59", "70", "72", "33B"})
+_REPEATABLE = frozenset({"13C", "23E", "71F"})
 
 
 def split_rje(data: bytes) -> list[bytes]:
@@ -46,7 +55,7 @@ def split_rje(data: bytes) -> list[bytes]:
 
 _WELL_FORMED = re.compile(
     r"\{1:([^{}]*)\}\{2:([^{}]*)\}(?:\{3:((?:\{[^{}]*\})*)\})?\{4:\n(.*?\n)-\}"
-    r"(?:\{5:((?:\{[^{}]*\})*)\})?\s*\Z", re.S)
+    r"(?:\{5:((?:\{[^{}]*\})*)\})?(?:\{S:(?:\{[^{}]*\})*\})?\s*\Z", re.S)
 
 
 def _blocks(text: str) -> dict[str, str]:
@@ -158,7 +167,7 @@ class _Message:
             raise MessageError(f"message is {len(raw):,} bytes, more than {MAX_MESSAGE_BYTES:,}",
                                field="message")
         try:
-            text = raw.decode("utf-8").replace("\r\n", "\n")
+            text = raw.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n")
         except UnicodeDecodeError as exc:
             raise MessageError(f"is not valid UTF-8 (byte {exc.start})", field="message") from None
         self.raw = raw
@@ -200,21 +209,44 @@ class _Message:
         return None
 
 
+def _generic(tag: str) -> str:
+    return tag[:2] if tag[:2] in _LETTERED else tag
+
+
+def _check_sequence(fields: list[tuple[str, str]], allowed: frozenset[str],
+                    required: tuple[str, ...], name: str) -> None:
+    """Every tag allowed in this sequence, none repeated unless repeatable, the mandatory
+    ones present: a message with two :32A: must not be screened on one and paid on the other."""
+    seen: set[str] = set()
+    for tag, _ in fields:
+        g = _generic(tag)
+        if g not in allowed:
+            raise MessageError(f"is not a field of {name}", field=f":{tag}:")
+        if g in seen and g not in _REPEATABLE:
+            raise MessageError(f"appears twice in {name}", field=f":{tag}:")
+        seen.add(g)
+    for need in required:
+        if need not in seen:
+            letter = "a" if need in _LETTERED else ""
+            raise MessageError(f"is mandatory in {name} and missing", field=f":{need}{letter}:")
+
+
 def _assemble(msg: _Message) -> Transaction:
-    tags = [t[:2] if t[:2] in ("50", "52", "53", "54", "55", "56", "57", "58", "59") else t
-            for t, _ in msg.fields]
-    for need in _REQUIRED[msg.mt]:
-        if need not in tags:
-            letter = "a" if need in ("50", "58", "59") else ""
-            raise MessageError("is mandatory and missing", field=f":{need}{letter}:")
     seq_a = msg.fields
     split = None
-    if msg.cov:
+    if msg.mt == "202":
         split = next((i for i, (t, _) in enumerate(msg.fields) if t[:2] == "50"), None)
-        if split is None:
+        if split is not None and not msg.cov:
+            raise MessageError("customer fields (:50a:) in an MT202 without {119:COV} in block 3",
+                               field=":50a:")
+        if msg.cov and split is None:
             raise MessageError("MT202COV needs the underlying customer sequence B (:50a:)",
                                field=":50a:")
-        seq_a = msg.fields[:split]
+        seq_a = msg.fields[:split] if split is not None else msg.fields
+    name = "MT202COV sequence A" if msg.cov else f"MT{msg.mt}"
+    _check_sequence(seq_a, _ALLOWED[msg.mt], _REQUIRED[msg.mt], name)
+    if split is not None:
+        _check_sequence(msg.fields[split:], _COV_B, ("50", "59"), "MT202COV sequence B")
     values = dict(seq_a)
     ref = _reference(values["20"], ":20:")
     d = values["32A"]
@@ -291,3 +323,6 @@ def parse_mt(data: bytes) -> Iterator[Transaction | MessageError]:
             yield _assemble(msg)
         except MessageError as exc:
             yield exc.located(label)
+        except (KeyError, ValueError, IndexError, StopIteration) as exc:  # never hide the others
+            yield MessageError(f"could not be read ({type(exc).__name__}: {exc})",
+                               field="message", message=label)

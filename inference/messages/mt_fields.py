@@ -46,55 +46,74 @@ def _party(name: str | None, account: str | None, address: list[str], tag: str,
                  identifiers=identifiers)
 
 
-def _structured(lines: list[str], tag: str) -> tuple[str | None, list[str], str | None,
-                                                     list[Identifier]]:
+def _structured(lines: list[str], tag: str, codes: str = "12345678") -> tuple[
+        str | None, list[str], str | None, list[Identifier]]:
     """Lines '1/name', '2/address', '3/CC/town', '4/YYYYMMDD', '5/CC/place', '6/CC/issuer/id',
-    '7/CC/id', '8/more' of options 50F and 59F."""
+    '7/CC/id', '8/continuation' of options 50F and 59F (59F allows 1-3 only)."""
     names: list[str] = []
     address: list[str] = []
     ctry: str | None = None
     ids: list[Identifier] = []
-    birth_place: str | None = None
     last = 0
+    extend = None  # what an '8/' line continues: names, address or the last identifier
     for ln in lines:
         if len(ln) < 2 or ln[1] != "/" or not ln[0].isdigit():
             raise MessageError(f"structured line {ln!r} must start with a digit and '/'", field=tag)
         code, text = int(ln[0]), ln[2:]
+        if ln[0] not in codes:
+            raise MessageError(f"structured line code {code} is not defined here", field=tag)
         if code < last and code != 8:
             raise MessageError(f"structured line {ln!r} is out of order", field=tag)
         last = code
         if code == 1:
             names.append(text)
+            extend = "name"
         elif code == 2:
             address.append(text)
+            extend = "address"
         elif code == 3:
             cc, _, town = text.partition("/")
             ctry = country(cc, tag)
             if town:
                 address.append(town)
+            extend = "address"
         elif code == 4:
+            if not re.fullmatch(r"[0-9]{8}", text):
+                raise MessageError(f"date of birth {text!r} is not YYYYMMDD", field=tag)
             try:
                 born = date(int(text[0:4]), int(text[4:6]), int(text[6:8]))
             except ValueError:
-                raise MessageError(f"date of birth {text!r} is not YYYYMMDD", field=tag) from None
+                raise MessageError(f"date of birth {text!r} is not a date", field=tag) from None
             ids.append(Identifier("DOB", born.isoformat()))
+            extend = None
         elif code == 5:
             cc, _, place = text.partition("/")
-            birth_place = f"{place}, {country(cc, tag)}"
-            ids.append(Identifier("POB", birth_place, cc))
+            if not place:
+                raise MessageError(f"place of birth {text!r} needs CC/place", field=tag)
+            ids.append(Identifier("POB", f"{place}, {country(cc, tag)}", cc))
+            extend = "id"
         elif code in (6, 7):
             parts = text.split("/")
             cc = country(parts[0], tag)
-            ids.append(Identifier("CUST" if code == 6 else "NIDN", "/".join(parts[1:]), cc))
-        elif code == 8:
-            if not (names or address or ids):
+            value = "/".join(parts[1:])
+            if not value:
+                raise MessageError(f"identifier line {ln!r} has no identifier", field=tag)
+            ids.append(Identifier("CUST" if code == 6 else "NIDN", value, cc))
+            extend = "id"
+        else:  # code 8: continues the line before it
+            if extend == "name":
+                names[-1] += text
+            elif extend == "address":
+                address[-1] += text
+            elif extend == "id":
+                i = ids[-1]
+                if i.scheme == "POB":  # "place, CC": the continuation belongs to the place
+                    place, _, cc = i.value.rpartition(", ")
+                    ids[-1] = Identifier("POB", f"{place}{text}, {cc}", i.country)
+                else:
+                    ids[-1] = Identifier(i.scheme, i.value + text, i.country)
+            else:
                 raise MessageError("line 8 continues nothing", field=tag)
-            if address:
-                address[-1] += " " + text
-            elif names:
-                names[-1] += " " + text
-        else:
-            raise MessageError(f"structured line code {code} is not defined", field=tag)
     return (" ".join(names) or None), address, ctry, ids
 
 
@@ -146,14 +165,21 @@ def beneficiary_customer(option: str, value: str) -> Party:
         code = bic(rest[0], tag)
         return _party(None, account, [], tag, bic_code=code, identifiers=(Identifier("BIC", code),))
     if option == "F":
-        name, address, ctry, ids = _structured(rest, tag)
+        name, address, ctry, ids = _structured(rest, tag, codes="123")
         return _party(name, account, address, tag, country_code=ctry, identifiers=tuple(ids))
     raise MessageError(f"option {option} is not allowed (no letter, A or F)", field=tag)
 
 
+_OPTIONS = {"52": "AD", "53": "ABD", "54": "ABD", "55": "ABD", "56": "ACD", "57": "ABCD",
+            "58": "AD"}
+
+
 def agent(role: str, number: str, option: str, value: str) -> Agent:
-    """Institution fields 52a-57a in options A, B, C, D."""
+    """Institution fields 52a-58a in the options the MT103/MT202 specifications allow."""
     tag = f":{number}{option}:"
+    if option not in _OPTIONS.get(number, "ABCD") or not option:
+        raise MessageError(f"option {option or '(none)'} is not allowed (only "
+                           f"{', '.join(_OPTIONS.get(number, 'ABCD'))})", field=tag)
     lines = _lines(value, tag, 5)
     account, rest = _split_account(lines)
     if option == "A":

@@ -151,8 +151,8 @@ def test_minor_units(currency: str, text: str, value: str) -> None:
     ((b":23B:CRED", b":23B:XXXX"), ":23B:", "bank operation code"),
     ((b":20:REF123", b":20:/REF123"), ":20:", "must be 1-16 characters"),
     ((b":20:REF123", b":20:REF123456789012345"), ":20:", "must be 1-16 characters"),
-    ((b":71A:SHA\n", b""), ":71A:", "mandatory and missing"),
-    ((b":59:/GB33BUKB20201555555555\nJANE SMITH\n", b""), ":59a:", "mandatory and missing"),
+    ((b":71A:SHA\n", b""), ":71A:", "mandatory in MT103 and missing"),
+    ((b":59:/GB33BUKB20201555555555\nJANE SMITH\n", b""), ":59a:", "mandatory in MT103 and missing"),
     ((b"JOHN DOE", b"JOHN D\xc3\x96E"), "block 4", "outside the SWIFT X character set"),
     ((b"JOHN DOE", b"JOHN_DOE"), "block 4", "outside the SWIFT X character set"),
     ((b"MAIN STREET 1", b"M" * 36), ":50K:", "longer than 35 characters"),
@@ -246,3 +246,49 @@ def test_every_agent_option() -> None:
     assert next(a for a in located.agents if a.role == "account_with").account == "998877"
     assert refused(SIMPLE.replace(b":59:", b":56C:NOACCOUNT\n:59:")).field == ":56C:"
     assert refused(SIMPLE.replace(b":59:", b":57E:/1\nX\n:59:")).field == ":57E:"
+
+
+@pytest.mark.parametrize("edit, field, reason", [
+    ((b":71A:SHA", b":71A:SHA\n:32A:260115EUR9999999,00"), ":32A:", "appears twice"),
+    ((b":71A:SHA", b":71A:SHA\n:59:/CH9300762011623852957\nMALLORY"), ":59:", "appears twice"),
+    ((b":71A:SHA", b":71A:SHA\n:21:NOT-IN-103"), ":21:", "is not a field of MT103"),
+    ((b":71A:SHA", b":71A:SHA\n:58A:CHASUS33"), ":58A:", "is not a field of MT103"),
+    ((b":59:", b":52C:/123456\n:59:"), ":52C:", "option C is not allowed"),
+    ((b"EUR1814,28", b"EUR12345678901234,5"), ":32A:", "not a decimal number"),
+])
+def test_repeated_foreign_and_misplaced_fields_are_refused(edit: tuple[bytes, bytes], field: str,
+                                                          reason: str) -> None:
+    err = refused(SIMPLE.replace(*edit, 1))
+    assert err.field == field and reason in err.reason, str(err)
+
+
+def test_cover_payments_cannot_hide_their_customers() -> None:
+    cov = (VEC / "mt202cov.fin").read_bytes()
+    err = refused(cov.replace(b"{119:COV}", b""))
+    assert err.field == ":50a:" and "without {119:COV}" in err.reason
+    moved = cov.replace(b":58A:IRVTUS3N\n", b"").replace(b":70:INVOICE 12", b":70:INVOICE 12\n:58A:IRVTUS3N")
+    err = refused(moved)  # a misordered message is refused, never a crash
+    assert err.field in (":58A:", ":58a:") and "sequence" in err.reason
+    reordered = cov.replace(b":20:COV-12\n", b"").replace(b":33B:", b":20:COV-12\n:33B:")
+    assert refused(reordered).field in (":20:", ":20a:")
+
+
+def test_50f_continuations_identifiers_and_birth_dates() -> None:
+    base = (VEC / "mt103_50f_dob.fin").read_bytes()
+    t = one(base.replace(b"4/19650423\n5/DE/HAMBURG", b"5/DE/HAMBURG\n8/-ALTONA"))
+    assert [i.value for i in t.originator.identifiers] == ["HAMBURG-ALTONA, DE"]
+    nidn = base.replace(b"4/19650423\n5/DE/HAMBURG", b"7/DE/T2200\n8/0129")
+    assert one(nidn).originator.identifiers[-1].value == "T22000129"
+    for old, new, reason in [(b"4/19650423", b"4/+1965042", "YYYYMMDD"),
+                             (b"4/19650423", b"4/196504231", "YYYYMMDD"),
+                             (b"4/19650423\n5/DE/HAMBURG", b"7/DE", "no identifier"),
+                             (b"3/US/NEW YORK NY 10118", b"4/19650423", "not defined here")]:
+        err = refused(base.replace(old, new))
+        assert reason in err.reason, str(err)
+
+
+def test_bom_and_system_trailer_are_accepted() -> None:
+    t = one(b"\xef\xbb\xbf" + SIMPLE + b"{5:{CHK:123456789ABC}}{S:{SAC:}{COP:P}}")
+    assert t.reference == "REF123"
+    (r,) = parse_messages(b"\xef\xbb\xbf" + SIMPLE)
+    assert isinstance(r, Transaction)
