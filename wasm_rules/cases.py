@@ -67,7 +67,10 @@ def _value(v: object, where: str) -> float:
 
 def parse_cases(text: bytes | str, features: tuple[str, ...], rule_ids: set[str]) -> list[Case]:
     """Parse a cases file against a module's features and rules; errors name the line."""
-    raw = text.decode("utf-8") if isinstance(text, bytes) else text
+    try:
+        raw = text.decode("utf-8") if isinstance(text, bytes) else text
+    except UnicodeDecodeError as exc:
+        raise RulesetError(f"the cases file is not UTF-8 (byte {exc.start})") from None
     known = set(features)
     cases: list[Case] = []
     for n, line in enumerate(raw.splitlines(), 1):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from importlib.metadata import version
 
 import orjson
 import wasmtime
 
+from wasm_rules.errors import RulesetError
 from wasm_rules.language import (
     Arith,
     BoolOp,
@@ -36,7 +38,9 @@ __all__ = ["ABI_VERSION", "COMPILER", "MANIFEST_SECTION", "MAX_ROWS", "compile_r
            "manifest_of"]
 
 ABI_VERSION = 1
-COMPILER = "sealtrail-wasm_rules/1"
+COMPILER = f"sealtrail-wasm_rules/1 (wasmtime {version('wasmtime')} wat2wasm)"
+MAX_FUEL_PER_ROW = 20_000  # = SandboxLimits.fuel_per_row
+MAX_MODULE_BYTES = 8 * 1024 * 1024  # = SandboxLimits.max_module_bytes
 MANIFEST_SECTION = "sealtrail.manifest.v1"
 MAX_ROWS = 4096
 _PAGE = 65536
@@ -138,17 +142,21 @@ def _wat(ruleset: Ruleset, manifest: bytes) -> str:
     pages = (_align(fired + MAX_ROWS * words * 8, _PAGE)) // _PAGE
     em = _Emitter()
     body: list[str] = []
+    most_temps = 0
     for k, rule in enumerate(ruleset.rules):
+        em.temps = 0  # scratch locals are reused from rule to rule
         w, bit = divmod(k, 64)
         mask = struct.unpack("<q", struct.pack("<Q", 1 << bit))[0]
         code = rule.outcome_code
         raise_best = (f"(local.set $best (select (i32.const {code}) (local.get $best) "
                       f"(i32.gt_u (i32.const {code}) (local.get $best))))") if code else ""
-        body.append(f"      (if {em.cond(rule.expr)} (then "
+        cond = em.cond(rule.expr)
+        most_temps = max(most_temps, em.temps)
+        body.append(f"      (if {cond} (then "
                     f"(local.set $w{w} (i64.or (local.get $w{w}) (i64.const {mask}))) "
                     f"{raise_best}))")
     locals_ = " ".join([f"(local $w{j} i64)" for j in range(words)]
-                       + [f"(local $t{j} f64)" for j in range(em.temps)])
+                       + [f"(local $t{j} f64)" for j in range(most_temps)])
     resets = "\n".join(f"      (local.set $w{j} (i64.const 0))" for j in range(words))
     stores = "\n".join(
         f"      (i64.store offset={j * 8} (local.get $out) (local.get $w{j}))" for j in range(words))
@@ -185,7 +193,21 @@ def _wat(ruleset: Ruleset, manifest: bytes) -> str:
 """
 
 
-def compile_ruleset(ruleset: Ruleset) -> bytes:
-    """The ABI v1 module for ``ruleset``; its SHA-256 is the module's identity."""
+def compile_ruleset(ruleset: Ruleset, *, max_fuel_per_row: int = MAX_FUEL_PER_ROW) -> bytes:
+    """The ABI v1 module for ``ruleset``; its SHA-256 is the module's identity.
+
+    Refused (``RulesetError``) when one row could cost more than ``max_fuel_per_row``
+    instructions: a pack must not decide one way alone and fail-safe in a batch."""
     manifest = orjson.dumps(manifest_of(ruleset), option=orjson.OPT_SORT_KEYS)
-    return bytes(wasmtime.wat2wasm(_wat(ruleset, manifest)))
+    wat = _wat(ruleset, manifest)
+    loop = wat[wat.index("(loop $next"):]
+    per_row = loop.count("(") + 16  # every instruction of the loop body, plus its bookkeeping
+    if per_row > max_fuel_per_row:
+        raise RulesetError(
+            f"ruleset {ruleset.id} costs about {per_row:,} instructions a row, more than the "
+            f"sandbox's per-row fuel of {max_fuel_per_row:,}; split it or simplify its rules")
+    module = bytes(wasmtime.wat2wasm(wat))
+    if len(module) > MAX_MODULE_BYTES:
+        raise RulesetError(f"ruleset {ruleset.id} compiles to {len(module):,} bytes, more than "
+                           f"the sandbox accepts ({MAX_MODULE_BYTES:,})")
+    return module

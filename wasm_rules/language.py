@@ -245,6 +245,9 @@ class _Parser:
             if isinstance(op, ast.In):
                 if not isinstance(right, ast.Set):
                     raise self.fail(right, "'in' needs a set literal such as {1, 2, 3}")
+                self.nodes += len(right.elts)
+                if self.nodes > MAX_NODES:
+                    raise self.fail(right, f"expression has more than {MAX_NODES} parts")
                 values = tuple(self.literal(v) for v in right.elts)
                 parts.append(InSet(self.number(left, d), values))
             elif isinstance(op, ast.NotIn):
@@ -276,6 +279,12 @@ def parse_expression(source: str, features: tuple[str, ...], rule_id: str = "?")
     """Parse one ``when`` expression into the IR; raise ``RuleSyntaxError``."""
     if not isinstance(source, str) or not source.strip():
         raise RuleSyntaxError(rule_id, 1, 1, "the 'when' expression is empty")
+    if not source.isascii():  # Python would NFKC-fold a full-width 'ｘ' into the feature x
+        col = next(i for i, c in enumerate(source) if not c.isascii()) + 1
+        raise RuleSyntaxError(rule_id, 1, col, "only ASCII characters are allowed")
+    if "#" in source:
+        raise RuleSyntaxError(rule_id, 1, source.index("#") + 1,
+                              "comments are not allowed inside an expression")
     if len(source) > MAX_SOURCE:
         raise RuleSyntaxError(rule_id, 1, MAX_SOURCE, f"expression is longer than {MAX_SOURCE} "
                                                       "characters")

@@ -22,7 +22,7 @@ import orjson
 import wasmtime
 
 from wasm_rules.binary import custom_sections
-from wasm_rules.compiler import ABI_VERSION, MANIFEST_SECTION
+from wasm_rules.compiler import ABI_VERSION, MANIFEST_SECTION, MAX_FUEL_PER_ROW, MAX_MODULE_BYTES
 from wasm_rules.errors import (
     AbiError,
     DeadlineError,
@@ -46,10 +46,10 @@ class SandboxLimits:
     """Resource limits per batch. Defaults fit the default pack with a wide margin."""
 
     fuel_base: int = 100_000
-    fuel_per_row: int = 20_000
+    fuel_per_row: int = MAX_FUEL_PER_ROW  # the compiler refuses packs that could need more
     deadline_ms: int = 250
     memory_bytes: int = 64 * 1024 * 1024
-    max_module_bytes: int = 8 * 1024 * 1024
+    max_module_bytes: int = MAX_MODULE_BYTES
 
 
 @dataclass(frozen=True)
@@ -197,8 +197,21 @@ class RuleModule:
         return self._inst
 
     def evaluate(self, rows: npt.ArrayLike) -> BatchResult:
-        """Outcomes and fired rules for each row (shape ``(n, len(features))``)."""
-        arr = np.ascontiguousarray(rows, dtype="<f8")
+        """Outcomes and fired rules for each row (shape ``(n, len(features))``).
+
+        One fuel budget (``fuel_base + fuel_per_row * n``) and one deadline cover the whole
+        call, however many ``max_rows`` chunks it takes."""
+        if self.sandbox.closed:
+            raise RuleError("the sandbox is closed: its deadline no longer runs")
+        if isinstance(rows, np.ma.MaskedArray):
+            raise RuleError("masked arrays are refused: use NaN for a missing value")
+        try:
+            src = np.asarray(rows)
+            if src.dtype.kind not in "biuf":
+                raise TypeError(f"dtype {src.dtype} is not a real number type")
+            arr = np.ascontiguousarray(src, dtype="<f8")
+        except (TypeError, ValueError) as exc:
+            raise RuleError(f"rows must be a 2-D array of real numbers: {exc}") from None
         if arr.ndim != 2 or arr.shape[1] != len(self.manifest.features):
             raise RuleError(f"rows must have shape (n, {len(self.manifest.features)}), "
                             f"got {arr.shape}")
@@ -206,12 +219,15 @@ class RuleModule:
         outcomes = np.empty(n, dtype=np.uint8)
         fired = np.empty((n, self.words), dtype=np.uint64)
         fuel = 0
+        lim = self.sandbox.limits
+        budget = lim.fuel_base + lim.fuel_per_row * n
         with self._lock:
             inst = self._instance()
+            inst.store.set_epoch_deadline(inst.deadline_ticks)  # one deadline for the call
             try:
                 for lo in range(0, n, inst.max_rows):
                     hi = min(lo + inst.max_rows, n)
-                    fuel += inst.run(arr[lo:hi], outcomes[lo:hi], fired[lo:hi])
+                    fuel += inst.run(arr[lo:hi], outcomes[lo:hi], fired[lo:hi], budget - fuel)
             except SandboxFault:
                 self._inst = None  # a faulted instance is never reused
                 raise
@@ -293,15 +309,12 @@ class _Instance:
         return self._mem
 
     def run(self, rows: npt.NDArray[np.float64], outcomes: npt.NDArray[np.uint8],
-            fired: npt.NDArray[np.uint64]) -> int:
-        lim = self.owner.sandbox.limits
+            fired: npt.NDArray[np.uint64], budget: int) -> int:
         k = rows.shape[0]
-        budget = lim.fuel_base + lim.fuel_per_row * k
         mem = self._view()
         src = rows.view(np.uint8).reshape(-1)
         mem[self.inp : self.inp + src.size] = src
-        self.store.set_fuel(budget)
-        self.store.set_epoch_deadline(self.deadline_ticks)
+        self.store.set_fuel(max(budget, 0))
         try:
             rc = self.evaluate(self.store, k)  # type: ignore[operator]
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
