@@ -16,7 +16,8 @@ import migrations
 from api.config import Settings
 from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, Record, VerifyReport, store
 from ledger.append import CheckpointPolicy
-from ledger.errors import EntryNotFoundError, KeyFileError, RefusedError
+from ledger.checkpoint import SignedCheckpoint
+from ledger.errors import DamageError, EntryNotFoundError, KeyFileError, RefusedError
 from ledger.keys import generate_key_file, load_signer, replace_key_file
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.proofs import InclusionProof, consistency_proof, inclusion_proof, root_at
@@ -92,7 +93,10 @@ def prove(s: Settings, target: int | str) -> InclusionProof:
     size = latest.checkpoint.size
     with ledger.engine.connect() as conn:
         hashes = inclusion_proof(conn, seq, size)
-    verify_inclusion(seq, size, leaf, hashes, latest.checkpoint.root)  # never hand out a bad proof
+    # Never hand out a bad proof: the checkpoint must carry our key's signature, the proof
+    # must lead from the leaf to its root.
+    SignedCheckpoint.verify(latest.note, [load_signer(s.key_file).verifier], ledger.origin)
+    verify_inclusion(seq, size, leaf, hashes, latest.checkpoint.root)
     return InclusionProof(seq, size, leaf, tuple(hashes), latest.note)
 
 
@@ -108,6 +112,10 @@ def consistency(s: Settings, old: int, new: int) -> dict[str, Any]:
         notes: dict[int, str] = dict(conn.exec_driver_sql(
             f"SELECT size, note FROM ledger_checkpoints WHERE size IN ({old}, {new})").all())
     verify_consistency(old, new, hashes, r1, r2)
+    for size, root in ((old, r1), (new, r2)):  # the printed notes must sign these very roots
+        if size in notes and SignedCheckpoint.parse_unverified(notes[size]).checkpoint.root != root:
+            raise DamageError("root mismatch", size - 1,
+                              f"the checkpoint stored for size {size} signs another root")
     b64 = base64.b64encode
     return {
         "old_size": old, "new_size": new,

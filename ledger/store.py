@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 STRATUM = 4
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0002"
 
 metadata = MetaData()
 # On SQLite a 64-bit INTEGER PRIMARY KEY is the rowid itself: no second index to maintain.
