@@ -180,7 +180,7 @@ def seal_many(records: Sequence[Record], recorded_at: str) -> list[tuple[str, by
         body = r.body_jcs
         if (
             body is not None and r.trace_id is None and r.payload is None
-            and r.kind in _KINDS_SEEN and _is_object(body)
+            and r.kind in _KINDS_SEEN and body[:1] == b"{" and _is_object(body)
         ):
             tid = ids[j]
             j += 1
