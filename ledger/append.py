@@ -174,10 +174,10 @@ class Ledger:
         with self._lock:
             try:
                 with self._writer() as conn:
-                    self._check_active_key(conn)
+                    size, chain, active, cp_size, cp_at = store.head(conn)
+                    self._check_active_key(active)
                     if before is not None:
                         before(conn)  # checks that must see the log as it was, under the lock
-                    size, chain = store.tail(conn)
                     cr = self._compact_range(conn, size, chain)
                     prev = chain or ZERO_CHAIN
                     chains: list[bytes] = []
@@ -201,7 +201,8 @@ class Ledger:
                     _insert_payloads(conn, pay_rows)
                     if effect is not None:
                         effect(conn, receipts)
-                    self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint)
+                    self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint,
+                                           (cp_size, cp_at))
             except IntegrityError as exc:
                 raise RecordError(f"refused by the database (duplicate trace id?): {exc.orig}") from exc
             except LookupError as exc:
@@ -211,10 +212,8 @@ class Ledger:
             self._cache = (cr.size, prev, list(cr.hashes))
         return receipts
 
-    def _check_active_key(self, conn: Connection) -> None:
+    def _check_active_key(self, active: str | None) -> None:
         """Under the sequencer lock: another replica may have rotated the key meanwhile."""
-        active = conn.exec_driver_sql(
-            "SELECT vkey FROM ledger_keys ORDER BY valid_from_size DESC LIMIT 1").scalar()
         assert self._signer is not None
         if active != self._signer.verifier.vkey:
             raise KeyFileError(
@@ -235,11 +234,9 @@ class Ledger:
         now_us: int,
         extra: Sequence[NoteSigner],
         force: bool,
+        last: tuple[int, int],
     ) -> SignedCheckpoint | None:
-        last = conn.exec_driver_sql(
-            "SELECT size, created_at FROM ledger_checkpoints ORDER BY size DESC LIMIT 1"
-        ).first()
-        last_size, last_at = (int(last[0]), int(last[1])) if last else (0, 0)
+        last_size, last_at = last
         if cr.size == last_size:
             return None
         due = (
@@ -261,10 +258,10 @@ class Ledger:
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
         with self._lock, self._writer() as conn:
-            self._check_active_key(conn)
-            size, chain = store.tail(conn)
+            size, chain, active, cp_size, cp_at = store.head(conn)
+            self._check_active_key(active)
             cr = self._compact_range(conn, size, chain)
-            self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True)
+            self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True, (cp_size, cp_at))
         latest = self.latest_checkpoint()
         assert latest is not None
         return latest

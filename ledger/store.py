@@ -206,6 +206,21 @@ def lock_sequencer(conn: Connection) -> None:
     # SQLite: the transaction was opened with BEGIN IMMEDIATE (one writer at a time).
 
 
+def head(conn: Connection) -> tuple[int, bytes | None, str | None, int, int]:
+    """(size, last chain hash, active key's vkey, latest checkpoint size and its time) in one
+    round trip: the sequencer asks this once per batch, under its lock."""
+    row = conn.exec_driver_sql(
+        "SELECT (SELECT seq FROM ledger_entries ORDER BY seq DESC LIMIT 1), "
+        "(SELECT chain_hash FROM ledger_entries ORDER BY seq DESC LIMIT 1), "
+        "(SELECT vkey FROM ledger_keys ORDER BY valid_from_size DESC LIMIT 1), "
+        "(SELECT size FROM ledger_checkpoints ORDER BY size DESC LIMIT 1), "
+        "(SELECT created_at FROM ledger_checkpoints ORDER BY size DESC LIMIT 1)"
+    ).one()
+    seq, chain, vkey, cp_size, cp_at = row
+    return (0 if seq is None else int(seq) + 1, None if chain is None else bytes(chain),
+            vkey, int(cp_size or 0), int(cp_at or 0))
+
+
 def tail(conn: Connection) -> tuple[int, bytes | None]:
     """(size, chain hash of the last entry)."""
     row = conn.exec_driver_sql(
