@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import sqlite3
@@ -79,3 +80,11 @@ def print_machine(machine: dict[str, Any]) -> None:
     print(f"SQLite:     {machine['sqlite']} (WAL, synchronous=FULL)")
     print(f"SQLite dir: {machine['sqlite_files']}")
     print(f"PostgreSQL: {pg['server_version']}" + (f"; {pg_text}" if pg_text else ""))
+
+
+def version_of(dist: str) -> str:
+    """Installed version of a distribution, or 'missing'."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "missing"

@@ -28,7 +28,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.machine import host_info
+from bench.machine import host_info, version_of
 from bench.messages_samples import SEED, Payment, mt103, mt202, pacs008, payments
 from bench.report import Row, format_table, verdict, write_json
 from inference.messages.errors import MessageError
@@ -234,14 +234,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=None, help="time per cell (default 1.0, quick 0.3)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     return ap.parse_args(argv)
-
-
-def version_of(dist: str) -> str:
-    """Installed version of a distribution, or 'missing'."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "missing"
 
 
 def grid(cells: Sequence[Cell]) -> str:

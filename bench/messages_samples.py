@@ -66,6 +66,9 @@ MONTHS = ("JANUARY", "FEBRUARY", "MARCH", "APRIL", "MAY", "JUNE", "JULY", "AUGUS
 S2R = ("/INS/{bic}", "/ACC/INSTANT", "/BNF/TREASURY", "/REC/PAYMENT {n}")
 
 
+_HEAD_OFFICE = "X" * 3  # the branch code of a BIC's head office
+
+
 def is_x(text: str) -> bool:
     """True when every line is SWIFT X characters and at most 35 long."""
     return all(len(ln) <= 35 and _X.fullmatch(ln) for ln in text.split("\n"))
@@ -214,8 +217,8 @@ def swift_amount(value: Decimal) -> str:
 
 
 def _headers(p: Payment, mt: str, cov: bool = False) -> str:
-    lt = f"{p.sender[:8]}A{p.sender[8:] or 'XXX'}"
-    dest = f"{p.receiver[:8]}X{p.receiver[8:] or 'XXX'}"
+    lt = f"{p.sender[:8]}A{p.sender[8:] or _HEAD_OFFICE}"
+    dest = f"{p.receiver[:8]}X{p.receiver[8:] or _HEAD_OFFICE}"
     b3 = (f"{{108:{p.mur}}}" if p.mur else "") + ("{119:COV}" if cov else "") + f"{{121:{p.uetr}}}"
     seq = int(p.uetr[:6], 16) % 10**6
     return f"{{1:F01{lt}{seq % 10**4:04d}{seq:06d}}}{{2:I{mt}{dest}N}}{{3:{b3}}}{{4:\n"

@@ -14,7 +14,6 @@ if not __package__:  # keep the same entry point as the other benchmarks
     sys.exit("run it as a module from the repository root: python -m bench.rules")
 
 import argparse
-import importlib.metadata
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import wasm_rules
-from bench.machine import host_info
+from bench.machine import host_info, version_of
 from bench.report import Row, format_table, percentile, verdict, write_json
 from bench.rules_workload import (
     SEED,
@@ -84,14 +83,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="most rows timed for rule-engine and the reference (default 20,000)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     return ap.parse_args(argv)
-
-
-def version_of(dist: str) -> str:
-    """Installed version of a distribution, or 'missing'."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "missing"
 
 
 def machine_info() -> dict[str, Any]:
