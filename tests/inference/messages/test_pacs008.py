@@ -3,47 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import date
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
-from inference.messages.errors import MessageError
 from inference.messages.pacs008 import parse_pacs008
 from inference.messages.transaction import R16, Agent, Identifier, Party
-
-VEC = Path(__file__).parents[2] / "vectors" / "messages" / "pacs008"
-VECTORS = sorted(p.name for p in VEC.glob("*.xml"))
-NS8 = b"urn:iso:std:iso:20022:tech:xsd:pacs.008.001.08"
-TX1 = "CdtTrfTxInf[1]"
-V = "usd_cross_border_intermediary.xml"
-
-
-def read(name: str) -> bytes:
-    return (VEC / name).read_bytes()
-
-
-def refuse(data: bytes) -> MessageError:
-    with pytest.raises(MessageError) as info:
-        parse_pacs008(data)
-    return info.value
-
-
-def sub(name: str, old: str, new: str, count: int = 1) -> bytes:
-    data = read(name).decode()
-    assert data.count(old) >= count, old
-    return data.replace(old, new, count).encode()
-
-
-def drop(name: str, element: str) -> bytes:
-    """The vector without its first ``element`` (and everything inside it)."""
-    data = read(name).decode()
-    out, n = re.subn(rf"\s*<{element}( [^>]*)?>.*?</{element}>", "", data, count=1, flags=re.S)
-    assert n == 1, element
-    return out.encode()
-
+from tests.inference.messages.pacs008_samples import TX1, VECTORS, read, refuse, sub
 
 # --- the vectors, field by field ---------------------------------------------------------------
 
