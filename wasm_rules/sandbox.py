@@ -222,7 +222,10 @@ class RuleModule:
         lim = self.sandbox.limits
         budget = lim.fuel_base + lim.fuel_per_row * n
         with self._lock:
-            inst = self._instance()
+            try:
+                inst = self._instance()
+            except ModuleRejectedError as exc:  # a fresh instance after a fault failed to start
+                raise TrapError(f"module could not be started again: {exc}") from exc
             inst.store.set_epoch_deadline(inst.deadline_ticks)  # one deadline for the call
             try:
                 for lo in range(0, n, inst.max_rows):
