@@ -289,7 +289,7 @@ def retention_purge(
     from api import ops
 
     def run() -> None:
-        doc = ops.purge_expired_(settings(db, keys), days)
+        doc = ops.purge_old_payloads(settings(db, keys), days)
         emit(doc, as_json, lambda: out.print(
             f"purged {len(doc['purged'])} payloads; kept {len(doc['held'])} under legal hold"))
 

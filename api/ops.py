@@ -158,7 +158,7 @@ def keys_rotate(s: Settings) -> dict[str, Any]:
             "retired_file": str(retired)}
 
 
-def purge_expired_(s: Settings, days: int | None) -> dict[str, Any]:
+def purge_old_payloads(s: Settings, days: int | None) -> dict[str, Any]:
     ledger = open_ledger(s)
     res = purge_expired(ledger, timedelta(days=days or s.retention_days))
     return {"purged": res.purged, "held": res.held,
