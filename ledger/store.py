@@ -10,7 +10,6 @@ while an append writes about one node row per ``2**STRATUM - 1`` entries.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -39,7 +38,6 @@ from ledger.merkle import node_hash
 __all__ = [
     "STRATUM",
     "TABLES",
-    "Entry",
     "checkpoints",
     "connect",
     "entries",
@@ -117,15 +115,6 @@ TABLES = (entries, nodes, checkpoints, payloads, keys)
 APPEND_ONLY = ("ledger_entries", "ledger_nodes", "ledger_checkpoints", "ledger_keys")
 
 
-@dataclass(frozen=True)
-class Entry:
-    seq: int
-    kind: str
-    record: bytes
-    leaf_hash: bytes
-    chain_hash: bytes
-    recorded_at: str
-    trace_id: str
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -51,6 +51,8 @@ def amount(text: str, currency: str, field: str, *, decimal_mark: str) -> Decima
     if other in text:
         where = "SWIFT requires ','" if decimal_mark == "," else "'.' is required"
         raise MessageError(f"amount {text!r} uses {other!r} where {where}", field=field)
+    if not text.isascii():
+        raise MessageError(f"amount {text!r} is not a decimal number (ASCII digits)", field=field)
     if not (_SWIFT_AMOUNT if decimal_mark == "," else _DOT_AMOUNT).fullmatch(text):
         raise MessageError(f"amount {text!r} is not a decimal number", field=field)
     whole, _, frac = text.partition(decimal_mark)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import date
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -28,7 +27,6 @@ from inference.messages.transaction import R16, TRANSACTION_SCHEMA, Agent, Ident
 __all__ = ["MAX_JSON_BYTES", "AgentIn", "IdentifierIn", "PartyIn", "R16In", "TransactionIn", "parse_json"]
 
 MAX_JSON_BYTES = 1 << 20
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _RATE = re.compile(r"[0-9]{1,11}(?:\.[0-9]{1,10})?")
 
 Ref = Annotated[StrictStr, StringConstraints(min_length=1, max_length=35)]
@@ -175,7 +173,8 @@ def _transaction(item: object, p: str, sha: str) -> Transaction:
     return Transaction(
         message_type="json", reference=t.reference, related_reference=t.related_reference,
         uetr=fields.uetr(t.uetr, f"{p}.uetr") if t.uetr is not None else None,
-        bank_operation_code=t.bank_operation_code, value_date=_date(t.value_date, f"{p}.value_date"),
+        bank_operation_code=t.bank_operation_code,
+        value_date=fields.iso_date(t.value_date, f"{p}.value_date"),
         amount=amount, currency=currency, instructed_amount=instructed, instructed_currency=instructed_ccy,
         exchange_rate=rate, originator=originator, beneficiary=beneficiary,
         agents=tuple(_agent(a, f"{p}.agents[{n}]") for n, a in enumerate(t.agents)),
@@ -186,15 +185,8 @@ def _transaction(item: object, p: str, sha: str) -> Transaction:
 
 def _amount(text: str, ccy: str, where: str, ccy_where: str) -> tuple[Decimal, str]:
     fields.currency_exponent(ccy, ccy_where)
-    if not text.isascii():  # fields.amount's \d would take other scripts' digits
-        raise MessageError(f"amount {text!r} is not a decimal number (ASCII digits)", field=where)
     return fields.amount(text, ccy, where, decimal_mark="."), ccy
 
-
-def _date(text: str, where: str) -> date:
-    if not _DATE.fullmatch(text):
-        raise MessageError(f"date {text!r} is not YYYY-MM-DD", field=where)
-    return fields.iso_date(text, where)
 
 
 def _party(party: PartyIn, p: str) -> Party:
@@ -214,7 +206,7 @@ def _party(party: PartyIn, p: str) -> Party:
 def _identifier(ident: IdentifierIn, p: str) -> Identifier:
     value = ident.value
     if ident.scheme == "DOB":
-        value = _date(value, f"{p}.value").isoformat()
+        value = fields.iso_date(value, f"{p}.value").isoformat()
     elif ident.scheme == "BIC":
         value = fields.bic(value, f"{p}.value")
     elif ident.scheme == "LEI":
