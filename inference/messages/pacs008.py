@@ -63,7 +63,7 @@ def parse_pacs008(data: bytes) -> list[Transaction]:
     for tag, role in _INSTRUCTING:
         if (el := _opt(grp, tag, "GrpHdr")) is not None:
             agents[tag] = _agent(el, None, role, f"GrpHdr/{tag}")
-    grp_value_date = fields.iso_date(grp_date, "GrpHdr/IntrBkSttlmDt") if grp_date else None
+    grp_value_date = fields.iso_date(grp_date, "GrpHdr/IntrBkSttlmDt") if grp_date is not None else None
     group = _Group(message_type, hashlib.sha256(data).hexdigest(), grp_value_date, agents)
     out = [_transaction(tx, f"CdtTrfTxInf[{n}]", group) for n, tx in enumerate(txs, 1)]
     ctrl = _text(grp, "CtrlSum", "GrpHdr", 19)
