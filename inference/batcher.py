@@ -1,0 +1,497 @@
+"""Dynamic batcher with priority lanes: gathers scoring requests into batches.
+
+Policy (the seed's table: lanes P0/P1/P2 with ceilings 5/50/200 ms):
+
+* **Never wait when idle.** A free worker dispatches whatever is queued at once; nothing waits
+  to fill a batch. Batches form only while every worker is busy, up to ``max_batch``.
+* **P0 never waits behind P1/P2.** Every batch starts with all queued P0 (FIFO).
+* **Ceilings bound how long a lower lane waits** before it is served ahead of fresher
+  higher-lane work. A P1/P2 request that has waited at least its lane's ceiling
+  (``now >= enqueued_at + ceiling``) is *overdue*; overdue requests follow P0, oldest first
+  (P1 before P2 on a tie). Then the rest of P1, then P2 (FIFO within a lane). So however
+  heavy the P1 load, a P2 request waits its ceiling and then only behind P0 and older
+  requests. The P0 ceiling is a latency target only: P0 always goes first.
+* **Deadlines fail safe.** A request whose deadline passes before dispatch resolves to
+  ``DeadlineExceeded`` (decision HOLD, reason DEADLINE_EXCEEDED), never a silent drop.
+  A deadline is the first instant at which the request is too late: it is expired once
+  ``now >= deadline``. It covers the wait in the queue, not the batch run once dispatched.
+
+``LaneQueue`` is the pure core (no threads, the clock passed in as ``now``); ``Batcher`` runs it
+on worker threads behind one lock. Times are seconds on the injected monotonic clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, Literal, TypeVar
+
+from inference.errors import InferenceError
+
+__all__ = [
+    "DEFAULT_CEILINGS",
+    "Batcher",
+    "BatcherClosedError",
+    "BatcherError",
+    "BatcherStats",
+    "DeadlineExceeded",
+    "LaneQueue",
+    "Priority",
+    "Ticket",
+]
+
+T = TypeVar("T")
+ReqT = TypeVar("ReqT")
+ResT = TypeVar("ResT")
+
+
+class BatcherError(InferenceError):
+    """The batcher refused work or a batch function broke its contract."""
+
+
+class BatcherClosedError(BatcherError):
+    """The batcher is closed: no new work is accepted, and undrained queued work fails with this."""
+
+
+class Priority(StrEnum):
+    """A request's lane; P0 is the most urgent."""
+
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+
+    @classmethod
+    def parse(cls, text: str) -> Priority:
+        """Parse a lane name such as an ``X-Priority`` header value (case and surrounding space ignored)."""
+        try:
+            return cls(text.strip().upper())
+        except ValueError:
+            raise ValueError(f"unknown priority {text!r}: expected one of P0, P1, P2") from None
+
+
+_LANES: tuple[Priority, ...] = tuple(Priority)
+_LANE_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(_LANES)}
+
+DEFAULT_CEILINGS: Mapping[Priority, float] = {Priority.P0: 0.005, Priority.P1: 0.050, Priority.P2: 0.200}
+
+
+def _lane_of(priority: Priority | str) -> int:
+    try:
+        return _LANE_INDEX[priority]
+    except KeyError:
+        raise ValueError(f"unknown priority {priority!r}: expected one of P0, P1, P2") from None
+
+
+class Ticket(Generic[T]):
+    """One queued request: its item, lane, enqueue time and optional deadline."""
+
+    __slots__ = ("_lane", "_queued", "deadline", "enqueued_at", "item", "priority", "seq")
+
+    def __init__(self, item: T, lane: int, enqueued_at: float, deadline: float | None, seq: int) -> None:
+        self.item = item
+        self.priority = _LANES[lane]
+        self.enqueued_at = enqueued_at
+        self.deadline = deadline
+        self.seq = seq
+        self._lane = lane
+        self._queued = True
+
+    @property
+    def queued(self) -> bool:
+        """True until the ticket is taken into a batch, expired, or cleared."""
+        return self._queued
+
+    def __repr__(self) -> str:
+        return (f"Ticket(seq={self.seq}, priority={self.priority.value}, enqueued_at={self.enqueued_at}, "
+                f"deadline={self.deadline}, queued={self._queued})")
+
+
+class LaneQueue(Generic[T]):
+    """The scheduling core: three FIFO lanes and a deadline heap; pure, single-threaded.
+
+    Removal is lazy: a taken or expired ticket is flagged and skipped when reached, so every
+    operation is O(log n) or better per ticket.
+    """
+
+    def __init__(self, ceilings: Mapping[Priority, float] = DEFAULT_CEILINGS) -> None:
+        merged = {**DEFAULT_CEILINGS, **ceilings}
+        for p, c in merged.items():
+            if not (math.isfinite(c) and c >= 0):
+                raise ValueError(f"ceiling for {p} must be a finite number >= 0, got {c!r}")
+        self.ceilings: Mapping[Priority, float] = {p: merged[p] for p in _LANES}
+        self._lanes: tuple[deque[Ticket[T]], ...] = tuple(deque() for _ in _LANES)
+        self._counts = [0] * len(_LANES)
+        self._size = 0
+        self._deadlines: list[tuple[float, int, Ticket[T]]] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return self._size
+
+    def depth(self, priority: Priority) -> int:
+        """Number of queued requests in one lane."""
+        return self._counts[_lane_of(priority)]
+
+    def depths(self) -> dict[Priority, int]:
+        """Number of queued requests per lane."""
+        return dict(zip(_LANES, self._counts, strict=True))
+
+    def push(self, item: T, priority: Priority, deadline: float | None, now: float) -> Ticket[T]:
+        """Queue ``item`` in ``priority``'s lane at time ``now``; ``deadline`` is absolute or None."""
+        lane = _lane_of(priority)
+        if deadline is not None and math.isnan(deadline):
+            raise ValueError("deadline is NaN")
+        seq = next(self._seq)
+        ticket = Ticket(item, lane, now, deadline, seq)
+        self._lanes[lane].append(ticket)
+        self._counts[lane] += 1
+        self._size += 1
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, seq, ticket))
+        return ticket
+
+    def expire(self, now: float) -> list[Ticket[T]]:
+        """Remove and return every queued ticket whose deadline has come (``now >= deadline``)."""
+        heap = self._deadlines
+        expired: list[Ticket[T]] = []
+        while heap and heap[0][0] <= now:
+            ticket = heapq.heappop(heap)[2]
+            if ticket._queued:
+                self._unqueue(ticket)
+                expired.append(ticket)
+        return expired
+
+    def take(self, now: float, max_batch: int) -> tuple[list[Ticket[T]], list[Ticket[T]]]:
+        """Expire what is late, then remove and return the next batch: ``(batch, expired)``.
+
+        Batch order: all P0, then overdue P1/P2 (oldest first), then P1, then P2.
+        """
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        expired = self.expire(now)
+        batch: list[Ticket[T]] = []
+        if self._size:
+            p0, p1, p2 = self._lanes
+            self._drain(p0, batch, max_batch)
+            c1, c2 = self.ceilings[Priority.P1], self.ceilings[Priority.P2]
+            while len(batch) < max_batch:  # overdue P1/P2, oldest first; the lane fronts are oldest
+                t1, t2 = self._front(p1), self._front(p2)
+                if t1 is not None and t1.enqueued_at + c1 > now:
+                    t1 = None
+                if t2 is not None and t2.enqueued_at + c2 > now:
+                    t2 = None
+                if t1 is not None and (t2 is None or t1.enqueued_at <= t2.enqueued_at):
+                    p1.popleft()
+                    self._unqueue(t1)
+                    batch.append(t1)
+                elif t2 is not None:
+                    p2.popleft()
+                    self._unqueue(t2)
+                    batch.append(t2)
+                else:
+                    break
+            self._drain(p1, batch, max_batch)
+            self._drain(p2, batch, max_batch)
+        self._compact()
+        return batch, expired
+
+    def next_wakeup(self) -> float | None:
+        """The earliest deadline among queued tickets (when ``expire`` next has work), or None."""
+        heap = self._deadlines
+        while heap and not heap[0][2]._queued:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def clear(self) -> list[Ticket[T]]:
+        """Remove and return every queued ticket, in lane order (P0, P1, P2; FIFO within each)."""
+        out = [t for dq in self._lanes for t in dq if t._queued]
+        for t in out:
+            t._queued = False
+        self._counts = [0] * len(_LANES)
+        self._size = 0
+        self._compact()
+        return out
+
+    def _unqueue(self, ticket: Ticket[T]) -> None:
+        ticket._queued = False
+        self._counts[ticket._lane] -= 1
+        self._size -= 1
+
+    def _drain(self, dq: deque[Ticket[T]], batch: list[Ticket[T]], max_batch: int) -> None:
+        while dq and len(batch) < max_batch:
+            t = dq.popleft()
+            if t._queued:
+                self._unqueue(t)
+                batch.append(t)
+
+    @staticmethod
+    def _front(dq: deque[Ticket[T]]) -> Ticket[T] | None:
+        while dq and not dq[0]._queued:
+            dq.popleft()
+        return dq[0] if dq else None
+
+    def _compact(self) -> None:
+        # Flagged tickets linger in the lanes and heap; drop them when nothing live remains,
+        # or rebuild the heap once it is mostly dead.
+        if not self._size:
+            for dq in self._lanes:
+                dq.clear()
+            self._deadlines.clear()
+        elif len(self._deadlines) > 2 * self._size + 1024:
+            self._deadlines = [e for e in self._deadlines if e[2]._queued]
+            heapq.heapify(self._deadlines)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadlineExceeded:
+    """The fail-safe result of a request whose deadline passed before it was dispatched."""
+
+    decision: Literal["HOLD"] = "HOLD"
+    reason: Literal["DEADLINE_EXCEEDED"] = "DEADLINE_EXCEEDED"
+    priority: Priority
+    waited_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class BatcherStats:
+    """A snapshot of the batcher's counters; ``batch_sizes`` maps power-of-two bucket -> batches."""
+
+    submitted: int
+    dispatched: int
+    batches: int
+    expired: int
+    failed: int
+    cancelled: int
+    largest_batch: int
+    batch_sizes: dict[int, int]
+    queued: dict[Priority, int]
+
+    @property
+    def mean_batch(self) -> float:
+        """Requests per dispatched batch."""
+        return self.dispatched / self.batches if self.batches else 0.0
+
+
+_Job = tuple[ReqT, Future[ResT | DeadlineExceeded]]
+_MIN_WAIT_S = 0.0005  # floor for timed waits, so a clock that barely moves cannot make a thread spin
+
+
+class Batcher(Generic[ReqT, ResT]):
+    """Runs ``process`` on batches of submitted requests, on ``workers`` daemon threads.
+
+    ``process`` gets a list of requests and must return one result per request, in order. If it
+    raises, every future of that batch gets the exception; a wrong result count gives each a
+    ``BatcherError``. Workers survive either way.
+
+    Expiry bound: a deadline-watcher thread fails a queued request as soon as its deadline passes
+    on ``clock``, even while every worker is busy, plus OS wake-up and GIL latency (about
+    ``sys.getswitchinterval()`` while ``process`` runs Python code; longer if it holds the GIL in
+    C). A worker's next look at the queue, and ``expire()``, fail late requests too. With an
+    injected clock that does not follow real time, call ``expire()`` after moving it.
+    """
+
+    def __init__(
+        self,
+        process: Callable[[list[ReqT]], Sequence[ResT]],
+        *,
+        workers: int = 1,
+        max_batch: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+        ceilings: Mapping[Priority, float] = DEFAULT_CEILINGS,
+        default_timeout: float | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if default_timeout is not None and not default_timeout >= 0:
+            raise ValueError(f"default_timeout must be >= 0 or None, got {default_timeout!r}")
+        self._process = process
+        self._max_batch = max_batch
+        self._clock = clock
+        self._default_timeout = default_timeout
+        self._queue: LaneQueue[_Job[ReqT, ResT]] = LaneQueue(ceilings)
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._watch = threading.Condition(self._lock)
+        self._watch_target = math.inf  # the deadline the watcher sleeps until
+        self._idle = 0
+        self._closed = False
+        self._submitted = self._dispatched = self._batches = self._expired = 0
+        self._failed = self._cancelled = self._largest = 0
+        self._sizes: dict[int, int] = {}
+        self._workers = [
+            threading.Thread(target=self._run_worker, name=f"sealtrail-batcher-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        self._watcher = threading.Thread(target=self._run_watcher, name="sealtrail-batcher-deadlines",
+                                         daemon=True)
+        for t in [*self._workers, self._watcher]:
+            t.start()
+
+    def __enter__(self) -> Batcher[ReqT, ResT]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(self, req: ReqT, priority: Priority = Priority.P1,
+               deadline: float | None = None) -> Future[ResT | DeadlineExceeded]:
+        """Queue one request; ``deadline`` is absolute on the clock (None: now + default_timeout)."""
+        fut: Future[ResT | DeadlineExceeded] = Future()
+        with self._lock:
+            self._enqueue(((req, fut),), priority, deadline)
+        return fut
+
+    def submit_many(self, reqs: Iterable[ReqT], priority: Priority = Priority.P1,
+                    deadline: float | None = None) -> list[Future[ResT | DeadlineExceeded]]:
+        """Queue several requests in one lane under one lock; returns their futures in order."""
+        jobs: list[_Job[ReqT, ResT]] = [(r, Future()) for r in reqs]
+        with self._lock:
+            self._enqueue(jobs, priority, deadline)
+        return [f for _, f in jobs]
+
+    def expire(self) -> int:
+        """Fail every queued request whose deadline has passed, now; returns how many."""
+        with self._lock:
+            now = self._clock()
+            expired = self._queue.expire(now)
+            self._expired += len(expired)
+        self._fail_expired(expired, now)
+        return len(expired)
+
+    def stats(self) -> BatcherStats:
+        """A consistent snapshot of the counters."""
+        with self._lock:
+            return BatcherStats(self._submitted, self._dispatched, self._batches, self._expired,
+                                self._failed, self._cancelled, self._largest, dict(self._sizes),
+                                self._queue.depths())
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` has been called."""
+        return self._closed
+
+    def close(self, drain: bool = True) -> None:
+        """Stop accepting work; run what is queued (``drain``) or fail it with ``BatcherClosedError``.
+
+        Joins the threads; idempotent. Requests already running finish either way.
+        """
+        leftovers: list[Ticket[_Job[ReqT, ResT]]] = []
+        with self._lock:
+            self._closed = True
+            if not drain:
+                leftovers = self._queue.clear()
+            self._work.notify_all()
+        error = BatcherClosedError("batcher closed before this request was dispatched (drain=False)")
+        for t in leftovers:
+            fut = t.item[1]
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(error)
+        me = threading.current_thread()
+        for w in self._workers:
+            if w is not me:
+                w.join()
+        with self._lock:
+            self._watch.notify()
+        if self._watcher is not me:
+            self._watcher.join()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _enqueue(self, jobs: Sequence[_Job[ReqT, ResT]], priority: Priority, deadline: float | None) -> None:
+        if self._closed:
+            raise BatcherClosedError("batcher is closed; submit() after close() is refused")
+        now = self._clock()
+        if deadline is None and self._default_timeout is not None:
+            deadline = now + self._default_timeout
+        push = self._queue.push
+        for job in jobs:
+            push(job, priority, deadline, now)
+        self._submitted += len(jobs)
+        if self._idle:
+            self._work.notify(-(-len(jobs) // self._max_batch))
+        # Wake the watcher for an earlier deadline, unless the idle workers will take all that is queued.
+        if (deadline is not None and deadline < self._watch_target
+                and len(self._queue) > self._idle * self._max_batch):
+            self._watch.notify()
+
+    def _run_worker(self) -> None:
+        queue, clock, max_batch = self._queue, self._clock, self._max_batch
+        while True:
+            with self._lock:
+                while True:
+                    now = clock()
+                    batch, expired = queue.take(now, max_batch)
+                    if batch or expired:
+                        break
+                    if self._closed:
+                        return
+                    self._idle += 1
+                    self._work.wait()  # queue is empty: nothing can expire until a submit notifies
+                    self._idle -= 1
+                self._expired += len(expired)
+                if batch:
+                    n = len(batch)
+                    self._batches += 1
+                    self._dispatched += n
+                    self._largest = max(self._largest, n)
+                    bucket = 1 << (n - 1).bit_length()
+                    self._sizes[bucket] = self._sizes.get(bucket, 0) + 1
+            if expired:
+                self._fail_expired(expired, now)
+            if batch:
+                self._dispatch(batch)
+
+    def _dispatch(self, batch: list[Ticket[_Job[ReqT, ResT]]]) -> None:
+        live = [t.item for t in batch if t.item[1].set_running_or_notify_cancel()]
+        if len(live) != len(batch):
+            with self._lock:
+                self._cancelled += len(batch) - len(live)
+        if not live:
+            return
+        try:
+            results = self._process([req for req, _ in live])
+            if len(results) != len(live):
+                raise BatcherError(f"batch function returned {len(results)} results for {len(live)} requests")
+        except BaseException as exc:  # every caller must hear of it; the worker goes on
+            for _, fut in live:
+                fut.set_exception(exc)
+            with self._lock:
+                self._failed += len(live)
+            return
+        for (_, fut), res in zip(live, results, strict=True):
+            fut.set_result(res)
+
+    def _run_watcher(self) -> None:
+        queue, clock = self._queue, self._clock
+        while True:
+            with self._lock:
+                while True:
+                    if self._closed and not queue:
+                        return
+                    now = clock()
+                    expired = queue.expire(now)
+                    if expired:
+                        self._expired += len(expired)
+                        break
+                    wake = queue.next_wakeup()
+                    self._watch_target = math.inf if wake is None else wake
+                    self._watch.wait(None if wake is None else max(wake - now, _MIN_WAIT_S))
+                    self._watch_target = math.inf
+            self._fail_expired(expired, now)
+
+    @staticmethod
+    def _fail_expired(expired: list[Ticket[_Job[ReqT, ResT]]], now: float) -> None:
+        for t in expired:
+            fut = t.item[1]
+            if fut.set_running_or_notify_cancel():
+                fut.set_result(DeadlineExceeded(priority=t.priority, waited_s=now - t.enqueued_at))
