@@ -1,0 +1,504 @@
+"""Seeded synthetic payments with AML typologies, labelled per transaction.
+
+``simulate(SimConfig(...))`` returns ``SimTx`` records sorted by event time: canonical
+``Transaction`` objects (message type ``json``) plus the time, the label (1 = part of a
+laundering pattern) and the typology. Output depends only on the config: the same seed gives
+the same list, field for field, whatever the clock or ``PYTHONHASHSEED``. The population
+(``inference.simulate_population``), normal traffic and typologies draw from separate
+streams, so a plain run and an evasion run with one seed share their accounts and normal
+payments and differ only in the laundering. USD equivalents use ``USD_PER_UNIT`` (the ECB
+reference rates of October 2025); amounts carry the currency's ISO 4217 minor units.
+
+Normal traffic (label 0): customers in low-risk home markets (86 %), financial hubs (5 %),
+FATF increased-monitoring countries (8 %; FATF call-for-action accounts, 1 %, send and receive
+nothing normal); 20 % businesses (35 % in hubs) sending twice as often as retail customers;
+log-normal amounts (retail median USD 180, sigma 1.0; business median USD 1,500, sigma 1.1),
+80 % to the account's 2-7 usual payees (75 % domestic), daytime hours in the customer's time
+zone, weekends at 35 % of a weekday. For false-positive pressure: payroll batches (one per
+2,000 payments: a business pays 10-25 staff within 20 minutes), invoice batches (one per
+4,000: 3-4 payments of USD 8,000-9,999 to one supplier within 2 hours), single payments of
+USD 8,000-9,999 (2 %), large round amounts of USD 10,000-300,000 (1.5 % of business payments),
+business payments to suppliers abroad, often in hubs (2 %), remittances to grey-list countries
+(2.5 % of retail), incomplete originator data (3 %).
+
+Typologies (label 1 on every transaction of the pattern), started at a daytime moment of the
+first payer (70 %) or at any time:
+
+- ``structuring``: one originator sends 3-8 transfers of USD 8,200-9,850 (40 % rounded to
+  100 units) to 1-3 beneficiaries 5-150 minutes apart; or 3-8 smurfs pay one beneficiary so.
+- ``layering``: a chain of 3-5 transfers A->B->C->D..., USD 12,000-150,000 at the start (half
+  of them a multiple of 1,000), less a 0.5-3 % fee per hop, each hop 5 minutes to 6 hours
+  after the funds arrived, 70 % of hops cross-border, often through hubs; the source is a hub,
+  grey-list or business account, with an incomplete originator 25 % of the time.
+- ``fan_in``: 10-30 mules (retail customers) pay one collector (a hub or grey-list account
+  40 % of the time) within 2-20 hours, USD 12,000-90,000 in total.
+- ``fan_out``: one account pays 10-30 mules within 1-20 hours, USD 12,000-90,000 in total;
+  half the time funded 10 minutes earlier by one inflow from a hub or grey-list account.
+- ``high_risk_corridor``: 1-4 payments of USD 1,000-250,000 (median 9,000), 1-30 hours apart,
+  between a low-risk customer and a FATF call-for-action (30 %: KP, IR, MM) or
+  increased-monitoring account, 60 % outbound, 55 % with incomplete originator information.
+- ``round_tripping``: A->B->C(->D)->A through hubs and foreign businesses, 6-48 hours a hop,
+  a multiple of 1,000 worth USD 25,000-250,000, each hop 0-1.5 % less, rounded to 100 units.
+
+Evasion variants (``SimConfig(evasion=True)``) keep the intent but stay under the thresholds of
+the ``aml_core`` rule pack: complete R.16 data, jittered (not round) amounts, low-risk
+countries except where the typology needs a listed one, and payments spread over days so that
+within any 24 hours the pattern gives no account 10 counterparties, USD 10,000, a near-threshold
+payment or money both in and out:
+
+- ``structuring``: USD 7,000-7,850 per transfer (under the USD 8,000 near-threshold band),
+  25-40 hours apart; 3-5 transfers to 2-4 beneficiaries, or 4-8 smurfs each paying once.
+- ``layering``: USD 6,000-9,400, 3-6 hops, each 25-50 hours after the funds arrived, 60 %
+  domestic (no in-and-out within 24 h, nothing over USD 10,000).
+- ``fan_in`` / ``fan_out``: 2-3 waves, each of 7-9 new mules within 6 hours and USD
+  6,000-9,400 in total, waves 31-48 hours apart (never 10 counterparties or USD 10,000 in 24 h).
+- ``high_risk_corridor``: increased-monitoring countries only, 3-6 payments of USD 400-950
+  (under the USD 1,000 R.16 and grey-list thresholds) from or to 2-4 customers, 25-40 hours apart.
+- ``round_tripping``: 4-5 accounts, USD 6,000-9,400, 0.5-3 % less each hop, 25-60 hours a hop.
+
+Patterns that would not fit a short period have fewer or closer payments (never closer than
+the gaps above). Rough size: ``typology_share`` of all transactions are laundering, split 20 % structuring,
+15 % layering, 20 % fan-in, 20 % fan-out, 15 % high-risk corridor, 10 % round-tripping; each
+typology occurs at least once when the share is above zero.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import hashlib
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import NamedTuple
+
+from inference.messages.transaction import R16, Agent, Transaction
+from inference.simulate_population import COUNTRIES, LOW_RISK, Account, Population, build_population
+
+__all__ = ["MINOR_UNITS", "TYPOLOGIES", "USD_PER_UNIT", "SimConfig", "SimTx", "simulate", "usd_equivalent"]
+
+TYPOLOGIES: tuple[str, ...] = (
+    "structuring", "layering", "fan_in", "fan_out", "high_risk_corridor", "round_tripping",
+)
+_TYPOLOGY_SHARES = (0.20, 0.15, 0.20, 0.20, 0.15, 0.10)
+# Units per EUR, the ECB reference rates of October 2025 (monthly averages), as in the feature
+# table ecb-2025-10 that the rule pack was calibrated with.
+_PER_EUR = {"EUR": 1.0, "USD": 1.1630, "GBP": 0.8710, "CHF": 0.9310, "CAD": 1.6290, "JPY": 176.10}
+USD_PER_UNIT: dict[str, float] = {c: _PER_EUR["USD"] / rate for c, rate in _PER_EUR.items()}
+MINOR_UNITS: dict[str, int] = {"USD": 2, "EUR": 2, "GBP": 2, "CHF": 2, "CAD": 2, "JPY": 0}
+
+_MIN = 60_000_000  # microseconds
+_H = 60 * _MIN
+_DAY = 24 * _H
+# Local-time hour profile of normal payments (office hours, a lunch dip, quiet nights).
+_HOUR_CUM = tuple(itertools.accumulate(
+    (1, 0.5, 0.3, 0.3, 0.3, 0.5, 1, 2, 4, 6, 7, 7, 6, 6, 7, 7, 6, 5, 4, 3, 3, 2, 1.5, 1)))
+_LOW_CODES = frozenset(c.code for c in LOW_RISK)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """What to simulate; the whole output is a function of these fields."""
+
+    seed: int = 7
+    start: datetime = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday
+    days: int = 14
+    n_accounts: int = 2000
+    n_normal: int = 20000  # normal transactions
+    typology_share: float = 0.05  # roughly, share of laundering transactions among all
+    evasion: bool = False  # evasion variants of the typologies instead of the plain ones
+
+    def __post_init__(self) -> None:
+        if self.start.utcoffset() != timedelta(0):
+            raise ValueError(f"start must be a UTC datetime, got {self.start!r}")
+        if self.days < 3:
+            raise ValueError(f"days must be at least 3 (evasion spreads over days), got {self.days}")
+        if self.n_accounts < 100:
+            raise ValueError(f"n_accounts must be at least 100, got {self.n_accounts}")
+        if self.n_normal < 0:
+            raise ValueError(f"n_normal must be >= 0, got {self.n_normal}")
+        if not 0.0 <= self.typology_share < 0.5:
+            raise ValueError(f"typology_share must be in [0, 0.5), got {self.typology_share}")
+
+
+@dataclass(frozen=True)
+class SimTx:
+    """One simulated payment and its ground truth."""
+
+    transaction: Transaction
+    at: datetime  # UTC event time: when the payment is sent and scored
+    label: int  # 1 = part of a money-laundering typology, 0 = normal
+    typology: str  # "normal" or one of TYPOLOGIES
+    evasion: bool  # an evasion variant of the typology
+    pattern: int = 0  # 1, 2, ... per typology instance (all its payments share it); 0 for normal
+
+
+def usd_equivalent(amount: Decimal, currency: str) -> float:
+    """The USD value the simulator assumes for ``amount`` (``USD_PER_UNIT``)."""
+    return float(amount) * USD_PER_UNIT[currency]
+
+
+def simulate(config: SimConfig) -> list[SimTx]:
+    """Normal payments plus laundering typologies, sorted by time (ties in generation order)."""
+    # Hundreds of thousands of small acyclic objects: the cyclic collector would only rescan
+    # them (about a third of the run time at 100,000 payments), so it pauses meanwhile.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Simulator(config).run()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class _Leg(NamedTuple):
+    t: int  # microseconds from the pattern's (later: the period's) start
+    orig: int  # account index
+    bene: int
+    minor: int  # amount in minor units
+    currency: str
+    variant: int = 0  # originator record: 0 complete, 1-3 incomplete (see Account.parties)
+
+
+class _Event(NamedTuple):
+    t: int
+    seq: int
+    leg: _Leg
+    typology: str
+    pattern: int
+
+
+_SCALE: dict[str, int] = {c: 10**e for c, e in MINOR_UNITS.items()}
+
+
+def _minor(usd: float, currency: str) -> int:
+    return max(1, round(usd / USD_PER_UNIT[currency] * _SCALE[currency]))
+
+
+def _rounded(minor: int, currency: str, units: int) -> int:
+    """``minor`` rounded to a multiple of ``units`` whole currency units."""
+    step = units * _SCALE[currency]
+    return max(step, round(minor / step) * step)
+
+
+def _uuid4(hex_digest: str) -> str:
+    """A version-4, RFC 9562-variant UUID string from the first 128 bits of a hex digest."""
+    h = hex_digest
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
+
+
+class _Simulator:
+    def __init__(self, config: SimConfig) -> None:
+        self.cfg = config
+        self.pop: Population = build_population(config.seed, config.n_accounts)
+        self.acc: tuple[Account, ...] = self.pop.accounts
+        self.period = config.days * _DAY
+        self.room = self.period - 8 * _H  # longest span of a pattern: waves and funding fit after it
+        self.utc_offset = tuple(COUNTRIES[a.country].utc_offset for a in self.acc)
+        weekend = [(config.start + timedelta(days=d)).weekday() >= 5 for d in range(config.days)]
+        self.day_cum = tuple(itertools.accumulate(0.35 if w else 1.0 for w in weekend))
+        self.events: list[_Event] = []
+        self.rng = random.Random(f"sealtrail.simulate/{config.seed}/normal")
+
+    # --- shared helpers --------------------------------------------------------------------
+
+    def _clock(self, account: Account) -> int:
+        """A daytime-weighted moment in the account's time zone, as microseconds in the period."""
+        rng = self.rng
+        day = bisect.bisect(self.day_cum, rng.random() * self.day_cum[-1])
+        hour = bisect.bisect(_HOUR_CUM, rng.random() * _HOUR_CUM[-1])
+        local = day * _DAY + (hour - self.utc_offset[account.index]) * _H + rng.randrange(_H)
+        return local % self.period
+
+    def _emit(self, legs: list[_Leg], typology: str, pattern: int) -> None:
+        base = len(self.events)
+        self.events.extend(_Event(leg.t, base + i, leg, typology, pattern) for i, leg in enumerate(legs))
+
+    def _other(self, pool: tuple[int, ...], not_in: tuple[int, ...] | list[int]) -> int:
+        choice = self.rng.choice(pool)
+        while choice in not_in:
+            choice = self.rng.choice(pool)
+        return choice
+
+    # --- normal traffic ---------------------------------------------------------------------
+
+    def _normal(self) -> None:
+        rng, pop, n = self.rng, self.pop, self.cfg.n_normal
+        for _ in range(n // 2000):
+            self._payroll()
+        for _ in range(n // 4000):
+            self._invoices()
+        cum = tuple(itertools.accumulate(a.activity for a in self.acc))
+        legs: list[_Leg] = []
+        for o in rng.choices(range(len(self.acc)), cum_weights=cum, k=max(0, n - len(self.events))):
+            a = self.acc[o]
+            r = rng.random()
+            bene = rng.choice(pop.payees[o]) if rng.random() < 0.8 else self._new_counterparty(a)
+            usd = rng.lognormvariate(math.log(1500 if a.business else 180), 1.1 if a.business else 1.0)
+            round_to = 1000 if usd >= 1500 and rng.random() < 0.04 else 0
+            if r < 0.015 and a.business:  # large round payment: property, loan, dividend
+                usd, round_to = math.exp(rng.uniform(math.log(10_000), math.log(300_000))), 1000
+            elif r < 0.035:  # legitimate payment just under the reporting threshold
+                usd, round_to = rng.uniform(8000, 9999), (10 if rng.random() < 0.5 else 0)
+            elif r < 0.06 and not a.business and a.country in _LOW_CODES:  # remittance home
+                bene, usd = rng.choice(pop.grey), rng.lognormvariate(math.log(350), 0.8)
+            elif r < 0.08 and a.business:  # a supplier abroad, often in a hub
+                bene, usd = self._other(pop.hubs + pop.low_business, (o,)), usd * 3
+            currency = a.currency
+            if self.acc[bene].country != a.country and rng.random() < 0.15:
+                currency = "EUR" if a.currency == "USD" else "USD"
+            minor = _minor(min(usd, 2_000_000.0), currency)
+            if round_to:
+                minor = _rounded(minor, currency, round_to)
+            variant = rng.choice((1, 1, 2, 3)) if rng.random() < 0.03 else 0
+            legs.append(_Leg(self._clock(a), o, bene, minor, currency, variant))
+        self._emit(legs, "normal", 0)
+
+    def _new_counterparty(self, a: Account) -> int:
+        domestic = self.pop.by_country[a.country]
+        pool = domestic if len(domestic) > 1 and self.rng.random() < 0.85 else self.pop.low
+        return self._other(pool, (a.index,))
+
+    def _invoices(self) -> None:
+        """Three or four invoices of USD 8,000-9,999 paid to one supplier within two hours."""
+        rng = self.rng
+        payer = self.acc[rng.choice(self.pop.low_business)]
+        supplier = rng.choice(self.pop.payees[payer.index])
+        t0 = min(self._clock(payer), self.period - 2 * _H - 1)
+        legs = [_Leg(t0 + rng.randrange(2 * _H), payer.index, supplier,
+                     _minor(rng.uniform(8000, 9999), payer.currency), payer.currency)
+                for _ in range(rng.randint(3, 4))]
+        self._emit(legs, "normal", 0)
+
+    def _payroll(self) -> None:
+        rng, pop = self.rng, self.pop
+        employer = self.acc[rng.choice(pop.low_business)]
+        staff = [i for i in pop.by_country[employer.country] if not self.acc[i].business]
+        if len(staff) < 10:
+            staff = list(pop.low_retail)
+        k = min(rng.randint(10, 25), len(staff))
+        t0 = self._clock(employer)
+        t0 = min(t0, self.period - 21 * _MIN)
+        currency = employer.currency
+        legs = [_Leg(t0 + rng.randrange(20 * _MIN), employer.index, s,
+                     _minor(max(1200.0, rng.gauss(3200, 700)), currency), currency)
+                for s in rng.sample(staff, k)]
+        self._emit(legs, "normal", 0)
+
+    # --- laundering -------------------------------------------------------------------------
+
+    def _laundering(self) -> None:
+        cfg = self.cfg
+        if cfg.typology_share == 0:
+            return
+        self.rng = random.Random(f"sealtrail.simulate/{cfg.seed}/{'evasion' if cfg.evasion else 'plain'}")
+        target = round(cfg.n_normal * cfg.typology_share / (1 - cfg.typology_share))
+        pattern = 0
+        for typology, share in zip(TYPOLOGIES, _TYPOLOGY_SHARES, strict=True):
+            make = getattr(self, f"_{typology}")
+            made, budget = 0, round(target * share)
+            while made < max(1, budget):
+                legs: list[_Leg] = make(budget - made)
+                pattern += 1
+                self._emit(self._place(legs), typology, pattern)
+                made += len(legs)
+
+    def _place(self, legs: list[_Leg]) -> list[_Leg]:
+        """Shift a pattern (times relative to 0) to a start that keeps it inside the period."""
+        span = max(leg.t for leg in legs)  # < self.period: _gaps and _fit keep it in self.room
+        t0 = self._clock(self.acc[legs[0].orig]) if self.rng.random() < 0.7 else self.period
+        if t0 + span >= self.period:
+            t0 = self.rng.randrange(self.period - span)
+        return [leg._replace(t=t0 + leg.t) for leg in legs]
+
+    def _size(self, lo: int, hi: int, budget: int) -> int:
+        return max(lo, min(self.rng.randint(lo, hi), budget))
+
+    def _gaps(self, n: int, lo_h: float, hi_h: float) -> list[int]:
+        """``n`` times (from 0), consecutive ones ``lo_h``-``hi_h`` hours apart, the upper bound
+        lowered so that they fit in the period (``_fit`` has capped ``n`` where needed)."""
+        hi_h = max(lo_h, min(hi_h, self.room / _H / max(1, n - 1)))
+        return list(itertools.accumulate(
+            [0] + [round(self.rng.uniform(lo_h, hi_h) * _H) for _ in range(n - 1)]))
+
+    def _fit(self, n: int, gap_h: float) -> int:
+        """At most as many events as fit in the period with ``gap_h`` hours between them."""
+        return max(2, min(n, 1 + int(self.room / _H // gap_h)))
+
+    def _incomplete(self, p: float) -> int:
+        return 0 if self.cfg.evasion or self.rng.random() >= p else self.rng.choice((1, 1, 2, 3))
+
+    def _structuring(self, budget: int) -> list[_Leg]:
+        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
+        single = rng.random() < 0.6
+        lo, hi = ((3, 5) if single else (4, 8)) if ev else (3, 8)
+        n = self._fit(self._size(lo, hi, budget), 25) if ev else self._size(lo, hi, budget)
+        times = self._gaps(n, 25, 40) if ev else self._gaps(n, 5 / 60, 150 / 60)
+        if single:
+            orig = rng.choice(pop.low if ev else pop.low + pop.hubs + pop.grey)
+            origs = [orig] * n
+            k = rng.randint(2, 4) if ev else rng.randint(1, 3)
+            benes = [b for b in rng.sample(pop.low + pop.hubs, k + 1) if b != orig][:k]
+        else:
+            benes = [rng.choice(pop.low + pop.hubs)]
+            origs = rng.sample([s for s in pop.low_retail if s != benes[0]], n)
+        legs = []
+        for i, (t, o) in enumerate(zip(times, origs, strict=True)):
+            currency = self.acc[o].currency
+            if ev:
+                minor = _minor(rng.uniform(7000, 7850), currency)
+            else:
+                minor = _minor(rng.uniform(8200, 9850), currency)
+                minor = _rounded(minor, currency, 100) if rng.random() < 0.4 else minor
+            legs.append(_Leg(t, o, benes[i % len(benes)], minor, currency, self._incomplete(0.1)))
+        return legs
+
+    def _chain(self, start: int, hops: int, cross_border: float, pool: tuple[int, ...]) -> list[int]:
+        chain = [start]
+        for _ in range(hops):
+            prev = self.acc[chain[-1]]
+            domestic = self.pop.by_country[prev.country]
+            if self.rng.random() >= cross_border and len(domestic) > len(chain):
+                chain.append(self._other(domestic, chain))
+            else:
+                nxt = self._other(pool, chain)
+                for _ in range(5):  # prefer another country
+                    if self.acc[nxt].country != prev.country:
+                        break
+                    nxt = self._other(pool, chain)
+                chain.append(nxt)
+        return chain
+
+    def _layering(self, budget: int) -> list[_Leg]:
+        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
+        hops = self._fit(self._size(3, 6, budget), 25) if ev else self._size(3, 5, budget)
+        source = rng.choice(pop.low_business if ev else pop.hubs + pop.grey + pop.low_business)
+        chain = self._chain(source, hops, 0.4 if ev else 0.7, pop.low + pop.hubs)
+        currency = self.acc[source].currency if ev else rng.choice(("USD", "USD", "EUR", "GBP"))
+        if ev:
+            minor = _minor(rng.uniform(6000, 9400), currency)
+        else:
+            minor = _minor(math.exp(rng.uniform(math.log(12_000), math.log(150_000))), currency)
+            minor = _rounded(minor, currency, 1000) if rng.random() < 0.5 else minor
+        times = self._gaps(hops, 25, 50) if ev else self._gaps(hops, 5 / 60, 6)
+        legs = []
+        for i, t in enumerate(times):
+            variant = self._incomplete(0.25) if i == 0 else 0
+            legs.append(_Leg(t, chain[i], chain[i + 1], minor, currency, variant))
+            minor = round(minor * (1 - rng.uniform(0.005, 0.03)))
+        return legs
+
+    def _fan(self, budget: int, inward: bool) -> list[_Leg]:
+        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
+        hub = rng.choice(pop.hubs + pop.grey) if rng.random() < 0.4 and not ev else rng.choice(pop.low)
+        groups: list[tuple[int, int, float]]  # (wave start, mules, USD total)
+        if ev:  # 2-3 waves of 7-9 mules, each wave within 6 h, waves 31-48 h apart
+            starts = self._gaps(self._fit(rng.randint(2, 3), 31), 31, 48)
+            groups = [(s, rng.randint(7, 9), rng.uniform(6000, 9400)) for s in starts]
+            window = 6 * _H
+        else:
+            groups = [(0, self._size(10, 30, budget), rng.uniform(12_000, 90_000))]
+            window = round(rng.uniform(2 if inward else 1, 20) * _H)
+        mules = iter(rng.sample([m for m in pop.low_retail if m != hub], sum(g[1] for g in groups)))
+        funded = not inward and not ev and rng.random() < 0.5
+        lead = 10 * _MIN if funded else 0
+        legs: list[_Leg] = []
+        for start, k, total in groups:
+            weights = [rng.uniform(0.7, 1.3) for _ in range(k)]
+            for w in weights:
+                mule = next(mules)
+                payer = self.acc[mule if inward else hub]
+                usd = total * w / sum(weights)
+                t = start + lead + rng.randrange(window)
+                o, b = (mule, hub) if inward else (hub, mule)
+                legs.append(_Leg(t, o, b, _minor(usd, payer.currency), payer.currency, self._incomplete(0.1)))
+        if funded:
+            source = self._other(pop.hubs + pop.grey, (hub,))
+            usd_total = sum(g[2] for g in groups) * rng.uniform(1.0, 1.05)
+            currency = self.acc[hub].currency
+            legs.insert(0, _Leg(0, source, hub, _minor(usd_total, currency), currency, self._incomplete(0.3)))
+        return sorted(legs, key=lambda leg: leg.t)
+
+    def _fan_in(self, budget: int) -> list[_Leg]:
+        return self._fan(budget, inward=True)
+
+    def _fan_out(self, budget: int) -> list[_Leg]:
+        return self._fan(budget, inward=False)
+
+    def _high_risk_corridor(self, budget: int) -> list[_Leg]:
+        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
+        risky = rng.choice(pop.black if rng.random() < 0.3 and not ev else pop.grey)
+        outbound = rng.random() < 0.6
+        if ev:
+            n = self._fit(self._size(3, 6, budget), 25)
+            times = self._gaps(n, 25, 40)
+            customers = rng.sample(pop.low_retail, rng.randint(2, 4))
+        else:
+            n = self._size(1, 4, budget)
+            times = self._gaps(n, 1, 30)
+            customers = [rng.choice(pop.low)]
+        legs = []
+        for i, t in enumerate(times):
+            customer = customers[i % len(customers)]
+            o, b = (customer, risky) if outbound else (risky, customer)
+            currency = self.acc[o].currency
+            usd = rng.uniform(400, 950) if ev else min(250_000.0, max(1000.0, rng.lognormvariate(
+                math.log(9000), 0.9)))
+            legs.append(_Leg(t, o, b, _minor(usd, currency), currency, self._incomplete(0.55)))
+        return legs
+
+    def _round_tripping(self, budget: int) -> list[_Leg]:
+        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
+        size = self._fit(rng.randint(4, 5), 25) if ev else rng.randint(3, 4)
+        origin = rng.choice(pop.low_business)
+        cycle = self._chain(origin, size - 1, 0.6 if ev else 0.9, pop.hubs + pop.low_business)
+        cycle.append(origin)
+        currency = self.acc[origin].currency if ev or rng.random() < 0.7 else "USD"
+        if ev:
+            minor = _minor(rng.uniform(6000, 9400), currency)
+        else:
+            usd = math.exp(rng.uniform(math.log(25_000), math.log(250_000)))
+            minor = _rounded(_minor(usd, currency), currency, 1000)
+        times = self._gaps(size, 25, 60) if ev else self._gaps(size, 6, 48)
+        legs = []
+        for i, t in enumerate(times):
+            legs.append(_Leg(t, cycle[i], cycle[i + 1], minor, currency, self._incomplete(0.2)))
+            minor = round(minor * rng.uniform(0.97, 0.995)) if ev else _rounded(
+                round(minor * rng.uniform(0.985, 1.0)), currency, 100)
+        return legs
+
+    # --- output -----------------------------------------------------------------------------
+
+    def run(self) -> list[SimTx]:
+        self._normal()
+        self._laundering()
+        self.events.sort(key=lambda e: (e.t, e.seq))
+        cfg, start, acc = self.cfg, self.cfg.start.astimezone(UTC), self.acc
+        debtor = [Agent("debtor_agent", bic=a.bic) for a in acc]
+        creditor = [Agent("creditor_agent", bic=a.bic) for a in acc]
+        prefix = f"sealtrail.simulate/1|{cfg.seed}|"  # raw_sha256: over these bytes, no raw message
+        r16: dict[tuple[int, int], R16] = {}  # beneficiaries are always complete: R.16 follows the originator
+        out: list[SimTx] = []
+        for n, (t, _, leg, typology, pattern) in enumerate(self.events):
+            at = start + timedelta(microseconds=t)
+            reference = f"SIM{n:010d}"
+            o, b = acc[leg.orig], acc[leg.bene]
+            originator, beneficiary = o.parties[leg.variant], b.parties[0]
+            amount = Decimal(leg.minor).scaleb(-MINOR_UNITS[leg.currency])
+            raw = f"{prefix}{reference}|{t}|{o.account}|{b.account}|{amount}|{leg.currency}"
+            digest = hashlib.sha256(raw.encode()).hexdigest()
+            key = (leg.orig, leg.variant)
+            if key not in r16:
+                r16[key] = R16.of(originator, beneficiary)
+            tx = Transaction(
+                message_type="json", reference=reference, amount=amount, currency=leg.currency,
+                value_date=at.date(), originator=originator, beneficiary=beneficiary,
+                raw_sha256=digest, uetr=_uuid4(digest), agents=(debtor[o.index], creditor[b.index]),
+                r16=r16[key],
+            )
+            laundering = typology != "normal"
+            out.append(SimTx(tx, at, int(laundering), typology, laundering and cfg.evasion, pattern))
+        return out
