@@ -17,6 +17,7 @@ import orjson
 import typer
 from sqlalchemy.exc import SQLAlchemyError
 
+from api.cli_model import features, model_app
 from api.cli_parse import parse
 from api.cli_rules import rules_app
 from api.config import Settings
@@ -39,6 +40,8 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(rules_app, name="rules")
 app.command("parse")(parse)
+app.command("features")(features)
+app.add_typer(model_app, name="model")
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]

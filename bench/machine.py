@@ -6,6 +6,7 @@ import importlib.metadata
 import os
 import platform
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,13 @@ def version_of(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "missing"
+
+
+def probe_ms() -> float:
+    """Best of five runs of a fixed pure-Python loop, in ms: how fast the CPU is right now."""
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        sum(i * i for i in range(200_000))
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3

@@ -28,7 +28,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.machine import host_info, version_of
+from bench.machine import host_info, probe_ms, version_of
 from bench.messages_samples import SEED, Payment, mt103, mt202, pacs008, payments
 from bench.report import Row, format_table, verdict, write_json
 from inference.messages.errors import MessageError
@@ -214,16 +214,6 @@ def measure(fmt: str, jobs: Sequence[Job], seconds: float, min_passes: int) -> l
             spent[k] += dt
     return [Cell(fmt, engine, len(items) * per_item, mean, tuple(r), t)
             for (engine, _, items, per_item, mean), r, t in zip(jobs, rates, spent, strict=True)]
-
-
-def probe_ms() -> float:
-    """Best of five runs of a fixed pure-Python loop, in ms: how fast the CPU is right now."""
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        sum(i * i for i in range(200_000))
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -11,8 +11,9 @@ Definitions (README "Features" lists them for examiners):
 - round_amount: a positive multiple of 1,000 in its own currency;
 - a party's country: its own country, else its IBAN's, else its BIC's, else its bank's BIC;
   cross_border is NaN when either country is unknown; country risk comes from the FATF table;
-- an account is its IBAN, else its account number at its bank's BIC, else its BIC; a party
-  without any of these gets NaN velocity values;
+- an account is its IBAN, else its account number at its bank's BIC, else its BIC, else its
+  first identifier (e.g. ``NIDN:DE:T22000129``; birth date/place do not count); a party with
+  none of these gets NaN velocity values;
 - hour_utc 0-23 and weekend (Saturday, Sunday) of ``at`` in UTC.
 """
 
@@ -22,6 +23,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 
 import numpy as np
 
@@ -39,8 +41,11 @@ _US = timedelta(microseconds=1)
 _THOUSAND = 1000
 _HOUR_US = 3_600_000_000
 _DAY_US = 24 * _HOUR_US
+_NOT_IDS = frozenset({"DOB", "POB"})  # birth date and place identify no one on their own
 _ORIG_AGENTS = ("debtor_agent", "ordering_institution", "instructing", "sender")
 _BENE_AGENTS = ("creditor_agent", "account_with", "beneficiary_institution", "instructed", "receiver")
+_ROLE_RANK = {**{r: i for i, r in enumerate(_ORIG_AGENTS)}, **{r: i for i, r in enumerate(_BENE_AGENTS)}}
+_ORIG_ROLES = frozenset(_ORIG_AGENTS)
 
 
 def epoch_us(at: datetime) -> int:
@@ -61,12 +66,20 @@ def row_dict(row: np.ndarray) -> dict[str, float | None]:
 
 
 def _agent_bics(tx: Transaction) -> tuple[str | None, str | None]:
-    """The originator's and the beneficiary's bank BIC, by role precedence."""
-    if not tx.agents:
-        return None, None
-    by_role = {a.role: a.bic for a in tx.agents if a.bic}
-    return (next((by_role[r] for r in _ORIG_AGENTS if r in by_role), None),
-            next((by_role[r] for r in _BENE_AGENTS if r in by_role), None))
+    """The originator's and the beneficiary's bank BIC, by role precedence (one pass)."""
+    orig = bene = None
+    o_rank = b_rank = len(_ROLE_RANK)
+    for agent in tx.agents:
+        if agent.bic:
+            rank = _ROLE_RANK.get(agent.role)
+            if rank is None:
+                continue
+            if agent.role in _ORIG_ROLES:
+                if rank < o_rank:
+                    orig, o_rank = agent.bic, rank
+            elif rank < b_rank:
+                bene, b_rank = agent.bic, rank
+    return orig, bene
 
 
 def _country(party: Party, agent_bic: str | None) -> str | None:
@@ -85,7 +98,10 @@ def _account(party: Party, agent_bic: str | None) -> str | None:
         acct = party.account.lstrip("/").replace(" ", "").upper()
         if acct:
             return f"{acct}@{agent_bic or '?'}"
-    return f"BIC:{party.bic}" if party.bic else None
+    if party.bic:
+        return f"BIC:{party.bic}"
+    ident = next((i for i in party.identifiers if i.scheme not in _NOT_IDS), None)
+    return f"{ident.scheme}:{ident.country or '?'}:{ident.value}" if ident else None
 
 
 class FeatureExtractor:
@@ -106,7 +122,7 @@ class FeatureExtractor:
         rows = [self._row(tx, us) for tx, us in zip(transactions, stamps, strict=True)]
         if not rows:
             return np.empty((0, N_FEATURES), dtype=np.float64)
-        return np.array(rows, dtype=np.float64)
+        return np.fromiter(chain.from_iterable(rows), np.float64, n * N_FEATURES).reshape(n, N_FEATURES)
 
     def observe(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> None:
         """Advance the windows without keeping the rows (rebuilding state after a restart)."""

@@ -192,10 +192,12 @@ class VelocityState:
     def _window(side: _Side, t: int, out: list[float]) -> tuple[float, float]:
         # unrolled over WINDOWS_US (1 h, 24 h, 7 d): this runs twice per transaction
         times, cum = side.times, side.cum_cents
-        hi = bisect_right(times, t)
+        n = len(times)  # never 0: the current transfer was just added
+        hi = n if times[-1] <= t else bisect_right(times, t)
         lo1 = bisect_right(times, t - HOUR_US)
         lo24 = bisect_right(times, t - _DAY)
-        lo7 = bisect_right(times, t - _HORIZON)
+        # held events are within 7 days of the watermark, so this is 0 unless the transfer is late
+        lo7 = 0 if times[0] > t - _HORIZON else bisect_right(times, t - _HORIZON)
         top = cum[hi]
         out += (float(hi - lo1), float(hi - lo24), float(hi - lo7),
                 (top - cum[lo1]) / 100, (top - cum[lo24]) / 100, (top - cum[lo7]) / 100)

@@ -1,0 +1,154 @@
+"""``sealtrail features FILE``, ``sealtrail model train`` and ``sealtrail model card``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from api.output import JsonOpt, emit, err, out
+from inference.errors import InferenceError
+from inference.features import FeatureExtractor, features_sha256, row_dict
+from inference.messages import MessageError, Transaction, parse_messages
+from inference.model_files import ModelFiles, shipped_model_dir
+from inference.state_store import load_state, save_state
+
+model_app = typer.Typer(no_args_is_help=True, help="Train the risk model and show its card.")
+
+
+def _parse_at(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        err.print(f"error: --at {text!r} is not an ISO 8601 time (e.g. 2026-03-02T09:30:00Z)", markup=False)
+        raise typer.Exit(2) from None
+    if at.tzinfo is None:
+        err.print(f"error: --at {text!r} has no timezone; add Z or an offset", markup=False)
+        raise typer.Exit(2)
+    return at.astimezone(UTC)
+
+
+def features(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    fmt: Annotated[str, typer.Option("--format", help="auto | mt | pacs008 | json")] = "auto",
+    at: Annotated[str | None, typer.Option(
+        "--at", help="event time of every message (ISO 8601 with zone); default: value date 00:00 UTC",
+    )] = None,
+    state: Annotated[Path | None, typer.Option(
+        "--state", help="velocity state file: read before, written back after (created if missing)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Feature rows (sealtrail.features/1) per message, in file order; exit 1 if any is refused."""
+    if fmt not in ("auto", "mt", "pacs008", "json"):
+        err.print(f"error: --format must be auto, mt, pacs008 or json, not {fmt!r}", markup=False)
+        raise typer.Exit(2)
+    when = _parse_at(at)
+    results = parse_messages(file.read_bytes(), fmt)  # type: ignore[arg-type]
+    txs = [r for r in results if isinstance(r, Transaction)]
+    refused = [r for r in results if isinstance(r, MessageError)]
+    times = [when or datetime.combine(t.value_date, time(0), tzinfo=UTC) for t in txs]
+    try:
+        extractor = FeatureExtractor(state=load_state(state) if state is not None else None)
+        rows = extractor.extract(txs, times)
+        if state is not None:
+            save_state(state, extractor.state)
+    except InferenceError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    items: list[dict[str, Any]] = [
+        {"reference": t.reference, "transaction_sha256": t.sha256, "at": a.isoformat(),
+         "features": row_dict(r), "features_sha256": features_sha256(r)}
+        for t, a, r in zip(txs, times, rows, strict=True)]
+    doc: dict[str, Any] = {
+        "ok": not refused, "feature_schema": "sealtrail.features/1",
+        "tables": extractor.tables.ids, "rows": items,
+        "errors": [{"message": e.message, "field": e.field, "reason": e.reason} for e in refused],
+    }
+
+    def human() -> None:
+        for item in items:
+            table = Table(title=f"{item['reference']}  at {item['at']}", show_header=False)
+            for name, value in item["features"].items():
+                table.add_row(name, "missing (NaN)" if value is None else f"{value:g}")
+            out.print(table)
+            out.print(f"features_sha256 {item['features_sha256']}", markup=False)
+        for e in refused:
+            err.print(f"refused: {e}", markup=False)
+        out.print(f"{len(items)} rows, {len(refused)} refused", markup=False)
+
+    emit(doc, as_json, human)
+    if refused:
+        raise typer.Exit(1)
+
+
+@model_app.command("train")
+def train_cmd(
+    seed: Annotated[int, typer.Option("--seed", help="simulator and initialisation seed")] = 7,
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="directory for weights.npz, model.onnx, card.json")] = Path("aml_mlp"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Train the risk model from the simulator; with the shipped seed it reproduces the shipped files."""
+    from inference.train import TrainConfig, train
+
+    result = train(TrainConfig(seed=seed), out_dir)
+    try:
+        shipped = ModelFiles.open().model_sha256
+    except InferenceError:
+        shipped = None
+    same = shipped == result.card["model_sha256"]
+    doc = {"out": str(out_dir), "files": result.files, "model_sha256": result.card["model_sha256"],
+           "matches_shipped_model": same, "metrics": result.card["metrics"]}
+
+    def human() -> None:
+        _print_card(result.card)
+        out.print(f"wrote {out_dir}/: " + ", ".join(f"{k} {v[:16]}…" for k, v in result.files.items()),
+                  markup=False)
+        out.print("identical to the shipped model" if same else "differs from the shipped model "
+                  f"({shipped or 'none shipped'})", markup=False)
+
+    emit(doc, as_json, human)
+
+
+@model_app.command("card")
+def card_cmd(
+    model: Annotated[Path | None, typer.Option("--model", help="model directory (default: shipped)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The model card: features, training, metrics and file hashes (checked against the files)."""
+    try:
+        files = ModelFiles.open(model)
+    except InferenceError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    emit({**files.card, "directory": str(files.directory)}, as_json, lambda: _print_card(files.card))
+
+
+def _print_card(card: dict[str, Any]) -> None:
+    held, ev = card["metrics"]["heldout"], card["metrics"]["evasion"]
+    table = Table(title=f"model {card['name']}  {card['model_sha256']}", show_header=False)
+    table.add_row("feature schema", f"{card['feature_schema']} ({len(card['features'])} features)")
+    table.add_row("architecture", " -> ".join(map(str, card["architecture"]["sizes"])) + " (ReLU, sigmoid)")
+    tr = card["training"]
+    table.add_row("training", f"seed {tr['seed']}, {tr['rows']:,} rows ({tr['positives']:,} laundering), "
+                  f"{tr['epochs']} epochs, numpy {tr['numpy']}")
+    table.add_row("held-out ROC-AUC", f"{held['roc_auc']:.4f} on {held['rows']:,} rows")
+    table.add_row("recall at 1% FPR",
+                  f"{held['recall_at_1pct_fpr']:.4f} (score > {held['threshold_at_1pct_fpr']:.4f})")
+    for kind, m in held["per_typology_recall_at_1pct_fpr"].items():
+        table.add_row(f"  {kind}", f"{m['detected']:.3f} of {m['n']:,}")
+    table.add_row("evasion variants detected", f"{ev['detection_rate_at_1pct_fpr']:.4f} at 1% FPR, "
+                  f"{ev['detection_rate_score_ge_0_5']:.4f} at score >= 0.5")
+    for kind, m in ev["per_typology_at_1pct_fpr"].items():
+        table.add_row(f"  {kind}", f"{m['detected']:.3f} of {m['n']:,}")
+    for name, digest in card["files"].items():
+        table.add_row(name, digest)
+    out.print(table)
+
+
+__all__ = ["features", "model_app", "shipped_model_dir"]

@@ -1,0 +1,241 @@
+"""Train the shipped risk model from the simulator, reproducibly, and write its model card.
+
+``train(TrainConfig(seed=...), out_dir)`` simulates independent sets from the seed (training:
+plain typologies from ``seed`` plus evasion variants from ``seed + 3``, so the model learns the
+shapes that slip under the rules; held-out: ``seed + 1``; evasion held-out: ``seed + 2``), turns
+each into feature rows with its own velocity state, fits a small MLP with
+mini-batch Adam in float64 (numpy only), rounds the weights to float32 and writes
+``weights.npz``, ``model.onnx`` and ``card.json``. Everything is a function of the seed:
+the same seed on the same numpy/BLAS gives the same bytes (the test suite checks the
+shipped files this way).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from inference.features import FeatureExtractor
+from inference.model import Z_CLIP, MlpModel, forward, model_npz_bytes, preprocess, sha256_hex, to_onnx_bytes
+from inference.model_files import CARD_FORMAT, CARD_NAME, ONNX_NAME, WEIGHTS_NAME
+from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
+from inference.simulate import SimConfig, SimTx, simulate
+
+__all__ = ["TrainConfig", "TrainResult", "build_rows", "recall_at_fpr", "roc_auc", "train"]
+
+F64 = np.float64
+# counts and USD sums are heavy-tailed: the model sees log(1 + x) of these
+LOG_FEATURES = frozenset(n for n in FEATURE_NAMES if "_count_" in n or "_sum_usd_" in n
+                         or n in ("amount_usd",) or n.endswith("counterparties_24h"))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    seed: int = 7
+    days: int = 21
+    n_accounts: int = 3000
+    n_normal: int = 60_000
+    typology_share: float = 0.05
+    hidden: tuple[int, ...] = (32, 16)
+    epochs: int = 14
+    batch: int = 256
+    learning_rate: float = 3e-3
+    weight_decay: float = 1e-5
+    fpr: float = 0.01  # the operating point the card reports recall at
+    adversarial: bool = True  # also train on evasion variants (seed + 3)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    model: MlpModel
+    card: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)  # name -> SHA-256
+
+
+def build_rows(sims: Sequence[SimTx]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Feature rows (in time order, one fresh velocity state), labels and typologies."""
+    rows = FeatureExtractor().extract([s.transaction for s in sims], [s.at for s in sims])
+    labels = np.array([s.label for s in sims], dtype=F64)
+    return rows, labels, [s.typology for s in sims]
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney U with tied scores sharing their mean rank)."""
+    order = np.argsort(scores, kind="stable")
+    ranked = scores[order]
+    ranks = np.empty(len(scores), dtype=F64)
+    i = 0
+    while i < len(ranked):  # average ranks over ties
+        j = i
+        while j + 1 < len(ranked) and ranked[j + 1] == ranked[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    pos = labels == 1
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    if not n_pos or not n_neg:
+        raise ValueError("ROC-AUC needs both classes")
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def threshold_at_fpr(scores: np.ndarray, labels: np.ndarray, fpr: float) -> float:
+    """The lowest score threshold (alert when score > threshold) whose false-positive rate <= fpr."""
+    neg = np.sort(scores[labels == 0])[::-1]
+    allowed = int(np.floor(fpr * len(neg)))
+    return float(neg[allowed]) if allowed < len(neg) else -np.inf
+
+
+def recall_at_fpr(scores: np.ndarray, labels: np.ndarray, fpr: float) -> tuple[float, float]:
+    """(recall, threshold) at the given false-positive rate."""
+    thr = threshold_at_fpr(scores, labels, fpr)
+    return float((scores[labels == 1] > thr).mean()), thr
+
+
+def _standardiser(rows: np.ndarray, log_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and 1/std of the preprocessed training features (the model's first step)."""
+    x = np.nan_to_num(rows.astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    x[:, log_mask] = np.log(np.maximum(x[:, log_mask], 0) + np.float32(1))
+    mean = x.astype(F64).mean(axis=0)
+    std = x.astype(F64).std(axis=0)
+    return mean.astype(np.float32), (1.0 / np.where(std > 1e-6, std, 1.0)).astype(np.float32)
+
+
+def _fit(rows: np.ndarray, labels: np.ndarray, cfg: TrainConfig, rng: np.random.Generator) -> MlpModel:
+    log_mask = np.array([n in LOG_FEATURES for n in FEATURE_NAMES])
+    mean, scale = _standardiser(rows, log_mask)
+    sizes = (len(FEATURE_NAMES), *cfg.hidden, 1)
+    model = MlpModel.init(rng, sizes, FEATURE_NAMES, log_mask, mean, scale, FEATURE_SCHEMA)
+    z = preprocess(model, rows).astype(F64)
+    params = [p.astype(F64) for layer in model.layers for p in layer]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    step = 0
+    n = len(z)
+    for _ in range(cfg.epochs):
+        perm = rng.permutation(n)
+        for start in range(0, n, cfg.batch):
+            idx = perm[start:start + cfg.batch]
+            grads = _gradients(params, z[idx], labels[idx])
+            step += 1
+            lr = cfg.learning_rate * np.sqrt(1 - b2 ** step) / (1 - b1 ** step)
+            for p, g, mi, vi in zip(params, grads, m, v, strict=True):
+                g = g + cfg.weight_decay * p
+                mi *= b1
+                mi += (1 - b1) * g
+                vi *= b2
+                vi += (1 - b2) * g * g
+                p -= lr * mi / (np.sqrt(vi) + eps)
+    layers = tuple((params[i].astype(np.float32), params[i + 1].astype(np.float32))
+                   for i in range(0, len(params), 2))
+    return MlpModel(FEATURE_SCHEMA, FEATURE_NAMES, log_mask, mean, scale, layers)
+
+
+def _gradients(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """Back-propagation of the mean binary cross-entropy (ReLU hidden layers, sigmoid out)."""
+    acts = [x]
+    h = x
+    n_layers = len(params) // 2
+    for i in range(n_layers):
+        a = h @ params[2 * i] + params[2 * i + 1]
+        h = np.maximum(a, 0) if i < n_layers - 1 else a
+        acts.append(h)
+    p = 1 / (1 + np.exp(-np.clip(acts[-1][:, 0], -60, 60)))
+    delta = ((p - y) / len(y))[:, None]
+    grads: list[np.ndarray] = [np.empty(0)] * len(params)
+    for i in range(n_layers - 1, -1, -1):
+        grads[2 * i] = acts[i].T @ delta
+        grads[2 * i + 1] = delta.sum(axis=0)
+        if i:
+            delta = (delta @ params[2 * i].T) * (acts[i] > 0)
+    return grads
+
+
+def _per_typology(scores: np.ndarray, typologies: list[str], thr: float) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    kinds = np.array(typologies)
+    for kind in sorted(set(typologies) - {"normal"}):
+        sel = kinds == kind
+        out[kind] = {"n": int(sel.sum()), "detected": float((scores[sel] > thr).mean())}
+    return out
+
+
+def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
+    """Simulate, fit, evaluate; write the three model files into ``out_dir`` when given."""
+    def sim(seed: int, evasion: bool = False) -> SimConfig:
+        return SimConfig(seed=seed, days=cfg.days, n_accounts=cfg.n_accounts, n_normal=cfg.n_normal,
+                         typology_share=cfg.typology_share, evasion=evasion)
+
+    plain_rows, plain_y, _ = build_rows(simulate(sim(cfg.seed)))
+    if cfg.adversarial:
+        adv_rows, adv_y, _ = build_rows(simulate(sim(cfg.seed + 3, evasion=True)))
+        train_rows, train_y = np.vstack([plain_rows, adv_rows]), np.concatenate([plain_y, adv_y])
+    else:
+        train_rows, train_y = plain_rows, plain_y
+    model = _fit(train_rows, train_y, cfg, np.random.default_rng(cfg.seed))
+
+    test_rows, test_y, test_kinds = build_rows(simulate(sim(cfg.seed + 1)))
+    scores = forward(model, test_rows)
+    recall, thr = recall_at_fpr(scores, test_y, cfg.fpr)
+    ev_rows, ev_y, ev_kinds = build_rows(simulate(sim(cfg.seed + 2, evasion=True)))
+    ev_scores = forward(model, ev_rows)
+    ev_pos = ev_y == 1
+
+    weights = model_npz_bytes(model)
+    onnx_bytes = to_onnx_bytes(model)
+    files = {WEIGHTS_NAME: sha256_hex(weights), ONNX_NAME: sha256_hex(onnx_bytes)}
+    card: dict[str, Any] = {
+        "format": CARD_FORMAT,
+        "name": "aml_mlp",
+        "model_sha256": files[WEIGHTS_NAME],
+        "files": files,
+        "feature_schema": FEATURE_SCHEMA,
+        "features": list(FEATURE_NAMES),
+        "architecture": {
+            "sizes": list(model.sizes), "hidden_activation": "relu", "output": "sigmoid",
+            "preprocessing": "float32; NaN -> 0; log(1 + max(x, 0)) on log_features; "
+                             f"(x - mean) * scale; clipped to +/-{Z_CLIP:g}",
+            "log_features": [n for n in FEATURE_NAMES if n in LOG_FEATURES],
+        },
+        "training": {
+            **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+            "simulator": "inference.simulate: training = seed (+ seed + 3 evasion variants when "
+                         "adversarial), held-out = seed + 1, evasion held-out = seed + 2 (evasion variants)",
+            "rows": len(train_y), "positives": int(train_y.sum()),
+            "numpy": np.__version__, "machine": platform.machine(),
+        },
+        "metrics": {
+            "heldout": {
+                "rows": len(test_y), "positives": int(test_y.sum()),
+                "roc_auc": round(roc_auc(scores, test_y), 6),
+                "recall_at_1pct_fpr": round(recall, 6),
+                "threshold_at_1pct_fpr": round(thr, 6),
+                "per_typology_recall_at_1pct_fpr": _per_typology(scores, test_kinds, thr),
+            },
+            "evasion": {
+                "rows": len(ev_y), "positives": int(ev_pos.sum()),
+                "detection_rate_at_1pct_fpr": round(float((ev_scores[ev_pos] > thr).mean()), 6),
+                "detection_rate_score_ge_0_5": round(float((ev_scores[ev_pos] >= 0.5).mean()), 6),
+                "false_positive_rate_at_threshold": round(float((ev_scores[~ev_pos] > thr).mean()), 6),
+                "per_typology_at_1pct_fpr": _per_typology(ev_scores, ev_kinds, thr),
+            },
+        },
+    }
+    card_bytes = card_json(card)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / WEIGHTS_NAME).write_bytes(weights)
+        (out_dir / ONNX_NAME).write_bytes(onnx_bytes)
+        (out_dir / CARD_NAME).write_bytes(card_bytes)
+    return TrainResult(model, card, {**files, CARD_NAME: sha256_hex(card_bytes)})
+
+
+def card_json(card: dict[str, Any]) -> bytes:
+    """The card file's bytes: sorted keys, two-space indent, trailing newline."""
+    return orjson.dumps(card, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"

@@ -1,0 +1,90 @@
+"""``sealtrail features``, ``sealtrail model train`` and ``sealtrail model card``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+from inference.model_files import WEIGHTS_NAME, ModelFiles, shipped_model_dir
+from inference.schema import FEATURE_NAMES
+
+VEC = Path(__file__).parents[1] / "vectors" / "messages"
+runner = CliRunner()
+
+
+def test_features_of_a_file_in_order_with_their_hashes() -> None:
+    res = runner.invoke(app, ["features", str(VEC / "mt" / "rje_two.fin"), "--at", "2026-03-07T10:15:00Z",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["feature_schema"] == "sealtrail.features/1"
+    assert doc["tables"] == {"fx_rates": "ecb-2025-10", "jurisdiction_risk": "fatf-2025-10"}
+    assert len(doc["rows"]) == 2
+    first = doc["rows"][0]
+    assert list(first["features"]) == list(FEATURE_NAMES) and len(first["features_sha256"]) == 64
+    assert first["features"]["hour_utc"] == 10 and first["features"]["weekend"] == 1  # a Saturday
+    assert first["at"] == "2026-03-07T10:15:00+00:00"
+
+
+def test_features_state_file_carries_the_windows_across_runs(tmp_path: Path) -> None:
+    state = tmp_path / "velocity.json"
+    f = str(VEC / "mt" / "mt103_50f_nidn.fin")
+    counts = []
+    for _ in range(3):
+        res = runner.invoke(app, ["features", f, "--state", str(state), "--json"])
+        assert res.exit_code == 0, res.output
+        counts.append(json.loads(res.stdout)["rows"][0]["features"]["orig_count_24h"])
+    assert counts == [1, 2, 3] and state.is_file()
+    state.write_text("garbage")
+    res = runner.invoke(app, ["features", f, "--state", str(state)])
+    assert res.exit_code == 2 and "velocity snapshot is malformed" in res.stderr
+
+
+@pytest.mark.parametrize("at, reason", [("yesterday", "not an ISO 8601 time"),
+                                        ("2026-03-07T10:15:00", "has no timezone")])
+def test_features_refuses_a_bad_time(at: str, reason: str) -> None:
+    res = runner.invoke(app, ["features", str(VEC / "mt" / "mt202.fin"), "--at", at])
+    assert res.exit_code == 2 and reason in res.stderr
+
+
+def test_features_names_a_refused_message_and_exits_1(tmp_path: Path) -> None:
+    data = (VEC / "mt" / "rje_two.fin").read_bytes().replace(b"CHF100000,00", b"CHF100000.00")
+    bad = tmp_path / "mixed.fin"
+    bad.write_bytes(data)
+    res = runner.invoke(app, ["features", str(bad), "--json"])
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    assert len(doc["rows"]) == 1 and doc["errors"][0]["field"] == ":32A:"
+
+
+def test_model_card_shows_the_shipped_model() -> None:
+    res = runner.invoke(app, ["model", "card", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["model_sha256"] == ModelFiles.open().model_sha256
+    assert doc["metrics"]["heldout"]["roc_auc"] > 0.9
+    human = runner.invoke(app, ["model", "card"])
+    assert "held-out ROC-AUC" in human.stdout and "evasion variants detected" in human.stdout
+
+
+def test_model_card_refuses_a_swapped_weights_file(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    shutil.copytree(shipped_model_dir(), d)
+    (d / WEIGHTS_NAME).write_bytes(b"PK\x05\x06" + bytes(18))
+    res = runner.invoke(app, ["model", "card", "--model", str(d)])
+    assert res.exit_code == 1 and "weights.npz has SHA-256" in res.stderr
+
+
+@pytest.mark.slow
+def test_model_train_from_the_cli_reproduces_the_shipped_model(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["model", "train", "--seed", "7", "--out", str(tmp_path / "m"), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["matches_shipped_model"] is True
+    assert doc["model_sha256"] == ModelFiles.open().model_sha256
+    assert ModelFiles.open(tmp_path / "m").card == ModelFiles.open().card

@@ -1,0 +1,107 @@
+"""The shipped model: reproducible from its seed, its card honest, its files bound together."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inference.backends import load_backend
+from inference.errors import ModelError
+from inference.model_files import CARD_NAME, ONNX_NAME, WEIGHTS_NAME, ModelFiles, shipped_model_dir
+from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
+from inference.simulate import SimConfig, simulate
+from inference.train import TrainConfig, build_rows, recall_at_fpr, roc_auc, train
+
+
+def test_shipped_model_files_match_their_card() -> None:
+    files = ModelFiles.open()
+    card = files.card
+    assert files.directory == shipped_model_dir()
+    assert card["feature_schema"] == FEATURE_SCHEMA and card["features"] == list(FEATURE_NAMES)
+    held, ev = card["metrics"]["heldout"], card["metrics"]["evasion"]
+    # the card shows what the model is worth: a useful ranking, and the evasion figure as measured
+    assert held["roc_auc"] >= 0.95 and held["recall_at_1pct_fpr"] >= 0.6
+    assert 0 < ev["detection_rate_at_1pct_fpr"] <= 1 and ev["rows"] > ev["positives"] > 0
+
+
+@pytest.mark.slow
+def test_model_train_reproduces_the_shipped_files_bit_for_bit(tmp_path: Path) -> None:
+    result = train(TrainConfig(seed=7), tmp_path)
+    shipped = shipped_model_dir()
+    for name in (WEIGHTS_NAME, ONNX_NAME, CARD_NAME):
+        assert (tmp_path / name).read_bytes() == (shipped / name).read_bytes(), name
+    assert result.card["model_sha256"] == ModelFiles.open().model_sha256
+
+
+def test_a_different_seed_gives_a_different_model(tmp_path: Path) -> None:
+    small = TrainConfig(seed=8, n_normal=3000, n_accounts=300, days=7, epochs=2)
+    a, b = train(small), train(TrainConfig(**{**small.__dict__, "seed": 9}))
+    assert a.card["model_sha256"] != b.card["model_sha256"]
+    assert train(small).card["model_sha256"] == a.card["model_sha256"]
+
+
+def test_shipped_model_scores_alike_on_every_cpu_backend() -> None:
+    files = ModelFiles.open()
+    sims = simulate(SimConfig(seed=99, n_normal=3000, days=7, n_accounts=400))
+    rows, labels, _ = build_rows(sims)
+    ref = load_backend("numpy", files.weights_path).predict(rows)
+    ort = load_backend("onnxruntime", files.weights_path, files.onnx_path).predict(rows)
+    assert np.max(np.abs(ref - ort)) <= 1e-5
+    assert roc_auc(ref, labels) > 0.9  # and it still ranks unseen traffic
+
+
+def _append_zero(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"\0")
+
+
+Damage = Callable[[Path], object]
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda d: _append_zero(d / WEIGHTS_NAME), "weights.npz has SHA-256"),
+    (lambda d: (d / ONNX_NAME).unlink(), "model.onnx is missing"),
+    (lambda d: (d / CARD_NAME).write_text("{}"), "is not a sealtrail.model-card/1 card"),
+    (lambda d: (d / CARD_NAME).write_text("nope"), "is not JSON"),
+    (lambda d: (d / CARD_NAME).unlink(), "no model card"),
+])
+def test_a_model_directory_that_does_not_match_its_card_is_refused(tmp_path: Path, damage: Damage,
+                                                                   reason: str) -> None:
+    d = tmp_path / "m"
+    shutil.copytree(shipped_model_dir(), d)
+    damage(d)
+    with pytest.raises(ModelError, match=reason):
+        ModelFiles.open(d)
+
+
+def _pairwise_auc(scores: list[float], labels: list[int]) -> float:
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return wins / (len(pos) * len(neg))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 1)), min_size=2, max_size=40)
+       .filter(lambda xs: 0 < sum(y for _, y in xs) < len(xs)))
+def test_roc_auc_equals_the_pairwise_definition_with_ties(pairs: list[tuple[int, int]]) -> None:
+    scores = [float(s) for s, _ in pairs]
+    labels = [y for _, y in pairs]
+    assert roc_auc(np.array(scores), np.array(labels, float)) == pytest.approx(_pairwise_auc(scores, labels))
+
+
+def test_recall_at_fpr_known_answer() -> None:
+    neg = np.arange(100, dtype=float) / 100  # 0.00 .. 0.99
+    pos = np.array([0.985, 0.995, 0.5, 2.0])
+    scores, labels = np.concatenate([neg, pos]), np.concatenate([np.zeros(100), np.ones(4)])
+    recall, thr = recall_at_fpr(scores, labels, 0.01)
+    assert thr == 0.98  # one negative (0.99) above it: FPR 1 %
+    assert recall == 0.75
+    with pytest.raises(ValueError, match="both classes"):
+        roc_auc(np.array([0.1, 0.2]), np.array([1.0, 1.0]))
