@@ -33,6 +33,7 @@ bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.ledger
 	$(BIN)/python -m bench.rules
 	$(BIN)/python -m bench.messages
+	$(BIN)/python -m bench.inference
 
 clean:
 	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys .mypy_cache .ruff_cache .pytest_cache
