@@ -1,11 +1,14 @@
 """The MLP model: its maths against an independent float64 reference, the deterministic weights
-file and every refusal of a malformed one, and the ONNX export's shape and determinism."""
+file and every refusal of a malformed one, the ONNX export's shape and determinism, and the one
+import path (``inference.model``) for all three forms."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,8 @@ import numpy as np
 import onnx
 import pytest
 
+from inference import model as model_module
+from inference import model_npz, model_onnx
 from inference.errors import ModelError
 from inference.model import (
     FORMAT,
@@ -310,3 +315,24 @@ def test_onnx_binding_accepts_the_export_and_refuses_other_weights() -> None:
         check_onnx_matches(model, proto.SerializeToString())
     with pytest.raises(ModelError, match="not a readable ONNX model"):
         check_onnx_matches(model, b"\xff\xff not onnx")
+
+
+# ---------------------------------------------------------------- one import path
+
+def test_inference_model_reexports_the_weights_file_and_onnx_names() -> None:
+    for module in (model_npz, model_onnx):
+        for name in module.__all__:
+            assert name in model_module.__all__
+            assert getattr(model_module, name) is getattr(module, name)
+    for name in model_module.__all__:
+        assert getattr(model_module, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'load_nzp'"):
+        model_module.load_nzp  # noqa: B018 -- a typo stays an AttributeError
+
+
+@pytest.mark.parametrize("first", ["inference.model", "inference.model_npz", "inference.model_onnx"])
+def test_any_model_module_can_be_imported_first(first: str) -> None:
+    code = f"import {first}\nfrom inference.model import MlpModel, load_npz, to_onnx_bytes\n"
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
