@@ -17,6 +17,7 @@ import orjson
 import typer
 from sqlalchemy.exc import SQLAlchemyError
 
+from api.cli_certs import certs_app
 from api.cli_model import features, model_app
 from api.cli_parse import parse
 from api.cli_rules import rules_app
@@ -42,6 +43,7 @@ app.add_typer(rules_app, name="rules")
 app.command("parse")(parse)
 app.command("features")(features)
 app.add_typer(model_app, name="model")
+app.add_typer(certs_app, name="certs")
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
