@@ -1,0 +1,131 @@
+"""Benchmark of the decision pipeline in process: durable decisions/s, stage by stage.
+
+Seeded simulated payments (JSON messages, parsed before timing) go through
+``audit.pipeline.Pipeline.decide`` in batches: features, the numpy model, one sandboxed call
+of the default rule pack, decision records (fast RFC 8785), one ledger commit per batch
+(SQLite WAL + synchronous=FULL; PostgreSQL fsync on). The same-run baseline is a plain insert
+of the very record bytes the ledger stored, in the same batches, into a table of the same
+shape: the storage ceiling. Run from the repository root:
+``python -m bench.pipeline [--quick] [--skip-postgres] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if not __package__:  # keep the same entry point as the other benchmarks
+    sys.exit("run it as a module from the repository root: python -m bench.pipeline")
+
+import argparse
+import gc
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+import migrations
+from audit.pipeline import ActiveRules, Pipeline, Submission
+from bench.baselines import plain_rate, plain_table
+from bench.dbs import backends, connect_postgres, fresh_db
+from bench.machine import host_info, probe_ms
+from bench.report import Row, format_table, verdict, write_json
+from inference.backends import load_backend
+from inference.messages import Transaction, parse_messages
+from inference.model_files import ModelFiles
+from inference.simulate import SimConfig, simulate
+from ledger import Ledger, NoteSigner, store
+from ledger.append import CheckpointPolicy
+from wasm_rules import Sandbox, compile_ruleset, parse_ruleset
+
+TARGET = 20_000.0
+PACK = Path(__file__).parents[1] / "wasm_rules" / "packs" / "aml_core.toml"
+PRINCIPAL = {"subject": "CN=sealtrail-scorer,O=sealtrail bench", "sans": ["URI:spiffe://sealtrail.dev/role/scorer"],
+             "issuer": "CN=sealtrail bench CA", "fingerprint_sha256": "ab" * 32, "serial": "01"}
+
+
+def workload(n: int) -> list[Submission]:
+    sims = simulate(SimConfig(seed=21, n_normal=n, days=max(7, n // 5000)))
+    out = []
+    for s in sims:
+        raw = s.transaction.canonical_bytes()
+        (tx,) = parse_messages(raw, "json")
+        assert isinstance(tx, Transaction)
+        out.append(Submission(raw, tx, "json", PRINCIPAL, s.at))
+    return out
+
+
+def run(backend: str, root: Path, admin: Any, subs: list[Submission], batch: int,
+        wasm: bytes) -> dict[str, Any]:
+    files = ModelFiles.open()
+    with fresh_db(backend, root, admin) as engine, Sandbox() as sandbox:
+        migrations.upgrade(engine)
+        ledger = Ledger.create(engine, NoteSigner.generate("bench.sealtrail/log"), "bench.sealtrail/log",
+                               policy=CheckpointPolicy(every_entries=100_000, every_seconds=3600))
+        pipe = Pipeline(ledger, load_backend("numpy", files.weights_path), ActiveRules.of(sandbox.load(wasm)))
+        pipe.decide(subs[:batch])  # warm: first instance, first commit
+        stages: dict[str, int] = defaultdict(int)
+        outcomes: dict[str, int] = defaultdict(int)
+        t0 = time.perf_counter()
+        for i in range(batch, len(subs), batch):
+            ds = pipe.decide(subs[i:i + batch])
+            for k, v in ds[0].latency_us.items():
+                if k != "queue":
+                    stages[k] += v
+            for d in ds:
+                outcomes[d.decision] += 1
+        wall = time.perf_counter() - t0
+        n = len(subs) - batch
+        e = store.entries
+        with engine.connect() as conn:
+            rows = conn.execute(select(e.c.kind, e.c.record).where(e.c.seq > batch)
+                                .order_by(e.c.seq)).all()
+        payloads = [(k, r) for k, r in rows]
+        plain = plain_rate(engine, plain_table("plain", hash_columns=False), payloads, batch)
+    return {"backend": backend, "batch": batch, "decisions": n, "per_s": n / wall,
+            "stages_us_per_decision": {k: v / n for k, v in stages.items()},
+            "plain_insert_per_s": plain, "outcomes": dict(outcomes),
+            "mean_record_bytes": sum(len(r) for _, r in payloads) / len(payloads)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--skip-postgres", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    host = host_info()
+    admin, pg = connect_postgres(args.skip_postgres)
+    print(f"CPU: {host['cpu']} ({host['cores']} cores), RAM {host['ram_gib']} GiB, Python {host['python']}; "
+          f"PostgreSQL {pg.get('server_version')}")
+    probe_before = probe_ms()
+    subs = workload(10_000 if args.quick else 40_000)
+    gc.collect()
+    gc.freeze()  # the benchmark's own input is not the service's garbage (see bench/inference.py)
+    wasm = compile_ruleset(parse_ruleset(PACK.read_text()))
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in backends(admin):
+            for batch in (256, 1024):
+                r = run(backend, Path(tmp), admin, subs, batch, wasm)
+                results.append(r)
+                st = ", ".join(f"{k} {v:.1f}" for k, v in r["stages_us_per_decision"].items())
+                print(f"{backend:<10} batch {batch:>5}: {r['per_s']:>9,.0f} decisions/s  "
+                      f"(plain insert of the same bytes {r['plain_insert_per_s']:,.0f}/s; µs/decision: {st}; "
+                      f"record {r['mean_record_bytes']:.0f} B)")
+    table = [Row(f"{r['backend']}, batch {r['batch']}", f"{r['per_s']:,.0f} decisions/s",
+                 f"plain insert {r['plain_insert_per_s']:,.0f}/s",
+                 f"{r['plain_insert_per_s'] / r['per_s']:.2f}x",
+                 ">= 20,000/s", verdict(r["per_s"] >= TARGET)) for r in results]
+    print("\n" + format_table(table, "pipeline (durable)"))
+    probe_after = probe_ms()
+    print(f"\nCPU probe: {probe_before:.1f} ms before, {probe_after:.1f} ms after")
+    host["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
+    if args.json:
+        write_json(args.json, {"machine": host, "postgresql": pg, "results": results})
+
+
+if __name__ == "__main__":
+    main()

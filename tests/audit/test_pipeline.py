@@ -1,0 +1,238 @@
+"""The decision pipeline: sealed before answered, fail-safe on faults, replayable, restartable."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from sqlalchemy import Engine, select
+
+from audit.pipeline import ActiveRules, Pipeline, Submission
+from audit.record import DECISION_SCHEMA, features_from_body
+from audit.velocity_replay import replay_decisions, window_start_seq
+from inference.backends import load_backend
+from inference.features import FeatureExtractor, features_sha256
+from inference.messages import Transaction, parse_messages
+from inference.model_files import ModelFiles
+from inference.simulate import SimConfig, simulate
+from inference.velocity import VelocityState
+from ledger import Ledger, LedgerUnavailableError, store, verify_ledger
+from tests.conftest import Db, make_ledger
+from tests.wasm_rules.guests import MANIFEST, guest
+from wasm_rules import OUTCOMES, Sandbox, SandboxLimits, compile_ruleset, parse_ruleset
+
+PACK = Path(__file__).parents[2] / "wasm_rules" / "packs" / "aml_core.toml"
+PRINCIPAL = {"subject": "CN=sealtrail-scorer,O=sealtrail dev", "sans": ["URI:spiffe://sealtrail.dev/role/scorer"],
+             "issuer": "CN=sealtrail dev CA", "fingerprint_sha256": "ab" * 32, "serial": "01"}
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox() as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def pack_wasm() -> bytes:
+    return compile_ruleset(parse_ruleset(PACK.read_text()))
+
+
+def submissions(n: int, seed: int = 5) -> list[Submission]:
+    sims = simulate(SimConfig(seed=seed, n_normal=n, n_accounts=150, days=3))
+    out = []
+    for s in sims:
+        raw = s.transaction.canonical_bytes()
+        (tx,) = parse_messages(raw, "json")
+        assert isinstance(tx, Transaction)
+        out.append(Submission(raw, tx, "json", PRINCIPAL, s.at))
+    return out
+
+
+def make_pipeline(ledger: Ledger, sandbox: Sandbox, wasm: bytes) -> Pipeline:
+    files = ModelFiles.open()
+    scorer = load_backend("numpy", files.weights_path)
+    return Pipeline(ledger, scorer, ActiveRules.of(sandbox.load(wasm)))
+
+
+def bodies(engine: Engine) -> list[tuple[int, dict, bytes | None]]:  # type: ignore[type-arg]
+    e, p = store.entries, store.payloads
+    with engine.connect() as conn:
+        rows = conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == "decision").order_by(e.c.seq)).all()
+        data = dict(conn.execute(select(p.c.sha256, p.c.data)).all())
+    out = []
+    for seq, rec in rows:
+        env = orjson.loads(rec)
+        out.append((seq, env, data.get(env.get("payload_sha256"))))
+    return out
+
+
+def test_a_batch_is_sealed_with_everything_invariant_3_asks(db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
+    ledger = make_ledger(db, signer)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    subs = submissions(300)
+    decisions = pipe.decide(subs)
+    assert len(decisions) == len(subs)
+    records = bodies(ledger.engine)
+    assert [s for s, _, _ in records] == [d.seq for d in decisions]
+    files = ModelFiles.open()
+    module = pipe.rules.module
+    for d, sub, (_, env, raw) in zip(decisions, subs, records, strict=True):
+        body = env["record"]
+        assert env["trace_id"] == d.trace_id and env["kind"] == "decision"
+        assert raw == sub.raw and env["payload_sha256"] == hashlib.sha256(sub.raw).hexdigest()
+        assert body["schema"] == DECISION_SCHEMA and body["principal"] == PRINCIPAL
+        assert body["input"]["transaction_sha256"] == sub.transaction.sha256
+        assert body["model"] == {"sha256": files.model_sha256, "backend": "numpy"}
+        assert body["rules"] == {"module_sha256": module.sha256, "ruleset_id": "aml_core",
+                                 "version": module.manifest.version}
+        assert body["decision"] == d.decision and [h["id"] for h in body["fired"]] == [h.id for h in d.fired]
+        assert set(body["latency_us"]) == {"queue", "features", "model", "rules"}
+        values, score = features_from_body(body)
+        assert features_sha256(np.array(values)) == body["features"]["sha256"]
+        assert d.score is not None and score == d.score
+    outcomes = {d.decision for d in decisions}
+    assert "ALLOW" in outcomes and outcomes - {"ALLOW"}  # simulated laundering trips something
+    verify_ledger(ledger.engine, [signer.verifier])
+
+
+def test_replay_reproduces_every_outcome_and_score(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
+    ledger = make_ledger(sqlite_db, signer)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    pipe.decide(submissions(400))
+    module = sandbox.load(pack_wasm)
+    model = load_backend("numpy", ModelFiles.open().weights_path)
+    recs = [env["record"] for _, env, _ in bodies(ledger.engine)]
+    rows = [features_from_body(b) for b in recs]
+    feats = np.array([v for v, _ in rows])
+    scores = np.array([s for _, s in rows])
+    assert np.max(np.abs(model.predict(feats) - scores)) <= 1e-4  # DESIGN invariant 6
+    result = module.evaluate(np.hstack([feats, scores[:, None]]))
+    for i, b in enumerate(recs):
+        assert OUTCOMES[int(result.outcomes[i])] == b["decision"]
+        assert result.fired_rules(i, module.manifest) == [h["id"] for h in b["fired"]]
+
+
+def test_a_sandbox_fault_is_a_recorded_fail_safe_hold(sqlite_db: Db, signer) -> None:  # type: ignore[no-untyped-def]
+    ledger = make_ledger(sqlite_db, signer)
+    # a module that loops forever: its fuel runs out mid-batch
+    loop = ('(func (export "evaluate") (param $n i32) (result i32) '
+            '(loop $forever (br $forever)) (i32.const 0))')
+    wasm = guest(loop, manifest={**MANIFEST, "features": ["model_score"]})
+    with Sandbox(SandboxLimits(deadline_ms=2000)) as sb:
+        pipe = make_pipeline(ledger, sb, wasm)
+        decisions = pipe.decide(submissions(20))
+    assert {d.decision for d in decisions} == {"HOLD"}
+    assert all(d.fail_safe and d.fail_safe.startswith("SANDBOX_FAULT") for d in decisions)
+    recs = [env["record"] for _, env, _ in bodies(ledger.engine)]
+    assert len(recs) == len(decisions) and all(r["fail_safe"].startswith("SANDBOX_FAULT") for r in recs)
+
+
+def test_deadline_expired_requests_are_recorded_as_hold_without_a_score(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                        pack_wasm) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    subs = submissions(30)
+    subs = [Submission(s.raw, s.transaction, s.message_format, s.principal, s.received_at, expired=i % 3 == 0)
+            for i, s in enumerate(subs)]
+    decisions = pipe.decide(subs)
+    for s, d in zip(subs, decisions, strict=True):
+        if s.expired:
+            assert (d.decision, d.fail_safe, d.score, d.fired) == ("HOLD", "DEADLINE_EXCEEDED", None, ())
+        else:
+            assert d.fail_safe is None and d.score is not None
+
+
+class BrokenModel:
+    name = "numpy"
+    model_sha256 = "00" * 32
+
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        raise RuntimeError("device lost")
+
+
+def test_a_model_failure_leaves_the_score_missing_and_the_pack_holds_for_review(  # type: ignore[no-untyped-def]
+        sqlite_db: Db, signer, sandbox, pack_wasm) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    pipe = Pipeline(ledger, BrokenModel(), ActiveRules.of(sandbox.load(pack_wasm)))
+    decisions = pipe.decide(submissions(10))
+    assert all(d.score is None and d.fail_safe == "MODEL_ERROR: RuntimeError: device lost" for d in decisions)
+    assert all(d.decision != "ALLOW" and "MODEL_SCORE_MISSING" in [h.id for h in d.fired] for d in decisions)
+
+
+class FailingLedger:
+    def __init__(self, inner: Ledger) -> None:
+        self.inner, self.fail = inner, True
+
+    def append_many(self, records):  # type: ignore[no-untyped-def]
+        if self.fail:
+            raise LedgerUnavailableError("database is locked")
+        return self.inner.append_many(records)
+
+
+def test_ledger_down_means_no_decision_and_the_windows_are_rebuilt(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                   pack_wasm) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    subs = submissions(200)
+    reference = make_pipeline(make_ledger(Db(sqlite_db.url.replace("ledger.db", "ref.db"), "sqlite"), signer),
+                              sandbox, pack_wasm)
+    want = reference.decide(subs[:100]) + reference.decide(subs[150:])
+    flaky = FailingLedger(ledger)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    pipe.ledger = flaky  # type: ignore[assignment]
+    pipe.rebuild = lambda: _rebuilt(ledger.engine)
+    flaky.fail = False
+    pipe.decide(subs[:100])
+    flaky.fail = True
+    with pytest.raises(LedgerUnavailableError):
+        pipe.decide(subs[100:150])  # never answered, never recorded
+    assert len(bodies(ledger.engine)) == 100 and pipe.velocity_stale
+    flaky.fail = False
+    got = pipe.decide(subs[150:])
+    assert [(d.decision, d.score) for d in got] == [(d.decision, d.score) for d in want[100:]]
+
+
+def _rebuilt(engine: Engine) -> FeatureExtractor:
+    fe = FeatureExtractor()
+    replay_decisions(engine, fe, window_start_seq(engine))
+    return fe
+
+
+def test_restart_rebuilds_the_same_windows_from_the_ledger(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
+    ledger = make_ledger(sqlite_db, signer)
+    subs = submissions(600, seed=8)
+    first = make_pipeline(ledger, sandbox, pack_wasm)
+    first.decide(subs[:400])
+    running = FeatureExtractor(state=VelocityState.restore(first.extractor.state.snapshot()))
+    # a new process: the windows are rebuilt by replaying the last 7 days of decisions
+    rebuilt = FeatureExtractor()
+    report = replay_decisions(ledger.engine, rebuilt, window_start_seq(ledger.engine))
+    assert (report.replayed, report.missing_payload) == (400, 0)
+    later = [s.transaction for s in subs[400:]], [s.received_at for s in subs[400:]]
+    assert rebuilt.extract(*later).tobytes() == running.extract(*later).tobytes()
+
+
+def test_a_purged_payload_is_reported_not_replayed(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
+    from ledger.retention import purge_payloads
+
+    ledger = make_ledger(sqlite_db, signer)
+    subs = submissions(40)
+    make_pipeline(ledger, sandbox, pack_wasm).decide(subs)
+    first = bodies(ledger.engine)[0][1]["payload_sha256"]
+    purge_payloads(ledger, [first], reason="test erasure order")
+    report = replay_decisions(ledger.engine, FeatureExtractor(), 0)
+    assert (report.replayed, report.missing_payload) == (len(subs) - 1, 1)
+
+
+def test_window_start_skips_what_is_older_than_seven_days(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
+    ledger = make_ledger(sqlite_db, signer)
+    make_pipeline(ledger, sandbox, pack_wasm).decide(submissions(50))
+    newest = datetime.fromisoformat(bodies(ledger.engine)[-1][1]["recorded_at"].replace("Z", "+00:00"))
+    with ledger.engine.connect() as conn:
+        size = store.tail(conn)[0]
+    assert window_start_seq(ledger.engine, newest + timedelta(days=8)) == size
+    assert window_start_seq(ledger.engine) == 0
