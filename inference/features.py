@@ -23,7 +23,6 @@ import hashlib
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from itertools import chain
 
 import numpy as np
 
@@ -44,8 +43,9 @@ _DAY_US = 24 * _HOUR_US
 _NOT_IDS = frozenset({"DOB", "POB"})  # birth date and place identify no one on their own
 _ORIG_AGENTS = ("debtor_agent", "ordering_institution", "instructing", "sender")
 _BENE_AGENTS = ("creditor_agent", "account_with", "beneficiary_institution", "instructed", "receiver")
-_ROLE_RANK = {**{r: i for i, r in enumerate(_ORIG_AGENTS)}, **{r: i for i, r in enumerate(_BENE_AGENTS)}}
-_ORIG_ROLES = frozenset(_ORIG_AGENTS)
+_ORIG_RANK = {r: i for i, r in enumerate(_ORIG_AGENTS)}
+_BENE_RANK = {r: i for i, r in enumerate(_BENE_AGENTS)}
+_UNRANKED = len(_ORIG_AGENTS) + len(_BENE_AGENTS)  # above every rank
 
 
 def epoch_us(at: datetime) -> int:
@@ -68,17 +68,20 @@ def row_dict(row: np.ndarray) -> dict[str, float | None]:
 def _agent_bics(tx: Transaction) -> tuple[str | None, str | None]:
     """The originator's and the beneficiary's bank BIC, by role precedence (one pass)."""
     orig = bene = None
-    o_rank = b_rank = len(_ROLE_RANK)
+    o_rank = b_rank = _UNRANKED
     for agent in tx.agents:
-        if agent.bic:
-            rank = _ROLE_RANK.get(agent.role)
-            if rank is None:
-                continue
-            if agent.role in _ORIG_ROLES:
-                if rank < o_rank:
-                    orig, o_rank = agent.bic, rank
-            elif rank < b_rank:
-                bene, b_rank = agent.bic, rank
+        bic = agent.bic
+        if not bic:
+            continue
+        role = agent.role
+        rank = _ORIG_RANK.get(role)
+        if rank is not None:
+            if rank < o_rank:
+                orig, o_rank = bic, rank
+        else:
+            rank = _BENE_RANK.get(role)
+            if rank is not None and rank < b_rank:
+                bene, b_rank = bic, rank
     return orig, bene
 
 
@@ -110,6 +113,7 @@ class FeatureExtractor:
     def __init__(self, tables: Tables | None = None, state: VelocityState | None = None) -> None:
         self.tables = tables if tables is not None else default_tables()
         self.state = state if state is not None else VelocityState()
+        self._lookups: _Lookups | None = None
 
     def extract(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> np.ndarray:
         """Rows (n, 32) float64 for ``transactions`` at times ``at`` (one per transaction or one
@@ -118,39 +122,87 @@ class FeatureExtractor:
         times = [at] * n if isinstance(at, datetime) else list(at)
         if len(times) != n:
             raise FeatureError(f"{n} transactions but {len(times)} times")
-        stamps = [epoch_us(t) for t in times]
-        rows = [self._row(tx, us) for tx, us in zip(transactions, stamps, strict=True)]
-        if not rows:
+        try:  # epoch_us inlined; a naive time cannot be subtracted from _EPOCH
+            stamps = [(t - _EPOCH) // _US for t in times]
+        except TypeError:
+            stamps = [epoch_us(t) for t in times]  # raises the FeatureError that names the time
+        if not n:
             return np.empty((0, N_FEATURES), dtype=np.float64)
-        return np.fromiter(chain.from_iterable(rows), np.float64, n * N_FEATURES).reshape(n, N_FEATURES)
+        look = self._lookups
+        if look is None or look.tables is not self.tables:
+            look = self._lookups = _Lookups(self.tables)
+        rates, risks, risk = look.cents_per_unit, look.risks, look.risk
+        state = self.state
+        observe_into = state.observe_into if isinstance(state, VelocityState) else None
+        log10 = math.log10
+        flat: list[float] = []  # the rows one after another; np.fromiter makes floats of the ints and bools
+        for tx, us in zip(transactions, stamps, strict=True):
+            amount = tx.amount
+            rate = rates.get(tx.currency)
+            if rate is None:
+                cents = None
+                usd = log_usd = NAN
+            else:
+                cents = round(amount * rate)  # = FxTable.usd_cents, see _Lookups
+                usd = cents / 100
+                log_usd = log10(1.0 + usd)
+            o_bic, b_bic = _agent_bics(tx)
+            orig, bene = tx.originator, tx.beneficiary
+            o_country = orig.country or _country(orig, o_bic)  # the first test of _country, inlined
+            b_country = bene.country or _country(bene, b_bic)
+            o_risk = risks.get(o_country)
+            if o_risk is None:
+                o_risk = risk(o_country)
+            b_risk = risks.get(b_country)
+            if b_risk is None:
+                b_risk = risk(b_country)
+            r16 = tx.r16
+            flat += (
+                usd,
+                log_usd,
+                1.0 if amount > 0 and not amount % _THOUSAND else 0.0,
+                NAN if o_country is None or b_country is None else 1.0 if o_country != b_country else 0.0,
+                o_risk,
+                b_risk,
+                r16.originator_name,
+                r16.originator_account,
+                r16.originator_address_or_id,
+                r16.beneficiary_name,
+                r16.beneficiary_account,
+            )
+            o_acct = orig.iban or _account(orig, o_bic)  # the first test of _account, inlined
+            b_acct = bene.iban or _account(bene, b_bic)
+            if observe_into is not None:
+                observe_into(flat, o_acct, b_acct, us, cents)
+            else:  # a stand-in state (benchmarks)
+                flat += state.observe(o_acct, b_acct, us, cents)
+            flat += (us % _DAY_US // _HOUR_US,  # floor division and modulo: right before 1970 too
+                     1.0 if (us // _DAY_US + 3) % 7 >= 5 else 0.0)  # 1970-01-01 was a Thursday (weekday 3)
+        return np.fromiter(flat, np.float64, n * N_FEATURES).reshape(n, N_FEATURES)
 
     def observe(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> None:
         """Advance the windows without keeping the rows (rebuilding state after a restart)."""
         self.extract(transactions, at)
 
-    def _row(self, tx: Transaction, us: int) -> list[float]:
-        fx, fatf = self.tables.fx, self.tables.fatf
-        cents = fx.usd_cents(tx.amount, tx.currency)
-        amount_usd = NAN if cents is None else cents / 100
-        o_bic, b_bic = _agent_bics(tx)
-        o_country, b_country = _country(tx.originator, o_bic), _country(tx.beneficiary, b_bic)
-        o_risk, b_risk = fatf.risk(o_country), fatf.risk(b_country)
-        r16 = tx.r16
-        row = [
-            amount_usd,
-            math.log10(1.0 + amount_usd) if cents is not None else NAN,
-            1.0 if tx.amount > 0 and tx.amount % _THOUSAND == 0 else 0.0,
-            NAN if o_country is None or b_country is None else float(o_country != b_country),
-            NAN if o_risk is None else float(o_risk),
-            NAN if b_risk is None else float(b_risk),
-            float(r16.originator_name),
-            float(r16.originator_account),
-            float(r16.originator_address_or_id),
-            float(r16.beneficiary_name),
-            float(r16.beneficiary_account),
-        ]
-        row += self.state.observe(_account(tx.originator, o_bic), _account(tx.beneficiary, b_bic), us, cents)
-        days = us // _DAY_US
-        row.append(float((us - days * _DAY_US) // _HOUR_US))
-        row.append(1.0 if (days + 3) % 7 >= 5 else 0.0)  # 1970-01-01 was a Thursday (weekday 3)
-        return row
+
+class _Lookups:
+    """Per-``Tables`` caches for the hot loop; they give exactly what the tables' methods give.
+
+    ``cents_per_unit[c]`` is ``usd_per_unit[c]`` times 100, so ``round(amount * it)`` is
+    ``FxTable.usd_cents``: scaling by a power of ten changes no digit of the 28-digit product
+    the decimal context rounds to, and ``round()`` of a ``Decimal`` rounds half-even to an int,
+    as quantizing to the cent half-even and multiplying by 100 does (tests check both agree).
+    ``risks`` memoizes ``FatfTable.risk`` as floats (NaN for None) for the country codes seen."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        self.cents_per_unit = {c: r.scaleb(2) for c, r in tables.fx.usd_per_unit.items()}
+        self.risks: dict[str | None, float] = {None: NAN}
+        self._fatf = tables.fatf
+
+    def risk(self, country: str | None) -> float:
+        level = self._fatf.risk(country)
+        value = NAN if level is None else float(level)
+        if len(self.risks) < 1024:  # country codes are two letters, but bound it anyway
+            self.risks[country] = value
+        return value

@@ -19,7 +19,7 @@ pipeline replays the ledger's recent transactions) reaches the same state.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
@@ -37,41 +37,49 @@ _HORIZON = WINDOWS_US[-1]
 _SWEEP_EVERY = HOUR_US
 VELOCITY_FORMAT = "sealtrail.velocity/1"
 NAN = float("nan")
+_NAN6 = (NAN,) * 6
+
+
+def _is_near(cents: int) -> bool:
+    """Near the 10,000 USD reporting threshold: 8,000 up to (not including) 10,000 USD."""
+    return 800_000 <= cents < 1_000_000
 
 
 class _Side:
-    """One direction of one account: events in time order plus integer prefix sums."""
+    """One direction of one account: events in time order plus integer prefix sums of their
+    cents; near-threshold events are rare, so their times are kept apart in ``near``."""
 
-    __slots__ = ("cps", "cum_cents", "cum_near", "times")
+    __slots__ = ("cps", "cum_cents", "near", "times")
 
     def __init__(self) -> None:
         self.times: list[int] = []
         self.cps: list[str | None] = []
         self.cum_cents: list[int] = [0]  # cum[i] = total of the events before index i
-        self.cum_near: list[int] = [0]
+        self.near: list[int] = []  # times of the near-threshold events, in order
 
-    def add(self, t: int, cents: int, near: int, cp: str | None) -> None:
-        times = self.times
+    def add(self, t: int, cents: int, cp: str | None) -> None:
+        times, cum = self.times, self.cum_cents
+        if _is_near(cents):
+            insort(self.near, t)
         if not times or t >= times[-1]:
             times.append(t)
             self.cps.append(cp)
-            self.cum_cents.append(self.cum_cents[-1] + cents)
-            self.cum_near.append(self.cum_near[-1] + near)
+            cum.append(cum[-1] + cents)
             return
-        at = bisect_right(times, t)  # late event: insert in order, redo the prefix sums after it
+        at = bisect_right(times, t)  # late event: insert in order, shift the prefix sums after it
         times.insert(at, t)
         self.cps.insert(at, cp)
-        for cum, value in ((self.cum_cents, cents), (self.cum_near, near)):
-            later = [b - a for a, b in zip(cum[at:], cum[at + 1:], strict=False)]
-            del cum[at + 1:]
-            for v in (value, *later):
-                cum.append(cum[-1] + v)
+        cum.insert(at + 1, cum[at] + cents)
+        cum[at + 2:] = [c + cents for c in cum[at + 2:]]
 
     def events(self) -> list[list[object]]:
         """``[time, cents, near, counterparty]`` per event, in time order."""
-        cc, cn = self.cum_cents, self.cum_near
-        return [[t, cc[i + 1] - cc[i], cn[i + 1] - cn[i], cp]
-                for i, (t, cp) in enumerate(zip(self.times, self.cps, strict=True))]
+        cum = self.cum_cents
+        out: list[list[object]] = []
+        for i, (t, cp) in enumerate(zip(self.times, self.cps, strict=True)):
+            cents = cum[i + 1] - cum[i]
+            out.append([t, cents, 1 if _is_near(cents) else 0, cp])
+        return out
 
     def evict(self, horizon: int) -> list[str | None]:
         """Drop events at or before ``horizon``; returns their counterparties."""
@@ -79,8 +87,10 @@ class _Side:
         if not k:
             return []
         gone = self.cps[:k]
-        del self.times[:k], self.cps[:k]
-        del self.cum_cents[:k], self.cum_near[:k]
+        del self.times[:k], self.cps[:k], self.cum_cents[:k]
+        near = self.near
+        if near and near[0] <= horizon:
+            del near[:bisect_right(near, horizon)]
         return gone
 
 
@@ -92,6 +102,17 @@ class _Account:
         self.rx = _Side()  # received
         self.cp_out: dict[str, int] = {}  # beneficiary -> events held in tx
         self.last = 0
+
+    def evict_sent(self, horizon: int) -> None:
+        """Drop the sent events at or before ``horizon`` and their counterparties' counts."""
+        cp_out = self.cp_out
+        for cp in self.tx.evict(horizon):
+            if cp is not None:
+                left = cp_out[cp] - 1
+                if left:
+                    cp_out[cp] = left
+                else:
+                    del cp_out[cp]
 
 
 class VelocityState:
@@ -108,32 +129,6 @@ class VelocityState:
     @property
     def events_held(self) -> int:
         return sum(len(a.tx.times) + len(a.rx.times) for a in self._accounts.values())
-
-    def _touch(self, key: str, t: int) -> _Account:
-        acc = self._accounts.get(key)
-        if acc is None:
-            acc = self._accounts[key] = _Account()
-        else:
-            self._accounts.move_to_end(key)
-            horizon = self.watermark - _HORIZON
-            rx_times = acc.rx.times
-            if rx_times and rx_times[0] <= horizon:
-                acc.rx.evict(horizon)
-            tx_times = acc.tx.times
-            if not tx_times or tx_times[0] > horizon:
-                if t > acc.last:
-                    acc.last = t
-                return acc
-            for cp in acc.tx.evict(horizon):
-                if cp is not None:
-                    left = acc.cp_out[cp] - 1
-                    if left:
-                        acc.cp_out[cp] = left
-                    else:
-                        del acc.cp_out[cp]
-        if t > acc.last:
-            acc.last = t
-        return acc
 
     def _sweep(self) -> None:
         horizon = self.watermark - _HORIZON
@@ -153,59 +148,98 @@ class VelocityState:
         near-threshold count 24h, orig and bene in-and-out 24h, new counterparty.
         A side whose account is unknown (None) gets NaN for its values.
         """
+        out: list[float] = []
+        self.observe_into(out, orig, bene, t, cents)
+        return [float(v) for v in out]
+
+    def observe_into(self, out: list[float], orig: str | None, bene: str | None, t: int,
+                     cents: int | None) -> None:
+        """``observe`` for the feature extractor's hot loop: appends the same 19 values to ``out``
+        but leaves the counts as ints (the float64 row conversion makes them the same floats)."""
         if t > self.watermark:
             self.watermark = t
             if t >= self._next_sweep:
                 self._sweep()
         amount = 0 if cents is None else cents
-        near = 1 if 800_000 <= amount < 1_000_000 else 0
-        day_lo = t - _DAY
-        out: list[float] = []
-        new_cp = NAN
-        o_distinct = o_near = o_inout = NAN
         if orig is None:
-            out.extend((NAN,) * 6)
+            out += _NAN6
+            new_cp = o_distinct = o_near = o_inout = NAN
         else:
-            acc = self._touch(orig, t)
-            if bene is not None:
-                new_cp = 0.0 if bene in acc.cp_out else 1.0
-                acc.cp_out[bene] = acc.cp_out.get(bene, 0) + 1
-            side = acc.tx
-            side.add(t, amount, near, bene)
-            o_distinct, o_near = self._window(side, t, out)
-            rx = acc.rx.times
-            o_inout = 1.0 if rx and bisect_right(rx, t) > bisect_right(rx, day_lo) else 0.0
-        b_distinct = b_near = b_inout = NAN
+            acc, o_distinct, o_near, o_inout = self._record(orig, True, t, amount, bene, out)
+            if bene is None:
+                new_cp = NAN
+            else:
+                cp_out = acc.cp_out
+                held = cp_out.get(bene, 0)  # never 0 for a key that is there
+                new_cp = 0.0 if held else 1.0
+                cp_out[bene] = held + 1
         if bene is None:
-            out.extend((NAN,) * 6)
+            out += _NAN6
+            b_distinct = b_near = b_inout = NAN
         else:
-            acc = self._touch(bene, t)
-            side = acc.rx
-            side.add(t, amount, near, orig)
-            b_distinct, b_near = self._window(side, t, out)
-            sent = acc.tx.times
-            b_inout = 1.0 if sent and bisect_right(sent, t) > bisect_right(sent, day_lo) else 0.0
+            _, b_distinct, b_near, b_inout = self._record(bene, False, t, amount, orig, out)
         out += (o_distinct, b_distinct, o_near, b_near, o_inout, b_inout, new_cp)
-        return out
 
-    @staticmethod
-    def _window(side: _Side, t: int, out: list[float]) -> tuple[float, float]:
-        # unrolled over WINDOWS_US (1 h, 24 h, 7 d): this runs twice per transaction
+    def _record(self, key: str, sending: bool, t: int, cents: int, cp: str | None,
+                out: list[float]) -> tuple[_Account, int, int, float]:
+        """One side of a transfer: touch ``key``'s account (create it, or move it to the end of
+        the sweep order and drop its events at or before ``watermark - 7 d``), add the event to
+        its sent or received events, append the count and sum windows to ``out`` (counts as
+        ints) and return the account with the 24 h distinct-counterparty count, near-threshold
+        count and in-and-out flag.
+
+        This runs twice per transaction, hence one function with ``_Side.add`` inlined for the
+        usual case: an event at or after the side's latest (then the windows end at the end)."""
+        accounts = self._accounts
+        acc = accounts.get(key)
+        if acc is None:
+            acc = accounts[key] = _Account()
+        else:
+            accounts.move_to_end(key)
+            horizon = self.watermark - _HORIZON
+            rx = acc.rx.times
+            if rx and rx[0] <= horizon:
+                acc.rx.evict(horizon)
+            tx = acc.tx.times
+            if tx and tx[0] <= horizon:
+                acc.evict_sent(horizon)
+        if t > acc.last:
+            acc.last = t
+        if sending:
+            side, other = acc.tx, acc.rx.times
+        else:
+            side, other = acc.rx, acc.tx.times
         times, cum = side.times, side.cum_cents
-        n = len(times)  # never 0: the current transfer was just added
-        hi = n if times[-1] <= t else bisect_right(times, t)
+        if not times or t >= times[-1]:
+            times.append(t)
+            side.cps.append(cp)
+            top = cum[-1] + cents
+            cum.append(top)
+            if 800_000 <= cents < 1_000_000:  # _is_near
+                side.near.append(t)
+            hi = len(times)
+        else:
+            side.add(t, cents, cp)  # late: inserted in order
+            hi = bisect_right(times, t)
+            top = cum[hi]
+        day_lo = t - _DAY
         lo1 = bisect_right(times, t - HOUR_US)
-        lo24 = bisect_right(times, t - _DAY)
-        # held events are within 7 days of the watermark, so this is 0 unless the transfer is late
-        lo7 = 0 if times[0] > t - _HORIZON else bisect_right(times, t - _HORIZON)
-        top = cum[hi]
-        out += (float(hi - lo1), float(hi - lo24), float(hi - lo7),
-                (top - cum[lo1]) / 100, (top - cum[lo24]) / 100, (top - cum[lo7]) / 100)
-        cps = side.cps[lo24:hi]
-        distinct = len(set(cps))
-        if None in cps:
-            distinct -= 1
-        return float(distinct), float(side.cum_near[hi] - side.cum_near[lo24])
+        lo24 = bisect_right(times, day_lo)
+        # The 7 d window starts at index 0: every event held is after watermark - 7 d >= t - 7 d
+        # (the eviction above), and the event just added is at t.
+        out += (hi - lo1, hi - lo24, hi,
+                (top - cum[lo1]) / 100, (top - cum[lo24]) / 100, (top - cum[0]) / 100)
+        cps = set(side.cps[lo24:hi])
+        # in-and-out: any event in the other direction in (t - 24 h, t]; in time order, the last one
+        if not other:
+            in_out = 0.0
+        elif other[-1] <= t:
+            in_out = 1.0 if other[-1] > day_lo else 0.0
+        else:
+            in_out = 1.0 if bisect_right(other, t) > bisect_right(other, day_lo) else 0.0
+        near = side.near
+        n_near = bisect_right(near, t) - bisect_right(near, day_lo) if near else 0
+        return acc, len(cps) - (None in cps), n_near, in_out
 
     # --- persistence -------------------------------------------------------------------
 
@@ -258,5 +292,8 @@ def _load_side(side: _Side, events: Iterable[Any]) -> None:
             raise FeatureError("velocity snapshot: events out of time order")
         if near not in (0, 1) or not (cp is None or isinstance(cp, str)):
             raise FeatureError("velocity snapshot: bad event")
-        side.add(_int(t), _int(cents), near, cp)
+        t, cents = _int(t), _int(cents)
+        if near != _is_near(cents):  # snapshot() writes the flag the amount gives
+            raise FeatureError("velocity snapshot: bad event (near-threshold flag does not match the amount)")
+        side.add(t, cents, cp)
         last = t

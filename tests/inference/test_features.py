@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor, features_sha256, row_dict
@@ -241,3 +243,14 @@ def test_bad_reference_tables_are_refused(doc: bytes, reason: str) -> None:
 def test_unknown_table_id_is_refused() -> None:
     with pytest.raises(FeatureError, match="'ecb-1999-01' is not shipped"):
         default_tables(fx="ecb-1999-01")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.decimals(min_value=0, max_value=10**12, places=2, allow_nan=False, allow_infinity=False),
+       st.sampled_from(sorted(default_tables().fx.usd_per_unit)))
+def test_the_fast_fx_path_equals_the_table_method(amount: Decimal, currency: str) -> None:
+    tables = default_tables()
+    fe = FeatureExtractor(tables)
+    row = fe.extract([tx(iban(1), iban(2), str(amount), currency)], [T0])[0]
+    cents = tables.fx.usd_cents(amount, currency)
+    assert cents is not None and row[0] == cents / 100
