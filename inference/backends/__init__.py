@@ -11,6 +11,7 @@ onnxruntime, CuPy or TensorRT imports this package, and asking for a missing one
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -58,7 +59,7 @@ class Backend(Protocol):
                  tb: TracebackType | None) -> None: ...
 
 
-class BackendBase:
+class BackendBase(ABC):
     """Shared plumbing: row checks, empty batches, close-once and use-after-close refusal."""
 
     name = ""
@@ -77,10 +78,11 @@ class BackendBase:
             return np.empty(0, np.float64)
         return self._predict(arr)
 
+    @abstractmethod
     def _predict(self, rows: np.ndarray[Any, Any]) -> npt.NDArray[np.float64]:
-        raise NotImplementedError
+        """Scores for a non-empty (N, n) array; each backend implements this."""
 
-    def _release(self) -> None:
+    def _release(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing to free
         """Free what the backend holds (sessions, device memory); called once by close()."""
 
     def close(self) -> None:
