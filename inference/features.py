@@ -192,6 +192,8 @@ class _Lookups:
     ``FxTable.usd_cents``: scaling by a power of ten changes no digit of the 28-digit product
     the decimal context rounds to, and ``round()`` of a ``Decimal`` rounds half-even to an int,
     as quantizing to the cent half-even and multiplying by 100 does (tests check both agree).
+    The one difference: past 10^26 USD, where quantize raises and parsed amounts (at most 18
+    integer digits) never go, ``round()`` still answers.
     ``risks`` memoizes ``FatfTable.risk`` as floats (NaN for None) for the country codes seen."""
 
     def __init__(self, tables: Tables) -> None:

@@ -191,8 +191,9 @@ class VelocityState:
         This runs twice per transaction, hence one function with ``_Side.add`` inlined for the
         usual case: an event at or after the side's latest (then the windows end at the end)."""
         accounts = self._accounts
-        acc = accounts.get(key)
-        if acc is None:
+        try:  # (OrderedDict.get is slower than this; a new account is rare)
+            acc = accounts[key]
+        except KeyError:
             acc = accounts[key] = _Account()
         else:
             accounts.move_to_end(key)
