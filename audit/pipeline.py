@@ -36,7 +36,7 @@ from audit.record import (
     decision_body,
 )
 from inference.features import FeatureExtractor, features_sha256
-from inference.messages.transaction import Transaction
+from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
 from inference.schema import FEATURE_SCHEMA, RULE_FEATURE_NAMES
 from ledger import Ledger, LedgerUnavailableError, Record
 from ledger.records import format_time
@@ -83,6 +83,15 @@ class Submission:
     received_at: datetime  # event time for the features (UTC)
     expired: bool = False  # its deadline passed in the queue: record a fail-safe HOLD
     queue_us: int = 0
+
+    @classmethod
+    def parse(cls, raw: bytes, message_format: Format, principal: dict[str, Any],
+              received_at: datetime) -> list[Submission | MessageError]:
+        """One submission per message in ``raw`` (or the error that refused it). Each keeps the
+        whole ``raw`` as its payload; replay finds its transaction again by SHA-256."""
+        fmt = detect_format(raw) if message_format == "auto" else message_format
+        return [m if isinstance(m, MessageError) else cls(raw, m, fmt, principal, received_at)
+                for m in parse_messages(raw, fmt)]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from bench.dbs import backends, connect_postgres, fresh_db
 from bench.machine import host_info, probe_ms
 from bench.report import Row, format_table, verdict, write_json
 from inference.backends import load_backend
-from inference.messages import Transaction, parse_messages
 from inference.model_files import ModelFiles
 from inference.simulate import SimConfig, simulate
 from ledger import Ledger, NoteSigner, store
@@ -50,10 +49,9 @@ def workload(n: int) -> list[Submission]:
     sims = simulate(SimConfig(seed=21, n_normal=n, days=max(7, n // 5000)))
     out = []
     for s in sims:
-        raw = s.transaction.canonical_bytes()
-        (tx,) = parse_messages(raw, "json")
-        assert isinstance(tx, Transaction)
-        out.append(Submission(raw, tx, "json", PRINCIPAL, s.at))
+        (sub,) = Submission.parse(s.transaction.canonical_bytes(), "json", PRINCIPAL, s.at)
+        assert isinstance(sub, Submission)
+        out.append(sub)
     return out
 
 

@@ -110,6 +110,7 @@ def _read_arrays(data: bytes) -> dict[str, np.ndarray[Any, Any]]:
             if "allow_pickle" in str(e):
                 raise ModelError(f"array {key!r} is an object (pickle) array; refused") from None
             raise ModelError(f"array {key!r} is not a readable .npy: {e}") from None
+        # zipfile raises NotImplementedError for a compression method it does not support
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as e:
             raise ModelError(f"array {key!r} is not a readable .npy: {e}") from None
     return arrays

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ from audit.record import DECISION_SCHEMA, features_from_body
 from audit.velocity_replay import replay_decisions, window_start_seq
 from inference.backends import load_backend
 from inference.features import FeatureExtractor, features_sha256
-from inference.messages import Transaction, parse_messages
+from inference.messages import MessageError
 from inference.model_files import ModelFiles
 from inference.simulate import SimConfig, simulate
 from inference.velocity import VelocityState
@@ -46,10 +46,9 @@ def submissions(n: int, seed: int = 5) -> list[Submission]:
     sims = simulate(SimConfig(seed=seed, n_normal=n, n_accounts=150, days=3))
     out = []
     for s in sims:
-        raw = s.transaction.canonical_bytes()
-        (tx,) = parse_messages(raw, "json")
-        assert isinstance(tx, Transaction)
-        out.append(Submission(raw, tx, "json", PRINCIPAL, s.at))
+        (sub,) = Submission.parse(s.transaction.canonical_bytes(), "json", PRINCIPAL, s.at)
+        assert isinstance(sub, Submission)
+        out.append(sub)
     return out
 
 
@@ -236,3 +235,14 @@ def test_window_start_skips_what_is_older_than_seven_days(sqlite_db: Db, signer,
         size = store.tail(conn)[0]
     assert window_start_seq(ledger.engine, newest + timedelta(days=8)) == size
     assert window_start_seq(ledger.engine) == 0
+
+
+def test_submissions_from_a_file_keep_the_detected_format_and_refusals() -> None:
+    vec = Path(__file__).parents[1] / "vectors" / "messages" / "mt" / "rje_two.fin"
+    raw = vec.read_bytes()
+    at = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+    subs = Submission.parse(raw, "auto", PRINCIPAL, at)
+    assert [type(s) for s in subs] == [Submission, Submission]
+    assert all(isinstance(s, Submission) and s.message_format == "mt" and s.raw == raw for s in subs)
+    bad = Submission.parse(raw.replace(b"CHF100000,00", b"CHF100000.00"), "mt", PRINCIPAL, at)
+    assert isinstance(bad[0], MessageError) and isinstance(bad[1], Submission)
