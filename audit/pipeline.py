@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from sqlalchemy import Connection
 
 from audit.canonical import canonical_bytes
 from audit.record import (
@@ -38,13 +39,20 @@ from audit.record import (
 from inference.features import FeatureExtractor, features_sha256
 from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
 from inference.schema import FEATURE_SCHEMA, RULE_FEATURE_NAMES
-from ledger import Ledger, LedgerUnavailableError, Record
+from ledger import Ledger, LedgerUnavailableError, Receipt, Record
 from ledger.records import format_time
 from wasm_rules import OUTCOMES, RuleModule, SandboxFault
 
-__all__ = ["ActiveRules", "Decision", "Pipeline", "Scorer", "Submission"]
+__all__ = ["ActiveRules", "Decision", "DecisionIndex", "Pipeline", "Scorer", "Submission"]
 
 F64 = np.float64
+
+
+class DecisionIndex(Protocol):
+    """Derived rows kept beside the ledger (``audit.trace_index``), written in the same commit."""
+
+    def write(self, conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
+              receipts: Sequence[Receipt]) -> None: ...
 
 
 class Scorer(Protocol):
@@ -116,12 +124,14 @@ class Pipeline:
 
     def __init__(self, ledger: Ledger, scorer: Scorer, rules: ActiveRules, *,
                  extractor: FeatureExtractor | None = None,
+                 index: DecisionIndex | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.ledger = ledger
         self.scorer = scorer
         self._rules = rules
         self.extractor = extractor if extractor is not None else FeatureExtractor()
         self._clock = clock
+        self.index = index
         self._lock = threading.Lock()  # one batch at a time: the windows advance in ledger order
         self.velocity_stale = False
         self.rebuild: Callable[[], FeatureExtractor] | None = None  # set by the service
@@ -208,7 +218,9 @@ class Pipeline:
                                                       payload=s.raw))
             meta.append(inputs)
         t4 = clock()
-        receipts = self.ledger.append_many(records)
+        index = self.index
+        alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
+        receipts = self.ledger.append_many(records, alongside=alongside)
         t5 = clock()
         after = {**stage, "seal": _us(t3, t4), "ledger": _us(t4, t5), "total": _us(t0, t5)}
         return [Decision(r.trace_id, r.seq, r.leaf_hash.hex(), r.recorded_at, m.decision,

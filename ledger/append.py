@@ -142,15 +142,19 @@ class Ledger:
     def append(self, record: Record) -> Receipt:
         return self.append_many([record])[0]
 
-    def append_many(self, records: Sequence[Record]) -> list[Receipt]:
+    def append_many(self, records: Sequence[Record], *, alongside: Effect | None = None) -> list[Receipt]:
         """Seal ``records`` in order, in one transaction; durable when this returns.
+
+        ``alongside(conn, receipts)``, if given, runs inside that same transaction once the
+        entries are written: a layer above keeps derived rows (a query index) in step with the
+        log. It MUST NOT touch the ledger's own tables; if it raises, nothing is written.
 
         Kinds ``ledger.*`` are the ledger's own (genesis, key rotation, purges, holds) and
         are refused here: only the ledger's own methods may write them."""
         for i, r in enumerate(records):
             if isinstance(r.kind, str) and r.kind.startswith("ledger."):
                 raise RecordError(f"record {i}: kind {r.kind!r} is reserved for the ledger itself")
-        return self._commit(records)
+        return self._commit(records, alongside)
 
     def _commit(
         self,
