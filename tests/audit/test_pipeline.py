@@ -167,10 +167,10 @@ class FailingLedger:
     def __init__(self, inner: Ledger) -> None:
         self.inner, self.fail = inner, True
 
-    def append_many(self, records):  # type: ignore[no-untyped-def]
+    def append_many(self, records, *, alongside=None):  # type: ignore[no-untyped-def]
         if self.fail:
             raise LedgerUnavailableError("database is locked")
-        return self.inner.append_many(records)
+        return self.inner.append_many(records, alongside=alongside)
 
 
 def test_ledger_down_means_no_decision_and_the_windows_are_rebuilt(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
