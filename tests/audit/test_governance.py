@@ -8,7 +8,6 @@ import hashlib
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import orjson
 import pytest
@@ -104,7 +103,8 @@ def test_full_lifecycle_two_principals_every_step_a_record(gov: Governance, ledg
 
     a = gov.approve(p.id, APPROVER, "reviewed", module_sha256=p.module_sha256)
     assert a.status == "approved" and a.four_eyes and a.approved is not None
-    assert (a.approved.subject, a.approved.fingerprint_sha256) == (APPROVER.subject, APPROVER.fingerprint_sha256)
+    assert (a.approved.subject, a.approved.fingerprint_sha256) == (APPROVER.subject,
+                                                                   APPROVER.fingerprint_sha256)
 
     act = gov.activate(p.id, APPROVER)
     assert act.status == "active" and act.activated is not None
@@ -233,7 +233,7 @@ def test_failing_cases_refuse_the_proposal(gov: Governance, ledger: Ledger) -> N
     assert info.value.failures and all(f["line"] for f in info.value.failures)
     assert ledger.size() == size
     bad_cases = '{"case": "x", "features": {"no_such": 1}, "expect": {"decision": "ALLOW"}}\n'
-    with pytest.raises(RulesetRefusedError, match="line 1.*no_such"):
+    with pytest.raises(RulesetRefusedError, match=r"line 1.*no_such"):
         gov.propose(pack("2027.10.0"), OFFICER, cases=bad_cases)
     assert gov.propose(text, OFFICER).cases is None  # without cases: recorded as none run
 
@@ -259,7 +259,7 @@ def test_bootstrap_happens_once(gov: Governance, ledger: Ledger) -> None:
     assert [v.id for v in gov.list()] == [first.id]
 
 
-def test_bootstrap_is_skipped_once_anything_was_active(gov: Governance, ledger: Ledger, tmp_path: Path) -> None:
+def test_bootstrap_is_skipped_once_anything_was_active(gov: Governance) -> None:
     p = gov.propose(pack("2027.12.0"), OFFICER)
     gov.approve(p.id, APPROVER)
     gov.activate(p.id, APPROVER)
@@ -309,7 +309,8 @@ def test_load_active_follows_activation_into_decision_records(
     verify_ledger(ledger.engine, [signer.verifier])
 
 
-def test_racing_approvals_let_exactly_one_through(sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox) -> None:
+def test_racing_approvals_let_exactly_one_through(sqlite_db: Db, signer: NoteSigner,
+                                                  sandbox: Sandbox) -> None:
     ledger = make_ledger(sqlite_db, signer)
     gov = Governance(ledger, sandbox=sandbox)
     p = gov.propose(pack("2028.2.0"), OFFICER)
