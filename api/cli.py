@@ -21,6 +21,7 @@ from api.cli_certs import certs_app
 from api.cli_model import features, model_app
 from api.cli_parse import parse
 from api.cli_rules import rules_app
+from api.cli_serve import serve
 from api.config import Settings
 from api.output import JsonOpt, emit, err, out
 from ledger import (
@@ -44,6 +45,7 @@ app.command("parse")(parse)
 app.command("features")(features)
 app.add_typer(model_app, name="model")
 app.add_typer(certs_app, name="certs")
+app.command("serve")(serve)
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]

@@ -22,6 +22,23 @@ class Settings(BaseSettings):
     trusted_key: str | None = Field(None, description="verifier key pinned for verification")
     app_role: str | None = Field(None, description="PostgreSQL role granted INSERT/SELECT only")
 
+    # -- serving (sealtrail serve, create_app) --
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8443, ge=0, le=65535, description="port to listen on (0: any free port)")
+    tls_cert: Path | None = Field(None, description="server certificate (PEM)")
+    tls_key: Path | None = Field(None, description="server private key (PEM)")
+    client_ca: Path | None = Field(None, description="CA bundle client certificates must chain to")
+    roles_file: Path | None = Field(None, description="role map (TOML) granting roles to principals")
+    proxy_cert_header: str | None = Field(
+        None, description="header a TLS-terminating proxy forwards the client certificate in "
+                          "(URL-encoded PEM as nginx's $ssl_client_escaped_cert, or Envoy's "
+                          "X-Forwarded-Client-Cert); unset: proxies are not trusted")
+    trusted_proxies: list[str] = Field(default_factory=list,
+                                       description="addresses/CIDRs the proxy header is accepted from")
+    backend: str = Field("numpy", description="model backend: numpy | onnxruntime | cupy | tensorrt")
+    max_batch: int = Field(1024, ge=1, le=10_000, description="largest batch the pipeline runs")
+    decision_timeout_ms: float = Field(250.0, gt=0, description="queue deadline before a fail-safe HOLD")
+
     @property
     def key_file(self) -> Path:
         return self.keys / "signing.key"

@@ -1,0 +1,66 @@
+"""``create_app(settings)``: the FastAPI application, built from settings, no module globals.
+
+The runtime (ledger, model, rules, batcher) opens in the app's lifespan, so a process that
+cannot open its ledger or key fails at start-up, not on the first request. Tests may hand in a
+runtime of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
+
+from api.auth import Authenticator, ProxyTrust
+from api.config import Settings
+from api.metrics import Metrics
+from api.problems import install_handlers
+from api.roles import RoleMap
+from api.routes import decisions, health, ledger, models, rulesets, traces
+from api.runtime import Runtime
+
+__all__ = ["create_app"]
+
+DESCRIPTION = """\
+Sealed AML decisions. Every decision is sealed into an append-only Merkle ledger (RFC 6962 / 9162)
+with signed C2SP checkpoints **before** it is answered. Callers authenticate with X.509 client
+certificates (mutual TLS); roles come from the role map. Errors are RFC 9457 problem details
+(`application/problem+json`) naming the offending field.
+"""
+
+
+def authenticator(s: Settings) -> Authenticator:
+    """The role map and, only where configured, the trusted proxy."""
+    roles = RoleMap.load(s.roles_file) if s.roles_file is not None else RoleMap(())
+    proxy = None
+    if s.proxy_cert_header:
+        if s.client_ca is None:
+            raise ValueError("proxy_cert_header needs client_ca: a forwarded certificate is verified again")
+        proxy = ProxyTrust.of(s.proxy_cert_header, s.trusted_proxies, s.client_ca.read_bytes())
+    return Authenticator(roles, proxy)
+
+
+def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
+    auth = authenticator(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        rt = runtime if runtime is not None else await run_in_threadpool(Runtime.open, settings)
+        metrics = Metrics(rt.ledger_state)
+        rt.service.on_batch = metrics.observe_batch
+        app.state.runtime = rt
+        app.state.metrics = metrics
+        try:
+            yield
+        finally:
+            if runtime is None:
+                await run_in_threadpool(rt.close)
+
+    app = FastAPI(title="sealtrail", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app.state.auth = auth
+    install_handlers(app, on_unavailable=lambda: app.state.metrics.unavailable.inc())
+    for module in (decisions, traces, ledger, rulesets, models, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,48 @@
+"""FastAPI dependencies: the runtime, and the caller checked against the role matrix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from api.access import ACCESS, may
+from api.auth import Authenticator, AuthError, Caller
+from api.metrics import Metrics
+from api.runtime import Runtime
+
+__all__ = ["MetricsDep", "RuntimeDep", "allow"]
+
+
+def _runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def _metrics(request: Request) -> Metrics:
+    m: Metrics = request.app.state.metrics
+    return m
+
+
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
+MetricsDep = Annotated[Metrics, Depends(_metrics)]
+
+
+def allow(operation: str) -> Any:
+    """``Depends`` that authenticates the request and requires a role allowed ``operation``."""
+    if operation not in ACCESS:
+        raise KeyError(f"operation {operation!r} is not in the access matrix")
+
+    def check(request: Request) -> Caller:
+        auth: Authenticator = request.app.state.auth
+        caller = auth.caller(request.scope, request.headers)
+        if not may(operation, caller.roles):
+            have = ", ".join(sorted(caller.roles)) or "none"
+            need = ", ".join(sorted(ACCESS[operation]))
+            raise AuthError(403, "forbidden", f"{caller.principal.subject} (roles: {have}) may not "
+                                              f"{operation}; it needs one of: {need}")
+        return caller
+
+    dep: Callable[[Request], Caller] = check
+    return Depends(dep)

@@ -1,0 +1,133 @@
+"""Errors as RFC 9457 problem details (``application/problem+json``), mapped in one place.
+
+Every error body has ``type`` (a stable URN naming the kind), ``title``, ``status`` and
+``detail``; refused input also names the offending field(s) in ``errors[{field, message}]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from api.auth import AuthError
+from audit import governance as gov
+from audit.annotations import TraceNotFoundError
+from audit.queries import QueryError
+from ledger import LedgerUnavailableError
+from ledger.errors import EntryNotFoundError, RefusedError
+
+__all__ = ["PROBLEM_JSON", "Problem", "install_handlers", "problem_response"]
+
+PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_S = 1
+
+
+class Problem(Exception):
+    """An error the API answers with as it is: status, kind, detail and the fields at fault."""
+
+    def __init__(self, status: int, kind: str, detail: str,
+                 errors: Sequence[dict[str, str]] = (), headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.kind = kind
+        self.detail = detail
+        self.errors = list(errors)
+        self.headers = headers or {}
+
+
+_TITLES = {400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
+           405: "Method not allowed", 409: "Conflict", 413: "Too large", 415: "Unsupported media type",
+           422: "Refused input", 503: "Ledger unavailable"}
+
+
+def problem_response(status: int, kind: str, detail: str, errors: Sequence[dict[str, str]] = (),
+                     headers: dict[str, str] | None = None, instance: str | None = None) -> Response:
+    body: dict[str, Any] = {"type": f"urn:sealtrail:problem:{kind}", "title": _TITLES.get(status, kind),
+                            "status": status, "detail": detail}
+    if errors:
+        body["errors"] = list(errors)
+    if instance:
+        body["instance"] = instance
+    return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+_GOVERNANCE: dict[type[Exception], tuple[int, str]] = {
+    gov.CasesFailedError: (422, "ruleset_cases_failed"),
+    gov.RulesetRefusedError: (422, "ruleset_refused"),
+    gov.DuplicateRulesetError: (409, "ruleset_exists"),
+    gov.UnknownRulesetError: (404, "unknown_ruleset"),
+    gov.StateError: (409, "ruleset_state"),
+    gov.FourEyesError: (403, "four_eyes"),
+    gov.NoActiveRulesetError: (409, "no_active_ruleset"),
+    gov.ModuleIntegrityError: (500, "module_integrity"),
+}
+
+
+def _loc(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def install_handlers(app: FastAPI, on_unavailable: Any = None) -> None:
+    """Map every error the API can meet to problem+json; ``on_unavailable()`` counts 503s."""
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem) -> Response:
+        if exc.status == 503 and on_unavailable is not None:
+            on_unavailable()
+        return problem_response(exc.status, exc.kind, exc.detail, exc.errors, exc.headers, request.url.path)
+
+    @app.exception_handler(AuthError)
+    async def _auth(request: Request, exc: AuthError) -> Response:
+        return problem_response(exc.status, exc.reason, str(exc), instance=request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        errors = [{"field": _loc(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in exc.errors()]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return problem_response(422, "invalid_request", detail, errors, instance=request.url.path)
+
+    @app.exception_handler(LedgerUnavailableError)
+    async def _unavailable(request: Request, exc: LedgerUnavailableError) -> Response:
+        if on_unavailable is not None:
+            on_unavailable()
+        return problem_response(503, "ledger_unavailable", f"no decision was issued: {exc}",
+                                headers={"Retry-After": str(RETRY_AFTER_S)}, instance=request.url.path)
+
+    @app.exception_handler(EntryNotFoundError)
+    async def _not_found(request: Request, exc: EntryNotFoundError) -> Response:
+        return problem_response(404, "not_found", str(exc), instance=request.url.path)
+
+    @app.exception_handler(RefusedError)
+    async def _refused(request: Request, exc: RefusedError) -> Response:
+        return problem_response(409, "refused", str(exc), instance=request.url.path)
+
+    @app.exception_handler(QueryError)
+    async def _query(request: Request, exc: QueryError) -> Response:
+        if isinstance(exc, TraceNotFoundError):
+            return problem_response(404, "not_found", str(exc), instance=request.url.path)
+        return problem_response(422, "invalid_request", str(exc),
+                                [{"field": exc.field, "message": exc.message}], instance=request.url.path)
+
+    @app.exception_handler(gov.GovernanceError)
+    async def _governance(request: Request, exc: gov.GovernanceError) -> Response:
+        status, kind = _GOVERNANCE.get(type(exc), (409, "governance_refused"))
+        errors: list[dict[str, str]] = []
+        if isinstance(exc, gov.CasesFailedError):
+            errors = [{"field": f"cases[{f.get('line', '?')}]", "message": str(f)} for f in exc.failures[:50]]
+        elif isinstance(exc, gov.RulesetRefusedError):
+            where = ".".join(p for p in ("source", exc.rule_id and f"rule[{exc.rule_id}]",
+                                         exc.line and f"line {exc.line}") if p)
+            errors = [{"field": where, "message": str(exc)}]
+        return problem_response(status, kind, str(exc), errors, instance=request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return problem_response(exc.status_code, kind, str(exc.detail), instance=request.url.path)

@@ -1,0 +1,214 @@
+"""POST /v1/decisions and /v1/decisions/batch: parse, decide, seal, then answer.
+
+The answer leaves only after the decision's ledger record is durable; if the ledger cannot
+commit, the caller gets 503 with Retry-After and no decision exists. A request refused as input
+(unreadable message, wrong content type, bad X-Priority) is refused whole: nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from api.auth import Caller
+from api.deps import RuntimeDep, allow
+from api.problems import Problem
+from audit.pipeline import Decision, Submission
+from inference.batcher import Priority
+from inference.messages import MAX_FILE_BYTES, MessageError
+
+__all__ = ["MAX_BATCH", "router"]
+
+router = APIRouter(prefix="/v1/decisions", tags=["decisions"])
+MAX_BATCH = 10_000
+_FORMATS = {"application/json": "json", "application/x-swift-fin": "mt", "application/xml": "pacs008",
+            "text/xml": "pacs008"}
+
+
+class FiredRule(BaseModel):
+    id: str
+    outcome: str
+    reason: str
+
+
+class LedgerRef(BaseModel):
+    seq: int = Field(description="position of the decision record in the ledger")
+    leaf_hash: str = Field(description="RFC 6962 leaf hash of the record, lower-case hex")
+
+
+class DecisionOut(BaseModel):
+    trace_id: str = Field(description="UUIDv7 of the sealed record")
+    decision: str = Field(description="ALLOW | REVIEW | HOLD | BLOCK")
+    score: float | None = Field(description="model risk score in [0, 1]; null if the model did not score")
+    fired: list[FiredRule]
+    fail_safe: str | None = Field(description="why the decision is a fail-safe HOLD, or null")
+    reference: str | None = Field(None, description="the message's own reference (:20: / EndToEndId)")
+    recorded_at: str
+    ledger: LedgerRef
+    latency_us: dict[str, int] = Field(description="queue, features, model, rules, seal, ledger, total; "
+                                                   "request: the whole request inside the server")
+
+    model_config = {"json_schema_extra": {"examples": [{
+        "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "decision": "REVIEW", "score": 0.71,
+        "fired": [{"id": "R16_INCOMPLETE", "outcome": "REVIEW",
+                   "reason": "Originator information incomplete (FATF R.16)"}],
+        "fail_safe": None, "reference": "REF20261203-001", "recorded_at": "2026-12-03T09:12:44.123456Z",
+        "ledger": {"seq": 41873, "leaf_hash": "5f1c...e2"},
+        "latency_us": {"queue": 40, "features": 30, "model": 60, "rules": 35, "seal": 20, "ledger": 900,
+                       "total": 1050, "request": 1300}}]}}
+
+
+class BatchOut(BaseModel):
+    count: int
+    decisions: list[DecisionOut]
+
+
+_BODY_DOC = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"type": "object"}, "example": {
+        "message_type": "json", "reference": "REF20261203-001", "amount": "12500.00", "currency": "EUR",
+        "value_date": "2026-12-03", "originator": {"name": "ACME GmbH", "account": "DE89370400440532013000",
+                                                   "country": "DE"},
+        "beneficiary": {"name": "Jane Roe", "account": "FR1420041010050500013M02606", "country": "FR"}}},
+    "application/x-swift-fin": {"schema": {"type": "string"}, "example": "{1:F01BANKDEFFAXXX0000000000}..."},
+    "application/xml": {"schema": {"type": "string"}, "example": "<Document xmlns=...pacs.008...>"}}}}
+
+
+def _priority(request: Request) -> Priority:
+    text = request.headers.get("x-priority", "P1")
+    try:
+        return Priority.parse(text)
+    except ValueError as exc:
+        raise Problem(422, "invalid_priority", str(exc),
+                      [{"field": "X-Priority", "message": str(exc)}]) from exc
+
+
+def _format(request: Request) -> str:
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    fmt = _FORMATS.get(ctype)
+    if fmt is None:
+        raise Problem(415, "unsupported_media_type",
+                      f"Content-Type {ctype or '(none)'} is not accepted; send one of {', '.join(_FORMATS)}",
+                      [{"field": "Content-Type", "message": "unsupported media type"}])
+    return fmt
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
+        raise Problem(413, "too_large", f"body of {int(declared):,} bytes exceeds {MAX_FILE_BYTES:,}")
+    raw = await request.body()
+    if len(raw) > MAX_FILE_BYTES:
+        raise Problem(413, "too_large", f"body of {len(raw):,} bytes exceeds {MAX_FILE_BYTES:,}")
+    if not raw.strip():
+        raise Problem(422, "empty_body", "the request body is empty", [{"field": "body", "message": "empty"}])
+    return raw
+
+
+def _refused(errors: list[tuple[int, MessageError]], single: bool) -> Problem:
+    items = [{"field": (e.field or "body") if single else f"[{i}]" + (f".{e.field}" if e.field else ""),
+              "message": e.reason} for i, e in errors[:100]]
+    detail = f"{len(errors)} message(s) refused; nothing was decided or recorded: " + \
+        "; ".join(f"{it['field']}: {it['message']}" for it in items[:5])
+    return Problem(422, "message_refused", detail, items)
+
+
+def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool) -> list[Submission]:
+    """The request's messages as submissions, or a 422 naming every refused one."""
+    now = datetime.now(UTC)
+    subs: list[Submission] = []
+    errors: list[tuple[int, MessageError]] = []
+    if fmt == "json" and batch:
+        # Each element is sealed as its own payload (its compact JSON), so that a payload holds one
+        # transaction and replay or erasure never has to touch the other 9,999.
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise Problem(422, "message_refused", f"body is not JSON: {exc}",
+                          [{"field": "body", "message": str(exc)}]) from exc
+        if isinstance(doc, dict) and set(doc) == {"transactions"}:
+            doc = doc["transactions"]
+        if not isinstance(doc, list):
+            raise Problem(422, "message_refused", 'a batch is a JSON array (or {"transactions": [...]})',
+                          [{"field": "body", "message": "expected an array"}])
+        items = [orjson.dumps(el) for el in doc]
+        if len(items) > MAX_BATCH:
+            raise _too_many(len(items))
+        for i, item in enumerate(items):
+            parsed = Submission.parse(item, "json", principal, now)
+            for p in parsed:
+                if isinstance(p, MessageError):
+                    errors.append((i, p))
+                else:
+                    subs.append(p)
+    else:
+        for i, p in enumerate(Submission.parse(raw, fmt, principal, now)):  # type: ignore[arg-type]
+            if isinstance(p, MessageError):
+                errors.append((i, p))
+            else:
+                subs.append(p)
+    if errors:
+        raise _refused(errors, single=not batch)
+    if not batch and len(subs) != 1:
+        raise Problem(422, "one_message_expected",
+                      f"the body holds {len(subs)} transactions; POST several to /v1/decisions/batch",
+                      [{"field": "body", "message": f"{len(subs)} transactions"}])
+    if len(subs) > MAX_BATCH:
+        raise _too_many(len(subs))
+    return subs
+
+
+def _too_many(n: int) -> Problem:
+    return Problem(413, "batch_too_large", f"{n:,} transactions in one call; at most {MAX_BATCH:,}",
+                   [{"field": "body", "message": f"more than {MAX_BATCH} transactions"}])
+
+
+def decision_json(d: Decision, reference: str | None, request_us: int) -> dict[str, Any]:
+    return {"trace_id": d.trace_id, "decision": d.decision, "score": d.score,
+            "fired": [{"id": h.id, "outcome": h.outcome, "reason": h.reason} for h in d.fired],
+            "fail_safe": d.fail_safe, "reference": reference, "recorded_at": d.recorded_at,
+            "ledger": {"seq": d.seq, "leaf_hash": d.leaf_hash},
+            "latency_us": {**d.latency_us, "request": request_us}}
+
+
+@router.post("", response_model=DecisionOut, openapi_extra=_BODY_DOC,
+             summary="Decide one transaction; answered once its record is durable",
+             responses={415: {"description": "unsupported Content-Type"},
+                        422: {"description": "message refused (problem+json naming the field)"},
+                        503: {"description": "ledger unavailable: no decision issued (Retry-After)"}})
+async def create_decision(request: Request, rt: RuntimeDep,
+                          caller: Annotated[Caller, allow("decisions.create")]) -> Response:
+    t0 = time.perf_counter()
+    fmt, priority = _format(request), _priority(request)
+    raw = await _body(request)
+    subs = parse_submissions(raw, fmt, caller.principal.to_json(), batch=False)
+    (d,) = await rt.service.decide_async(subs, priority)
+    us = round((time.perf_counter() - t0) * 1e6)
+    return Response(orjson.dumps(decision_json(d, subs[0].transaction.reference, us)),
+                    media_type="application/json")
+
+
+@router.post("/batch", response_model=BatchOut, openapi_extra=_BODY_DOC,
+             summary=f"Decide up to {MAX_BATCH:,} transactions in one call (all refused if any is)",
+             responses={413: {"description": "too many transactions or too large a body"},
+                        422: {"description": "some message refused: none decided"},
+                        503: {"description": "ledger unavailable: no decision issued (Retry-After)"}})
+async def create_batch(request: Request, rt: RuntimeDep,
+                       caller: Annotated[Caller, allow("decisions.batch")]) -> Response:
+    t0 = time.perf_counter()
+    fmt, priority = _format(request), _priority(request)
+    raw = await _body(request)
+    subs = await run_in_threadpool(parse_submissions, raw, fmt, caller.principal.to_json(), batch=True)
+    # Batch callers are not held to the interactive deadline: 10,000 at once exceed it by design.
+    decisions = await rt.service.decide_async(subs, priority, timeout_s=60.0)
+    us = round((time.perf_counter() - t0) * 1e6)
+    body = {"count": len(decisions),
+            "decisions": [decision_json(d, s.transaction.reference, us)
+                          for d, s in zip(decisions, subs, strict=True)]}
+    return Response(orjson.dumps(body), media_type="application/json")

@@ -1,0 +1,56 @@
+"""GET /v1/ledger/checkpoint, GET /v1/ledger/consistency, POST /v1/ledger/verify."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import PlainTextResponse
+
+from api import ops
+from api.auth import Caller
+from api.deps import RuntimeDep, allow
+from api.problems import Problem
+from ledger import NoteVerifier, VerificationError
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/ledger", tags=["ledger"])
+
+
+@router.get("/checkpoint", response_class=PlainTextResponse,
+            summary="The newest signed checkpoint (C2SP tlog-checkpoint in a signed note)",
+            responses={200: {"content": {"text/plain": {"example":
+                "sealtrail.local/ledger\n5001\nZulFEnR8742JQ1C5X2vlx3CuZn8dyWLWlt5hB+/OF5g=\n\n"
+                "— sealtrail.local/ledger A7ru...\n"}}}})
+def checkpoint(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.checkpoint")]) -> PlainTextResponse:
+    latest = rt.ledger.latest_checkpoint()
+    if latest is None:
+        latest = rt.ledger.checkpoint()
+    return PlainTextResponse(latest.note, media_type="text/plain; charset=utf-8")
+
+
+@router.get("/consistency", summary="RFC 9162 consistency proof between two tree sizes")
+def consistency(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.consistency")],
+                old: int = Query(..., ge=1, description="older tree size"),
+                new: int = Query(..., ge=1, description="newer tree size")) -> dict[str, Any]:
+    if old > new:
+        raise Problem(422, "invalid_request", "old must be <= new",
+                      [{"field": "old", "message": "old > new"}])
+    return ops.consistency(rt.settings, old, new)
+
+
+@router.post("/verify", summary="Verify the whole ledger now (every leaf, chain, node and signature)")
+async def verify(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.verify")]) -> dict[str, Any]:
+    s = rt.settings
+    pinned = [NoteVerifier.from_vkey(s.trusted_key)] if s.trusted_key else []
+    try:
+        report = await run_in_threadpool(ops.verify, s, pinned, None)
+    except VerificationError as exc:
+        doc: dict[str, Any] = {"verified": False, "error": getattr(exc, "kind", type(exc).__name__),
+                               "message": str(exc)}
+        if getattr(exc, "seq", None) is not None:
+            doc["seq"] = exc.seq  # type: ignore[attr-defined]
+        return doc
+    return report.to_json()

@@ -1,0 +1,122 @@
+"""Rule governance: propose (compile), approve (four-eyes), activate, list.
+
+Every step is a ledger record written by ``audit.governance``; activation makes the next
+pipeline batch use the new module (a running batch finishes on the old one).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field, ValidationError
+from starlette.responses import Response
+
+from api.auth import Caller
+from api.deps import RuntimeDep, allow
+from api.problems import Problem
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/rulesets", tags=["rule governance"])
+MAX_SOURCE = 1 << 20
+
+
+class Proposal(BaseModel):
+    model_config = {"extra": "forbid"}
+    source: str = Field(min_length=1, max_length=MAX_SOURCE, description="the ruleset TOML")
+    cases: str | None = Field(None, max_length=16 * MAX_SOURCE, description="test cases (JSONL) to run first")
+    comment: str | None = Field(None, max_length=10_000)
+
+
+class Step(BaseModel):
+    model_config = {"extra": "forbid"}
+    comment: str | None = Field(None, max_length=10_000)
+    module_sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$",
+                                      description="the module you reviewed; refused if it is not this one's")
+
+
+async def _json_model(request: Request, model: type[BaseModel], *, optional: bool) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        if optional:
+            return model()
+        raise Problem(422, "empty_body", "the request body is empty", [{"field": "body", "message": "empty"}])
+    try:
+        return model.model_validate(orjson.loads(raw))
+    except orjson.JSONDecodeError as exc:
+        raise Problem(422, "invalid_request", f"body is not JSON: {exc}",
+                      [{"field": "body", "message": str(exc)}]) from exc
+    except ValidationError as exc:
+        errors = [{"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]}
+                  for e in exc.errors()]
+        raise Problem(422, "invalid_request", "; ".join(f"{e['field']}: {e['message']}" for e in errors),
+                      errors) from exc
+
+
+_PROPOSE_DOC = {"requestBody": {"required": True, "content": {
+    "application/toml": {"schema": {"type": "string"},
+                         "example": 'id = "aml_core"\nversion = "2026.12.1"\n[[rule]]\nid = "LARGE"\n...'},
+    "application/json": {"schema": Proposal.model_json_schema()}}}}
+
+
+@router.get("", summary="Every ruleset and its status (proposed, approved, active, retired)")
+def list_rulesets(rt: RuntimeDep, caller: Annotated[Caller, allow("rulesets.list")]) -> dict[str, Any]:
+    active = rt.governance.active()
+    return {"active": None if active is None else active.id,
+            "rulesets": [v.to_json() for v in rt.governance.list()]}
+
+
+@router.post("", status_code=201, openapi_extra=_PROPOSE_DOC,
+             summary="Propose a ruleset: compiled, its cases run, recorded; answers its module SHA-256")
+async def propose(request: Request, rt: RuntimeDep,
+                  caller: Annotated[Caller, allow("rulesets.propose")]) -> Response:
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype == "application/json":
+        p: Proposal = await _json_model(request, Proposal, optional=False)
+    elif ctype in ("application/toml", "text/plain", "text/x-toml"):
+        raw = await request.body()
+        if len(raw) > MAX_SOURCE:
+            raise Problem(413, "too_large", f"ruleset source over {MAX_SOURCE:,} bytes")
+        try:
+            p = Proposal(source=raw.decode("utf-8"), cases=None, comment=None)
+        except (UnicodeDecodeError, ValidationError) as exc:
+            raise Problem(422, "invalid_request", f"ruleset source: {exc}",
+                          [{"field": "body", "message": "not a non-empty UTF-8 TOML text"}]) from exc
+    else:
+        raise Problem(415, "unsupported_media_type", "send application/toml or application/json",
+                      [{"field": "Content-Type", "message": "unsupported media type"}])
+    view = await run_in_threadpool(rt.governance.propose, p.source, caller.principal, p.comment,
+                                   cases=p.cases)
+    return Response(orjson.dumps(view.to_json()), status_code=201, media_type="application/json",
+                    headers={"Location": f"/v1/rulesets/{view.id}"})
+
+
+@router.get("/{ruleset}", summary="One ruleset's state")
+def get_ruleset(ruleset: str, rt: RuntimeDep,
+                caller: Annotated[Caller, allow("rulesets.list")]) -> dict[str, Any]:
+    out: dict[str, Any] = rt.governance.get(ruleset).to_json()
+    return out
+
+
+@router.post("/{ruleset}/approve", summary="Approve (role approver; never the proposer)")
+async def approve(ruleset: str, request: Request, rt: RuntimeDep,
+                  caller: Annotated[Caller, allow("rulesets.approve")]) -> dict[str, Any]:
+    step: Step = await _json_model(request, Step, optional=True)
+    view = await run_in_threadpool(rt.governance.approve, ruleset, caller.principal, step.comment,
+                                   module_sha256=step.module_sha256)
+    out: dict[str, Any] = view.to_json()
+    return out
+
+
+@router.post("/{ruleset}/activate", summary="Activate an approved ruleset: the next batch uses it")
+async def activate(ruleset: str, request: Request, rt: RuntimeDep,
+                   caller: Annotated[Caller, allow("rulesets.activate")]) -> dict[str, Any]:
+    step: Step = await _json_model(request, Step, optional=True)
+    view = await run_in_threadpool(rt.governance.activate, ruleset, caller.principal, step.comment,
+                                   module_sha256=step.module_sha256)
+    await run_in_threadpool(rt.reload_rules)
+    out: dict[str, Any] = view.to_json()
+    return out

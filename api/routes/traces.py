@@ -1,0 +1,99 @@
+"""GET /v1/traces (search), GET /v1/traces/{trace_id} (record, payload, proof), annotations."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field
+
+from api import ops
+from api.access import PAYLOAD_ROLES
+from api.auth import Caller
+from api.deps import RuntimeDep, allow
+from api.problems import Problem
+from api.routes.rulesets import _json_model
+from audit.annotations import Disposition, annotate
+from audit.queries import MAX_LIMIT, TraceFilter, get_trace, query_traces
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/traces", tags=["traces"])
+
+
+@router.get("", summary="Search sealed decisions, newest first, with cursor pagination")
+def search(
+    rt: RuntimeDep,
+    caller: Annotated[Caller, allow("traces.query")],
+    since: str | None = Query(None, description="recorded_at >= since (ISO 8601, UTC)"),
+    until: str | None = Query(None, description="recorded_at < until"),
+    decision: str | None = Query(None, description="ALLOW | REVIEW | HOLD | BLOCK"),
+    rule: str | None = Query(None, description="a rule id that fired"),
+    account: str | None = Query(None, description="originator or beneficiary account / IBAN"),
+    principal: str | None = Query(None, description="client certificate SHA-256 fingerprint or subject DN"),
+    score_min: float | None = Query(None, ge=0, le=1),
+    score_max: float | None = Query(None, ge=0, le=1),
+    limit: int = Query(100, ge=1, le=MAX_LIMIT),
+    cursor: str | None = Query(None, description="next_cursor of the previous page"),
+) -> dict[str, Any]:
+    f = TraceFilter(since=since, until=until, decision=decision, rule_id=rule, account=account,
+                    principal=principal, score_min=score_min, score_max=score_max, limit=limit, cursor=cursor)
+    page = query_traces(rt.engine, f)
+    return {"items": [{"seq": t.seq, "trace_id": t.trace_id, "recorded_at": t.recorded_at,
+                       "event_at": t.event_at, "decision": t.decision, "score": t.score,
+                       "fail_safe": t.fail_safe, "fired": list(t.fired),
+                       "principal": {"subject": t.principal_subject, "fingerprint_sha256": t.principal_fp},
+                       "ruleset": f"{t.ruleset_id}@{t.ruleset_version}", "module_sha256": t.module_sha256}
+                      for t in page.items],
+            "next_cursor": page.next_cursor}
+
+
+def _payload(data: bytes) -> dict[str, Any]:
+    try:
+        return {"encoding": "utf-8", "data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"encoding": "base64", "data": base64.b64encode(data).decode()}
+
+
+@router.get("/{trace_id}", summary="One sealed record, its payload, inclusion proof and checkpoint")
+async def get(trace_id: str, rt: RuntimeDep,
+              caller: Annotated[Caller, allow("traces.get")]) -> dict[str, Any]:
+    detail = await run_in_threadpool(get_trace, rt.engine, trace_id)
+    if detail is None:
+        raise Problem(404, "not_found", f"no trace {trace_id}")
+    proof = await run_in_threadpool(ops.prove, rt.settings, detail.seq)
+    payload: dict[str, Any] = {"sha256": detail.payload_sha256, "state": detail.payload_state}
+    if detail.payload is not None:
+        if caller.roles & PAYLOAD_ROLES:
+            payload |= _payload(detail.payload)
+        else:
+            payload["state"] = "withheld"  # present, but this role may not read payment data
+    return {"seq": detail.seq, "trace_id": detail.trace_id, "kind": detail.kind,
+            "recorded_at": detail.recorded_at, "leaf_hash": detail.leaf_hash, "chain_hash": detail.chain_hash,
+            "record": orjson.loads(detail.record),
+            "record_bytes": base64.b64encode(detail.record).decode(),
+            "payload": payload,
+            "annotations": [{"seq": a.seq, "trace_id": a.trace_id, "recorded_at": a.recorded_at,
+                             "record": a.body} for a in detail.annotations],
+            "proof": proof.to_json()}
+
+
+class AnnotationIn(BaseModel):
+    model_config = {"extra": "forbid"}
+    disposition: Disposition
+    note: str = Field(min_length=1, max_length=10_000)
+    correction: dict[str, Any] | None = Field(None, description="with CORRECTION: {decision, reason}")
+
+
+@router.post("/{trace_id}/annotations", status_code=201,
+             summary="Annotate a decision: a new ledger record referencing it (never an edit)")
+async def add_annotation(trace_id: str, request: Request, rt: RuntimeDep,
+                         caller: Annotated[Caller, allow("traces.annotate")]) -> dict[str, Any]:
+    body: AnnotationIn = await _json_model(request, AnnotationIn, optional=False)
+    r = await run_in_threadpool(annotate, rt.ledger, trace_id, caller.principal, body.disposition,
+                                body.note, body.correction)
+    return {"trace_id": r.trace_id, "seq": r.seq, "leaf_hash": r.leaf_hash, "recorded_at": r.recorded_at,
+            "refers_to": {"trace_id": r.target_trace_id, "seq": r.target_seq}}

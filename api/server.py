@@ -1,0 +1,77 @@
+"""Serving the app over mutual TLS, with the peer certificate handed to the application.
+
+uvicorn verifies client certificates (``ssl.CERT_REQUIRED`` against the client CA) but does
+not tell the application which certificate the connection presented. ``TlsHttpToolsProtocol``
+fills the ASGI TLS extension (asgiref ``specs/tls.rst``) of every request's scope from the
+connection's own verified peer certificate, so the principal comes from the TLS session
+itself, never from a header a client could write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = ["TLS_PEER_DER", "TlsFiles", "TlsHttpToolsProtocol", "build_server"]
+
+# Our addition to the spec's dict: the leaf's DER bytes, so that the app need not decode PEM.
+TLS_PEER_DER = "sealtrail_peer_der"
+
+
+class TlsHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol plus ``scope["extensions"]["tls"]`` on TLS connections."""
+
+    _tls: dict[str, Any] | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        sslobj = transport.get_extra_info("ssl_object")
+        if sslobj is None:
+            self._tls = None
+            return
+        der = sslobj.getpeercert(binary_form=True)
+        cipher = sslobj.cipher()
+        self._tls = {
+            "server_cert": None,
+            "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
+            "client_cert_name": None,
+            "client_cert_error": None,
+            "tls_version": None,
+            "cipher_suite": None,
+            "tls_version_name": sslobj.version(),
+            "cipher_name": cipher[0] if cipher else None,
+            TLS_PEER_DER: der,
+        }
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._tls is not None:
+            self.scope["extensions"] = {"tls": self._tls}  # type: ignore[dict-item]
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Server certificate and key; with ``client_ca``, a client certificate from it is required."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None
+
+
+def build_server(app: Any, host: str, port: int, *, tls: TlsFiles | None,
+                 log_level: str = "warning") -> uvicorn.Server:
+    """A uvicorn server for ``app``; ``tls`` None serves plain HTTP (only behind a proxy)."""
+    kw: dict[str, Any] = {}
+    if tls is not None:
+        kw = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+        if tls.client_ca is not None:
+            kw |= {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": str(tls.client_ca)}
+    config = uvicorn.Config(app, host=host, port=port, http=TlsHttpToolsProtocol, log_level=log_level,
+                            access_log=False, lifespan="on", server_header=False, **kw)
+    return uvicorn.Server(config)
