@@ -41,8 +41,8 @@ from wasm_rules.reference import evaluate_rows
 __all__ = [
     "ACTIVATED", "APPROVED", "BOOTSTRAPPED", "DEFAULT_PACK", "KINDS", "PROPOSED",
     "CasesFailedError", "DuplicateRulesetError", "FourEyesError", "Governance", "GovernanceError",
-    "ModuleIntegrityError", "NoActiveRulesetError", "RulesetRefusedError", "RulesetView",
-    "StateError", "Step", "UnknownRulesetError", "same_person",
+    "GovernanceRecordError", "ModuleIntegrityError", "NoActiveRulesetError", "RulesetRefusedError",
+    "RulesetView", "StateError", "Step", "UnknownRulesetError", "same_person",
 ]
 
 PROPOSED, APPROVED, ACTIVATED, BOOTSTRAPPED = (
@@ -94,6 +94,12 @@ class FourEyesError(GovernanceError):
 
 class NoActiveRulesetError(GovernanceError):
     """No ruleset is active: bootstrap the default pack or activate an approved one."""
+
+
+class GovernanceRecordError(GovernanceError):
+    """The governance records cannot be derived: one is malformed, or breaks the rules (a
+    self-approval, an unapproved activation) because it was appended around Governance.
+    Fail-closed: nothing governed proceeds until an operator looks (API: 500)."""
 
 
 class ModuleIntegrityError(GovernanceError):
@@ -175,35 +181,69 @@ def _step(seq: int, env: Mapping[str, Any], who: str) -> Step:
 
 
 def _derive(rows: list[tuple[int, dict[str, Any]]]) -> _Ledgered:
+    """State from governance records in seq order. A malformed record is a GovernanceError
+    naming its seq (never a KeyError: under the ledger's lock that would read as damage)."""
     views: dict[str, RulesetView] = {}
     proposers: dict[str, dict[str, Any]] = {}
     active: str | None = None
     for seq, env in rows:
-        kind, body = env["kind"], env["record"]
-        rid = str(body["id"])
-        if kind in (PROPOSED, BOOTSTRAPPED):
-            boot = kind == BOOTSTRAPPED
-            who = "operator" if boot else "proposer"
-            step = _step(seq, env, who)
-            views[rid] = RulesetView(
-                rid, str(body["ruleset_id"]), str(body["version"]), str(body["module_sha256"]),
-                "proposed", boot, step, None, step if boot else None, None,
-                tuple((str(r["id"]), str(r["outcome"])) for r in body["rules"]), body.get("cases"))
-            proposers[rid] = body[who]
-            if boot:
-                active = _switch(views, active, rid, seq)
-        elif rid not in views:
-            raise GovernanceError(f"ledger entry {seq} ({kind}) names unknown ruleset {rid}")
-        elif kind == APPROVED:
-            views[rid] = replace(views[rid], approved=_step(seq, env, "approver"))
-        else:
-            views[rid] = replace(views[rid], activated=_step(seq, env, "activator"))
-            active = _switch(views, active, rid, seq)
+        try:
+            active = _apply(views, proposers, active, seq, env)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise GovernanceRecordError(f"ledger entry {seq} is not a well-formed governance record: "
+                                  f"{type(exc).__name__}: {exc}") from exc
     for rid, v in views.items():
         status = ("active" if rid == active else "retired" if v.activated is not None
                   else "approved" if v.approved is not None else "proposed")
         views[rid] = replace(v, status=status)
     return _Ledgered(views, active, proposers, active is not None)
+
+
+def _apply(views: dict[str, RulesetView], proposers: dict[str, dict[str, Any]], active: str | None,
+           seq: int, env: Mapping[str, Any]) -> str | None:
+    kind, body = env["kind"], env["record"]
+    rid = str(body["id"])
+    v = views.get(rid)
+    broken = _broken(kind, body, v, active, proposers.get(rid))
+    if broken is not None:
+        raise GovernanceRecordError(f"ledger entry {seq} ({kind} {rid}) is {broken}; governance state "
+                              "cannot be derived (fail-closed)")
+    if kind in (PROPOSED, BOOTSTRAPPED):
+        boot = kind == BOOTSTRAPPED
+        who = "operator" if boot else "proposer"
+        step = _step(seq, env, who)
+        views[rid] = RulesetView(
+            rid, str(body["ruleset_id"]), str(body["version"]), str(body["module_sha256"]),
+            "proposed", boot, step, None, step if boot else None, None,
+            tuple((str(r["id"]), str(r["outcome"])) for r in body["rules"]), body.get("cases"))
+        proposers[rid] = body[who]
+        if boot:
+            active = _switch(views, active, rid, seq)
+    elif kind == APPROVED:
+        views[rid] = replace(views[rid], approved=_step(seq, env, "approver"))
+    else:
+        views[rid] = replace(views[rid], activated=_step(seq, env, "activator"))
+        active = _switch(views, active, rid, seq)
+    return active
+
+
+def _broken(kind: str, body: Mapping[str, Any], v: RulesetView | None, active: str | None,
+            proposer: Mapping[str, Any] | None) -> str | None:
+    """What is wrong with a record Governance would never have written (one appended around
+    it, or damage), or None. Derivation enforces the rules, not only the writers."""
+    if kind in (PROPOSED, BOOTSTRAPPED):
+        if v is not None:
+            return "a second proposal of the same id"
+        return "a bootstrap after a ruleset was active" if kind == BOOTSTRAPPED and active else None
+    if v is None or proposer is None:
+        return "a step for a ruleset never proposed"
+    if kind == APPROVED:
+        if v.bootstrapped or v.approved is not None:
+            return "an approval of a bootstrapped or already approved ruleset"
+        return "a self-approval (four-eyes)" if same_person(proposer, body["approver"]) else None
+    if active == v.id or not (v.four_eyes or v.bootstrapped):
+        return "an activation of a ruleset not approved or already active"
+    return None
 
 
 def _switch(views: dict[str, RulesetView], active: str | None, rid: str, seq: int) -> str:
@@ -440,7 +480,10 @@ class Governance:
         if view is None:
             raise NoActiveRulesetError("no ruleset is active (bootstrap the default pack or "
                                        "activate an approved one)")
-        module = sandbox.load(self.module_bytes(view.id))
+        try:
+            module = sandbox.load(self.module_bytes(view.id))
+        except RuleError as exc:
+            raise ModuleIntegrityError(f"the sandbox refuses the module of {view.id}: {exc}") from exc
         m = module.manifest
         if (m.ruleset_id, m.version) != (view.ruleset_id, view.version):
             module.close()

@@ -24,6 +24,7 @@ from audit.governance import (
     DuplicateRulesetError,
     FourEyesError,
     Governance,
+    GovernanceRecordError,
     NoActiveRulesetError,
     RulesetRefusedError,
     StateError,
@@ -34,7 +35,7 @@ from audit.pipeline import Pipeline
 from audit.principal import Principal
 from inference.backends import load_backend
 from inference.model_files import ModelFiles
-from ledger import Ledger, NoteSigner, store, verify_ledger
+from ledger import Ledger, NoteSigner, Record, store, verify_ledger
 from tests.audit.test_pipeline import submissions
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox, compile_ruleset, parse_ruleset
@@ -351,3 +352,22 @@ def test_the_under_lock_recheck_refuses_what_the_first_check_missed(gov: Governa
     with pytest.raises(StateError, match="already approved"):
         gov.approve(p.id, APPROVER)
     assert [k for _, k, _ in entries(ledger)] == ["ruleset.proposed", "ruleset.approved"]
+
+
+@pytest.mark.parametrize(("role", "match"), [
+    ("approver", "self-approval"), ("activator", "not approved"),
+    (None, "not a well-formed governance record"),
+])
+def test_records_written_around_governance_stop_it_fail_closed(
+        gov: Governance, ledger: Ledger, sandbox: Sandbox, role: str | None, match: str) -> None:
+    """The rules hold in the derivation too: a self-approval or an unapproved activation
+    appended straight to the ledger does not count as one; governance refuses to go on."""
+    p = gov.propose(pack("2028.4.0"), OFFICER)
+    body = {"id": p.id} if role is None else {"id": p.id, "module_sha256": p.module_sha256,
+                                              role: OFFICER.to_json()}
+    kind = "ruleset.activated" if role == "activator" else "ruleset.approved"
+    (r,) = ledger.append_many([Record(kind, body)])
+    with pytest.raises(GovernanceRecordError, match=f"ledger entry {r.seq} .*{match}"):
+        gov.list()
+    with pytest.raises(GovernanceRecordError):
+        gov.load_active(sandbox)
