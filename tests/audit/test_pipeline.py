@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
+import rfc8785
 from sqlalchemy import Engine, select
 
 from audit.pipeline import ActiveRules, Pipeline, Submission
-from audit.record import DECISION_SCHEMA, features_from_body
+from audit.record import DECISION_SCHEMA, DecisionInputs, decision_body, features_from_body
 from audit.velocity_replay import replay_decisions, window_start_seq
 from inference.backends import load_backend
 from inference.features import FeatureExtractor, features_sha256
@@ -246,3 +249,55 @@ def test_submissions_from_a_file_keep_the_detected_format_and_refusals() -> None
     assert all(isinstance(s, Submission) and s.message_format == "mt" and s.raw == raw for s in subs)
     bad = Submission.parse(raw.replace(b"CHF100000,00", b"CHF100000.00"), "mt", PRINCIPAL, at)
     assert isinstance(bad[0], MessageError) and isinstance(bad[1], Submission)
+
+
+class GappyExtractor(FeatureExtractor):
+    """Real rows with some values missing (NaN), as an unknown currency or party gives them."""
+
+    def extract(self, transactions, at):  # type: ignore[no-untyped-def]
+        rows = super().extract(transactions, at)
+        rows[::7, 0] = rows[::11, 3:5] = np.nan
+        return rows
+
+
+class CapturingIndex:
+    """Keeps what the pipeline hands a DecisionIndex, inside the sealing transaction."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, DecisionInputs]] = []
+
+    def write(self, conn, subs, inputs, receipts) -> None:  # type: ignore[no-untyped-def]
+        assert len(subs) == len(inputs) == len(receipts)
+        self.seen += [(r.seq, d) for d, r in zip(inputs, receipts, strict=True)]
+
+
+def test_every_sealed_body_is_the_rfc8785_bytes_of_what_the_index_is_told(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                          pack_wasm) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    index = CapturingIndex()
+    files = ModelFiles.open()
+    pipe = Pipeline(ledger, load_backend("numpy", files.weights_path),
+                    ActiveRules.of(sandbox.load(pack_wasm)), index=index, extractor=GappyExtractor())
+    subs = submissions(600, seed=11)
+    other = {**PRINCIPAL, "subject": "CN=other \"scorer\" é, O=x\u2028y", "sans": []}
+    subs = [replace(s, expired=i % 17 == 0, queue_us=i * 37,
+                    principal=dict(PRINCIPAL) if i % 3 else other if i % 5 == 0 else s.principal)
+            for i, s in enumerate(subs)]
+    half = len(subs) // 2
+    pipe.decide(subs[:half])
+    pipe.decide(subs[half:])
+    pipe.scorer = BrokenModel()  # NaN scores: null in the record
+    pipe.decide(subs[:50])
+    e = store.entries
+    with ledger.engine.connect() as conn:
+        stored = dict(conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == "decision")).all())
+    assert len(index.seen) == len(stored) == len(subs) + 50
+    for seq, d in index.seen:
+        body = orjson.loads(stored[seq])["record"]
+        want = rfc8785.dumps(decision_body(d))
+        assert orjson.dumps(body, option=orjson.OPT_SORT_KEYS) == orjson.dumps(orjson.loads(want),
+                                                                              option=orjson.OPT_SORT_KEYS)
+        assert bytes(stored[seq]).index(want) > 0  # the very bytes, inside the envelope
+    assert any(math.isnan(v) for _, d in index.seen for v in d.feature_values)
+    assert {d.fail_safe for _, d in index.seen} >= {None, "DEADLINE_EXCEEDED",
+                                                     "MODEL_ERROR: RuntimeError: device lost"}
