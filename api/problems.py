@@ -18,6 +18,7 @@ from starlette.responses import Response
 from api.auth import AuthError
 from audit import governance as gov
 from audit.annotations import TraceNotFoundError
+from audit.models_registry import ModelConflictError, ModelRegistryError, UnregisteredModelError
 from audit.queries import QueryError
 from ledger import LedgerUnavailableError
 from ledger.errors import EntryNotFoundError, RefusedError
@@ -66,6 +67,7 @@ _GOVERNANCE: dict[type[Exception], tuple[int, str]] = {
     gov.FourEyesError: (403, "four_eyes"),
     gov.NoActiveRulesetError: (409, "no_active_ruleset"),
     gov.ModuleIntegrityError: (500, "module_integrity"),
+    gov.GovernanceRecordError: (500, "governance_records_damaged"),
 }
 
 
@@ -114,6 +116,12 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None) -> None:
             return problem_response(404, "not_found", str(exc), instance=request.url.path)
         return problem_response(422, "invalid_request", str(exc),
                                 [{"field": exc.field, "message": exc.message}], instance=request.url.path)
+
+    @app.exception_handler(ModelRegistryError)
+    async def _models(request: Request, exc: ModelRegistryError) -> Response:
+        kind = {UnregisteredModelError: "model_unregistered", ModelConflictError: "model_conflict"}.get(
+            type(exc), "model_registry")
+        return problem_response(409, kind, str(exc), instance=request.url.path)
 
     @app.exception_handler(gov.GovernanceError)
     async def _governance(request: Request, exc: gov.GovernanceError) -> Response:

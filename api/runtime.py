@@ -21,7 +21,7 @@ from audit.models_registry import register_model
 from audit.pipeline import Pipeline
 from audit.principal import Principal
 from audit.service import DecisionService
-from audit.trace_index import TraceIndex
+from audit.trace_index import TraceIndex, catch_up
 from audit.velocity_replay import ReplayReport, replay_decisions, window_start_seq
 from inference.backends import Backend, load_backend
 from inference.features import FeatureExtractor
@@ -60,6 +60,7 @@ class Runtime:
             rules = governance.load_active(sandbox)
             extractor = FeatureExtractor()
             replay = replay_decisions(engine, extractor, window_start_seq(engine))
+            catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
             index = TraceIndex()
             pipeline = Pipeline(ledger, scorer, rules, extractor=extractor, index=index)
             pipeline.rebuild = lambda: _rebuilt(engine)

@@ -147,7 +147,9 @@ class Ledger:
 
         ``alongside(conn, receipts)``, if given, runs inside that same transaction once the
         entries are written: a layer above keeps derived rows (a query index) in step with the
-        log. It MUST NOT touch the ledger's own tables; if it raises, nothing is written.
+        log, or recheck a state transition under the sequencer lock. It may read the ledger's
+        tables (entries before ``receipts[0].seq`` are the log as it was) and MUST NOT write them;
+        if it raises, nothing is written.
 
         Kinds ``ledger.*`` are the ledger's own (genesis, key rotation, purges, holds) and
         are refused here: only the ledger's own methods may write them."""
