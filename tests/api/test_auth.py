@@ -54,7 +54,8 @@ def test_the_tls_peer_certificate_names_the_caller(pki: DevPki) -> None:
 
 def test_no_certificate_is_401(pki: DevPki) -> None:
     with pytest.raises(AuthError) as e:
-        auth(pki, proxy=False).caller(scope("127.0.0.1"), {HEADER: quote(pem(pki.clients["admin"].cert_path))})
+        auth(pki, proxy=False).caller(scope("127.0.0.1"),
+                                      {HEADER: quote(pem(pki.clients["admin"].cert_path))})
     assert e.value.status == 401 and e.value.reason == "no_certificate"
 
 
@@ -82,7 +83,8 @@ def test_a_forwarded_certificate_from_another_ca_is_refused(pki: DevPki) -> None
     assert e.value.status == 401 and "refused" in str(e.value)
 
 
-@pytest.mark.parametrize("value", ["", "garbage", 'By=x;Hash=y', quote("-----BEGIN CERTIFICATE-----\nAAAA\n")])
+@pytest.mark.parametrize("value", ["", "garbage", "By=x;Hash=y",
+                                   quote("-----BEGIN CERTIFICATE-----\nAAAA\n")])
 def test_an_unreadable_forwarded_header_is_refused(pki: DevPki, value: str) -> None:
     with pytest.raises(AuthError) as e:
         auth(pki).caller(scope(PROXY), {HEADER: value})

@@ -117,7 +117,7 @@ def test_ledger_down_answers_503_with_retry_after_and_writes_nothing(served: Ser
     assert r.status_code == 200, r.text
     assert r.json()["ledger"]["seq"] == before
     verify_ledger(served.runtime.engine, [load_signer(served.settings.key_file).verifier])
-    found = served.client.get(f"/v1/traces?limit=10", headers={"x-test-role": "officer"}).json()["items"]
+    found = served.client.get("/v1/traces?limit=10", headers={"x-test-role": "officer"}).json()["items"]
     assert [t["seq"] for t in found] == [before, before - 1]
 
 
@@ -150,7 +150,8 @@ def test_a_request_whose_deadline_passes_in_the_queue_is_a_recorded_hold(served:
         while served.runtime.service.stats().batches < 1 and time.monotonic() < deadline:
             time.sleep(0.005)  # wait until the worker has taken `a` and blocks on the lock
         served.runtime.service.timeout_s = 0.001
-        second = threading.Thread(target=lambda: results.setdefault("b", served.post(b, **{"x-priority": "P2"})))
+        second = threading.Thread(
+            target=lambda: results.setdefault("b", served.post(b, **{"x-priority": "P2"})))
         second.start()
         while served.runtime.service.stats().expired < 1 and time.monotonic() < deadline:
             time.sleep(0.005)
