@@ -83,13 +83,20 @@ def replay_decisions(engine: Engine, extractor: FeatureExtractor, from_seq: int,
     times: list[datetime] = []
     replayed = missing = 0
     last = from_seq
+    # A FIN file or pacs.008 of 10,000 messages is one payload: parse it once, not once per decision.
+    last_key: tuple[Any, Any] = (None, None)
+    last_parsed: dict[str, Transaction] = {}
     for seq, body, raw in _decisions(engine, from_seq):
         last = seq + 1
         tx = None
         if raw is not None:
             want = body["input"]["transaction_sha256"]
-            parsed = parse_messages(raw, body["input"]["format"])
-            tx = next((t for t in parsed if isinstance(t, Transaction) and t.sha256 == want), None)
+            key = (body.get("input", {}).get("raw_sha256"), body["input"]["format"])
+            if key != last_key:  # the decisions of one multi-message payload follow each other
+                last_key = key
+                last_parsed = {t.sha256: t for t in parse_messages(raw, body["input"]["format"])
+                               if isinstance(t, Transaction)}
+            tx = last_parsed.get(want)
         if tx is None:
             missing += 1
             continue
