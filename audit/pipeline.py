@@ -139,7 +139,12 @@ class Pipeline:
         self.extractor = extractor if extractor is not None else FeatureExtractor()
         self._clock = clock
         self.index = index
-        self._lock = threading.Lock()  # one batch at a time: the windows advance in ledger order
+        self._lock = threading.Lock()  # one batch at a time prepares: the windows advance in ledger order
+        self._state = threading.Lock()  # guards velocity_stale and _epoch together
+        self._epoch = 0  # bumped when the windows went stale; a batch prepared before is refused
+        self._tickets = 0  # batches prepared so far; each commits in its ticket's turn
+        self._committing = 0  # the ticket whose turn it is to commit
+        self._turn = threading.Condition()
         self.velocity_stale = False
         self.rebuild: Callable[[], FeatureExtractor] | None = None  # set by the service
         self._fired_cache: dict[object, Any] = {}  # bitset words -> (hits, canonical "fired")
@@ -154,26 +159,82 @@ class Pipeline:
         self._rules = rules
 
     def decide(self, subs: Sequence[Submission]) -> list[Decision]:
-        """Decide and seal ``subs`` in one commit; returns only once the records are durable."""
+        """Decide and seal ``subs`` in one commit; returns only once the records are durable.
+
+        Thread-safe, and it pays to call it from two threads: batches are prepared (features,
+        model, rules, records) one at a time and committed one at a time in that same order, so
+        one batch's records are built while the one before it commits."""
         if not subs:
             return []
-        with self._lock:
-            if self.velocity_stale:
+        with self._lock:  # one batch at a time advances the windows: the order of the ledger
+            with self._state:
+                stale, epoch = self.velocity_stale, self._epoch
+            if stale:  # every batch prepared on the stale windows has failed by now (see _seal)
                 if self.rebuild is None:
                     raise LedgerUnavailableError("velocity state is stale after a failed commit and "
                                                  "no rebuild is configured")
                 self.extractor = self.rebuild()
-                self.velocity_stale = False
-            try:
-                return self._decide(subs)
-            except LedgerUnavailableError:
-                self.velocity_stale = True
+                with self._state:
+                    self.velocity_stale = False
+                    epoch = self._epoch
+            t0 = self._clock()
+            rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs])
+            try:  # the windows have advanced: from here on, no commit means stale windows
+                prepared = self._prepare(subs, rows, t0)
+            except BaseException:
+                self._invalidate(epoch)
                 raise
+            ticket = self._tickets
+            self._tickets += 1
+        return self._seal(subs, prepared, ticket, epoch)
 
-    def _decide(self, subs: Sequence[Submission]) -> list[Decision]:
+    def _invalidate(self, epoch: int) -> None:
+        """The windows of ``epoch`` counted a batch the ledger does not hold: rebuild before the
+        next batch, and fail every batch already prepared on them."""
+        with self._state:
+            if self._epoch == epoch:
+                self._epoch += 1
+                self.velocity_stale = True
+
+    def _seal(self, subs: Sequence[Submission], prepared: _Prepared, ticket: int,
+              epoch: int) -> list[Decision]:
+        """Commit in ticket order (the order the windows advanced in); a batch prepared on windows
+        that a failed commit made stale is refused, never committed."""
+        clock = self._clock
+        t_ready = clock()
+        with self._turn:
+            while self._committing != ticket:
+                self._turn.wait()
+        try:
+            t4 = clock()
+            with self._state:
+                refused = self._epoch != epoch
+            if refused:
+                raise LedgerUnavailableError("an earlier batch's commit failed and this batch's features "
+                                             "counted it; nothing written")
+            index, meta = self.index, prepared.meta
+            alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
+            receipts = self.ledger.append_many(prepared.records, alongside=alongside)
+        except BaseException:
+            self._invalidate(epoch)
+            raise
+        finally:
+            with self._turn:
+                self._committing += 1
+                self._turn.notify_all()
+        t5 = clock()
+        t0, stage, outs, fired, why = prepared.t0, prepared.stage, prepared.outs, prepared.fired, prepared.why
+        after = {**stage, "seal": _us(t0, t_ready) - sum(stage.values()), "wait": _us(t_ready, t4),
+                 "ledger": _us(t4, t5), "total": _us(t0, t5)}
+        score_list = prepared.scores
+        return [Decision(r.trace_id, r.seq, r.leaf_hash.hex(), r.recorded_at, outs[i],
+                         None if math.isnan(score_list[i]) else score_list[i], fired[i][0], why[i],
+                         {"queue": subs[i].queue_us, **after})
+                for i, r in enumerate(receipts)]
+
+    def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float) -> _Prepared:
+        """Model, rules and the records of a batch whose feature rows are ``rows``."""
         clock, rules, n = self._clock, self._rules, len(subs)
-        t0 = clock()
-        rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs])
         t1 = clock()
         live = np.array([not s.expired for s in subs])
         scores = np.full(n, math.nan)
@@ -211,17 +272,7 @@ class Pipeline:
             if s.expired:
                 fired[i] = _NO_HITS
         records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules)
-        t4 = clock()
-        index = self.index
-        alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
-        receipts = self.ledger.append_many(records, alongside=alongside)
-        t5 = clock()
-        after = {**stage, "seal": _us(t3, t4), "ledger": _us(t4, t5), "total": _us(t0, t5)}
-        score_list = scores.tolist()
-        return [Decision(r.trace_id, r.seq, r.leaf_hash.hex(), r.recorded_at, outs[i],
-                         None if math.isnan(score_list[i]) else score_list[i], fired[i][0], why[i],
-                         {"queue": subs[i].queue_us, **after})
-                for i, r in enumerate(receipts)]
+        return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why)
 
     def _fired(self, rules: ActiveRules, words: npt.NDArray[np.uint64]) -> list[_Hits]:
         """Each row's fired rules and their canonical ``fired`` array, by the row's bitset words
@@ -325,6 +376,20 @@ class Pipeline:
                 self._principals.clear()
             got = self._principals[key] = canonical_bytes(principal)
         return got
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A batch decided but not yet sealed."""
+
+    t0: float
+    stage: dict[str, int]
+    records: list[Record]
+    meta: list[DecisionInputs]
+    outs: list[str]
+    scores: list[float]
+    fired: list[_Hits]
+    why: list[str | None]
 
 
 _NO_HITS: _Hits = ((), b"[]")

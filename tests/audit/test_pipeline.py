@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -301,3 +303,109 @@ def test_every_sealed_body_is_the_rfc8785_bytes_of_what_the_index_is_told(sqlite
     assert any(math.isnan(v) for _, d in index.seen for v in d.feature_values)
     assert {d.fail_safe for _, d in index.seen} >= {None, "DEADLINE_EXCEEDED",
                                                      "MODEL_ERROR: RuntimeError: device lost"}
+
+
+class GatedLedger:
+    """A ledger whose commits wait for the test to open a gate, then fail or go through."""
+
+    def __init__(self, inner: Ledger) -> None:
+        self.inner, self.fail = inner, False
+        self.entered, self.gate = threading.Event(), threading.Event()
+        self.calls = 0
+
+    def append_many(self, records, *, alongside=None):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        self.entered.set()
+        assert self.gate.wait(10)
+        if self.fail:
+            raise LedgerUnavailableError("disk full")
+        return self.inner.append_many(records, alongside=alongside)
+
+
+def test_batches_from_two_threads_commit_in_the_order_their_windows_advanced(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                              pack_wasm) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    subs = submissions(400)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    batches = iter([subs[k:k + 50] for k in range(0, len(subs), 50)])
+    taken = threading.Lock()
+
+    def caller() -> None:
+        while True:
+            with taken:
+                batch = next(batches, None)
+            if batch is None:
+                return
+            for d in pipe.decide(batch):
+                assert d.seq > 0  # answered only with its receipt
+
+    threads = [threading.Thread(target=caller) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sealed = [env["record"] for _, env, _ in bodies(ledger.engine)]
+    assert len(sealed) == len(subs)
+    by_hash = {s.transaction.sha256: s for s in subs}
+    in_ledger_order = [by_hash[b["input"]["transaction_sha256"]] for b in sealed]
+    # One pipeline deciding the batches one by one in the order the ledger holds them gives the
+    # very same features and outcomes: the windows advanced in ledger order.
+    reference = make_pipeline(make_ledger(Db(sqlite_db.url.replace("ledger.db", "ref.db"), "sqlite"), signer),
+                              sandbox, pack_wasm)
+    for k in range(0, len(subs), 50):
+        for d, b in zip(reference.decide(in_ledger_order[k:k + 50]), sealed[k:k + 50], strict=True):
+            assert (d.decision, d.score) == (b["decision"], b["score"])
+    ref_bodies = [env["record"] for _, env, _ in bodies(reference.ledger.engine)]
+    assert [b["features"]["sha256"] for b in ref_bodies] == [b["features"]["sha256"] for b in sealed]
+    verify_ledger(ledger.engine, [signer.verifier])
+
+
+def test_a_failed_commit_fails_the_batch_prepared_behind_it_and_the_windows_are_rebuilt(  # type: ignore[no-untyped-def]
+        sqlite_db: Db, signer, sandbox, pack_wasm) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    subs = submissions(300)
+    reference = make_pipeline(make_ledger(Db(sqlite_db.url.replace("ledger.db", "ref.db"), "sqlite"), signer),
+                              sandbox, pack_wasm)
+    want = reference.decide(subs[:100]) + reference.decide(subs[200:])
+    gated = GatedLedger(ledger)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    pipe.ledger = gated  # type: ignore[assignment]
+    pipe.rebuild = lambda: _rebuilt(ledger.engine)
+    gated.gate.set()
+    pipe.decide(subs[:100])
+    gated.gate.clear()
+    gated.entered.clear()
+    gated.fail = True
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            pipe.decide(subs[100:150])  # its commit waits at the gate, then fails
+        except LedgerUnavailableError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert gated.entered.wait(10)
+    behind = threading.Thread(target=lambda: errors.append(_raises(pipe, subs[150:200])))
+    behind.start()  # prepared on windows that count subs[100:150], which will never be recorded
+    deadline = time.monotonic() + 10
+    while pipe._tickets < 3 and time.monotonic() < deadline:  # the second batch is prepared
+        time.sleep(0.001)
+    assert pipe._tickets == 3
+    gated.gate.set()
+    t.join()
+    behind.join()
+    assert len(errors) == 2 and all(isinstance(e, LedgerUnavailableError) for e in errors)
+    assert gated.calls == 2 and len(bodies(ledger.engine)) == 100  # the second never reached the ledger
+    gated.fail = False
+    got = pipe.decide(subs[200:])  # rebuilt from the ledger first
+    assert [(d.decision, d.score) for d in got] == [(d.decision, d.score) for d in want[100:]]
+
+
+def _raises(pipe: Pipeline, subs: list[Submission]) -> BaseException | None:
+    try:
+        pipe.decide(subs)
+    except BaseException as exc:
+        return exc
+    return None
