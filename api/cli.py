@@ -21,6 +21,7 @@ from api.cli_certs import certs_app
 from api.cli_model import features, model_app
 from api.cli_parse import parse
 from api.cli_rules import rules_app
+from api.cli_score import score
 from api.cli_serve import serve
 from api.config import Settings
 from api.output import JsonOpt, emit, err, out
@@ -46,6 +47,7 @@ app.command("features")(features)
 app.add_typer(model_app, name="model")
 app.add_typer(certs_app, name="certs")
 app.command("serve")(serve)
+app.command("score")(score)
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]

@@ -1,0 +1,186 @@
+"""``sealtrail score FILE...``: offline scoring into the ledger, through the serving pipeline.
+
+The same path as ``POST /v1/decisions/batch``: each file is parsed by the API's own
+``parse_submissions`` (a JSON array: one submission, one payload per element), then decided
+in batches by the ``DecisionService`` of a ``Runtime`` and sealed before anything is printed.
+The recorded principal is the local operator (``Principal.local``: empty fingerprint, SAN
+``local:cli``), so a record says plainly that no certificate stood behind it.
+
+All or nothing at the edge: every file is read and parsed before the runtime opens, so one
+refused message (exit 1, naming the file, the message index and the field) leaves the ledger
+exactly as it was. Exit 2: missing or unmigrated database, missing key (``guarded``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import orjson
+import typer
+
+from api.output import JsonOpt, emit, err, out
+from audit.pipeline import Decision, Submission
+from inference.batcher import Priority
+from inference.messages import MAX_FILE_BYTES, MessageError, detect_format
+from wasm_rules import OUTCOMES
+
+__all__ = ["FileRefusedError", "decision_row", "read_file", "score", "setup_errors"]
+
+FORMATS = ("auto", "mt", "pacs008", "json")
+BATCH_TIMEOUT_S = 600.0  # offline batches are not held to the interactive queue deadline
+
+DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
+KeysOpt = Annotated[Path | None, typer.Option("--keys", help="key directory [env SEALTRAIL_KEYS]")]
+
+
+def setup_errors() -> tuple[type[Exception], ...]:
+    """Errors of opening a runtime that are configuration, not input (exit 2)."""
+    from audit.governance import GovernanceError
+    from audit.models_registry import ModelRegistryError
+    from audit.principal import PrincipalError
+    from inference.errors import InferenceError
+    from wasm_rules import RuleError
+
+    return GovernanceError, ModelRegistryError, InferenceError, RuleError, PrincipalError
+
+
+class FileRefusedError(Exception):
+    """A file none of whose messages may be decided; ``errors`` name ``[index].field``."""
+
+    def __init__(self, path: Path, detail: str, errors: Sequence[dict[str, str]]) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.errors = list(errors)
+
+
+@dataclass(frozen=True)
+class ScoredFile:
+    path: Path
+    submissions: list[Submission]
+
+
+def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
+    """Every message of ``path`` as a submission, or ``FileRefusedError`` for the whole file."""
+    from api.problems import Problem
+    from api.routes.decisions import parse_submissions
+
+    with path.open("rb") as f:
+        raw = f.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise FileRefusedError(path, f"more than {MAX_FILE_BYTES:,} bytes",
+                               [{"field": "file", "message": "too large"}])
+    if not raw.strip():
+        raise FileRefusedError(path, "the file is empty", [{"field": "file", "message": "empty"}])
+    try:
+        kind = detect_format(raw) if fmt == "auto" else fmt
+    except MessageError as exc:
+        raise FileRefusedError(path, str(exc), [{"field": "format", "message": exc.reason}]) from exc
+    try:
+        subs = parse_submissions(raw, kind, principal, batch=not _one_json_object(raw, kind))
+    except Problem as exc:
+        raise FileRefusedError(path, exc.detail, exc.errors) from exc
+    return ScoredFile(path, subs)
+
+
+def _one_json_object(raw: bytes, kind: str) -> bool:
+    """A JSON file holding one transaction object (not an array, not ``{"transactions": ...}``)."""
+    if kind != "json":
+        return False
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False  # parse_submissions names the error
+    return isinstance(doc, dict) and set(doc) != {"transactions"}
+
+
+def decision_row(d: Decision, sub: Submission) -> dict[str, Any]:
+    """What ``score`` prints per transaction (``--json``: one element of ``decisions``)."""
+    return {"trace_id": d.trace_id, "seq": d.seq, "reference": sub.transaction.reference,
+            "decision": d.decision, "score": d.score, "fired": [h.id for h in d.fired],
+            "fail_safe": d.fail_safe, "leaf_hash": d.leaf_hash, "recorded_at": d.recorded_at}
+
+
+def _refused(exc: FileRefusedError, as_json: bool) -> NoReturn:
+    if as_json:
+        doc = {"ok": False, "error": "message_refused", "message": str(exc), "file": str(exc.path),
+               "errors": exc.errors}
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+    err.print(f"error: {exc.path}: refused; nothing was decided or recorded", markup=False)
+    for e in exc.errors[:20]:
+        err.print(f"  {e['field']}: {e['message']}", markup=False)
+    raise typer.Exit(1)
+
+
+def score(
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, readable=True,
+                                                help="payment message files (FIN, pacs.008 XML, JSON)")],
+    fmt: Annotated[str, typer.Option("--format", help="auto | mt | pacs008 | json")] = "auto",
+    priority: Annotated[str, typer.Option(help="lane: P0 | P1 | P2")] = "P1",
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Decide and seal every transaction in FILE... (offline, as the local operator)."""
+    from api.cli import fail, guarded, settings
+    from api.runtime import Runtime
+    from audit.principal import Principal
+
+    if fmt not in FORMATS:
+        err.print(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", markup=False)
+        raise typer.Exit(2)
+    try:
+        lane = Priority.parse(priority)
+    except ValueError as exc:
+        err.print(f"error: --priority: {exc}", markup=False)
+        raise typer.Exit(2) from exc
+
+    def run() -> None:
+        s = settings(db, keys)
+        operator = getpass.getuser()
+        principal = Principal.local(operator).to_json()
+        try:
+            parsed = [read_file(p, fmt, principal) for p in files]
+        except FileRefusedError as exc:
+            _refused(exc, as_json)
+        try:
+            rt = Runtime.open(s, operator=operator)
+        except setup_errors() as exc:
+            fail(exc, as_json)
+        rows: list[dict[str, Any]] = []
+        try:
+            for f in parsed:
+                for i in range(0, len(f.submissions), s.max_batch):
+                    chunk = f.submissions[i:i + s.max_batch]
+                    got = rt.service.decide(chunk, lane, timeout_s=BATCH_TIMEOUT_S)
+                    rows += [{"file": str(f.path), "index": i + k, **decision_row(d, sub)}
+                             for k, (d, sub) in enumerate(zip(got, chunk, strict=True))]
+            size = rt.ledger.size()
+        finally:
+            rt.close()
+        counts = Counter(r["decision"] for r in rows)
+        outcomes = {o: counts.get(o, 0) for o in OUTCOMES}
+        doc = {"ok": True, "count": len(rows), "files": len(parsed), "outcomes": outcomes,
+               "ledger_size": size, "principal": principal, "decisions": rows}
+        emit(doc, as_json, lambda: _human(rows, outcomes, len(parsed), size))
+
+    guarded(as_json, run)
+
+
+def _human(rows: list[dict[str, Any]], outcomes: dict[str, int], files: int, size: int) -> None:
+    out.print(f"{'seq':>8}  {'trace_id':<36}  {'decision':<8}  {'score':>6}  {'reference':<16}  fired",
+              markup=False)
+    for r in rows:
+        sc = "-" if r["score"] is None else f"{r['score']:.4f}"
+        fired = ",".join(r["fired"]) or "-"
+        if r["fail_safe"]:
+            fired += f"  (fail-safe: {r['fail_safe']})"
+        out.print(f"{r['seq']:>8}  {r['trace_id']:<36}  {r['decision']:<8}  {sc:>6}  "
+                  f"{r['reference'] or '-':<16}  {fired}", markup=False)
+    summary = "  ".join(f"{k} {v}" for k, v in outcomes.items())
+    out.print(f"{len(rows)} decided from {files} file(s): {summary}; ledger size {size}", markup=False)

@@ -1,0 +1,183 @@
+"""``sealtrail score``: offline scoring through the pipeline; what it prints is what it sealed."""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+from inference.messages import Transaction, parse_messages
+from inference.simulate import SimConfig, simulate
+from ledger import store
+from tests.conftest import Db
+
+runner = CliRunner()
+VECTORS = Path(__file__).parents[1] / "vectors" / "messages"
+FIN = VECTORS / "mt" / "mt103_50a_59a.fin"
+RJE = VECTORS / "mt" / "rje_two.fin"
+PACS = VECTORS / "pacs008" / "multiple_transactions.xml"
+
+Entries = dict[int, tuple[dict[str, Any], bytes | None]]  # seq -> (envelope, payload)
+
+
+class Cli:
+    """The CLI against one database and key directory (``--db``/``--keys`` appended)."""
+
+    def __init__(self, db: Db, keys: Path) -> None:
+        self.db, self.keys = db, keys
+
+    def __call__(self, *args: str, code: int = 0) -> Any:
+        res = runner.invoke(app, [*args, "--db", self.db.url, "--keys", str(self.keys)])
+        assert res.exit_code == code, res.output
+        return res
+
+    def json(self, *args: str, code: int = 0) -> Any:
+        return json.loads(self(*args, "--json", code=code).stdout)
+
+    def size(self) -> int:
+        engine = self.db.engine()
+        try:
+            with engine.connect() as conn:
+                return store.tail(conn)[0]
+        finally:
+            engine.dispose()
+
+    def entries(self) -> Entries:
+        """seq -> (envelope, payload bytes) of every decision record."""
+        engine = self.db.engine()
+        e, p = store.entries, store.payloads
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(e.select().where(e.c.kind == "decision")).all()
+                data = dict(conn.execute(p.select().with_only_columns(p.c.sha256, p.c.data)).all())
+        finally:
+            engine.dispose()
+        out = {}
+        for r in rows:
+            env = orjson.loads(r.record)
+            out[int(r.seq)] = (env, data.get(env.get("payload_sha256")))
+        return out
+
+
+@pytest.fixture
+def cli(db: Db, tmp_path: Path) -> Cli:
+    c = Cli(db, tmp_path / "keys")
+    c("init")
+    return c
+
+
+def sim_array(n: int, seed: int = 3) -> list[dict[str, Any]]:
+    """``n`` simulated payments (typologies included) as JSON message objects."""
+    sims = simulate(SimConfig(seed=seed, n_normal=n, n_accounts=120, days=3))[:n]
+    return [orjson.loads(s.transaction.canonical_bytes()) for s in sims]
+
+
+def assert_sealed_as_printed(cli: Cli, rows: list[dict[str, Any]]) -> Entries:
+    entries = cli.entries()
+    for r in rows:
+        env, _ = entries[r["seq"]]
+        body = env["record"]
+        assert env["trace_id"] == r["trace_id"]
+        assert body["decision"] == r["decision"] and body["score"] == r["score"]
+        assert [h["id"] for h in body["fired"]] == r["fired"]
+        assert body["input"]["reference"] == r["reference"]
+        assert body["principal"]["fingerprint_sha256"] == ""  # offline: no certificate stood behind it
+        assert body["principal"]["subject"] == f"CN=local:{getpass.getuser()}"
+    return entries
+
+
+def test_a_fin_file_is_decided_and_sealed_as_the_local_operator(cli: Cli) -> None:
+    doc = cli.json("score", str(FIN))
+    (tx,) = parse_messages(FIN.read_bytes())
+    assert isinstance(tx, Transaction)
+    assert doc["ok"] is True and doc["count"] == 1 and doc["files"] == 1
+    (row,) = doc["decisions"]
+    assert row["file"] == str(FIN) and row["index"] == 0 and row["reference"] == tx.reference == "FR-INTRA-44"
+    assert row["decision"] in ("ALLOW", "REVIEW", "HOLD", "BLOCK") and 0 <= row["score"] <= 1
+    entries = assert_sealed_as_printed(cli, doc["decisions"])
+    env, payload = entries[row["seq"]]
+    assert payload == FIN.read_bytes()  # the message exactly as it was in the file
+    assert env["record"]["input"]["transaction_sha256"] == tx.sha256
+    assert doc["ledger_size"] == cli.size() and doc["principal"]["sans"] == ["local:cli"]
+    assert sum(doc["outcomes"].values()) == 1
+    human = cli("score", str(FIN)).stdout
+    assert "FR-INTRA-44" in human and "1 decided from 1 file(s)" in human
+
+
+def test_a_json_array_gives_each_element_its_own_submission_and_payload(cli: Cli, tmp_path: Path) -> None:
+    items = sim_array(40)
+    f = tmp_path / "batch.json"
+    f.write_bytes(orjson.dumps(items, option=orjson.OPT_INDENT_2))
+    doc = cli.json("score", str(f), "--priority", "P2")
+    assert doc["count"] == 40 and [r["index"] for r in doc["decisions"]] == list(range(40))
+    assert [r["reference"] for r in doc["decisions"]] == [it["reference"] for it in items]
+    seqs = [r["seq"] for r in doc["decisions"]]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 40
+    entries = assert_sealed_as_printed(cli, doc["decisions"])
+    for r, item in zip(doc["decisions"], items, strict=True):
+        env, payload = entries[r["seq"]]
+        assert payload == orjson.dumps(item)  # its own compact JSON, not the whole file
+        assert env["payload_sha256"] == hashlib.sha256(payload).hexdigest()
+    assert sum(doc["outcomes"].values()) == 40
+
+
+def test_several_files_and_formats_in_one_run(cli: Cli, tmp_path: Path) -> None:
+    single = tmp_path / "one.json"
+    single.write_bytes(orjson.dumps(sim_array(1)[0]))
+    doc = cli.json("score", str(RJE), str(PACS), str(single))
+    per_file = [(r["file"], r["index"]) for r in doc["decisions"]]
+    n_rje, n_pacs = len(parse_messages(RJE.read_bytes())), len(parse_messages(PACS.read_bytes()))
+    assert n_rje == 2 and n_pacs >= 2
+    assert per_file == ([(str(RJE), i) for i in range(n_rje)] + [(str(PACS), i) for i in range(n_pacs)]
+                        + [(str(single), 0)])
+    assert_sealed_as_printed(cli, doc["decisions"])
+    entries = cli.entries()
+    assert entries[doc["decisions"][-1]["seq"]][1] == single.read_bytes()
+
+
+def test_a_refused_message_refuses_the_run_and_writes_nothing(cli: Cli, tmp_path: Path) -> None:
+    items = sim_array(3)
+    items[1]["currency"] = "EURO"
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(orjson.dumps(items))
+    before = cli.size()
+    doc = cli.json("score", str(FIN), str(bad), code=1)  # the good file before it is not decided either
+    assert doc["ok"] is False and doc["error"] == "message_refused" and doc["file"] == str(bad)
+    assert doc["errors"][0]["field"].startswith("[1]") and "currency" in doc["errors"][0]["field"]
+    res = cli("score", str(bad), code=1)
+    assert str(bad) in res.stderr and "[1]" in res.stderr and "nothing was decided" in res.stderr
+    assert cli.size() == before  # not even the runtime's start-up records
+    fin = tmp_path / "bad.fin"
+    fin.write_bytes(FIN.read_bytes().replace(b":32A:261130CHF100000,00", b":32A:261130CHF1OO,00"))
+    doc = cli.json("score", str(fin), code=1)
+    assert doc["errors"][0]["field"].startswith("[0].:32A:")
+    garbage = tmp_path / "noise.txt"
+    garbage.write_bytes(b"hello")
+    assert cli.json("score", str(garbage), code=1)["errors"] == [
+        {"field": "format", "message": "neither SWIFT FIN ('{1:'), ISO 20022 XML ('<') nor JSON"}]
+    empty = tmp_path / "empty.xml"
+    empty.write_bytes(b"  \n")
+    assert cli.json("score", str(empty), code=1)["errors"][0]["field"] == "file"
+    assert cli.size() == before
+
+
+def test_usage_and_configuration_errors_exit_2(db: Db, tmp_path: Path) -> None:
+    missing = Cli(Db(f"sqlite:///{tmp_path / 'none.db'}", "sqlite"), tmp_path / "keys")
+    doc = missing.json("score", str(FIN), code=2)
+    assert doc["error"] == "SchemaError" and "sealtrail init" in doc["message"]
+    assert not (tmp_path / "none.db").exists()
+    cli = Cli(db, tmp_path / "k")
+    cli("init")
+    other = Cli(db, tmp_path / "no-keys")
+    assert "signing.key" in other.json("score", str(FIN), code=2)["message"]
+    cli("score", str(FIN), "--format", "csv", code=2)
+    cli("score", str(FIN), "--priority", "P9", code=2)
+    cli("score", str(tmp_path / "absent.fin"), code=2)
+    assert cli.size() == 1
