@@ -23,6 +23,7 @@ from api.cli_parse import parse
 from api.cli_rules import rules_app
 from api.cli_score import score
 from api.cli_serve import serve
+from api.cli_traces import traces_app
 from api.config import Settings
 from api.output import JsonOpt, emit, err, out
 from ledger import (
@@ -48,6 +49,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(certs_app, name="certs")
 app.command("serve")(serve)
 app.command("score")(score)
+app.add_typer(traces_app, name="traces")
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]

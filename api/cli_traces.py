@@ -1,0 +1,176 @@
+"""``sealtrail traces query|show``: find sealed decisions and read one in full (read-only).
+
+``query`` pages newest first over the trace index (``audit.queries.query_traces``) and prints
+the cursor of the next page; ``show`` reads one trace from the ledger itself: the sealed
+record, the payload's state (its bytes only with ``--payload``) and the annotations that refer
+to it. A refused filter exits 1 naming its option; an unknown trace id exits 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import orjson
+import typer
+
+from api.output import JsonOpt, emit, err, out
+from audit.queries import QueryError, TraceDetail, TraceSummary
+
+__all__ = ["detail_json", "summary_json", "traces_app"]
+
+traces_app = typer.Typer(no_args_is_help=True, help="Find sealed decisions; show one in full.")
+
+DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
+KeysOpt = Annotated[Path | None, typer.Option("--keys", help="key directory [env SEALTRAIL_KEYS]")]
+_OPTION = {"since": "--since", "until": "--until", "decision": "--decision", "rule_id": "--rule",
+           "account": "--account", "principal": "--principal", "score_min": "--score-min",
+           "score_max": "--score-max", "limit": "--limit", "cursor": "--cursor", "trace_id": "TRACE_ID"}
+
+
+def _refused(exc: QueryError, as_json: bool) -> NoReturn:
+    name = _OPTION.get(exc.field, exc.field)
+    message = f"{name}: {exc.message}"
+    if as_json:
+        doc = {"ok": False, "error": "QueryError", "field": name, "message": message}
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+    err.print(f"error: {message}", markup=False)
+    raise typer.Exit(1)
+
+
+def _score(text: str | None, field: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise QueryError(field, f"{text!r} is not a number in [0, 1]") from None
+
+
+def summary_json(t: TraceSummary) -> dict[str, Any]:
+    """One item of ``traces query --json`` (the shape of ``GET /v1/traces``)."""
+    return {"seq": t.seq, "trace_id": t.trace_id, "recorded_at": t.recorded_at, "event_at": t.event_at,
+            "decision": t.decision, "score": t.score, "fail_safe": t.fail_safe, "fired": list(t.fired),
+            "principal": {"subject": t.principal_subject, "fingerprint_sha256": t.principal_fp},
+            "ruleset": f"{t.ruleset_id}@{t.ruleset_version}", "module_sha256": t.module_sha256}
+
+
+@traces_app.command("query")
+def traces_query(
+    since: Annotated[str | None, typer.Option(help="recorded_at >= SINCE (ISO 8601 with offset)")] = None,
+    until: Annotated[str | None, typer.Option(help="recorded_at < UNTIL")] = None,
+    decision: Annotated[str | None, typer.Option(help="ALLOW | REVIEW | HOLD | BLOCK")] = None,
+    rule: Annotated[str | None, typer.Option(help="a rule id that fired")] = None,
+    account: Annotated[str | None, typer.Option(help="originator or beneficiary account / IBAN")] = None,
+    principal: Annotated[str | None, typer.Option(
+        help="certificate SHA-256 fingerprint or RFC 4514 subject")] = None,
+    score_min: Annotated[str | None, typer.Option("--score-min", help="score >= this, in [0, 1]")] = None,
+    score_max: Annotated[str | None, typer.Option("--score-max", help="score <= this, in [0, 1]")] = None,
+    limit: Annotated[int, typer.Option(help="page size, 1..1000")] = 100,
+    cursor: Annotated[str | None, typer.Option(help="next cursor printed by the previous page")] = None,
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Sealed decisions matching every given filter, newest first, one page at a time."""
+    from api import ops
+    from api.cli import guarded, settings
+    from audit.queries import TraceFilter, query_traces
+    from ledger import store
+
+    def run() -> None:
+        try:
+            f = TraceFilter(since=since, until=until, decision=decision, rule_id=rule, account=account,
+                            principal=principal, score_min=_score(score_min, "score_min"),
+                            score_max=_score(score_max, "score_max"), limit=limit, cursor=cursor)
+        except QueryError as exc:
+            _refused(exc, as_json)
+        engine = ops.engine_for(settings(db, keys))
+        try:
+            store.require_schema(engine)
+            page = query_traces(engine, f)
+        finally:
+            engine.dispose()
+        doc = {"items": [summary_json(t) for t in page.items], "next_cursor": page.next_cursor}
+
+        def human() -> None:
+            for t in page.items:
+                sc = "-" if t.score is None else f"{t.score:.4f}"
+                fired = ",".join(t.fired) or "-"
+                out.print(f"{t.seq:>8}  {t.trace_id}  {t.recorded_at}  {t.decision:<6}  {sc:>6}  "
+                          f"{fired}  {t.principal_subject}", markup=False)
+            out.print(f"{len(page.items)} trace(s); " + (f"next cursor: {page.next_cursor}"
+                      if page.next_cursor else "last page"), markup=False)
+
+        emit(doc, as_json, human)
+
+    guarded(as_json, run)
+
+
+def detail_json(d: TraceDetail, with_payload: bool) -> dict[str, Any]:
+    """``traces show --json``: the record as sealed, its payload's state, its annotations."""
+    payload: dict[str, Any] = {"sha256": d.payload_sha256, "state": d.payload_state}
+    if with_payload and d.payload is not None:
+        try:
+            payload |= {"encoding": "utf-8", "data": d.payload.decode("utf-8")}
+        except UnicodeDecodeError:
+            payload |= {"encoding": "base64", "data": base64.b64encode(d.payload).decode()}
+    return {"seq": d.seq, "trace_id": d.trace_id, "kind": d.kind, "recorded_at": d.recorded_at,
+            "leaf_hash": d.leaf_hash, "chain_hash": d.chain_hash, "record": orjson.loads(d.record),
+            "record_bytes": base64.b64encode(d.record).decode(), "payload": payload,
+            "annotations": [{"seq": a.seq, "trace_id": a.trace_id, "recorded_at": a.recorded_at,
+                             "record": a.body} for a in d.annotations]}
+
+
+@traces_app.command("show")
+def traces_show(
+    trace_id: Annotated[str, typer.Argument(metavar="TRACE_ID", help="UUID of the sealed record")],
+    payload: Annotated[bool, typer.Option("--payload",
+                                          help="include the raw message (payment data)")] = False,
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One sealed record in full: what was decided, on what, by whom, and what was said since."""
+    from api import ops
+    from api.cli import guarded, settings
+    from audit.queries import get_trace
+    from ledger import store
+    from ledger.errors import EntryNotFoundError
+
+    def run() -> None:
+        engine = ops.engine_for(settings(db, keys))
+        try:
+            store.require_schema(engine)
+            try:
+                d = get_trace(engine, trace_id)
+            except QueryError as exc:
+                _refused(exc, as_json)
+        finally:
+            engine.dispose()
+        if d is None:
+            raise EntryNotFoundError(f"no trace {trace_id}")
+        doc = detail_json(d, payload)
+        emit(doc, as_json, lambda: _human_detail(doc))
+
+    guarded(as_json, run)
+
+
+def _human_detail(doc: dict[str, Any]) -> None:
+    for k in ("trace_id", "seq", "kind", "recorded_at", "leaf_hash", "chain_hash"):
+        out.print(f"{k:<12}{doc[k]}", markup=False)
+    p = doc["payload"]
+    out.print(f"{'payload':<12}{p['state']}" + (f"  sha256 {p['sha256']}" if p["sha256"] else ""),
+              markup=False)
+    out.print("record:", markup=False)
+    out.print(orjson.dumps(doc["record"]["record"], option=orjson.OPT_INDENT_2).decode(), markup=False)
+    if "data" in p:
+        out.print(f"payload data ({p['encoding']}):", markup=False)
+        out.print(p["data"], markup=False)
+    out.print(f"annotations: {len(doc['annotations'])}", markup=False)
+    for a in doc["annotations"]:
+        body = a["record"]
+        out.print(f"  seq {a['seq']}  {a['recorded_at']}  {body.get('disposition', '')}  "
+                  f"{body.get('note', '')}", markup=False)
