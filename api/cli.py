@@ -18,6 +18,7 @@ import typer
 from sqlalchemy.exc import SQLAlchemyError
 
 from api.cli_certs import certs_app
+from api.cli_demo import demo
 from api.cli_model import features, model_app
 from api.cli_parse import parse
 from api.cli_rules import rules_app
@@ -50,6 +51,7 @@ app.add_typer(certs_app, name="certs")
 app.command("serve")(serve)
 app.command("score")(score)
 app.add_typer(traces_app, name="traces")
+app.command("demo")(demo)
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
@@ -99,7 +101,7 @@ def guarded(as_json: bool, fn: Callable[[], None]) -> None:
         fail(exc, as_json)
 
 
-# --------------------------------------------------------------------------- init / demo
+# --------------------------------------------------------------------------- init
 
 
 @app.command()
@@ -124,19 +126,6 @@ def init(
         ))
 
     guarded(as_json, run)
-
-
-@app.command()
-def demo(
-    db: DbOpt = None,
-    keys: KeysOpt = None,
-    records: Annotated[int, typer.Option(min=1, max=1_000_000)] = 5000,
-    as_json: JsonOpt = False,
-) -> None:
-    """Append synthetic records, checkpoint, verify and prove one (until the pipeline lands)."""
-    from api import ops
-
-    guarded(as_json, lambda: ops.demo(settings(db, keys), records, as_json, out))
 
 
 # --------------------------------------------------------------------------- ledger

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import base64
 import os
-import random
-import time
 from datetime import timedelta
 from typing import Any
 
-from rich.console import Console
 from sqlalchemy import Engine
 
 import migrations
 from api.config import Settings
-from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, Record, VerifyReport, store
+from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, VerifyReport, store
 from ledger.append import CheckpointPolicy
 from ledger.checkpoint import SignedCheckpoint
 from ledger.errors import DamageError, EntryNotFoundError, KeyFileError, RefusedError
@@ -185,44 +182,3 @@ def holds(s: Settings) -> dict[str, Any]:
     store.require_schema(engine)
     with engine.connect() as conn:
         return {"holds": [h.__dict__ for h in active_holds(conn)]}
-
-
-def demo(s: Settings, n: int, as_json: bool, out: Console) -> None:
-    """Synthetic screening events: enough to exercise batching, checkpoints and proofs."""
-    import sys
-
-    import orjson
-
-    info = initialise(s)
-    ledger = open_ledger(s)
-    rng = random.Random(20261202)
-    outcomes = ["ALLOW"] * 90 + ["REVIEW"] * 6 + ["HOLD"] * 3 + ["BLOCK"]
-    t0 = time.perf_counter()
-    receipts = []
-    for start in range(0, n, 500):
-        batch = []
-        for i in range(start, min(start + 500, n)):
-            amount = f"{rng.randint(100, 2_000_000) / 100:.2f}"
-            raw = orjson.dumps({"msg": i, "amount": amount, "currency": "EUR",
-                                "debtor": f"DE{rng.randint(10**19, 10**20 - 1)}"})
-            body = {"synthetic": True, "n": i, "amount": amount, "outcome": rng.choice(outcomes)}
-            batch.append(Record("demo.synthetic_event", body, payload=raw))
-        receipts += ledger.append_many(batch)
-    appended = time.perf_counter() - t0
-    cp = ledger.checkpoint()
-    report = verify_ledger(ledger.engine, [load_signer(s.key_file).verifier])
-    proof = prove(s, receipts[len(receipts) // 2].trace_id)
-    doc = {"init": info, "appended": len(receipts), "append_seconds": round(appended, 3),
-           "checkpoint": cp.note, "verify": report.to_json(), "proof": proof.to_json()}
-    if as_json:
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    out.print(f"ledger   {s.db}  (origin {info['origin']})")
-    out.print(f"appended {len(receipts)} records in {appended:.2f}s "
-              f"({len(receipts) / appended:,.0f}/s, batches of 500, durable)")
-    out.print("checkpoint:")
-    out.print(cp.note, end="", markup=False)
-    out.print(f"verified {report.size} entries and {report.checkpoints} checkpoints "
-              f"in {report.seconds:.2f}s against {report.trusted_key}")
-    out.print(f"proof    trace {receipts[len(receipts) // 2].trace_id} = seq {proof.index}: "
-              f"{len(proof.hashes)} hashes against size {proof.size}")

@@ -1,0 +1,230 @@
+"""``sealtrail demo``: the quick-start job behind ``make demo``, end to end on one machine.
+
+Initialises the ledger (idempotent), writes dev certificates if there are none, opens the
+serving runtime (model registration and the shipped ruleset on a fresh ledger), simulates
+payments with AML typologies and scores them through the pipeline in batches, as the dev
+scorer certificate's principal, so the records look like served ones. Then a checkpoint,
+a full verification and a summary. The simulator is seeded with the ledger's size, so each
+run appends new payments, and a run can be repeated exactly on a copy of the same ledger
+(its event times end at the hour the run started).
+"""
+
+from __future__ import annotations
+
+import getpass
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from api.cli_score import DbOpt, KeysOpt, setup_errors
+from api.output import JsonOpt, emit, err, out
+from audit.pipeline import Decision, Submission
+from inference.simulate import SimConfig, SimTx, simulate
+from wasm_rules import OUTCOMES
+
+__all__ = ["DEFAULT_TRANSACTIONS", "demo", "sim_config", "simulate_exactly", "summarise"]
+
+DEFAULT_TRANSACTIONS = 20_000
+CERTS_DIR = Path("demo/certs")
+EXPORTS_DIR = Path("demo/exports")
+BATCH_TIMEOUT_S = 600.0
+
+
+def sim_config(n: int, seed: int, end: datetime, n_normal: int | None = None) -> SimConfig:
+    """A simulation of about ``n`` payments over the days before ``end`` (config minimums kept)."""
+    days = min(14, max(3, n // 1000))
+    return SimConfig(seed=seed, start=end - timedelta(days=days), days=days,
+                     n_accounts=max(100, min(2000, n // 10)),
+                     n_normal=round(n * 0.95) if n_normal is None else n_normal)
+
+
+def simulate_exactly(n: int, seed: int, end: datetime) -> tuple[SimConfig, list[SimTx]]:
+    """Exactly ``n`` simulated payments in time order: more normal traffic until there are
+    enough, then a seeded sample (each typology occurs at least once, so small runs overshoot)."""
+    cfg = sim_config(n, seed, end)
+    sims = simulate(cfg)
+    while len(sims) < n:
+        cfg = sim_config(n, seed, end, cfg.n_normal + n - len(sims))
+        sims = simulate(cfg)
+    if len(sims) > n:
+        keep = sorted(random.Random(seed).sample(range(len(sims)), n))
+        sims = [sims[i] for i in keep]
+    return cfg, sims
+
+
+@dataclass(frozen=True)
+class Scored:
+    decisions: list[Decision]
+    sims: list[SimTx]
+    seconds: float
+
+
+def score_all(decide: Callable[[list[Submission]], list[Decision]], sims: Sequence[SimTx],
+              principal: dict[str, Any], batch: int, advance: Callable[[int], None]) -> Scored:
+    """Parse and decide ``sims`` in batches; the next batch is parsed while one is decided."""
+    t0 = time.perf_counter()
+    decisions: list[Decision] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="demo-decide") as pool:
+        pending: Future[list[Decision]] | None = None
+        for i in range(0, len(sims), batch):
+            subs: list[Submission] = []
+            for s in sims[i:i + batch]:
+                (sub,) = Submission.parse(s.transaction.canonical_bytes(), "json", principal, s.at)
+                if not isinstance(sub, Submission):  # the simulator writes valid messages only
+                    raise ValueError(f"simulated payment refused: {sub}")
+                subs.append(sub)
+            if pending is not None:
+                done = pending.result()
+                decisions += done
+                advance(len(done))
+            pending = pool.submit(decide, subs)
+        if pending is not None:
+            done = pending.result()
+            decisions += done
+            advance(len(done))
+    return Scored(decisions, list(sims), time.perf_counter() - t0)
+
+
+def summarise(scored: Scored) -> dict[str, Any]:
+    """Outcomes, top rules, latency and throughput of one run (plain data)."""
+    ds, n = scored.decisions, len(scored.decisions)
+    counts = Counter(d.decision for d in ds)
+    outcomes = {o: {"count": counts.get(o, 0), "percent": round(100 * counts.get(o, 0) / max(1, n), 2)}
+                for o in OUTCOMES}
+    rules = Counter(h.id for d in ds for h in d.fired)
+    lat = np.array([d.latency_us.get("total", 0) + d.latency_us.get("queue", 0) for d in ds] or [0])
+    flagged = [d.decision != "ALLOW" for d in ds]
+    laundering = [s.label == 1 for s in scored.sims]
+    bad = sum(laundering)
+    caught = sum(f and b for f, b in zip(flagged, laundering, strict=True))
+    false_alarms = sum(f and not b for f, b in zip(flagged, laundering, strict=True))
+    return {
+        "decisions": n,
+        "outcomes": outcomes,
+        "top_rules": [{"id": r, "count": c} for r, c in rules.most_common(5)],
+        "latency_us": {"p50": int(np.percentile(lat, 50)), "p99": int(np.percentile(lat, 99))},
+        "seconds": round(scored.seconds, 3),
+        "throughput_per_s": round(n / scored.seconds) if scored.seconds > 0 else None,
+        "laundering": {"transactions": bad, "flagged": caught,
+                       "normal_flagged": false_alarms, "normal": n - bad},
+        "fail_safe": sum(d.fail_safe is not None for d in ds),
+    }
+
+
+def _progress(as_json: bool) -> Progress:
+    return Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                    console=err, disable=as_json or not err.is_terminal, transient=False)
+
+
+def demo(
+    transactions: Annotated[int, typer.Option("--transactions", min=1, max=1_000_000,
+                                              help="simulated payments to score")] = DEFAULT_TRANSACTIONS,
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    certs: Annotated[Path, typer.Option("--certs", help="dev certificates (created if absent)")] = CERTS_DIR,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score simulated payments with AML typologies end to end: seal, checkpoint, verify."""
+    from api import ops
+    from api.certs import create_dev_pki
+    from api.cli import fail, guarded, settings
+    from api.runtime import Runtime
+    from audit.principal import Principal
+
+    def run() -> None:
+        t_start = time.perf_counter()
+        s = settings(db, keys)
+        info = ops.initialise(s)
+        pem = certs / "scorer.pem"
+        created = not pem.exists()
+        if created:
+            create_dev_pki(certs)
+        try:
+            principal = Principal.from_pem(pem.read_bytes())
+            rt = Runtime.open(s, operator=getpass.getuser())
+        except setup_errors() as exc:
+            fail(exc, as_json)
+        try:
+            seed = rt.ledger.size()
+            end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+            t0 = time.perf_counter()
+            cfg, sims = simulate_exactly(transactions, seed, end)
+            sim_s = time.perf_counter() - t0
+
+            def decide(subs: list[Submission]) -> list[Decision]:
+                return rt.service.decide(subs, timeout_s=BATCH_TIMEOUT_S)
+
+            with _progress(as_json) as bar:
+                task = bar.add_task("scoring", total=len(sims), rate="")
+                t1, done = time.perf_counter(), [0]
+
+                def advance(k: int) -> None:
+                    done[0] += k
+                    rate = done[0] / max(1e-9, time.perf_counter() - t1)
+                    bar.update(task, advance=k, rate=f"{rate:,.0f}/s")
+
+                scored = score_all(decide, sims, principal.to_json(), s.max_batch, advance)
+            cp = rt.ledger.checkpoint()
+        finally:
+            rt.close()
+        report = ops.verify(s, [], None)
+        summary = summarise(scored)
+        typologies = Counter(x.typology for x in sims)
+        doc = {"ok": True, "init": info,  # a report means verified: damage raises
+               "certs": {"dir": str(certs), "created": created, "principal": principal.to_json()},
+               "simulation": {"seed": cfg.seed, "start": cfg.start.isoformat(), "days": cfg.days,
+                              "accounts": cfg.n_accounts, "transactions": len(sims),
+                              "typologies": dict(sorted(typologies.items())), "seconds": round(sim_s, 3)},
+               **summary,
+               "ledger_size": cp.checkpoint.size, "checkpoint": cp.note, "verify": report.to_json(),
+               "exports": {"dir": str(EXPORTS_DIR), "available": False,
+                           "message": "exports arrive with the export issue: `sealtrail export create` "
+                                      f"will write bundles to ./{EXPORTS_DIR}"},
+               "total_seconds": round(time.perf_counter() - t_start, 3)}
+        emit(doc, as_json, lambda: _human(doc, s.db, s.max_batch))
+
+    guarded(as_json, run)
+
+
+def _human(doc: dict[str, Any], db: str, batch: int) -> None:
+    p = print_line
+    sim, lau, v = doc["simulation"], doc["laundering"], doc["verify"]
+    p(f"ledger      {db}  (origin {doc['init']['origin']}, "
+      f"{'initialised now' if doc['init']['created'] else 'already initialised'})")
+    p(f"certs       {doc['certs']['dir']} ({'created' if doc['certs']['created'] else 'existing'}); "
+      f"scoring as {doc['certs']['principal']['subject']}")
+    p(f"simulated   {sim['transactions']:,} payments over {sim['days']} days, {sim['accounts']:,} accounts, "
+      f"seed {sim['seed']} ({sim['seconds']:.1f}s); "
+      + ", ".join(f"{k} {c}" for k, c in sim["typologies"].items() if k != "normal"))
+    p(f"scored      {doc['decisions']:,} in {doc['seconds']:.1f}s: {doc['throughput_per_s'] or 0:,}/s "
+      f"(parse + features + model + rules + seal, batches of {batch})")
+    p("outcomes    " + "  ".join(f"{k} {o['count']:,} ({o['percent']:.1f}%)"
+                                  for k, o in doc["outcomes"].items()))
+    p("top rules   " + ("  ".join(f"{r['id']} {r['count']:,}" for r in doc["top_rules"]) or "none fired"))
+    p(f"laundering  {lau['flagged']:,} of {lau['transactions']:,} flagged; normal flagged "
+      f"{lau['normal_flagged']:,} of {lau['normal']:,}"
+      + (f"; fail-safe {doc['fail_safe']}" if doc["fail_safe"] else ""))
+    lat = doc["latency_us"]
+    p(f"latency     p50 {lat['p50'] / 1000:.1f} ms  p99 {lat['p99'] / 1000:.1f} ms per decision "
+      "(queue + its batch)")
+    p(f"ledger size {doc['ledger_size']:,}; latest checkpoint:")
+    out.print(doc["checkpoint"], end="", markup=False)
+    p(f"verified    {v['size']:,} entries, {v['checkpoints']} checkpoints in {v['seconds']:.2f}s "
+      f"against {v['trusted_key'] or 'no pinned key'}")
+    p(f"exports     {doc['exports']['message']}")
+    p(f"done in {doc['total_seconds']:.1f}s")
+
+
+def print_line(text: str) -> None:
+    out.print(text, markup=False)
