@@ -23,8 +23,29 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
 
+_SEARCH_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"example": {
+    "items": [{"seq": 41873, "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11",
+               "recorded_at": "2026-12-03T09:12:44.123456Z", "event_at": "2026-12-03T09:12:44.120001Z",
+               "decision": "HOLD", "score": 0.86, "fail_safe": None, "fired": ["MODEL_SCORE_HIGH"],
+               "principal": {"subject": "CN=payments-engine,O=Example Bank",
+                             "fingerprint_sha256": "9f86...0a08"},
+               "ruleset": "aml_core@2026.12.0", "module_sha256": "9170...2337"}],
+    "next_cursor": "dDEuNDE4NzMuM2E5ZjBjMWI"}}}}}
+_TRACE_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"example": {
+    "seq": 41873, "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "kind": "decision",
+    "recorded_at": "2026-12-03T09:12:44.123456Z", "leaf_hash": "5f1c...e2", "chain_hash": "77a0...19",
+    "record": {"kind": "decision", "payload_sha256": "4825...8fea",
+               "record": {"schema": "sealtrail.decision/1"},
+               "recorded_at": "2026-12-03T09:12:44.123456Z", "trace_id": "019ae3c4-...", "v": 1},
+    "record_bytes": "eyJraW5kIjoiZGVjaXNpb24iLC4uLn0=",
+    "payload": {"sha256": "4825...8fea", "state": "present", "encoding": "utf-8", "data": "{1:F01...}"},
+    "annotations": [],
+    "proof": {"index": 41873, "size": 42000, "leaf_hash": "XxzH...4g=", "hashes": ["UG7d...xiU="],
+              "checkpoint": "sealtrail.local/ledger\n42000\n..."}}}}}}
 
-@router.get("", summary="Search sealed decisions, newest first, with cursor pagination")
+
+@router.get("", summary="Search sealed decisions, newest first, with cursor pagination",
+            responses=_SEARCH_EXAMPLE)
 def search(
     rt: RuntimeDep,
     caller: Annotated[Caller, allow("traces.query")],
@@ -58,7 +79,8 @@ def _payload(data: bytes) -> dict[str, Any]:
         return {"encoding": "base64", "data": base64.b64encode(data).decode()}
 
 
-@router.get("/{trace_id}", summary="One sealed record, its payload, inclusion proof and checkpoint")
+@router.get("/{trace_id}", summary="One sealed record, its payload, inclusion proof and checkpoint",
+            responses=_TRACE_EXAMPLE)
 async def get(trace_id: str, rt: RuntimeDep,
               caller: Annotated[Caller, allow("traces.get")]) -> dict[str, Any]:
     detail = await run_in_threadpool(get_trace, rt.engine, trace_id)
