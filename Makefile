@@ -34,6 +34,10 @@ bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.rules
 	$(BIN)/python -m bench.messages
 	$(BIN)/python -m bench.inference
+	$(BIN)/python -m bench.canonical
+	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.queries
+	$(BIN)/python -m bench.http
 
 clean:
-	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys demo .mypy_cache .ruff_cache .pytest_cache
