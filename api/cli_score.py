@@ -82,7 +82,8 @@ def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
     except MessageError as exc:
         raise FileRefusedError(path, str(exc), [{"field": "format", "message": exc.reason}]) from exc
     try:
-        subs = parse_submissions(raw, kind, principal, batch=not _one_json_object(raw, kind))
+        subs = parse_submissions(raw, kind, principal, batch=not _one_json_object(raw, kind),
+                                 max_items=None)
     except Problem as exc:
         raise FileRefusedError(path, exc.detail, exc.errors) from exc
     return ScoredFile(path, subs)

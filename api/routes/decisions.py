@@ -119,8 +119,10 @@ def _refused(errors: list[tuple[int, MessageError]], single: bool) -> Problem:
     return Problem(422, "message_refused", detail, items)
 
 
-def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool) -> list[Submission]:
-    """The request's messages as submissions, or a 422 naming every refused one."""
+def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool,
+                      max_items: int | None = MAX_BATCH) -> list[Submission]:
+    """The request's messages as submissions, or a 422 naming every refused one
+    (``max_items`` None: no cap, for offline scoring of whole files)."""
     now = datetime.now(UTC)
     subs: list[Submission] = []
     errors: list[tuple[int, MessageError]] = []
@@ -138,7 +140,7 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
             raise Problem(422, "message_refused", 'a batch is a JSON array (or {"transactions": [...]})',
                           [{"field": "body", "message": "expected an array"}])
         items = [orjson.dumps(el) for el in doc]
-        if len(items) > MAX_BATCH:
+        if max_items is not None and len(items) > max_items:
             raise _too_many(len(items))
         for i, item in enumerate(items):
             parsed = Submission.parse(item, "json", principal, now)
@@ -159,7 +161,7 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
         raise Problem(422, "one_message_expected",
                       f"the body holds {len(subs)} transactions; POST several to /v1/decisions/batch",
                       [{"field": "body", "message": f"{len(subs)} transactions"}])
-    if len(subs) > MAX_BATCH:
+    if max_items is not None and len(subs) > max_items:
         raise _too_many(len(subs))
     return subs
 
