@@ -37,8 +37,16 @@ class Settings(BaseSettings):
                                        description="addresses/CIDRs the proxy header is accepted from")
     backend: str = Field("numpy", description="model backend: numpy | onnxruntime | cupy | tensorrt")
     max_batch: int = Field(1024, ge=1, le=10_000, description="largest batch the pipeline runs")
+    velocity_snapshot: Path | None = Field(
+        None, description="velocity windows saved at a clean stop, so a restart replays only what "
+                          "follows [default: KEYS/velocity.snapshot, mode 0600: it names accounts]")
     decision_timeout_ms: float = Field(250.0, gt=0, description="queue deadline before a fail-safe HOLD")
 
     @property
     def key_file(self) -> Path:
         return self.keys / "signing.key"
+
+    @property
+    def velocity_snapshot_file(self) -> Path:
+        chosen = self.velocity_snapshot
+        return chosen if chosen is not None else self.keys / "velocity.snapshot"

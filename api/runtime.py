@@ -9,20 +9,23 @@ features as the one that stopped. Only then does the batcher accept work.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from api import ops
 from api.config import Settings
+from audit import velocity_snapshot
 from audit.governance import Governance
 from audit.models_registry import register_model
 from audit.pipeline import Pipeline
 from audit.principal import Principal
 from audit.service import DecisionService
 from audit.trace_index import TraceIndex, catch_up
-from audit.velocity_replay import ReplayReport, replay_decisions, window_start_seq
+from audit.velocity_replay import ReplayReport
 from inference.backends import Backend, load_backend
 from inference.features import FeatureExtractor
 from inference.model_files import ModelFiles
@@ -44,6 +47,7 @@ class Runtime:
     pipeline: Pipeline
     service: DecisionService
     replay: ReplayReport
+    velocity_from_snapshot: bool
 
     @classmethod
     def open(cls, s: Settings, *, operator: str = "sealtrail-serve") -> Runtime:
@@ -58,19 +62,30 @@ class Runtime:
             governance = Governance(ledger)
             governance.bootstrap_default(principal=local)
             rules = governance.load_active(sandbox)
-            extractor = FeatureExtractor()
-            replay = replay_decisions(engine, extractor, window_start_seq(engine))
+            restored = velocity_snapshot.restore(s.velocity_snapshot_file, engine, ledger.origin)
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
             index = TraceIndex()
-            pipeline = Pipeline(ledger, scorer, rules, extractor=extractor, index=index)
-            pipeline.rebuild = lambda: _rebuilt(engine)
+            pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=index)
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000)
         except BaseException:
             sandbox.close()
             scorer.close()
             raise
-        return cls(s, engine, ledger, sandbox, scorer, model, governance, pipeline, service, replay)
+        rt = cls(s, engine, ledger, sandbox, scorer, model, governance, pipeline, service, restored.report,
+                 restored.from_snapshot)
+        rt._velocity_base = (restored.covered, 0)
+        pipeline.rebuild = rt._rebuild_velocity
+        return rt
+
+    # (ledger size the windows were last rebuilt at, service.decided then): see close()
+    _velocity_base: tuple[int, int] = (0, 0)
+
+    def _rebuild_velocity(self) -> FeatureExtractor:
+        """After a failed commit: the windows again from the ledger (called by the pipeline)."""
+        r = velocity_snapshot.restore(None, self.engine, self.ledger.origin)
+        self._velocity_base = (r.covered, self.service.decided)
+        return r.extractor
 
     _activate_lock = threading.Lock()
 
@@ -87,12 +102,25 @@ class Runtime:
 
     def close(self) -> None:
         self.service.close()
+        self._save_velocity()
         self.sandbox.close()
         self.scorer.close()
         self.engine.dispose()
 
+    def _save_velocity(self) -> None:
+        """Save the windows if they are exactly the replay of the ledger as it is now: every
+        decision sealed since they were rebuilt is one this process made."""
+        path = self.settings.velocity_snapshot_file
+        if self.pipeline.velocity_stale:
+            return
+        base, decided_then = self._velocity_base
+        try:
+            size = velocity_snapshot.ledger_size(self.engine)
+            ours = self.service.decided - decided_then
+            if velocity_snapshot.decisions_between(self.engine, base, size) != ours:
+                return  # another process sealed decisions too: the next start replays instead
+            velocity_snapshot.save(path, self.engine, self.ledger.origin, self.pipeline.extractor.state, size)
+        except (OSError, SQLAlchemyError) as exc:  # a snapshot is an optimisation: never fail a stop
+            logging.getLogger(__name__).warning("velocity snapshot not saved: %s", exc)
 
-def _rebuilt(engine: Engine) -> FeatureExtractor:
-    extractor = FeatureExtractor()
-    replay_decisions(engine, extractor, window_start_seq(engine))
-    return extractor
+

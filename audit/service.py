@@ -45,11 +45,13 @@ class DecisionService:
                                                          clock=clock)
         self.on_batch: Callable[[Sequence[Decision]], None] | None = None  # metrics hook
         self.expired = 0
+        self.decided = 0  # decisions this service sealed (the velocity snapshot's check)
 
     def _process(self, reqs: list[_Req]) -> list[Decision]:
         now = self._clock()
         subs = [replace(s, queue_us=round((now - t) * 1e6)) for s, t in reqs]
         decisions = self.pipeline.decide(subs)
+        self.decided += len(decisions)
         if self.on_batch is not None:
             self.on_batch(decisions)
         return decisions

@@ -14,12 +14,12 @@ from pathlib import Path
 from inference.errors import FeatureError
 from inference.velocity import VelocityState
 
-__all__ = ["load_state", "save_state"]
+__all__ = ["load_state", "save_state", "write_atomically"]
 
 
-def save_state(path: Path, state: VelocityState) -> int:
-    """Write ``state`` to ``path`` atomically; returns the bytes written."""
-    data = state.snapshot()
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: a temporary file in the same directory, fsync, rename,
+    fsync of the directory. A crash leaves the old file or the new one, never half of either."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -36,6 +36,12 @@ def save_state(path: Path, state: VelocityState) -> int:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def save_state(path: Path, state: VelocityState) -> int:
+    """Write ``state`` to ``path`` atomically; returns the bytes written."""
+    data = state.snapshot()
+    write_atomically(path, data)
     return len(data)
 
 
