@@ -41,7 +41,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
 ) -> None:
     """Serve the HTTP API: decisions, traces, ledger proofs, rule governance, metrics."""
-    from api.app import create_app
+    from api.app import authenticator, create_app
+    from api.runtime import Runtime
     from api.server import build_server
 
     overrides: dict[str, Any] = {k: v for k, v in {
@@ -51,28 +52,35 @@ def serve(
     try:
         s = Settings(**overrides)
         tls = _tls(s)
-        app = create_app(s)
+        authenticator(s)  # the role map and proxy settings are sound before anything opens
     except (ValueError, OSError) as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(2) from exc
-    server = build_server(app, s.host, s.port, tls=tls, log_level=log_level)
-
-    async def run() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started and not task.done():
-            await asyncio.sleep(0.01)
-        if server.started:
-            sock = server.servers[0].sockets[0].getsockname()
-            scheme = "https" if tls is not None else "http"
-            sys.stdout.write(f"sealtrail serving on {scheme}://{sock[0]}:{sock[1]}\n")
-            sys.stdout.flush()
-        await task
-
-    try:
-        asyncio.run(run())
-    except Exception as exc:  # start-up failures (ledger, key, model) reach here via the lifespan
-        err.print(f"error: {exc}", markup=False)
+    try:  # the ledger, key, model and rules open before the port does: fail fast, exit 2
+        rt = Runtime.open(s)
+    except Exception as exc:
+        err.print(f"error: cannot start: {exc}", markup=False)
         raise typer.Exit(2) from exc
+    try:
+        server = build_server(create_app(s, runtime=rt), s.host, s.port, tls=tls, log_level=log_level)
+
+        async def run() -> None:
+            task = asyncio.create_task(server.serve())
+            while not server.started and not task.done():
+                await asyncio.sleep(0.01)
+            if server.started:
+                sock = server.servers[0].sockets[0].getsockname()
+                scheme = "https" if tls is not None else "http"
+                sys.stdout.write(f"sealtrail serving on {scheme}://{sock[0]}:{sock[1]}\n")
+                sys.stdout.flush()
+            await task
+
+        asyncio.run(run())
+    except (Exception, SystemExit) as exc:  # uvicorn exits 3 when it cannot bind
+        err.print(f"error: the server stopped: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    finally:
+        rt.close()  # after the drain: seals nothing new, saves the velocity windows
     if not server.started:
         err.print("error: the server did not start (see the messages above)", markup=False)
         raise typer.Exit(2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -15,12 +14,12 @@ from api.runtime import Runtime
 __all__ = ["MetricsDep", "RuntimeDep", "allow"]
 
 
-def _runtime(request: Request) -> Runtime:
+async def _runtime(request: Request) -> Runtime:
     rt: Runtime = request.app.state.runtime
     return rt
 
 
-def _metrics(request: Request) -> Metrics:
+async def _metrics(request: Request) -> Metrics:
     m: Metrics = request.app.state.metrics
     return m
 
@@ -34,7 +33,7 @@ def allow(operation: str) -> Any:
     if operation not in ACCESS:
         raise KeyError(f"operation {operation!r} is not in the access matrix")
 
-    def check(request: Request) -> Caller:
+    async def check(request: Request) -> Caller:  # async: no threadpool hop per request
         auth: Authenticator = request.app.state.auth
         caller = auth.caller(request.scope, request.headers)
         if not may(operation, caller.roles):
@@ -44,5 +43,4 @@ def allow(operation: str) -> Any:
                                               f"{operation}; it needs one of: {need}")
         return caller
 
-    dep: Callable[[Request], Caller] = check
-    return Depends(dep)
+    return Depends(check)

@@ -10,7 +10,11 @@ itself, never from a header a client could write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import ssl
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +68,24 @@ class TlsFiles:
     client_ca: Path | None
 
 
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, so the process would end by
+    the signal (143) instead of exiting 0 once the batches in flight are sealed, as
+    ``sealtrail serve`` promises. Same handlers, no re-raise."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
 def build_server(app: Any, host: str, port: int, *, tls: TlsFiles | None,
                  log_level: str = "warning") -> uvicorn.Server:
     """A uvicorn server for ``app``; ``tls`` None serves plain HTTP (only behind a proxy)."""
@@ -74,4 +96,4 @@ def build_server(app: Any, host: str, port: int, *, tls: TlsFiles | None,
             kw |= {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": str(tls.client_ca)}
     config = uvicorn.Config(app, host=host, port=port, http=TlsHttpToolsProtocol, log_level=log_level,
                             access_log=False, lifespan="on", server_header=False, **kw)
-    return uvicorn.Server(config)
+    return _Server(config)

@@ -28,7 +28,8 @@ def healthz(rt: RuntimeDep, caller: Annotated[Caller, allow("healthz")]) -> dict
     return {"status": "ok", "ledger_size": size, "origin": rt.ledger.origin,
             "ruleset": f"{rules.manifest.ruleset_id}@{rules.manifest.version}",
             "module_sha256": rules.sha256, "model_sha256": rt.scorer.model_sha256,
-            "backend": rt.scorer.name}
+            "backend": rt.scorer.name,
+            "velocity": {"from_snapshot": rt.velocity_from_snapshot, "replayed_at_start": rt.replay.replayed}}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -4,11 +4,8 @@ four-eyes rule, and refusals of bad input. One server for the module; each test 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import ssl
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,9 +25,9 @@ from api.app import create_app
 from api.config import Settings
 from api.roles import ROLES
 from inference.simulate import SimConfig, simulate
+from tests.api.server_proc import ServerProcess, prepare, start
 
 ROOT = Path(__file__).parents[2]
-SEALTRAIL = str(Path(sys.executable).with_name("sealtrail"))
 PACK = ROOT / "wasm_rules" / "packs" / "aml_core.toml"
 DUAL_URI = "spiffe://sealtrail.dev/test/officer-and-approver"
 JSON = {"content-type": "application/json"}
@@ -42,8 +39,7 @@ REFUSED = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
 class Server:
     url: str
     certs: Path
-    db: str
-    proc: subprocess.Popen[bytes]
+    proc: ServerProcess
 
     def client(self, who: str | None, certs: Path | None = None) -> httpx.Client:
         ctx = tls_client(self.certs / "ca.pem", who, certs or self.certs)
@@ -81,27 +77,11 @@ def _issue_dual(certs: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home = tmp_path_factory.mktemp("serve")
-    db, keys, certs = f"sqlite:///{home / 'ledger.db'}", home / "keys", home / "certs"
-    env = {**os.environ, "SEALTRAIL_CHECKPOINT_EVERY": "50"}
-    for cmd in (["init", "--db", db, "--keys", str(keys)], ["certs", "dev", "--out", str(certs)]):
-        subprocess.run([SEALTRAIL, *cmd], check=True, capture_output=True, env=env)
-    _issue_dual(certs)
-    proc = subprocess.Popen([SEALTRAIL, "serve", "--db", db, "--keys", str(keys), "--port", "0",
-                             "--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key"),
-                             "--client-ca", str(certs / "ca.pem"), "--roles", str(certs / "roles.toml")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().decode()  # the server prints this once it accepts connections
-    m = re.search(r"serving on (https://[\d.]+:\d+)", line)
-    if m is None:
-        proc.kill()
-        pytest.fail(f"server did not start: {line!r} {proc.stderr.read().decode() if proc.stderr else ''}")
-    try:
-        yield Server(m.group(1), certs, db, proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    files = prepare(tmp_path_factory.mktemp("serve"))
+    _issue_dual(files.pki)
+    with start(files) as proc:
+        yield Server(proc.url, files.pki, proc)
+        assert proc.stop() == 0, proc.stderr()  # SIGTERM: drain, then exit 0
 
 
 def transactions(n: int, seed: int = 3) -> list[bytes]:
