@@ -34,6 +34,7 @@ from audit.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
     BodyTemplate,
+    DecisionBatch,
     DecisionInputs,
     RuleHit,
     decision_body,
@@ -56,7 +57,8 @@ _Hits = tuple[tuple[RuleHit, ...], bytes]  # fired rules, and the canonical byte
 
 
 class DecisionIndex(Protocol):
-    """Derived rows kept beside the ledger (``audit.trace_index``), written in the same commit."""
+    """Derived rows kept beside the ledger (``audit.trace_index``), written in the same commit.
+    ``inputs`` is an ``audit.record.DecisionBatch``: items made on demand, columns read as is."""
 
     def write(self, conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
               receipts: Sequence[Receipt]) -> None: ...
@@ -296,9 +298,9 @@ class Pipeline:
     def _bodies(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None],
                 fuel: int, stage: dict[str, int], rules: ActiveRules,
-                ) -> tuple[list[Record], list[DecisionInputs]]:
+                ) -> tuple[list[Record], DecisionBatch]:
         """The batch's records (canonical bodies spliced from a per-batch template, see
-        ``audit.record.BodyTemplate``) and, when an index wants them, their ``DecisionInputs``."""
+        ``audit.record.BodyTemplate``) and their ``DecisionInputs``, made only if asked for."""
         n = len(subs)
         manifest = rules.module.manifest
         tables = self.extractor.tables.ids
@@ -362,7 +364,10 @@ class Pipeline:
         else:
             for i, s in enumerate(subs):
                 push(Record(DECISION_KIND, None, None, s.raw, canonical_bytes(decision_body(inputs(i)))))
-        meta = [inputs(i) for i in range(n)] if self.index is not None else []
+        meta = DecisionBatch(inputs, at=ats, principal=[s.principal for s in subs], decision=outs,
+                             score=score_list, fired=[f[0] for f in fired], fail_safe=why,
+                             ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version,
+                             module_sha256=rules.module.sha256)
         return records, meta
 
     def _principal_bytes(self, principal: dict[str, Any]) -> bytes:
@@ -385,7 +390,7 @@ class _Prepared:
     t0: float
     stage: dict[str, int]
     records: list[Record]
-    meta: list[DecisionInputs]
+    meta: DecisionBatch
     outs: list[str]
     scores: list[float]
     fired: list[_Hits]

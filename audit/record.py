@@ -15,16 +15,17 @@ exactly, so replaying the rule module on the recorded values reproduces the outc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
 from audit.canonical import canonical_bytes
 
 __all__ = ["DECISION_KIND", "DECISION_SCHEMA", "FAIL_SAFE_DECISION", "SLOTS", "BodyTemplate",
-           "DecisionInputs", "RuleHit", "decision_body", "features_from_body", "jcs_int", "jcs_numbers",
-           "jcs_rows", "jcs_str", "slot_parts"]
+           "DecisionBatch", "DecisionInputs", "RuleHit", "decision_body", "features_from_body", "jcs_int",
+           "jcs_numbers", "jcs_rows", "jcs_str", "slot_parts"]
 
 DECISION_KIND = "decision"
 DECISION_SCHEMA = "sealtrail.decision/1"
@@ -65,6 +66,44 @@ class DecisionInputs:
     fuel: int  # fuel the rule module used for the whole batch
     batch_size: int
     latency_us: dict[str, int]
+
+
+class DecisionBatch(Sequence[DecisionInputs]):
+    """The ``DecisionInputs`` of one batch, made on demand, and the columns they are made from.
+
+    A pipeline hands this to its index: an index that wants whole ``DecisionInputs`` indexes it
+    like a list (each item is made when asked for, equal to what the record states), while one
+    that needs only a few fields reads the columns and makes no per-decision object at all.
+    """
+
+    def __init__(self, make: Callable[[int], DecisionInputs], *, at: Sequence[str],
+                 principal: Sequence[dict[str, Any]], decision: Sequence[str], score: Sequence[float],
+                 fired: Sequence[tuple[RuleHit, ...]], fail_safe: Sequence[str | None], ruleset_id: str,
+                 ruleset_version: str, module_sha256: str) -> None:
+        n = len(at)
+        if not len(principal) == len(decision) == len(score) == len(fired) == len(fail_safe) == n:
+            raise ValueError("every column of a decision batch has one value per decision")
+        self._make = make
+        self.at, self.principal, self.decision, self.score = at, principal, decision, score
+        self.fired, self.fail_safe = fired, fail_safe  # score: NaN when the model did not score
+        self.ruleset_id, self.ruleset_version, self.module_sha256 = ruleset_id, ruleset_version, module_sha256
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    @overload
+    def __getitem__(self, i: int) -> DecisionInputs: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[DecisionInputs]: ...
+
+    def __getitem__(self, i: int | slice) -> DecisionInputs | list[DecisionInputs]:
+        n = len(self.at)
+        if isinstance(i, slice):
+            return [self._make(k) for k in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError("decision batch index out of range")
+        return self._make(i % n)
 
 
 def _num(v: float) -> float | None:

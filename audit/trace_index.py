@@ -30,6 +30,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -46,7 +48,7 @@ from sqlalchemy import (
     Text,
 )
 
-from audit.record import DECISION_KIND, DecisionInputs
+from audit.record import DECISION_KIND, DecisionBatch, DecisionInputs
 from inference.messages import Party, Transaction, parse_messages
 from inference.messages.fields import iban_or_none
 from ledger import Receipt, store
@@ -164,22 +166,79 @@ class TraceIndex:
 
     def write(self, conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
               receipts: Sequence[Receipt]) -> None:
-        """One executemany per table; plain tuples (a few µs per decision)."""
-        rows: list[tuple[Any, ...]] = []
+        """One executemany per table. The pipeline's ``DecisionBatch`` is read column by column
+        (rows zipped from lists, per-batch constants repeated, a fired set's ids and a principal's
+        columns made once per distinct object); any other sequence of inputs item by item."""
+        if len(subs) != len(inputs) or len(subs) != len(receipts):
+            raise ValueError(f"{len(subs)} submissions, {len(inputs)} inputs, {len(receipts)} receipts")
+        if not isinstance(inputs, DecisionBatch):
+            _write_items(conn, subs, inputs, receipts)
+            return
+        seqs: list[int] = list(map(_SEQ, receipts))
+        fired_ids: dict[int, tuple[str, list[str]]] = {}  # id(hits) -> (comma-separated, unique ids)
+        who: dict[int, tuple[str, str]] = {}  # id(principal) -> (fingerprint, subject)
+        csv: list[str] = []
+        fps: list[str] = []
+        subjects: list[str] = []
         rules: list[tuple[str, int]] = []
+        keep = inputs.fired, inputs.principal  # the objects whose ids key the caches stay alive
+        for seq, hits, principal in zip(seqs, *keep, strict=True):
+            got = fired_ids.get(id(hits))
+            if got is None:
+                ids = list(dict.fromkeys(h.id for h in hits))
+                got = fired_ids[id(hits)] = (",".join(ids), ids)
+            csv.append(got[0])
+            if got[1]:
+                rules += [(i, seq) for i in got[1]]
+            p = who.get(id(principal))
+            if p is None:
+                p = who[id(principal)] = (principal.get("fingerprint_sha256", ""),
+                                          principal.get("subject", ""))
+            fps.append(p[0])
+            subjects.append(p[1])
+        scores = [None if v != v else v for v in inputs.score]  # NaN: not scored
+        reasons = [None if f is None else _reason_code(f) for f in inputs.fail_safe]
+        rows = list(zip(seqs, map(_TRACE_ID, receipts), map(_RECORDED_AT, receipts), inputs.at,
+                        inputs.decision, scores, reasons, csv, fps, subjects, repeat(inputs.ruleset_id),
+                        repeat(inputs.ruleset_version), repeat(inputs.module_sha256)))
         accounts: list[tuple[str, int]] = []
-        for sub, d, r in zip(subs, inputs, receipts, strict=True):
-            seq = r.seq
-            ids = list(dict.fromkeys(h.id for h in d.fired))
-            score = None if math.isnan(d.score) else d.score
-            rows.append(_trace_row(seq, r.trace_id, r.recorded_at, d.at, d.decision, score, d.fail_safe, ids,
-                                   d.principal, d.ruleset_id, d.ruleset_version, d.module_sha256))
-            rules += [(i, seq) for i in ids]
+        push = accounts.append
+        key = account_key
+        for seq, sub in zip(seqs, subs, strict=True):
             tx = sub.transaction
-            accounts += [(k, seq) for k in _party_keys(tx.originator, tx.beneficiary)]
+            o, b = tx.originator.account, tx.beneficiary.account
+            ko = key(o) if o else None
+            kb = key(b) if b else None
+            if ko is not None:
+                push((ko, seq))
+            if kb is not None and kb != ko:
+                push((kb, seq))
         store.insert_rows(conn, traces, _TRACE_COLS, rows)
         store.insert_rows(conn, trace_rules, ("rule_id", "seq"), rules)
         store.insert_rows(conn, trace_accounts, ("account_key", "seq"), accounts)
+
+
+_SEQ, _TRACE_ID, _RECORDED_AT = itemgetter(0), itemgetter(1), itemgetter(4)  # Receipt fields
+
+
+def _write_items(conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
+                 receipts: Sequence[Receipt]) -> None:
+    """``TraceIndex.write`` for inputs that are not a ``DecisionBatch``, item by item."""
+    rows: list[tuple[Any, ...]] = []
+    rules: list[tuple[str, int]] = []
+    accounts: list[tuple[str, int]] = []
+    for sub, d, r in zip(subs, inputs, receipts, strict=True):
+        seq = r.seq
+        ids = list(dict.fromkeys(h.id for h in d.fired))
+        score = None if math.isnan(d.score) else d.score
+        rows.append(_trace_row(seq, r.trace_id, r.recorded_at, d.at, d.decision, score, d.fail_safe, ids,
+                               d.principal, d.ruleset_id, d.ruleset_version, d.module_sha256))
+        rules += [(i, seq) for i in ids]
+        tx = sub.transaction
+        accounts += [(k, seq) for k in _party_keys(tx.originator, tx.beneficiary)]
+    store.insert_rows(conn, traces, _TRACE_COLS, rows)
+    store.insert_rows(conn, trace_rules, ("rule_id", "seq"), rules)
+    store.insert_rows(conn, trace_accounts, ("account_key", "seq"), accounts)
 
 
 @dataclass(frozen=True)

@@ -218,3 +218,33 @@ def test_catch_up_fills_a_gap_and_skips_accounts_of_purged_payloads(
     with ledger.engine.connect() as conn:
         seqs = {int(s) for (s,) in conn.execute(select(trace_accounts.c.seq))}
     assert purged not in seqs and {d.seq for d in unindexed[1:]} <= seqs
+
+
+class ItemByItemIndex(TraceIndex):
+    """A TraceIndex handed the inputs as a plain list (as a caller other than the pipeline would)."""
+
+    def write(self, conn, subs, inputs, receipts) -> None:  # type: ignore[no-untyped-def]
+        super().write(conn, subs, list(inputs), receipts)
+
+
+def test_the_batch_columns_and_item_by_item_inputs_index_alike(db: Db, signer: NoteSigner, sandbox: Sandbox,
+                                                               pack_wasm: bytes) -> None:
+    from tests.audit.test_pipeline import BrokenModel
+
+    ledger = make_ledger(db, signer)
+    pipe = indexed_pipeline(ledger, sandbox, pack_wasm)
+    subs = [replace(s, expired=i % 13 == 0) for i, s in enumerate(mixed_submissions(180))]
+    pipe.decide(subs[:60])  # the pipeline's DecisionBatch, read column by column
+    pipe.index = ItemByItemIndex()
+    pipe.decide(subs[60:120])
+    pipe.scorer = BrokenModel()  # no score, a fail-safe reason on every record
+    pipe.decide(subs[120:150])
+    pipe.index = TraceIndex()
+    pipe.decide(subs[150:])
+    live = dump(ledger.engine)
+    assert {r[5] is None for r in live["audit_traces"]} == {True, False}
+    assert {r[6] for r in live["audit_traces"]} >= {None, "DEADLINE_EXCEEDED", "MODEL_ERROR"}
+    _downgrade_to_0002(ledger.engine)
+    migrations.upgrade(ledger.engine)
+    catch_up(ledger.engine)  # from the sealed records alone
+    assert dump(ledger.engine) == live
