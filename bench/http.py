@@ -27,6 +27,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,9 +55,25 @@ def bodies(n: int) -> list[bytes]:
     return out
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; None off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    pid: int
+
+
 @contextmanager
-def serving(argv: list[str], cwd: Path, ready: str, timeout: float = 120.0) -> Iterator[str]:
-    """A server process started from ``argv``; yields its URL once it printed ``ready``, then stops it."""
+def serving(argv: list[str], cwd: Path, ready: str, timeout: float = 120.0) -> Iterator[Served]:
+    """A server process started from ``argv``; yields its URL and pid once it printed ``ready``,
+    then stops it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEALTRAIL_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])  # bench.*
     err_path = cwd / f"{Path(argv[2] if argv[1] == '-m' else argv[0]).name}.stderr"
@@ -76,7 +93,7 @@ def serving(argv: list[str], cwd: Path, ready: str, timeout: float = 120.0) -> I
                 raise RuntimeError(f"{argv}: exited {proc.wait()}: {err_path.read_text()}")
             if line.startswith(ready):
                 break
-        yield line[len(ready):].strip()
+        yield Served(line[len(ready):].strip(), proc.pid)
     finally:
         proc.terminate()
         try:
@@ -96,22 +113,37 @@ def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
 
 
 class Loader:
-    """Runs ``bench.http_load`` as a separate process against one server."""
+    """Runs ``bench.http_load`` as a separate process against one server, and reads the server's
+    CPU time around it (the server's CPU per request is what the code under test costs; the
+    wall figures also carry whatever else runs on these cores)."""
 
-    def __init__(self, url: str, pki: Path) -> None:
-        self.url = url
+    def __init__(self, server: Served, pki: Path) -> None:
+        self.url = server.url
+        self.pid = server.pid
         self.pki = pki
 
     def run(self, path: str, body_file: Path, *extra: str) -> dict[str, Any]:
         argv = [sys.executable, "-m", "bench.http_load", "--url", self.url, "--path", path,
                 "--ca", str(self.pki / "ca.pem"), "--cert", str(self.pki / "scorer.pem"),
                 "--key", str(self.pki / "scorer.key"), "--bodies", str(body_file), *extra]
+        cpu0 = process_cpu_s(self.pid)
         res = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
                              cwd=ROOT)
+        cpu1 = process_cpu_s(self.pid)
         if res.returncode != 0:
             raise RuntimeError(f"load generator failed ({res.returncode}):\n{res.stderr}")
         doc: dict[str, Any] = orjson.loads(res.stdout.strip().splitlines()[-1])
+        # Every request the run sent (warm-up included) costs server CPU; per decision for batches.
+        sent = doc["requests_sent"] if doc["mode"] == "open" else doc.get("decisions", doc["ok"])
+        doc["server_cpu_s"] = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+        doc["server_cpu_us_per_request"] = (None if doc["server_cpu_s"] is None or not sent
+                                            else doc["server_cpu_s"] / sent * 1e6)
         return doc
+
+
+def _cpu(r: dict[str, Any]) -> str:
+    us = r.get("server_cpu_us_per_request")
+    return "-" if us is None else f"{us:,.0f} µs"
 
 
 def _open_line(label: str, r: dict[str, Any]) -> str:
@@ -121,7 +153,7 @@ def _open_line(label: str, r: dict[str, Any]) -> str:
     return (f"  {label:<19} {r['offered_per_s']:>6,.0f}/s offered, {r['achieved_per_s']:>6,.0f}/s achieved: "
             f"p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  max {top:7.2f} ms; errors {errs}; "
             f"fail-safe {r['fail_safe']}; waited for a connection {r['waited_for_connection']}; "
-            f"client CPU {r['client_cpu_share']:.0%}, send lag p99 {lag}")
+            f"client CPU {r['client_cpu_share']:.0%}, send lag p99 {lag}; server CPU {_cpu(r)}/request")
 
 
 def main() -> None:
@@ -171,9 +203,9 @@ def main() -> None:
         real_argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(keys),
                      "--port", "0", *tls, "--roles", str(pki / "roles.toml")]
         results: dict[str, Any] = {"open": [], "batch": []}
-        with serving(bare_argv, tmp, "bare serving on ") as bare_url, \
-                serving(real_argv, tmp, "sealtrail serving on ") as real_url:
-            bare, real = Loader(bare_url, pki), Loader(real_url, pki)
+        with serving(bare_argv, tmp, "bare serving on ") as bare_server, \
+                serving(real_argv, tmp, "sealtrail serving on ") as real_server:
+            bare, real = Loader(bare_server, pki), Loader(real_server, pki)
             cap = bare.run("/", single_file, "--mode", "capacity", "--duration", "3", "--connections", "32")
             results["client_capacity"] = cap
             us = cap["client_cpu_us_per_request"]
@@ -195,8 +227,9 @@ def main() -> None:
                 b["decisions_per_s"] = b["per_s"] * size  # transactions/s the transport alone carries
                 d = real.run("/v1/decisions/batch", f, "--mode", "batch", *batch_args)
                 print(f"  {size:>6,} a call: {d['decisions_per_s']:>8,.0f} decisions/s ({d['ok']} calls, "
-                      f"p50 {d.get('p50_ms', 0):,.0f} ms a call, errors {sum(d['errors'].values())}); "
-                      f"bare app with the same bodies {b['decisions_per_s']:,.0f} transactions/s")
+                      f"p50 {d.get('p50_ms', 0):,.0f} ms a call, errors {sum(d['errors'].values())}; "
+                      f"server CPU {_cpu(d)}/decision); bare app with the same bodies "
+                      f"{b['decisions_per_s']:,.0f} transactions/s")
                 results["batch"].append({"size": size, "bare": b, "decisions": d})
     probe_after = probe_ms()
 
@@ -206,15 +239,17 @@ def main() -> None:
         at_target = o["rate"] == P99_TARGET_RATE
         rows.append(Row(f"POST /v1/decisions, {o['rate']:,.0f}/s offered: p99",
                         f"{d['p99_ms']:.2f} ms (p50 {d['p50_ms']:.2f}, max {d['max_ms']:.1f}; "
-                        f"{d['achieved_per_s']:,.0f}/s, {sum(d['errors'].values())} errors)",
-                        f"bare {b['p99_ms']:.2f} ms (p50 {b['p50_ms']:.2f})",
+                        f"{d['achieved_per_s']:,.0f}/s, {sum(d['errors'].values())} errors; "
+                        f"CPU {_cpu(d)}/req)",
+                        f"bare {b['p99_ms']:.2f} ms (p50 {b['p50_ms']:.2f}; CPU {_cpu(b)}/req)",
                         f"{d['p99_ms'] / b['p99_ms']:.1f}x",
                         f"<= {P99_TARGET_MS:.0f} ms" if at_target else "",
                         verdict(d["p99_ms"] <= P99_TARGET_MS and not d["errors"]) if at_target else ""))
     for bt in results["batch"]:
         b, d = bt["bare"], bt["decisions"]
         rows.append(Row(f"POST /v1/decisions/batch, {bt['size']:,} a call",
-                        f"{d['decisions_per_s']:,.0f} decisions/s", f"bare {b['decisions_per_s']:,.0f} tx/s",
+                        f"{d['decisions_per_s']:,.0f} decisions/s (CPU {_cpu(d)}/decision)",
+                        f"bare {b['decisions_per_s']:,.0f} tx/s",
                         f"{b['decisions_per_s'] / d['decisions_per_s']:.1f}x",
                         f">= {BATCH_TARGET:,.0f}/s", verdict(d["decisions_per_s"] >= BATCH_TARGET)))
     print("\n" + format_table(rows, "sealtrail serve (mTLS, SQLite)"))

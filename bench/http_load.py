@@ -206,7 +206,7 @@ async def open_loop(t: _Target, rate: float, duration: float, warmup: float, con
     window = max(last_done - measure_from, 1e-9)
     measured = total - round(rate * warmup)
     return {"mode": "open", "offered_per_s": rate, "duration_s": duration, "warmup_s": warmup,
-            "connections": connections, "requests": measured, "ok": len(lat),
+            "connections": connections, "requests": measured, "requests_sent": total, "ok": len(lat),
             "achieved_per_s": len(lat) / window, "errors": dict(errors), "fail_safe": fail_safe,
             **_latency_summary(lat), "send_lag_p99_ms": percentile(lag, 99) * 1e3 if lag else None,
             "waited_for_connection": waited_n,
