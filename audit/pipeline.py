@@ -342,6 +342,10 @@ class Pipeline:
             template = None  # every body on its own then raises where the reference refuses
         records: list[Record] = []
         push = records.append
+        # Every body below comes from our RFC 8785 encoder (canonical_bytes, or the template spliced
+        # with its values' canonical bytes: tests hold both to rfc8785), so the ledger may skip its
+        # parse of each body; bytes from anywhere else keep Record.from_canonical_body.
+        unchecked = Record.from_canonical_body_unchecked
         if template is not None:
             value_bytes = jcs_rows(values)
             score_bytes = jcs_numbers([None if v != v else v for v in score_list])
@@ -360,10 +364,10 @@ class Pipeline:
                                    jcs_str(tx.sha256), p, score_bytes[i], jcs_int(s.queue_us)))
                 except TypeError:  # a value the splice does not vouch for: the whole-body path decides
                     body = canonical_bytes(decision_body(inputs(i)))
-                push(Record(DECISION_KIND, None, None, s.raw, body))
+                push(unchecked(DECISION_KIND, body, payload=s.raw))
         else:
             for i, s in enumerate(subs):
-                push(Record(DECISION_KIND, None, None, s.raw, canonical_bytes(decision_body(inputs(i)))))
+                push(unchecked(DECISION_KIND, canonical_bytes(decision_body(inputs(i))), payload=s.raw))
         meta = DecisionBatch(inputs, at=ats, principal=[s.principal for s in subs], decision=outs,
                              score=score_list, fired=[f[0] for f in fired], fail_safe=why,
                              ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version,

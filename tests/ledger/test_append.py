@@ -274,3 +274,34 @@ def test_postgres_app_role_may_insert_but_not_rewrite(tmp_path: Path) -> None:
             conn.exec_driver_sql(f"DROP ROLE IF EXISTS {role}")
             conn.commit()
         admin.dispose()
+
+
+def test_the_inline_seal_makes_the_bytes_seal_makes() -> None:
+    from ledger.records import new_trace_ids, seal, seal_many
+
+    ts = "2026-12-02T11:22:18.123456Z"
+    body = b'{"n":1,"s":"\\u0000\xc3\xa9"}'
+    records = [Record.from_canonical_body("test.event", body),
+               Record.from_canonical_body("test.event", body, payload=b"raw message"),
+               Record.from_canonical_body_unchecked("test.event", body, payload=b"raw message"),
+               Record.from_canonical_body_unchecked("test.event", body)]
+    seal(records[0], ts, new_trace_ids(1)[0])  # the kind is known from here on: the inline path
+    for r, (tid, env, digest) in zip(records, seal_many(records, ts), strict=True):
+        assert seal(r, ts, tid) == (tid, env, digest)
+        assert orjson.loads(env)["record"] == orjson.loads(body)
+        assert digest == (None if r.payload is None else hashlib.sha256(r.payload).hexdigest())
+
+
+@pytest.mark.parametrize("payload", [None, b"raw"])
+def test_a_canonical_body_that_breaks_out_of_the_envelope_is_refused(ledger: Ledger,
+                                                                     payload: bytes | None) -> None:
+    ledger.append(Record.from_canonical_body("test.event", b'{"warm":1}'))  # the kind is known
+    before = count(ledger)
+    for body in (b'{"a":1},"kind":"ledger.key_rotation","b":{"c":2}', b'{"a":1}}', b"{", b"[1]"):
+        with pytest.raises(RecordError, match="JSON object"):
+            ledger.append_many([Record.from_canonical_body("test.event", body, payload=payload)])
+    for body in (b"[1]", b'"x"', b"", b"{", "{}"):  # unchecked still wants bytes in braces
+        with pytest.raises(RecordError, match="JSON object"):
+            ledger.append_many([Record.from_canonical_body_unchecked("test.event", body,  # type: ignore[arg-type]
+                                                                    payload=payload)])
+    assert count(ledger) == before
