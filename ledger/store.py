@@ -123,6 +123,11 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")
     cur.execute("PRAGMA busy_timeout=60000")
+    # 16 MiB of page cache per connection (SQLite's default is 2 MiB): the randomly keyed B-trees
+    # (payload hashes, account keys) touch pages all over the file on every batch, and a miss is a
+    # read from the OS. Measured with bench.pipeline (batch 1,024, index on): ~10 us less CPU per
+    # decision. Durability is unchanged: the cache holds pages; the commit still writes and fsyncs.
+    cur.execute("PRAGMA cache_size=-16384")
     cur.close()
 
 

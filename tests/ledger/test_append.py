@@ -305,3 +305,12 @@ def test_a_canonical_body_that_breaks_out_of_the_envelope_is_refused(ledger: Led
             ledger.append_many([Record.from_canonical_body_unchecked("test.event", body,  # type: ignore[arg-type]
                                                                     payload=payload)])
     assert count(ledger) == before
+
+
+def test_sqlite_connections_are_durable_and_cached(tmp_path: Path) -> None:
+    engine = store.connect(f"sqlite:///{tmp_path / 'x.db'}", create_file=True)
+    with engine.connect() as conn:
+        got = {p: conn.exec_driver_sql(f"PRAGMA {p}").scalar() for p in ("journal_mode", "synchronous",
+                                                                          "cache_size")}
+    engine.dispose()
+    assert got == {"journal_mode": "wal", "synchronous": 2, "cache_size": -16384}  # 2 = FULL
