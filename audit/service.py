@@ -11,6 +11,8 @@ batch as ``LedgerUnavailableError`` and no decision exists (the API answers 503)
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -86,9 +88,10 @@ class DecisionService:
                            timeout_s: float | None = None) -> list[Decision]:
         """``decide`` for an event loop: awaits the batch without holding a thread."""
         futures = self.submit(subs, priority, timeout_s)
-        results = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        await _all_done(futures)
         out: list[Decision] = []
-        for sub, res in zip(subs, results, strict=True):
+        for sub, fut in zip(subs, futures, strict=True):
+            res = fut.result()  # the batch's exception (LedgerUnavailableError), if it failed
             if isinstance(res, DeadlineExceeded):
                 res = await asyncio.wrap_future(self._reseal_expired(sub))
             assert isinstance(res, Decision)
@@ -108,3 +111,39 @@ class DecisionService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _all_done(futures: Sequence[Future[Decision | DeadlineExceeded]]) -> asyncio.Future[None]:
+    """Resolves on the running loop once every future is done: one loop wake-up per call, not
+    one per decision (``wrap_future`` + ``gather`` cost a thread-safe call and a callback each).
+    Cancelling it cancels the futures still queued, as ``wrap_future`` would."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    if not futures:
+        waiter.set_result(None)
+        return waiter
+    remaining = len(futures)
+    lock = threading.Lock()  # done-callbacks run on the batcher and deadline threads
+
+    def resolve() -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    def one_done(_: Future[Decision | DeadlineExceeded]) -> None:
+        nonlocal remaining
+        with lock:
+            remaining -= 1
+            last = remaining == 0
+        if last:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+                loop.call_soon_threadsafe(resolve)
+
+    def cancelled(w: asyncio.Future[None]) -> None:
+        if w.cancelled():
+            for f in futures:
+                f.cancel()
+
+    waiter.add_done_callback(cancelled)
+    for f in futures:
+        f.add_done_callback(one_done)
+    return waiter
