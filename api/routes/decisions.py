@@ -7,6 +7,7 @@ commit, the caller gets 503 with Retry-After and no decision exists. A request r
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from api.runtime import Runtime
 from audit.pipeline import Decision, Submission
 from inference.batcher import Priority
 from inference.messages import MAX_FILE_BYTES, MessageError
+from inference.messages.json_message import MAX_JSON_BYTES, loads_json, transactions_of
 
 __all__ = ["MAX_BATCH", "router"]
 
@@ -160,27 +162,35 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
     errors: list[tuple[int, MessageError]] = []
     if fmt == "json" and batch:
         # Each element is sealed as its own payload (its compact JSON), so that a payload holds one
-        # transaction and replay or erasure never has to touch the other 9,999.
+        # transaction and replay or erasure never has to touch the other 9,999. The body is decoded
+        # once, duplicate keys refused anywhere in it; each element's transactions come from its
+        # decoded value, hashed over the payload bytes, as parse_json(payload) would give them.
         try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise Problem(422, "message_refused", f"body is not JSON: {exc}",
-                          [{"field": "body", "message": str(exc)}]) from exc
+            doc = loads_json(raw, max_bytes=MAX_FILE_BYTES)
+        except MessageError as exc:
+            field = "body" if exc.field == "$" else exc.field or "body"
+            raise Problem(422, "message_refused", f"body refused: {exc.reason}",
+                          [{"field": field, "message": exc.reason}]) from exc
         if isinstance(doc, dict) and set(doc) == {"transactions"}:
             doc = doc["transactions"]
         if not isinstance(doc, list):
             raise Problem(422, "message_refused", 'a batch is a JSON array (or {"transactions": [...]})',
                           [{"field": "body", "message": "expected an array"}])
-        items = [orjson.dumps(el) for el in doc]
-        if max_items is not None and len(items) > max_items:
-            raise _too_many(len(items))
-        for i, item in enumerate(items):
-            parsed = Submission.parse(item, "json", principal, now)
-            for p in parsed:
-                if isinstance(p, MessageError):
-                    errors.append((i, p))
-                else:
-                    subs.append(p)
+        if max_items is not None and len(doc) > max_items:
+            raise _too_many(len(doc))
+        dumps, sha256 = orjson.dumps, hashlib.sha256
+        for i, el in enumerate(doc):
+            try:
+                item = dumps(el)
+                if len(item) > MAX_JSON_BYTES:
+                    raise MessageError(f"message is {len(item)} bytes; the limit is {MAX_JSON_BYTES}",
+                                       field="$")
+                for t in transactions_of(el, sha256(item).hexdigest()):
+                    subs.append(Submission(item, t, "json", principal, now))
+            except MessageError as exc:
+                errors.append((i, exc))
+            except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits
+                errors.append((i, MessageError(f"not JSON: {exc}", field="$")))
     else:
         for i, p in enumerate(Submission.parse(raw, fmt, principal, now)):  # type: ignore[arg-type]
             if isinstance(p, MessageError):

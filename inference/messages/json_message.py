@@ -24,7 +24,8 @@ from inference.messages import fields
 from inference.messages.errors import MessageError
 from inference.messages.transaction import R16, TRANSACTION_SCHEMA, Agent, Identifier, Party, Transaction
 
-__all__ = ["MAX_JSON_BYTES", "AgentIn", "IdentifierIn", "PartyIn", "R16In", "TransactionIn", "parse_json"]
+__all__ = ["MAX_JSON_BYTES", "AgentIn", "IdentifierIn", "PartyIn", "R16In", "TransactionIn", "loads_json",
+           "parse_json", "transactions_of"]
 
 MAX_JSON_BYTES = 1 << 20
 _RATE = re.compile(r"[0-9]{1,11}(?:\.[0-9]{1,10})?")
@@ -100,14 +101,22 @@ class TransactionIn(_Model):
 
 def parse_json(data: bytes) -> list[Transaction]:
     """Every transaction in a JSON object or array of objects, or ``MessageError``."""
-    if len(data) > MAX_JSON_BYTES:
-        raise MessageError(f"message is {len(data)} bytes; the limit is {MAX_JSON_BYTES}", field="$")
+    doc = loads_json(data)
+    return transactions_of(doc, hashlib.sha256(data).hexdigest())
+
+
+def loads_json(data: bytes, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """JSON text as Python values, refusing what JSON parsers disagree on: a duplicate key (no
+    first- or last-wins), NaN/Infinity, text that is not UTF-8 or more than ``max_bytes``.
+    ``MessageError`` at ``$`` (a duplicate at ``$..key``)."""
+    if len(data) > max_bytes:
+        raise MessageError(f"message is {len(data)} bytes; the limit is {max_bytes}", field="$")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MessageError(f"not UTF-8 (invalid byte at offset {exc.start})", field="$") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except _DuplicateKey as exc:
         raise MessageError(f"duplicate key {exc.key!r} (each key may appear once)",
                            field=f"$..{exc.key}") from None
@@ -115,7 +124,10 @@ def parse_json(data: bytes) -> list[Transaction]:
         raise MessageError(f"not JSON: {exc}", field="$") from None
     except RecursionError:
         raise MessageError("not JSON: nested too deeply", field="$") from None
-    sha = hashlib.sha256(data).hexdigest()
+
+
+def transactions_of(doc: Any, sha: str) -> list[Transaction]:
+    """Every transaction in a decoded JSON message (``loads_json``) whose bytes hash to ``sha``."""
     if isinstance(doc, dict):
         return [_transaction(doc, "$", sha)]
     if not isinstance(doc, list):
@@ -132,11 +144,13 @@ class _DuplicateKey(Exception):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):  # rare: find the first repeated key for the error
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return out
 
 
