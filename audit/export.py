@@ -1,0 +1,412 @@
+"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/1``): creation.
+
+``create_bundle`` streams the selected decisions (``audit.export_select``), the annotations that
+refer to them and their context (governance, model registration and purge entries) into a ZIP,
+with payloads, rule modules, model files, the signed checkpoint, the multiproof, the
+consistency proof from the previous export, a report, ``manifest.json`` (every file's SHA-256,
+computed while writing) and ``manifest.sig``; then seals an ``export.created`` record.
+
+Memory stays bounded whatever the size: one page of entries at a time, four spool files beside
+the output for the members that grow together (a ZIP takes one member at a time), the sorted
+exported seqs (8 bytes each) and the set of payload digests already written. Nothing
+half-written: everything goes to a hidden temporary directory beside ``out_path``; the record
+is sealed only once the ZIP is complete and synced, and the file is renamed into place only
+after the record is durable. Any failure removes the temporary files and leaves no record (a
+crash between sealing and renaming leaves a record of an export whose file never appeared,
+never a file without its record).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import heapq
+import io
+import os
+import shutil
+import tempfile
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Engine
+
+from audit.canonical import canonical_bytes
+from audit.export_context import Context, gather_context, previous_export
+from audit.export_files import VERIFY_MD, BundleZip, index_line, payload_line, purged_line, read_chunks
+from audit.export_report import ReportStats, csv_header, csv_row, render_report
+from audit.export_select import (
+    EntryRow,
+    ExportError,
+    ExportFilterError,
+    ExportFilters,
+    ExportUnavailableError,
+    count_selected,
+    iter_pages,
+)
+from audit.principal import Principal
+from ledger import Ledger, NoteSigner, Record, store
+from ledger.checkpoint import SignedCheckpoint
+from ledger.merkle import verify_consistency
+from ledger.note import sign_note
+from ledger.proofs import consistency_proof
+from ledger.records import format_time
+from wasm_rules import OUTCOMES
+
+__all__ = ["BUNDLE_SCHEMA", "EXPORT_KIND", "EXPORT_SCHEMA", "BundleSummary", "ExportError",
+           "ExportFilterError", "ExportFilters", "ExportUnavailableError", "create_bundle", "list_exports",
+           "manifest_sig_text", "uuid7"]
+
+BUNDLE_SCHEMA = "sealtrail.bundle/1"
+EXPORT_KIND = "export.created"
+EXPORT_SCHEMA = "sealtrail.export.created/1"
+Progress = Callable[[int, int], None]
+
+
+def manifest_sig_text(bundle_id: str, manifest_sha256: str) -> str:
+    """The text ``manifest.sig`` signs."""
+    return f"sealtrail bundle manifest v1\n{bundle_id}\n{manifest_sha256}\n"
+
+
+def uuid7(now: datetime) -> str:
+    """A UUIDv7 (RFC 9562) for ``now``: 48-bit Unix ms, version 7, random rest."""
+    ms = int(now.timestamp() * 1000) & ((1 << 48) - 1)
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+@dataclass(frozen=True)
+class BundleSummary:
+    bundle_id: str
+    path: Path
+    created_at: str
+    creator: dict[str, Any]
+    filters: dict[str, Any]
+    counts: dict[str, Any]
+    checkpoint: dict[str, Any]  # {size, root (b64)}
+    previous: dict[str, Any] | None
+    manifest_sha256: str
+    size_bytes: int
+    record_seq: int  # seq of the export.created record
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bundle_id": self.bundle_id, "file": str(self.path), "created_at": self.created_at,
+                "creator": self.creator, "filters": self.filters, "counts": self.counts,
+                "checkpoint": self.checkpoint, "previous": self.previous,
+                "manifest_sha256": self.manifest_sha256, "size_bytes": self.size_bytes,
+                "record_seq": self.record_seq}
+
+
+class _Spools:
+    """The four members that grow together, spooled to files while the ledger is read."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.records = (directory / "records").open("wb", buffering=1 << 20)
+        self.index = (directory / "index").open("wb", buffering=1 << 20)
+        self.payloads = (directory / "payloads").open("wb", buffering=1 << 20)
+        self.csv_bin = (directory / "csv").open("wb", buffering=1 << 20)
+        self.csv_bin.write(csv_header())
+        self._text = io.TextIOWrapper(self.csv_bin, encoding="utf-8", newline="", write_through=True)
+        self.csv = csv.writer(self._text, lineterminator="\r\n")
+        self.seqs = array("q")  # every seq of records (decisions and annotations), ascending
+
+    def entry(self, row: EntryRow) -> None:
+        self.records.write(row.record + b"\n")
+        self.index.write(index_line(row.seq, row.kind, row.trace_id, row.leaf_hash, row.chain_hash))
+        self.seqs.append(row.seq)
+
+    def close(self) -> None:
+        self._text.flush()
+        for f in (self.records, self.index, self.payloads, self.csv_bin):
+            f.close()
+
+
+@dataclass
+class _Pass:
+    """What reading the selection learned."""
+
+    decisions: int = 0
+    annotations: int = 0
+    present: int = 0
+    purged: int = 0
+    rulesets: dict[str, str] | None = None  # "id@version" -> module sha256
+    models: set[str] | None = None
+    purge_seqs: set[int] | None = None
+
+
+def _annotations(conn: Connection, page: list[EntryRow]) -> list[tuple[int, EntryRow]]:
+    p = store.param(conn)
+    wanted = {r.seq for r in page}
+    rows = conn.exec_driver_sql(
+        "SELECT a.target_seq, e.seq, e.kind, e.record, e.leaf_hash, e.chain_hash, e.trace_id "
+        "FROM audit_annotations a JOIN ledger_entries e ON e.seq = a.seq "
+        f"WHERE a.target_seq >= {p} AND a.target_seq <= {p}", (page[0].seq, page[-1].seq))
+    return [(int(t), EntryRow(int(s), k, bytes(r), bytes(lh), bytes(ch), tid))
+            for t, s, k, r, lh, ch, tid in rows if int(t) in wanted]
+
+
+def _payload_rows(conn: Connection, shas: list[str]) -> dict[str, tuple[bytes | None, int | None]]:
+    p = store.param(conn)
+    out: dict[str, tuple[bytes | None, int | None]] = {}
+    for i in range(0, len(shas), 500):
+        chunk = shas[i:i + 500]
+        for sha, data, pseq in conn.exec_driver_sql(
+                f"SELECT sha256, data, purge_seq FROM ledger_payloads WHERE sha256 IN "
+                f"({', '.join([p] * len(chunk))})", tuple(chunk)):
+            out[str(sha)] = (None if data is None else bytes(data), None if pseq is None else int(pseq))
+    return out
+
+
+def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: ReportStats, total: int,
+                    progress: Progress | None, page_size: int) -> _Pass:
+    res = _Pass(rulesets={}, models=set(), purge_seqs=set())
+    assert res.rulesets is not None and res.models is not None and res.purge_seqs is not None
+    seen: set[bytes] = set()  # payload digests already in payloads.jsonl
+    purged_seen: set[bytes] = set()
+    pending: list[tuple[int, EntryRow]] = []  # annotations, by seq, waiting for their place
+    loads = orjson.loads
+    for page in iter_pages(conn, f, page_size):
+        notes: dict[int, int] = {}
+        for target, row in _annotations(conn, page):
+            notes[target] = notes.get(target, 0) + 1
+            heapq.heappush(pending, (row.seq, row))
+        envs = [loads(r.record) for r in page]
+        want = sorted({e["payload_sha256"] for e in envs if "payload_sha256" in e
+                       and bytes.fromhex(e["payload_sha256"]) not in seen})
+        stored = _payload_rows(conn, want) if want else {}
+        for row, env in zip(page, envs, strict=True):
+            while pending and pending[0][0] < row.seq:
+                sp.entry(heapq.heappop(pending)[1])
+                res.annotations += 1
+            sp.entry(row)
+            state = "none"
+            sha = env.get("payload_sha256")
+            if sha is not None:
+                digest = bytes.fromhex(sha)
+                if digest in seen:
+                    state = "purged" if digest in purged_seen else "present"
+                else:
+                    if sha not in stored:
+                        raise ExportUnavailableError(
+                            f"entry {row.seq}: payload {sha} has no row in the payload store "
+                            "(ledger damage; run 'sealtrail ledger verify')")
+                    data, pseq = stored[sha]
+                    seen.add(digest)
+                    if data is None:
+                        if pseq is None:
+                            raise ExportUnavailableError(f"entry {row.seq}: payload {sha} is empty "
+                                                         "without a purge record (ledger damage)")
+                        sp.payloads.write(purged_line(sha, pseq))
+                        purged_seen.add(digest)
+                        res.purged += 1
+                        res.purge_seqs.add(pseq)
+                        stats.add_purged(sha, pseq)
+                        state = "purged"
+                    else:
+                        sp.payloads.write(payload_line(sha, data))
+                        res.present += 1
+                        state = "present"
+            n = notes.get(row.seq, 0)
+            sp.csv.writerow(csv_row(row.seq, env, state, n))
+            stats.add(row.seq, env, n)
+            b = env["record"]
+            r = b["rules"]
+            res.rulesets[f"{r['ruleset_id']}@{r['version']}"] = r["module_sha256"]
+            res.models.add(b["model"]["sha256"])
+            res.decisions += 1
+        if progress is not None:
+            progress(res.decisions, total)
+    while pending:
+        sp.entry(heapq.heappop(pending)[1])
+        res.annotations += 1
+    return res
+
+
+def _merged(spool: Path, extra: list[tuple[int, bytes]], seqs: array[int]) -> Iterator[bytes]:
+    """The spooled lines (whose seqs are ``seqs``) with ``extra`` lines put in seq order."""
+    if not extra:
+        yield from read_chunks(spool)
+        return
+    buf: list[bytes] = []
+    size = 0
+    k = 0
+    with spool.open("rb", buffering=1 << 20) as lines:
+        for seq, line in zip(seqs, lines, strict=True):
+            while k < len(extra) and extra[k][0] < seq:
+                buf.append(extra[k][1])
+                k += 1
+            buf.append(line)
+            size += len(line)
+            if size >= 1 << 20:
+                yield b"".join(buf)
+                buf, size = [], 0
+    buf += [line for _, line in extra[k:]]
+    yield b"".join(buf)
+
+
+def _checkpoint(ledger: Ledger, signer: NoteSigner, last_seq: int) -> SignedCheckpoint:
+    cp = ledger.latest_checkpoint()
+    if cp is None or cp.checkpoint.size <= last_seq:
+        cp = ledger.checkpoint()
+    # never hand out a checkpoint our own key does not sign
+    return SignedCheckpoint.verify(cp.note, [signer.verifier], ledger.origin)
+
+
+def _nodes_bin(conn: Connection, size: int, exported: array[int]) -> bytes | None:
+    """``proofs/nodes.bin`` from ``ledger.multiproof`` (None while that module is not there)."""
+    try:
+        from ledger.multiproof_store import subtree_hashes  # type: ignore[import-not-found,unused-ignore]
+
+        from ledger.multiproof import encode_nodes, frontier
+    except ImportError:
+        return None
+    ranges = frontier(size, exported)
+    got = subtree_hashes(conn, ranges)
+    return bytes(encode_nodes((lo, hi, got[(lo, hi)]) for lo, hi in ranges))
+
+
+def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, filters: ExportFilters,
+                  creator: Principal, *, now: datetime | None = None, progress: Progress | None = None,
+                  model_dirs: Iterable[Path] = (), page_size: int = 5000,
+                  compresslevel: int = 1) -> BundleSummary:
+    """Write the bundle of ``filters`` to ``out_path`` and seal its ``export.created`` record.
+
+    Refuses (``ExportFilterError``, field ``filters``) a selection with no decision, and
+    (field ``out``) an ``out_path`` that exists. ``signer`` must be the ledger's active key."""
+    if signer.verifier.vkey != ledger.active_vkey:
+        raise ExportUnavailableError(f"the key given is {signer.verifier.vkey}; the ledger's active "
+                                     f"key is {ledger.active_vkey}")
+    out_path = Path(out_path)
+    if out_path.exists():
+        raise ExportFilterError("out", f"{out_path} exists; refusing to overwrite a bundle")
+    now = now or datetime.now(UTC)
+    created_at = format_time(now)
+    bundle_id = uuid7(now)
+    with engine.connect() as conn:
+        total = count_selected(conn, filters)
+    if total == 0:
+        raise ExportFilterError("filters", f"no decision was recorded between {filters.start} and "
+                                           f"{filters.end} that matches every filter; nothing to export")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_path.parent, prefix=f".{out_path.name}."))
+    try:
+        return _create(engine, ledger, signer, out_path, tmp, filters, creator, bundle_id, created_at,
+                       total, progress, list(model_dirs), page_size, compresslevel)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
+            filters: ExportFilters, creator: Principal, bundle_id: str, created_at: str, total: int,
+            progress: Progress | None, model_dirs: list[Path], page_size: int,
+            compresslevel: int) -> BundleSummary:
+    stats = ReportStats()
+    sp = _Spools(tmp)
+    try:
+        with engine.connect() as conn:
+            got = _read_selection(conn, filters, sp, stats, total, progress, page_size)
+    finally:
+        sp.close()
+    assert got.rulesets is not None and got.models is not None and got.purge_seqs is not None
+    with engine.connect() as conn:
+        ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs)
+        prev = previous_export(conn)
+    extra = sorted(ctx.entries, key=lambda r: r.seq)
+    seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
+    cp = _checkpoint(ledger, signer, seqs[-1])
+    size, root = cp.checkpoint.size, cp.checkpoint.root
+    b64 = base64.b64encode
+    with engine.connect() as conn:
+        nodes = _nodes_bin(conn, size, seqs)
+        consistency: dict[str, Any] | None = None
+        prev_note: str | None = None
+        if prev is not None:
+            old_size, old_root = int(prev["checkpoint_size"]), base64.b64decode(prev["checkpoint_root"])
+            hashes = consistency_proof(conn, old_size, size) if old_size < size else []
+            verify_consistency(old_size, size, hashes, old_root, root)
+            consistency = {"old_size": old_size, "new_size": size, "old_root": prev["checkpoint_root"],
+                           "new_root": b64(root).decode(), "hashes": [b64(h).decode() for h in hashes]}
+            prev_note = conn.exec_driver_sql(
+                f"SELECT note FROM ledger_checkpoints WHERE size = {old_size}").scalar()
+            if prev_note is None:
+                raise ExportUnavailableError(f"the checkpoint of size {old_size} the previous export used is "
+                                             "not stored")
+        vkeys = [str(v) for (v,) in conn.exec_driver_sql(
+            "SELECT vkey FROM ledger_keys ORDER BY valid_from_size")]
+    counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
+              "context": len(extra), "payloads_present": got.present, "payloads_purged": got.purged,
+              "by_decision": {o: stats.by_decision[o] for o in OUTCOMES}}
+    manifest: dict[str, Any] = {
+        "schema": BUNDLE_SCHEMA, "bundle_id": bundle_id, "created_at": created_at,
+        "creator": creator.to_json(),
+        "filters": filters.to_json(), "log": {"origin": ledger.origin, "verifier_keys": vkeys},
+        "checkpoint": {"size": size, "root": b64(root).decode(), "file": "checkpoint.txt"},
+        "previous": prev, "counts": counts,
+        "range": {"first_seq": seqs[0], "last_seq": seqs[-1],
+                  "contiguous": seqs[-1] - seqs[0] + 1 == len(seqs)},
+        "rules": sorted(set(got.rulesets.values())), "models": sorted(got.models)}
+    zpath = tmp / "bundle.zip"
+    with zpath.open("wb") as fh:
+        z = BundleZip(fh, compresslevel=compresslevel)
+        rec_extra = [(r.seq, r.record + b"\n") for r in extra]
+        idx_extra = [(r.seq, index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash)) for r in extra]
+        def big(name: str) -> int:
+            return (tmp / name).stat().st_size
+        z.write_chunks("records.jsonl", _merged(tmp / "records", rec_extra, sp.seqs), big("records"))
+        z.write_chunks("index.jsonl", _merged(tmp / "index", idx_extra, sp.seqs), big("index"))
+        z.write_chunks("payloads.jsonl", read_chunks(tmp / "payloads"), big("payloads"))
+        z.write_chunks("records.csv", read_chunks(tmp / "csv"), big("csv"))
+        z.write("checkpoint.txt", cp.note.encode())
+        if nodes is not None:
+            z.write("proofs/nodes.bin", nodes)
+        if consistency is not None and prev_note is not None:
+            z.write("proofs/consistency.json", canonical_bytes(consistency))
+            z.write("checkpoints/previous.txt", prev_note.encode())
+        for name, data in ctx.files:
+            z.write(name, data)
+        z.write("report.html", render_report(manifest, stats, ctx.purge_reasons))
+        z.write("VERIFY.md", VERIFY_MD.encode())
+        manifest["files"] = dict(sorted(z.files.items()))
+        mbytes = canonical_bytes(manifest)
+        msha = z.write("manifest.json", mbytes)
+        z.files.pop("manifest.json")
+        z.write("manifest.sig", sign_note(manifest_sig_text(bundle_id, msha), [signer]).encode())
+        z.close()
+        fh.flush()
+        os.fsync(fh.fileno())
+    checkpoint = {"size": size, "root": b64(root).decode()}
+    body = {"schema": EXPORT_SCHEMA, "bundle_id": bundle_id, "created_at": created_at,
+            "creator": creator.to_json(), "filters": filters.to_record(), "counts": counts,
+            "checkpoint": checkpoint, "previous": prev, "manifest_sha256": msha, "file_name": out_path.name}
+    (receipt,) = ledger.append_many([Record.from_canonical_body(EXPORT_KIND, canonical_bytes(body))])
+    os.replace(zpath, out_path)
+    _fsync_dir(out_path.parent)
+    return BundleSummary(bundle_id, out_path, created_at, creator.to_json(), filters.to_json(), counts,
+                         checkpoint, prev, msha, out_path.stat().st_size, receipt.seq)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def list_exports(engine: Engine) -> list[dict[str, Any]]:
+    """Every ``export.created`` record, oldest first: ``{seq, recorded_at, record}``."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(f"SELECT seq, record FROM ledger_entries WHERE kind = '{EXPORT_KIND}' "
+                                    "ORDER BY seq").all()
+    out = []
+    for seq, rec in rows:
+        env = orjson.loads(bytes(rec))
+        out.append({"seq": int(seq), "recorded_at": env["recorded_at"], "record": env["record"]})
+    return out

@@ -1,0 +1,172 @@
+"""The human side of a bundle: ``records.csv`` rows and a self-contained ``report.html``.
+
+``ReportStats`` is fed one decision at a time while the bundle streams and keeps only what the
+report shows: counts by outcome, by fired rule and by day, the first ``ROW_CAP`` decisions for
+the table, and the first ``PURGED_CAP`` purged payloads. The page has no scripts and no
+external assets; numbers carry ``data-*`` attributes so a test can read them back.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from wasm_rules import OUTCOMES
+
+__all__ = ["CSV_HEADER", "PURGED_CAP", "ROW_CAP", "ReportStats", "csv_row", "render_report"]
+
+ROW_CAP = 10_000
+PURGED_CAP = 1_000
+CSV_HEADER = ("seq", "trace_id", "recorded_at", "decision", "score", "fired", "fail_safe",
+              "principal_subject", "principal_fingerprint_sha256", "ruleset", "module_sha256", "model_sha256",
+              "input_format", "message_type", "reference", "payload_state", "annotations")
+
+
+def csv_row(seq: int, env: dict[str, Any], payload_state: str, annotations: int) -> list[str]:
+    b = env["record"]
+    score = b["score"]
+    inp = b["input"]
+    rules, who = b["rules"], b["principal"]
+    return [str(seq), env["trace_id"], env["recorded_at"], b["decision"],
+            "" if score is None else repr(score), ";".join(h["id"] for h in b["fired"]), b["fail_safe"] or "",
+            who.get("subject", ""), who.get("fingerprint_sha256", ""),
+            f"{rules['ruleset_id']}@{rules['version']}", rules["module_sha256"], b["model"]["sha256"],
+            inp["format"], inp["message_type"], inp["reference"], payload_state, str(annotations)]
+
+
+def csv_header() -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerow(CSV_HEADER)
+    return buf.getvalue().encode()
+
+
+@dataclass
+class ReportStats:
+    decisions: int = 0
+    annotations: int = 0
+    by_decision: Counter[str] = field(default_factory=Counter)
+    by_rule: Counter[str] = field(default_factory=Counter)
+    by_day: dict[str, Counter[str]] = field(default_factory=dict)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    purged: list[tuple[str, int]] = field(default_factory=list)
+    purged_total: int = 0
+
+    def add(self, seq: int, env: dict[str, Any], annotations: int) -> None:
+        b = env["record"]
+        self.decisions += 1
+        self.annotations += annotations
+        self.by_decision[b["decision"]] += 1
+        fired = b["fired"]
+        for h in fired:
+            self.by_rule[h["id"]] += 1
+        day = env["recorded_at"][:10]
+        self.by_day.setdefault(day, Counter())[b["decision"]] += 1
+        if len(self.rows) < ROW_CAP:
+            self.rows.append((seq, env["trace_id"], env["recorded_at"], b["decision"], b["score"],
+                              tuple((h["id"], h["reason"]) for h in fired), b["fail_safe"],
+                              b["principal"].get("subject", ""), b["principal"].get("fingerprint_sha256", ""),
+                              annotations))
+
+    def add_purged(self, sha256: str, purge_seq: int) -> None:
+        self.purged_total += 1
+        if len(self.purged) < PURGED_CAP:
+            self.purged.append((sha256, purge_seq))
+
+
+def _e(v: object) -> str:
+    return escape(str(v), quote=True)
+
+
+def _timeline(days: dict[str, Counter[str]]) -> str:
+    """Per-day counts as an inline SVG bar chart (stacked by outcome) plus the same as a table."""
+    if not days:
+        return ""
+    keys = sorted(days)
+    top = max(sum(c.values()) for c in days.values()) or 1
+    w, h, bar = max(40 * len(keys), 200), 160, 30
+    colours = {"ALLOW": "#4caf50", "REVIEW": "#ffb300", "HOLD": "#fb8c00", "BLOCK": "#e53935"}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 20}" role="img" '
+             'aria-label="decisions per day">']
+    for i, day in enumerate(keys[:400]):
+        y = float(h)
+        for o in OUTCOMES:
+            n = days[day][o]
+            if n:
+                hh = n / top * h
+                y -= hh
+                parts.append(f'<rect x="{i * 40 + 5}" y="{y:.1f}" width="{bar}" height="{hh:.1f}" '
+                             f'fill="{colours.get(o, "#888")}"><title>{_e(day)} {o}: {n}</title></rect>')
+        parts.append(f'<text x="{i * 40 + 5}" y="{h + 15}" font-size="8">{_e(day[5:])}</text>')
+    parts.append("</svg>")
+    head = "".join(f"<th>{o}</th>" for o in OUTCOMES)
+    body = "".join(f'<tr data-day="{_e(d)}"><td>{_e(d)}</td>'
+                   + "".join(f'<td class="n">{days[d][o]}</td>' for o in OUTCOMES)
+                   + f'<td class="n">{sum(days[d].values())}</td></tr>' for d in keys)
+    return ("".join(parts) + f"<table><tr><th>day (UTC)</th>{head}<th>total</th></tr>{body}</table>")
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;"
+        "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:left}"
+        "td.n{text-align:right}code{font-size:12px}h2{margin-top:1.5em}")
+
+
+def render_report(manifest: dict[str, Any], stats: ReportStats, purge_reasons: dict[int, str]) -> bytes:
+    """The report page for a bundle whose manifest (without ``files``) is ``manifest``."""
+    c, cp, f = manifest["counts"], manifest["checkpoint"], manifest["filters"]
+    out: list[str] = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+                      f"<title>sealtrail export {_e(manifest['bundle_id'])}</title><style>{_CSS}</style>"
+                      "</head><body>",
+                      f"<h1>sealtrail export bundle</h1><p>Bundle <code>{_e(manifest['bundle_id'])}</code>, "
+                      f"created {_e(manifest['created_at'])} by {_e(manifest['creator']['subject'])}, "
+                      f"from the log <code>{_e(manifest['log']['origin'])}</code>.</p>",
+                      "<h2>Selection</h2><table>"]
+    for k in ("from", "to", "account", "decision", "rule"):
+        out.append(f"<tr><th>{k}</th><td>{_e('-' if f[k] is None else f[k])}</td></tr>")
+    out.append("</table><h2>Counts</h2><table>")
+    for k in ("decisions", "annotations", "context", "records", "payloads_present", "payloads_purged"):
+        out.append(f'<tr><th>{k}</th><td class="n" data-count="{k}">{c[k]}</td></tr>')
+    out.append("</table><h3>By outcome</h3><table>")
+    for o in OUTCOMES:
+        out.append(f'<tr><th>{o}</th><td class="n" data-outcome="{o}">{stats.by_decision[o]}</td></tr>')
+    out.append("</table><h3>By rule (decisions on which it fired)</h3><table>")
+    for rule, n in sorted(stats.by_rule.items(), key=lambda kv: (-kv[1], kv[0])):
+        out.append(f'<tr><th>{_e(rule)}</th><td class="n" data-rule="{_e(rule)}">{n}</td></tr>')
+    out.append("</table><h2>Timeline</h2>" + _timeline(stats.by_day))
+    shown = len(stats.rows)
+    out.append(f'<h2>Decisions</h2><p data-rows-shown="{shown}">')
+    out.append(f"All {shown} decisions." if shown == stats.decisions else
+               f"The first {shown} of {stats.decisions} decisions (by seq); every decision is in "
+               "<code>records.csv</code> and <code>records.jsonl</code>.")
+    out.append("</p><table><tr><th>seq</th><th>trace id</th><th>recorded at</th><th>decision</th>"
+               "<th>score</th><th>fired rules and reasons</th><th>fail-safe</th><th>principal</th>"
+               "<th>notes</th></tr>")
+    for seq, tid, at, dec, score, fired, fail, subject, fp, notes in stats.rows:
+        why = "<br>".join(f"<b>{_e(i)}</b>: {_e(r)}" for i, r in fired) or "-"
+        sc = "-" if score is None else f"{score:.4f}"
+        who = _e(subject) + (f"<br><code>{_e(fp[:16])}…</code>" if fp else " (local)")
+        out.append(f'<tr data-seq="{seq}"><td class="n">{seq}</td><td><code>{_e(tid)}</code></td>'
+                   f"<td>{_e(at)}</td><td>{_e(dec)}</td><td class=\"n\">{sc}</td><td>{why}</td>"
+                   f"<td>{_e(fail or '-')}</td><td>{who}</td><td class=\"n\">{notes}</td></tr>")
+    out.append("</table><h2>Purged payloads</h2>")
+    if not stats.purged_total:
+        out.append("<p>None: every raw message of these decisions is in <code>payloads.jsonl</code>.</p>")
+    else:
+        out.append(f"<p>{stats.purged_total} raw message(s) were purged (retention or an erasure order); "
+                   "their SHA-256 stays sealed in the records, so every proof still holds.</p><table>"
+                   "<tr><th>payload SHA-256</th><th>purge record seq</th><th>reason</th></tr>")
+        for sha, pseq in stats.purged:
+            out.append(f"<tr><td><code>{_e(sha)}</code></td><td class=\"n\">{pseq}</td>"
+                       f"<td>{_e(purge_reasons.get(pseq, ''))}</td></tr>")
+        out.append("</table>")
+        if stats.purged_total > len(stats.purged):
+            out.append(f"<p>First {len(stats.purged)} shown; all are in <code>payloads.jsonl</code>.</p>")
+    out.append(f"<h2>How to verify</h2><p>The records are proved against the signed checkpoint of size "
+               f"{cp['size']} (root <code>{_e(cp['root'])}</code>). Run <code>sealtrail export verify "
+               "BUNDLE.zip --trusted-key VKEY</code> with the bank's verifier key obtained out of band, "
+               "or follow <code>VERIFY.md</code>. This page is covered by the manifest's file hashes "
+               "but proves nothing by itself.</p></body></html>\n")
+    return "".join(out).encode()
