@@ -8,7 +8,8 @@ of the very record bytes the ledger stored, in the same batches, into a table of
 shape: the storage ceiling. Each configuration runs with one caller (batches one after
 another) and with two callers (two threads calling ``decide``, as two batcher workers would:
 one batch's records are built while the one before it commits). With ``audit.trace_index``
-present, batch 1,024 also runs with its ``TraceIndex`` writing in the sealing commit.
+present, batch 1,024 also runs (1 and 2 callers) with its ``TraceIndex`` writing in the sealing
+commit, as the server runs it.
 Run from the repository root:
 ``python -m bench.pipeline [--quick] [--skip-postgres] [--no-index] [--json PATH]``.
 """
@@ -137,8 +138,8 @@ def main() -> None:
     wasm = compile_ruleset(parse_ruleset(PACK.read_text()))
     index = None if args.no_index else trace_index()
     configs = [(batch, callers, None) for batch in (256, 1024) for callers in (1, 2)]
-    if index is not None:
-        configs.append((1024, 2, index))
+    if index is not None:  # the server's path: api/runtime.py runs the pipeline with a TraceIndex
+        configs += [(1024, 1, index), (1024, 2, index)]
     else:
         why = "skipped (--no-index)" if args.no_index else "not present, no index runs"
         print(f"audit.trace_index: {why}")
