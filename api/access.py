@@ -26,6 +26,9 @@ ACCESS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
     "rulesets.approve": frozenset({"approver"}),
     "rulesets.activate": frozenset({"approver", "admin"}),
     "models.list": frozenset({"officer", "approver", "regulator", "admin"}),
+    "exports.create": frozenset({"officer", "regulator"}),
+    "exports.list": frozenset({"officer", "regulator"}),
+    "exports.get": frozenset({"officer", "regulator"}),
     "metrics": frozenset({"admin"}),
     "healthz": frozenset(),  # any verified certificate
 })

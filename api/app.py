@@ -18,7 +18,7 @@ from api.config import Settings
 from api.metrics import Metrics
 from api.problems import install_handlers
 from api.roles import RoleMap
-from api.routes import decisions, health, ledger, models, rulesets, traces
+from api.routes import decisions, exports, health, ledger, models, rulesets, traces
 from api.runtime import Runtime
 
 __all__ = ["create_app"]
@@ -61,6 +61,6 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app = FastAPI(title="sealtrail", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.auth = auth
     install_handlers(app, on_unavailable=lambda: app.state.metrics.unavailable.inc())
-    for module in (decisions, traces, ledger, rulesets, models, health):
+    for module in (decisions, traces, ledger, rulesets, models, exports, health):
         app.include_router(module.router)
     return app

@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from api.cli_certs import certs_app
 from api.cli_demo import demo
+from api.cli_export import export_app
 from api.cli_model import features, model_app
 from api.cli_parse import parse
 from api.cli_rules import rules_app
@@ -52,6 +53,7 @@ app.command("serve")(serve)
 app.command("score")(score)
 app.add_typer(traces_app, name="traces")
 app.command("demo")(demo)
+app.add_typer(export_app, name="export")
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]

@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     retention_days: int = Field(5 * 365 + 1, ge=1, description="payload retention (FATF R.11)")
     trusted_key: str | None = Field(None, description="verifier key pinned for verification")
     app_role: str | None = Field(None, description="PostgreSQL role granted INSERT/SELECT only")
+    exports_dir: Path = Field(Path("./exports"), description="where POST /v1/exports writes bundles "
+                              "(<bundle_id>.zip) and GET /v1/exports/{id} reads them; keep it: the "
+                              "ledger records each export, not its file")
 
     # -- serving (sealtrail serve, create_app) --
     host: str = Field("127.0.0.1", description="address to listen on")

@@ -274,12 +274,13 @@ def _nodes_bin(conn: Connection, size: int, exported: array[int]) -> bytes | Non
 
 def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, filters: ExportFilters,
                   creator: Principal, *, now: datetime | None = None, progress: Progress | None = None,
-                  model_dirs: Iterable[Path] = (), page_size: int = 5000,
-                  compresslevel: int = 1) -> BundleSummary:
+                  model_dirs: Iterable[Path] = (), page_size: int = 5000, compresslevel: int = 1,
+                  bundle_id: str | None = None) -> BundleSummary:
     """Write the bundle of ``filters`` to ``out_path`` and seal its ``export.created`` record.
 
     Refuses (``ExportFilterError``, field ``filters``) a selection with no decision, and
-    (field ``out``) an ``out_path`` that exists. ``signer`` must be the ledger's active key."""
+    (field ``out``) an ``out_path`` that exists. ``signer`` must be the ledger's active key.
+    ``bundle_id`` (a UUIDv7 made from ``now`` by default) lets a caller name the file after it."""
     if signer.verifier.vkey != ledger.active_vkey:
         raise ExportUnavailableError(f"the key given is {signer.verifier.vkey}; the ledger's active "
                                      f"key is {ledger.active_vkey}")
@@ -288,7 +289,7 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
         raise ExportFilterError("out", f"{out_path} exists; refusing to overwrite a bundle")
     now = now or datetime.now(UTC)
     created_at = format_time(now)
-    bundle_id = uuid7(now)
+    bundle_id = bundle_id or uuid7(now)
     with engine.connect() as conn:
         total = count_selected(conn, filters)
     if total == 0:

@@ -133,6 +133,9 @@ OPERATIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "rulesets.approve": ("POST", "/v1/rulesets/nope@0/approve", {}),
     "rulesets.activate": ("POST", "/v1/rulesets/nope@0/activate", {}),
     "models.list": ("GET", "/v1/models", {}),
+    "exports.create": ("POST", "/v1/exports", {"json": {"from": "not a time", "to": "x"}}),
+    "exports.list": ("GET", "/v1/exports", {}),
+    "exports.get": ("GET", "/v1/exports/00000000-0000-7000-8000-000000000000", {}),
     "metrics": ("GET", "/metrics", {}),
     "healthz": ("GET", "/healthz", {}),
 }
