@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -22,7 +24,8 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["TLS_PEER_DER", "TlsFiles", "TlsHttpToolsProtocol", "build_server"]
+__all__ = ["GC_THRESHOLD", "TLS_PEER_DER", "TlsFiles", "TlsHttpToolsProtocol", "build_server",
+           "tune_gc_for_serving"]
 
 # Our addition to the spec's dict: the leaf's DER bytes, so that the app need not decode PEM.
 TLS_PEER_DER = "sealtrail_peer_der"
@@ -68,10 +71,32 @@ class TlsFiles:
     client_ca: Path | None
 
 
+# A serving process's garbage collector. One batch of 1,000 decisions allocates some 10^5
+# short-lived containers (decoded JSON, transactions, records); at CPython's default young threshold
+# (700) that is over a hundred young collections a batch, each promoting whatever is in flight, so
+# the old generations fill with garbage and full collections walk the whole heap (app, model,
+# velocity windows): ~2 s of GC in a 15 s batch run, ~100 µs a decision. Nearly all of it dies by
+# reference counting anyway; cycles are still collected, less often.
+GC_THRESHOLD = (50_000, 20, 10)
+
+
+def tune_gc_for_serving() -> None:
+    """Freeze what start-up built (it lives as long as the process: no collection need walk it)
+    and raise the young threshold to ``GC_THRESHOLD``."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 class _Server(uvicorn.Server):
     """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, so the process would end by
     the signal (143) instead of exiting 0 once the batches in flight are sealed, as
-    ``sealtrail serve`` promises. Same handlers, no re-raise."""
+    ``sealtrail serve`` promises. Same handlers, no re-raise. The collector is tuned once the
+    app's lifespan has started (the runtime is open), before the first request."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        tune_gc_for_serving()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
