@@ -164,6 +164,18 @@ def _payload_rows(conn: Connection, shas: list[str]) -> dict[str, tuple[bytes | 
     return out
 
 
+_PAYLOAD_AT = b'{"kind":"decision","payload_sha256":"'
+
+
+def _payload_sha(row: EntryRow) -> str | None:
+    """The envelope's payload SHA-256, read off its fixed place in the JCS bytes."""
+    rec = row.record
+    if rec.startswith(_PAYLOAD_AT):
+        return rec[len(_PAYLOAD_AT):len(_PAYLOAD_AT) + 64].decode()
+    sha = orjson.loads(rec).get("payload_sha256")
+    return None if sha is None else str(sha)
+
+
 def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: ReportStats, total: int,
                     progress: Progress | None, page_size: int) -> _Pass:
     res = _Pass(rulesets={}, models=set(), purge_seqs=set())
@@ -177,11 +189,11 @@ def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: Repo
         for target, row in _annotations(conn, page):
             notes[target] = notes.get(target, 0) + 1
             heapq.heappush(pending, (row.seq, row))
-        envs = [loads(r.record) for r in page]
-        want = sorted({e["payload_sha256"] for e in envs if "payload_sha256" in e
-                       and bytes.fromhex(e["payload_sha256"]) not in seen})
+        want = sorted({sha for sha in map(_payload_sha, page) if sha is not None
+                       and bytes.fromhex(sha) not in seen})
         stored = _payload_rows(conn, want) if want else {}
-        for row, env in zip(page, envs, strict=True):
+        for row in page:
+            env = loads(row.record)  # one at a time: a page of live dicts would keep the GC busy
             while pending and pending[0][0] < row.seq:
                 sp.entry(heapq.heappop(pending)[1])
                 res.annotations += 1
@@ -262,9 +274,8 @@ def _checkpoint(ledger: Ledger, signer: NoteSigner, last_seq: int) -> SignedChec
 def _nodes_bin(conn: Connection, size: int, exported: array[int]) -> bytes | None:
     """``proofs/nodes.bin`` from ``ledger.multiproof`` (None while that module is not there)."""
     try:
-        from ledger.multiproof_store import subtree_hashes  # type: ignore[import-not-found,unused-ignore]
-
         from ledger.multiproof import encode_nodes, frontier
+        from ledger.multiproof_store import subtree_hashes  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
     ranges = frontier(size, exported)
