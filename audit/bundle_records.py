@@ -14,8 +14,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from array import array
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,7 @@ from audit.bundle_errors import BundleError, BundleMalformed, BundleTampered
 from audit.bundle_reader import BundleArchive, BundleManifest, LineStream
 from audit.replay import Replayer
 
-__all__ = ["CONTEXT_KINDS", "Findings", "RecordTally", "scan_records"]
+__all__ = ["CONTEXT_KINDS", "Findings", "LeafHashes", "RecordTally", "SeqSet", "scan_records"]
 
 RECORDS, INDEX, PAYLOADS = "records.jsonl", "index.jsonl", "payloads.jsonl"
 GOVERNANCE_KINDS = frozenset({"ruleset.proposed", "ruleset.bootstrapped", "ruleset.approved",
@@ -55,6 +57,57 @@ class Findings:
         return len(self.items) + self.dropped
 
 
+class SeqSet:
+    """Ascending seqs, 8 bytes each (a million-entry ``set`` of ints costs ~60 MB)."""
+
+    def __init__(self) -> None:
+        self.seqs = array("q")
+
+    def add(self, seq: int) -> None:
+        self.seqs.append(seq)  # callers add in ascending order
+
+    def index(self, seq: object) -> int:
+        """Position of ``seq``, or -1."""
+        seqs = self.seqs
+        if type(seq) is not int or not seqs:
+            return -1
+        i = seq - seqs[0]
+        if 0 <= i < len(seqs) and seqs[i] == seq:  # contiguous: no search
+            return i
+        i = bisect_left(seqs, seq)
+        return i if i < len(seqs) and seqs[i] == seq else -1
+
+    def __contains__(self, seq: object) -> bool:
+        return self.index(seq) >= 0
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+class LeafHashes(Mapping[int, bytes]):
+    """Leaf hash by seq, appended in ascending seq: 40 bytes a leaf instead of a dict's ~150."""
+
+    def __init__(self) -> None:
+        self._seqs = SeqSet()
+        self._hashes = bytearray()
+
+    def append(self, seq: int, leaf: bytes) -> None:
+        self._seqs.add(seq)
+        self._hashes += leaf
+
+    def __getitem__(self, seq: int) -> bytes:
+        i = self._seqs.index(seq)
+        if i < 0:
+            raise KeyError(seq)
+        return bytes(self._hashes[32 * i:32 * i + 32])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._seqs.seqs)
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+
 @dataclass
 class RecordTally:
     records: int = 0
@@ -66,12 +119,12 @@ class RecordTally:
     payloads_purged: int = 0
     first_seq: int | None = None
     last_seq: int | None = None
-    leaves: dict[int, bytes] = field(default_factory=dict)
+    in_tree: int = 0  # lines whose seq ascends inside the tree (what the multiproof proves)
     entries: dict[int, dict[str, Any]] = field(default_factory=dict)  # context entries' envelopes
     modules: set[str] = field(default_factory=set)  # named by decisions
     models: set[str] = field(default_factory=set)
     rulesets: set[tuple[str, str, str]] = field(default_factory=set)  # (module, ruleset id, version)
-    decision_seqs: set[int] = field(default_factory=set)
+    decision_seqs: SeqSet = field(default_factory=SeqSet)
     first_decision: dict[str, int] = field(default_factory=dict)  # module -> first decision seq naming it
     hashes: dict[str, str | None] = field(default_factory=dict)  # file -> SHA-256 as streamed
 
@@ -94,6 +147,9 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
     size, total = manifest.checkpoint_size, manifest.counts.records
     sha256, loads = hashlib.sha256, orjson.loads
     prev_seq, prev_chain = -1, b""
+    last_rules: object = None
+    last_model: object = None
+    by_decision: Counter[Any] = Counter()
     for line in records:
         n = t.records
         t.records += 1
@@ -107,13 +163,13 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             continue
         try:
             ix = loads(idx_line)
-            if not isinstance(ix, dict) or sorted(ix) != _INDEX_KEYS:
-                raise ValueError(f"keys are not {_INDEX_KEYS}")
             seq, kind, tid = ix["seq"], ix["kind"], ix["trace_id"]
+            if len(ix) != 5 or "leaf_hash" not in ix:
+                raise ValueError(f"keys are not {_INDEX_KEYS}")
             chain = bytes.fromhex(ix["chain_hash"])
             if type(seq) is not int or type(kind) is not str or type(tid) is not str or len(chain) != 32:
                 raise ValueError("seq, kind, trace_id or chain_hash has the wrong type")
-        except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
+        except (orjson.JSONDecodeError, ValueError, TypeError, KeyError) as exc:
             found.add(_fail(BundleMalformed, "index.line", f"line {n + 1} is not an index line: {exc}",
                             INDEX))
             continue
@@ -132,7 +188,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             found.add(_fail(BundleTampered, "chain_hash", f"chain_hash {chain.hex()} is not SHA-256 of "
                             f"seq {prev_seq}'s chain hash and this leaf", INDEX, seq, tid))
         prev_seq, prev_chain = seq, chain
-        t.leaves[seq] = leaf
+        t.in_tree += 1
         if t.first_seq is None:
             t.first_seq = seq
         t.last_seq = seq
@@ -153,15 +209,19 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         if kind == "decision":
             t.decisions += 1
             t.decision_seqs.add(seq)
-            t.by_decision[str(body.get("decision"))] += 1
+            by_decision[body.get("decision")] += 1
             rules, model = body.get("rules"), body.get("model")
-            if isinstance(rules, dict) and isinstance(model, dict):
-                t.modules.add(str(rules.get("module_sha256")))
-                t.first_decision.setdefault(str(rules.get("module_sha256")), seq)
+            if rules != last_rules and isinstance(rules, dict):
+                last_rules = rules
+                m = str(rules.get("module_sha256"))
+                t.modules.add(m)
+                t.first_decision.setdefault(m, seq)
+                t.rulesets.add((m, str(rules.get("ruleset_id")), str(rules.get("version"))))
+            if model != last_model and isinstance(model, dict):
+                last_model = model
                 t.models.add(str(model.get("sha256")))
-                t.rulesets.add((str(rules.get("module_sha256")), str(rules.get("ruleset_id")),
-                                str(rules.get("version"))))
-            found.extend(replayer.add(seq, tid, body))
+            if failed := replayer.add(seq, tid, body):
+                found.extend(failed)
         elif kind == "annotation":
             t.annotations += 1
             ref = body.get("refers_to")
@@ -182,7 +242,10 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                             seq=seq, trace_id=tid))
         ps = env.get("payload_sha256")
         if ps is not None:
-            key = str(ps).encode()
+            try:
+                key = bytes.fromhex(ps)
+            except (TypeError, ValueError):
+                key = str(ps).encode()
             if key not in seen_payloads:
                 seen_payloads.add(key)
                 _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
@@ -197,6 +260,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             found.add(_fail(BundleTampered, "payload.purge", f"payload {sha} is said purged by seq {pseq}, "
                             f"which is not a ledger.payload_purge entry of the bundle", PAYLOADS, dseq, dtid))
     found.extend(replayer.flush())
+    t.by_decision = Counter({str(k): v for k, v in by_decision.items()})
     if progress is not None:
         progress(t.records, max(total, t.records))
     t.hashes = {RECORDS: records.sha256, INDEX: index.sha256, PAYLOADS: payloads.sha256}

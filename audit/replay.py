@@ -15,16 +15,16 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from audit.bundle_errors import BundleError, ReplayMismatch
 from audit.pipeline import ActiveRules
-from audit.record import DECISION_SCHEMA, FAIL_SAFE_DECISION, features_from_body
+from audit.record import DECISION_SCHEMA, FAIL_SAFE_DECISION
 from inference.errors import ModelError
 from inference.model import MlpModel, forward, load_npz
 from inference.schema import N_FEATURES
@@ -38,11 +38,10 @@ _NOT_RUN = ("SANDBOX_FAULT", "DEADLINE_EXCEEDED")  # recorded fail-safe HOLD, no
 Fetch = Callable[[str], bytes]
 
 
-@dataclass(frozen=True)
-class _Row:
+class _Row(NamedTuple):
     seq: int
     trace_id: str
-    values: list[float]
+    values: list[float | None]  # as recorded, null for NaN
     score: float
     body: dict[str, Any]
 
@@ -50,7 +49,7 @@ class _Row:
 @dataclass
 class _Rules:
     rules: ActiveRules
-    fired: dict[tuple[int, ...], list[dict[str, str]]] = field(default_factory=dict)
+    fired: dict[Any, list[dict[str, str]]] = field(default_factory=dict)  # by bitset words
 
 
 class Replayer:
@@ -72,21 +71,22 @@ class Replayer:
         seq, tid = (row.seq, row.trace_id) if isinstance(row, _Row) else row
         return ReplayMismatch(detail, kind=kind, file=self._file, seq=seq, trace_id=tid)
 
-    def add(self, seq: int, trace_id: str, body: object) -> list[BundleError]:
+    def add(self, seq: int, trace_id: str, body: Any) -> list[BundleError]:
         """Queue one decision body; replays the queue when it is full."""
         try:
-            if not isinstance(body, dict) or body.get("schema") != DECISION_SCHEMA:
-                raise TypeError(f"body schema is not {DECISION_SCHEMA}")
-            values, score = features_from_body(body)
-            if len(values) != N_FEATURES:
-                raise ValueError(f"{len(values)} feature values, the schema has {N_FEATURES}")
-            for part, key in (("model", "sha256"), ("rules", "module_sha256"), ("features", "sha256")):
-                if not isinstance(body[part][key], str):
-                    raise TypeError(f"{part}.{key} is not a string")
-            row = _Row(seq, trace_id, values, score, body)
+            f = body["features"]
+            values, score = f["values"], body["score"]
+            if (body["schema"] != DECISION_SCHEMA or type(values) is not list
+                    or len(values) != N_FEATURES or type(f["sha256"]) is not str
+                    or type(body["model"]["sha256"]) is not str
+                    or type(body["rules"]["module_sha256"]) is not str
+                    or (score is not None and type(score) is not float and type(score) is not int)):
+                raise ValueError(f"not a {DECISION_SCHEMA} body with {N_FEATURES} feature values, a "
+                                 "score, model and rule module")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
-        self._rows.append(row)
+        self._rows.append(_Row(seq, trace_id, values, math.nan if score is None else float(score),
+                               body))
         return self.flush() if len(self._rows) >= self._batch else []
 
     def flush(self) -> list[BundleError]:
@@ -95,7 +95,13 @@ class Replayer:
         if not rows:
             return []
         out: list[BundleError] = []
-        matrix = np.array([r.values for r in rows], dtype=np.float64)
+        try:
+            matrix = np.array([r.values for r in rows], dtype=np.float64)  # null -> NaN
+        except (TypeError, ValueError):  # a value that is not a number: find which, replay the rest
+            bad = [r for r in rows if not _numbers(r.values)]
+            self._rows = [r for r in rows if _numbers(r.values)]
+            return [self._miss(r, "replay.body", "features.values holds something that is not a number "
+                               "or null") for r in bad] + self.flush()
         scores = np.array([r.score for r in rows], dtype=np.float64)
         out += self._check_feature_hashes(rows, matrix)
         rerun: dict[str, list[int]] = defaultdict(list)
@@ -103,6 +109,10 @@ class Replayer:
         for i, r in enumerate(rows):
             b = r.body
             fs = b.get("fail_safe")
+            if fs is None and r.score == r.score:  # the common case: scored, rules ran
+                scored[b["model"]["sha256"]].append(i)
+                rerun[b["rules"]["module_sha256"]].append(i)
+                continue
             kind = fs.split(":", 1)[0] if isinstance(fs, str) else None
             if (fs is not None and not isinstance(fs, str)) or kind not in (*_RERUN, *_NOT_RUN):
                 out.append(self._miss(r, "replay.fail_safe", f"unknown fail_safe {fs!r}"))
@@ -168,25 +178,27 @@ class Replayer:
             return [self._miss(r, "replay.sandbox", f"the module faults on replay: {exc}") for r in rows]
         self.replayed += len(rows)
         out: list[BundleError] = []
-        outcomes = result.outcomes.tolist()
-        for i, words in enumerate(map(tuple, result.fired.tolist())):
-            r = rows[i]
-            want = mod.fired.get(words)
+        decisions = [OUTCOMES[k] for k in result.outcomes.tolist()]
+        words_list = result.fired.tolist()
+        keys: list[Any] = [w[0] for w in words_list] if module.words == 1 else list(map(tuple, words_list))
+        cache, ours = mod.fired, (manifest.ruleset_id, manifest.version)
+        for i, key in enumerate(keys):
+            want = cache.get(key)
             if want is None:
-                want = mod.fired[words] = [
+                words = words_list[i]
+                want = cache[key] = [
                     {"id": x.id, "outcome": x.outcome, "reason": x.reason}
                     for k, x in enumerate(manifest.rules) if words[k // 64] >> (k % 64) & 1]
+            r = rows[i]
             b = r.body
-            decision = OUTCOMES[outcomes[i]]
-            rs = b["rules"]
-            if (rs.get("ruleset_id"), rs.get("version")) != (manifest.ruleset_id, manifest.version):
-                out.append(self._miss(r, "replay.ruleset", f"records ruleset {rs.get('ruleset_id')}@"
-                                      f"{rs.get('version')}, module {sha[:12]} is "
-                                      f"{manifest.ruleset_id}@{manifest.version}"))
-            if decision != b.get("decision") or want != b.get("fired"):
+            if decisions[i] != b.get("decision") or want != b.get("fired"):
                 out.append(self._miss(r, "replay.outcome", f"records {b.get('decision')} firing "
-                                      f"{_ids(b.get('fired'))}; module {sha[:12]} gives {decision} "
+                                      f"{_ids(b.get('fired'))}; module {sha[:12]} gives {decisions[i]} "
                                       f"firing {_ids(want)}" + _reasons(want, b.get("fired"))))
+            rs = b["rules"]
+            if (rs.get("ruleset_id"), rs.get("version")) != ours:
+                out.append(self._miss(r, "replay.ruleset", f"records ruleset {rs.get('ruleset_id')}@"
+                                      f"{rs.get('version')}, module {sha[:12]} is {ours[0]}@{ours[1]}"))
         return out
 
     def _model(self, sha: str) -> MlpModel | BundleError:
@@ -217,6 +229,10 @@ class Replayer:
         return [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}; the numpy model "
                            f"{sha[:12]} gives {got[i]!r} (|diff| {abs(got[i] - scores[i]):.3g} > "
                            f"{SCORE_TOLERANCE})") for i in bad]
+
+
+def _numbers(values: Sequence[object]) -> bool:
+    return all(v is None or type(v) in (int, float) for v in values)
 
 
 def _ids(fired: object) -> list[object]:

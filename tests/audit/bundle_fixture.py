@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
-import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 from sqlalchemy import select
@@ -90,7 +88,8 @@ def _all(ledger: Ledger) -> list[tuple[int, str, bytes, bytes, bytes, str]]:
 def _payloads(ledger: Ledger) -> dict[str, bytes | None]:
     p = store.payloads
     with ledger.engine.connect() as conn:
-        return {str(s): (None if d is None else bytes(d)) for s, d in conn.execute(select(p.c.sha256, p.c.data))}
+        rows = conn.execute(select(p.c.sha256, p.c.data)).all()
+    return {str(s): (None if d is None else bytes(d)) for s, d in rows}
 
 
 def write_bundle(source: Source, out: Path, *, manifest_signer: NoteSigner | None = None,
@@ -140,7 +139,8 @@ def write_bundle(source: Source, out: Path, *, manifest_signer: NoteSigner | Non
     files["records.csv"] = b"seq,trace_id\r\n" + b"".join(f"{s},{by_seq[s][5]}\r\n".encode() for s in picked)
     cp = Checkpoint(ledger.origin, size, root).sign([checkpoint_signer or signer])
     files["checkpoint.txt"] = cp.note.encode()
-    files["proofs/nodes.bin"] = encode_nodes((lo, hi, root_of(leaves[lo:hi])) for lo, hi in frontier(size, picked))
+    files["proofs/nodes.bin"] = encode_nodes((lo, hi, root_of(leaves[lo:hi]))
+                                             for lo, hi in frontier(size, picked))
     for s in picked:
         k, b = by_seq[s][1], envs[s]["record"]
         if k in ("ruleset.proposed", "ruleset.bootstrapped"):
@@ -148,7 +148,8 @@ def write_bundle(source: Source, out: Path, *, manifest_signer: NoteSigner | Non
             files[f"rules/{sha}.wasm"] = base64.b64decode(b["module"])
             files[f"rules/{sha}.toml"] = b["source"].encode()
             gov = [x for x in picked if by_seq[x][1] in GOVERNANCE and envs[x]["record"]["id"] == b["id"]]
-            files[f"rules/{sha}.json"] = canonical_bytes({"entries": gov, "id": b["id"], "module_sha256": sha})
+            files[f"rules/{sha}.json"] = canonical_bytes({"entries": gov, "id": b["id"],
+                                                          "module_sha256": sha})
     mf = ModelFiles.open()
     for sha in models:
         assert sha == mf.model_sha256
@@ -218,8 +219,8 @@ def rewrite(src: Path, dst: Path, *, change: Mapping[str, bytes | None] | None =
             manifest.pop("files")
         files = {n: d for n, d in m.items()}
         if resign is not None:
-            return _write(dst, files, manifest if rehash else {k: v for k, v in manifest.items() if k != "files"},
-                          resign)
+            manifest.pop("files", None)
+            return _write(dst, files, manifest, resign)
         manifest["files"] = {n: hashlib.sha256(d).hexdigest() for n, d in sorted(files.items())}
         m["manifest.json"] = canonical_bytes(manifest)
         m["manifest.sig"] = old_sig
@@ -241,107 +242,101 @@ def joined(parts: list[bytes]) -> bytes:
 
 
 def synthetic_bundle(source: Source, out: Path, n: int) -> Path:
-    """``n`` decisions (bodies of ``source``'s decisions, cycled, under fresh trace ids and seqs)
-    after the context entries of ``source``, streamed into a bundle with payloads present."""
+    """``n`` decisions (bodies of ``source``'s decisions, cycled, under fresh trace ids, each with
+    its own payload) after the context entries of ``source``: a contiguous export of seqs
+    ``1 .. size - 1`` of a tree whose leaf 0 is ``source``'s genesis."""
     rows = _all(source.ledger)
-    envs = [(s, k, orjson.loads(r)) for s, k, r, _, _, _ in rows]
-    context = [(k, r) for s, k, r, _, _, _ in rows if k in GOVERNANCE or k == "model.registered"]
-    bodies = [(e["record"], None if e.get("payload_sha256") is None else e) for _, k, e in envs if k == "decision"]
+    context = [(k, r) for _, k, r, _, _, _ in rows if k in GOVERNANCE or k == "model.registered"]
     stored = {k: v for k, v in _payloads(source.ledger).items() if v is not None}
-    bodies = [(canonical_bytes(b), stored.get(e["payload_sha256"]) if e else None) for b, e in bodies]
-    bodies = [(b, p) for b, p in bodies if p is not None]
-    genesis_leaf = rows[0][3]
+    bodies: list[tuple[bytes, bytes, str]] = []
+    for _, k, r, _, _, _ in rows:
+        env = orjson.loads(r)
+        if k == "decision" and env.get("payload_sha256") in stored:
+            bodies.append((canonical_bytes(env["record"]), stored[env["payload_sha256"]],
+                           env["record"]["decision"]))
     size = 1 + len(context) + n
     cr = CompactRange()
-    cr.append(genesis_leaf)
+    cr.append(rows[0][3])
     chain = rows[0][4]
-    entries: list[tuple[str, bytes, str]] = []
-    tids = iter(())
-
-    def gen() -> Iterator[tuple[int, bytes, bytes, bytes, str, bytes | None]]:
-        nonlocal chain, tids
-        seq = 1
-        for k, r in context:
-            env = orjson.loads(r)
-            leaf = hashlib.sha256(b"\x00" + r).digest()
-            chain = hashlib.sha256(chain + leaf).digest()
-            yield seq, k.encode(), r, leaf, env["trace_id"], None
-            seq += 1
-        for i in range(n):
-            if i % 4096 == 0:
-                tids = iter(new_trace_ids(4096))
-            body, payload = bodies[i % len(bodies)]
-            payload = payload + b" " * 0 + f" {i}".encode()
-            tid, rec, _ = seal(Record.from_canonical_body("decision", body, payload=payload),
-                               "2026-12-01T00:00:00.000000Z", next(tids))
+    counts = {"ALLOW": 0, "REVIEW": 0, "HOLD": 0, "BLOCK": 0}
+    gov_seqs: list[int] = []
+    names = ("records.jsonl", "index.jsonl", "payloads.jsonl")
+    tmp = {name: out.with_name(f"{out.name}.{name}") for name in names}
+    hs = {name: hashlib.sha256() for name in names}
+    outs = {name: tmp[name].open("wb") for name in names}
+    try:
+        buf: dict[str, list[bytes]] = {name: [] for name in names}
+        tids: Iterator[str] = iter(())
+        for seq in range(1, size):
+            payload = None
+            if seq <= len(context):
+                kind, rec = context[seq - 1]
+                tid = orjson.loads(rec)["trace_id"]
+                if kind != "model.registered":
+                    gov_seqs.append(seq)
+            else:
+                i = seq - 1 - len(context)
+                if i % 4096 == 0:
+                    tids = iter(new_trace_ids(4096))
+                body, raw, decision = bodies[i % len(bodies)]
+                payload = raw + f" {i}".encode()
+                tid, rec, _ = seal(Record.from_canonical_body("decision", body, payload=payload),
+                                   "2026-12-01T00:00:00.000000Z", next(tids))
+                kind = "decision"
+                counts[decision] += 1
             leaf = hashlib.sha256(b"\x00" + rec).digest()
             chain = hashlib.sha256(chain + leaf).digest()
-            yield seq, b"decision", rec, leaf, tid, payload
-            seq += 1
-    del entries
-    manifest_files: dict[str, bytes] = {}
+            cr.append(leaf)
+            buf["records.jsonl"].append(rec + b"\n")
+            buf["index.jsonl"].append(canonical_bytes({
+                "chain_hash": chain.hex(), "kind": kind, "leaf_hash": leaf.hex(), "seq": seq,
+                "trace_id": tid}) + b"\n")
+            if payload is not None:
+                buf["payloads.jsonl"].append(
+                    b'{"data":%s,"encoding":"utf-8","sha256":"%s","state":"present"}\n'
+                    % (orjson.dumps(payload.decode()), hashlib.sha256(payload).hexdigest().encode()))
+            if len(buf["records.jsonl"]) >= 4096:
+                _flush(buf, hs, outs)
+        _flush(buf, hs, outs)
+    finally:
+        for f in outs.values():
+            f.close()
     mf = ModelFiles.open()
     module_sha = orjson.loads(bodies[0][0])["rules"]["module_sha256"]
-    model_sha = mf.model_sha256
-    counts = {"ALLOW": 0, "REVIEW": 0, "HOLD": 0, "BLOCK": 0}
-    hashes: dict[str, str] = {}
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-        hs = {name: hashlib.sha256() for name in ("records.jsonl", "index.jsonl", "payloads.jsonl")}
-        outs = {name: z.open(name, "w", force_zip64=True) for name in hs}
-        try:
-            buf: dict[str, list[bytes]] = {name: [] for name in hs}
-            gov_seqs = []
-            for seq, kind, rec, leaf, tid, payload in gen():
-                cr.append(leaf)
-                if kind != b"decision":
-                    gov_seqs.append(seq) if kind != b"model.registered" else None
-                else:
-                    counts[orjson.loads(rec)["record"]["decision"]] += 1
-                buf["records.jsonl"].append(rec + b"\n")
-                buf["index.jsonl"].append(b'{"chain_hash":"%s","kind":"%s","leaf_hash":"%s","seq":%d,'
-                                          b'"trace_id":"%s"}\n' % (chain.hex().encode(), kind, leaf.hex().encode(),
-                                                                   seq, tid.encode()))
-                if payload is not None:
-                    buf["payloads.jsonl"].append(
-                        b'{"data":%s,"encoding":"utf-8","sha256":"%s","state":"present"}\n'
-                        % (orjson.dumps(payload.decode()), hashlib.sha256(payload).hexdigest().encode()))
-                if len(buf["records.jsonl"]) >= 4096:
-                    _flush(buf, hs, outs)
-            _flush(buf, hs, outs)
-        finally:
-            for f in outs.values():
-                f.close()
-        hashes = {name: h.hexdigest() for name, h in hs.items()}
-        root = cr.root()
-        files = _context_files(source, module_sha, gov_seqs, mf)
-        signer = source.signer
-        files["checkpoint.txt"] = Checkpoint(source.ledger.origin, size, root).sign([signer]).note.encode()
-        files["proofs/nodes.bin"] = encode_nodes([(0, 1, genesis_leaf)])
+    root = cr.root()
+    signer = source.signer
+    files = _context_files(source, module_sha, gov_seqs, mf)
+    files["checkpoint.txt"] = Checkpoint(source.ledger.origin, size, root).sign([signer]).note.encode()
+    files["proofs/nodes.bin"] = encode_nodes([(0, 1, rows[0][3])])
+    hashes = {name: h.hexdigest() for name, h in hs.items()}
+    hashes.update({name: hashlib.sha256(data).hexdigest() for name, data in files.items()})
+    manifest = {
+        "schema": "sealtrail.bundle/1", "bundle_id": new_trace_ids(1)[0],
+        "created_at": "2026-12-03T09:00:00.000000Z", "creator": OFFICER.to_json(),
+        "filters": {"from": "2000-01-01T00:00:00.000000Z", "to": "2100-01-01T00:00:00.000000Z",
+                    "account": None, "decision": None, "rule": None},
+        "log": {"origin": source.ledger.origin, "verifier_keys": [signer.verifier.vkey]},
+        "checkpoint": {"size": size, "root": base64.b64encode(root).decode(), "file": "checkpoint.txt"},
+        "previous": None,
+        "counts": {"records": size - 1, "decisions": n, "annotations": 0, "context": len(context),
+                   "payloads_present": n, "payloads_purged": 0, "by_decision": counts},
+        "range": {"first_seq": 1, "last_seq": size - 1, "contiguous": True},
+        "rules": [module_sha], "models": [mf.model_sha256], "files": dict(sorted(hashes.items())),
+    }
+    mbytes = canonical_bytes(manifest)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1, allowZip64=True) as z:
+        for name in names:
+            z.write(tmp[name], name)
+            tmp[name].unlink()
         for name, data in files.items():
             z.writestr(name, data)
-            hashes[name] = hashlib.sha256(data).hexdigest()
-        manifest = {
-            "schema": "sealtrail.bundle/1", "bundle_id": new_trace_ids(1)[0],
-            "created_at": "2026-12-03T09:00:00.000000Z", "creator": OFFICER.to_json(),
-            "filters": {"from": "2000-01-01T00:00:00.000000Z", "to": "2100-01-01T00:00:00.000000Z",
-                        "account": None, "decision": None, "rule": None},
-            "log": {"origin": source.ledger.origin, "verifier_keys": [signer.verifier.vkey]},
-            "checkpoint": {"size": size, "root": base64.b64encode(root).decode(), "file": "checkpoint.txt"},
-            "previous": None,
-            "counts": {"records": size - 1, "decisions": n, "annotations": 0, "context": len(context),
-                       "payloads_present": n, "payloads_purged": 0, "by_decision": counts},
-            "range": {"first_seq": 1, "last_seq": size - 1, "contiguous": True},
-            "rules": [module_sha], "models": [model_sha], "files": dict(sorted(hashes.items())),
-        }
-        mbytes = canonical_bytes(manifest)
         z.writestr("manifest.json", mbytes)
         z.writestr("manifest.sig", sign_note(f"sealtrail bundle manifest v1\n{manifest['bundle_id']}\n"
                                              f"{hashlib.sha256(mbytes).hexdigest()}\n", [signer]))
-    del manifest_files
     return out
 
 
-def _flush(buf: dict[str, list[bytes]], hs: dict[str, Any], outs: dict[str, io.BufferedIOBase | Any]) -> None:
+def _flush(buf: dict[str, list[bytes]], hs: dict[str, Any], outs: dict[str, IO[bytes]]) -> None:
     for name, parts in buf.items():
         data = b"".join(parts)
         hs[name].update(data)
@@ -352,7 +347,7 @@ def _flush(buf: dict[str, list[bytes]], hs: dict[str, Any], outs: dict[str, io.B
 def _context_files(source: Source, module_sha: str, gov_seqs: list[int], mf: ModelFiles) -> dict[str, bytes]:
     rows = _all(source.ledger)
     files: dict[str, bytes] = {}
-    for s, k, r, *_ in rows:
+    for _s, k, r, *_ in rows:
         if k in ("ruleset.proposed", "ruleset.bootstrapped"):
             b = orjson.loads(r)["record"]
             if b["module_sha256"] == module_sha:
@@ -370,5 +365,3 @@ def _context_files(source: Source, module_sha: str, gov_seqs: list[int], mf: Mod
 def now_fixed() -> datetime:
     return datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 
-
-_ = uuid  # bundle ids come from new_trace_ids (UUIDv7)
