@@ -52,6 +52,8 @@ from audit.principal import Principal
 from ledger import Ledger, NoteSigner, Record, store
 from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import verify_consistency
+from ledger.multiproof import encode_nodes, frontier
+from ledger.multiproof_store import subtree_hashes
 from ledger.note import sign_note
 from ledger.proofs import consistency_proof
 from ledger.records import format_time
@@ -271,16 +273,11 @@ def _checkpoint(ledger: Ledger, signer: NoteSigner, last_seq: int) -> SignedChec
     return SignedCheckpoint.verify(cp.note, [signer.verifier], ledger.origin)
 
 
-def _nodes_bin(conn: Connection, size: int, exported: array[int]) -> bytes | None:
-    """``proofs/nodes.bin`` from ``ledger.multiproof`` (None while that module is not there)."""
-    try:
-        from ledger.multiproof import encode_nodes, frontier
-        from ledger.multiproof_store import subtree_hashes  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
+def _nodes_bin(conn: Connection, size: int, exported: array[int]) -> bytes:
+    """``proofs/nodes.bin``: the frontier subtrees of the exported seqs, with their hashes."""
     ranges = frontier(size, exported)
     got = subtree_hashes(conn, ranges)
-    return bytes(encode_nodes((lo, hi, got[(lo, hi)]) for lo, hi in ranges))
+    return encode_nodes((lo, hi, got[(lo, hi)]) for lo, hi in ranges)
 
 
 def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, filters: ExportFilters,
@@ -376,8 +373,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         z.write_chunks("payloads.jsonl", read_chunks(tmp / "payloads"), big("payloads"))
         z.write_chunks("records.csv", read_chunks(tmp / "csv"), big("csv"))
         z.write("checkpoint.txt", cp.note.encode())
-        if nodes is not None:
-            z.write("proofs/nodes.bin", nodes)
+        z.write("proofs/nodes.bin", nodes)
         if consistency is not None and prev_note is not None:
             z.write("proofs/consistency.json", canonical_bytes(consistency))
             z.write("checkpoints/previous.txt", prev_note.encode())
