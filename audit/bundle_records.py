@@ -283,6 +283,7 @@ def _payload(t: RecordTally, line: bytes | None, sha: str, seq: int, tid: str,
     if named != sha:
         return fail("payload.order", f"the next payload line is for {named!r}, the entry names {sha}")
     if state == "present":
+        t.payloads_present += 1  # the manifest counts lines by their state
         try:
             enc, text = doc["encoding"], doc["data"]
             data = text.encode() if enc == "utf-8" else base64.b64decode(text, validate=True)
@@ -292,8 +293,7 @@ def _payload(t: RecordTally, line: bytes | None, sha: str, seq: int, tid: str,
             return fail("payload.line", f"payload {sha} data cannot be decoded: {exc}")
         got = hashlib.sha256(data).hexdigest()
         if got != sha:
-            return fail("payload.hash", f"payload {sha} bytes hash to {got}")
-        t.payloads_present += 1
+            fail("payload.hash", f"payload {sha} bytes hash to {got}")
     elif state == "purged" and type(doc.get("purge_seq")) is int:
         t.payloads_purged += 1
         pseq = doc["purge_seq"]

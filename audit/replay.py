@@ -133,6 +133,7 @@ class Replayer:
             out += self._rules(sha, [rows[i] for i in idx], matrix[idx], scores[idx])
         for sha, idx in scored.items():
             out += self._score(sha, [rows[i] for i in idx], matrix[idx], scores[idx])
+        out.sort(key=lambda e: -1 if e.seq is None else e.seq)  # in record order, as an examiner reads
         return out
 
     def _check_feature_hashes(self, rows: list[_Row], matrix: npt.NDArray[np.float64]) -> list[BundleError]:

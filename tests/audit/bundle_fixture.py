@@ -30,6 +30,7 @@ from audit.governance import Governance
 from audit.models_registry import register_model
 from audit.pipeline import Pipeline
 from audit.principal import Principal
+from audit.trace_index import TraceIndex
 from inference.backends import load_backend
 from inference.model_files import ModelFiles
 from ledger import Ledger, NoteSigner, store
@@ -62,13 +63,23 @@ def make_source(ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, n: int = 6
     gov.bootstrap_default(principal=OPERATOR)
     files = ModelFiles.open()
     register_model(ledger, files, OPERATOR, backends=["numpy"])
-    pipe = Pipeline(ledger, load_backend("numpy", files.weights_path), gov.load_active(sandbox))
+    pipe = Pipeline(ledger, load_backend("numpy", files.weights_path), gov.load_active(sandbox),
+                    index=TraceIndex())
     decisions = pipe.decide(submissions(n))
     annotate(ledger, decisions[3].trace_id, OFFICER, "NOTE", "looked at it")
     env = orjson.loads(_entry(ledger, decisions[5].seq))
     purge_payloads(ledger, [env["payload_sha256"]], "erasure order 42")
     ledger.checkpoint()
     return Source(ledger, signer, decisions)
+
+
+def created_bundle(source: Source, out: Path) -> Path:
+    """The bundle ``audit.export.create_bundle`` writes of every decision of ``source``."""
+    from audit.export import ExportFilters, create_bundle
+
+    filters = ExportFilters.of("2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z")
+    create_bundle(source.ledger.engine, source.ledger, source.signer, out, filters, OFFICER)
+    return out
 
 
 def _entry(ledger: Ledger, seq: int) -> bytes:
@@ -336,7 +347,7 @@ def synthetic_bundle(source: Source, out: Path, n: int) -> Path:
     return out
 
 
-def _flush(buf: dict[str, list[bytes]], hs: dict[str, Any], outs: dict[str, IO[bytes]]) -> None:
+def _flush(buf: dict[str, list[bytes]], hs: dict[str, Any], outs: Mapping[str, IO[bytes]]) -> None:
     for name, parts in buf.items():
         data = b"".join(parts)
         hs[name].update(data)
