@@ -32,7 +32,6 @@ from inference.messages.json_message import MAX_JSON_BYTES, loads_json, transact
 __all__ = ["MAX_BATCH", "router"]
 
 
-
 class _RequestRoute(APIRoute):
     """A route whose endpoint takes the ``Request`` alone and returns its ``Response``.
 
