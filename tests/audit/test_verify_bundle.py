@@ -399,3 +399,60 @@ def test_a_manifest_that_is_not_canonical_is_refused(bundle: Path, source: Sourc
     path = rewrite(bundle, tmp_path / "t.zip", change={"manifest.json": pretty, "manifest.sig": sig.encode()})
     (err,) = failures(path, source, sandbox)
     assert err.kind == "manifest.canonical"
+
+
+# --- the CLI (sealtrail export verify) -------------------------------------------------------
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    import typer
+    from typer.testing import CliRunner
+
+    from api.cli_export_verify import export_verify
+
+    app = typer.Typer()
+    app.command()(export_verify)
+    r = CliRunner().invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_cli_exit_0_with_json_for_a_verified_bundle(bundle: Path, source: Source) -> None:
+    code, stdout, _ = _cli(str(bundle), "--trusted-key", source.signer.verifier.vkey, "--json")
+    doc = orjson.loads(stdout)
+    assert code == 0 and doc["verified"] is True and doc["failures"] == [] and doc["warnings"] == []
+    assert doc["records"] == doc["report"]["records"] and doc["replayed"] == len(source.decisions)
+    assert doc["bundle_id"] == orjson.loads(members(bundle)["manifest.json"])["bundle_id"]
+    code, stdout, _ = _cli(str(bundle), "--trusted-key", source.signer.verifier.vkey)
+    assert code == 0 and stdout.startswith("VERIFIED bundle")
+
+
+def test_cli_exit_1_names_the_record_and_reason(bundle: Path, source: Source, tmp_path: Path) -> None:
+    recs = lines(members(bundle)["records.jsonl"])
+    i, env = decision_lines(bundle)[2]
+    recs[i] = recs[i].replace(b'"decision":"', b'"decision":"X', 1)
+    path = rewrite(bundle, tmp_path / "t.zip", change={"records.jsonl": joined(recs)})
+    code, stdout, _ = _cli(str(path), "--trusted-key", source.signer.verifier.vkey, "--json")
+    doc = orjson.loads(stdout)
+    assert code == 1 and doc["verified"] is False
+    leaf = next(f for f in doc["failures"] if f["kind"] == "leaf_hash")
+    assert set(leaf) == {"kind", "file", "seq", "trace_id", "detail"} and leaf["trace_id"] == env["trace_id"]
+    code, stdout, _ = _cli(str(path), "--trusted-key", source.signer.verifier.vkey)
+    assert code == 1 and "NOT VERIFIED" in stdout and env["trace_id"] in stdout
+
+
+def test_cli_without_a_key_warns_loudly_on_stderr(bundle: Path) -> None:
+    code, stdout, stderr = _cli(str(bundle), "--json")
+    assert code == 0 and "NO TRUSTED KEY PINNED" in stderr
+    assert orjson.loads(stdout)["warnings"] == [UNPINNED_WARNING]
+
+
+def test_cli_exit_2_for_an_unreadable_file_or_a_bad_key(bundle: Path, tmp_path: Path) -> None:
+    (tmp_path / "x.zip").write_bytes(b"junk")
+    assert _cli(str(tmp_path / "x.zip"), "--json")[0] == 2
+    assert _cli(str(tmp_path / "none.zip"))[0] == 2
+    assert _cli(str(bundle), "--trusted-key", "not-a-key")[0] == 2
+
+
+def test_cli_exit_1_for_a_foreign_key(bundle: Path) -> None:
+    code, stdout, _ = _cli(str(bundle), "--trusted-key", NoteSigner.generate(ORIGIN).verifier.vkey, "--json")
+    assert code == 1 and orjson.loads(stdout)["failures"][0]["kind"] == "manifest.signature"
