@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -36,6 +36,7 @@ SCORE_TOLERANCE = 1e-4
 _RERUN = ("MODEL_ERROR", None)  # fail_safe values (prefixes) whose decision the rules re-make
 _NOT_RUN = ("SANDBOX_FAULT", "DEADLINE_EXCEEDED")  # recorded fail-safe HOLD, nothing re-run
 Fetch = Callable[[str], bytes]
+_NUMBER_TYPES = frozenset({float, int, type(None)})  # JSON numbers and null (bool is refused)
 
 
 class _Row(NamedTuple):
@@ -77,7 +78,8 @@ class Replayer:
             f = body["features"]
             values, score = f["values"], body["score"]
             if (body["schema"] != DECISION_SCHEMA or type(values) is not list
-                    or len(values) != N_FEATURES or type(f["sha256"]) is not str
+                    or len(values) != N_FEATURES or not _NUMBER_TYPES.issuperset(map(type, values))
+                    or type(f["sha256"]) is not str
                     or type(body["model"]["sha256"]) is not str
                     or type(body["rules"]["module_sha256"]) is not str
                     or (score is not None and type(score) is not float and type(score) is not int)):
@@ -95,13 +97,7 @@ class Replayer:
         if not rows:
             return []
         out: list[BundleError] = []
-        try:
-            matrix = np.array([r.values for r in rows], dtype=np.float64)  # null -> NaN
-        except (TypeError, ValueError):  # a value that is not a number: find which, replay the rest
-            bad = [r for r in rows if not _numbers(r.values)]
-            self._rows = [r for r in rows if _numbers(r.values)]
-            return [self._miss(r, "replay.body", "features.values holds something that is not a number "
-                               "or null") for r in bad] + self.flush()
+        matrix = np.array([r.values for r in rows], dtype=np.float64)  # null -> NaN
         scores = np.array([r.score for r in rows], dtype=np.float64)
         out += self._check_feature_hashes(rows, matrix)
         rerun: dict[str, list[int]] = defaultdict(list)
@@ -230,10 +226,6 @@ class Replayer:
         return [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}; the numpy model "
                            f"{sha[:12]} gives {got[i]!r} (|diff| {abs(got[i] - scores[i]):.3g} > "
                            f"{SCORE_TOLERANCE})") for i in bad]
-
-
-def _numbers(values: Sequence[object]) -> bool:
-    return all(v is None or type(v) in (int, float) for v in values)
 
 
 def _ids(fired: object) -> list[object]:
