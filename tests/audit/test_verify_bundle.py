@@ -16,8 +16,13 @@ import pytest
 from audit.bundle_errors import BundleError, BundleMalformed, BundleUnreadable, BundleUntrusted
 from audit.bundle_reader import Limits
 from audit.canonical import canonical_bytes
+from audit.governance import Governance
+from audit.pipeline import Pipeline
+from audit.trace_index import TraceIndex
 from audit.verify_bundle import UNPINNED_WARNING, BundleReport, verify_bundle
+from inference.backends import load_backend
 from inference.model import MlpModel, model_npz_bytes
+from inference.model_files import ModelFiles
 from ledger import NoteSigner, Record
 from ledger.checkpoint import Checkpoint
 from tests.audit.bundle_fixture import (
@@ -31,6 +36,7 @@ from tests.audit.bundle_fixture import (
     rewrite,
     write_bundle,
 )
+from tests.audit.test_pipeline import submissions
 from tests.conftest import ORIGIN, Db, make_ledger
 from wasm_rules import Sandbox, compile_ruleset, parse_ruleset
 
@@ -456,3 +462,29 @@ def test_cli_exit_2_for_an_unreadable_file_or_a_bad_key(bundle: Path, tmp_path: 
 def test_cli_exit_1_for_a_foreign_key(bundle: Path) -> None:
     code, stdout, _ = _cli(str(bundle), "--trusted-key", NoteSigner.generate(ORIGIN).verifier.vkey, "--json")
     assert code == 1 and orjson.loads(stdout)["failures"][0]["kind"] == "manifest.signature"
+
+
+# --- a second export: consistency with the previous one ----------------------------------------
+
+
+def test_a_second_export_proves_consistency_with_the_first(db: Db, signer: NoteSigner, sandbox: Sandbox,
+                                                           tmp_path: Path) -> None:
+    src = make_source(make_ledger(db, signer), signer, sandbox, n=20)
+    first = created_bundle(src, tmp_path / "first.zip")
+    pipe = Pipeline(src.ledger, load_backend("numpy", ModelFiles.open().weights_path),
+                    Governance(src.ledger).load_active(sandbox), index=TraceIndex())
+    pipe.decide(submissions(10, seed=9))
+    second = created_bundle(src, tmp_path / "second.zip")
+    report = verify_bundle(second, [signer.verifier], sandbox=sandbox)
+    first_id = orjson.loads(members(first)["manifest.json"])["bundle_id"]
+    assert report.previous is not None and report.previous["bundle_id"] == first_id
+    assert report.previous["consistent"] is True
+    doc = orjson.loads(members(second)["proofs/consistency.json"])
+    assert doc["hashes"], "a real consistency proof"
+    doc["hashes"][0] = base64.b64encode(bytes(32)).decode()
+    path = rewrite(second, tmp_path / "t.zip", change={"proofs/consistency.json": canonical_bytes(doc)},
+                   resign=signer)
+    errs = failures(path, src, sandbox, keys=[signer])
+    assert [(e.kind, e.file) for e in errs] == [("proof.consistency", "proofs/consistency.json")]
+    path = rewrite(second, tmp_path / "u.zip", change={"checkpoints/previous.txt": None}, resign=signer)
+    assert "file.missing" in kinds(failures(path, src, sandbox, keys=[signer]))
