@@ -36,6 +36,7 @@ SCORE_TOLERANCE = 1e-4
 _RERUN = ("MODEL_ERROR", None)  # fail_safe values (prefixes) whose decision the rules re-make
 _NOT_RUN = ("SANDBOX_FAULT", "DEADLINE_EXCEEDED")  # recorded fail-safe HOLD, nothing re-run
 Fetch = Callable[[str], bytes]
+_new_row = tuple.__new__  # builds a _Row in C: the NamedTuple constructor is a Python call
 _NUMBER_TYPES = frozenset({float, int, type(None)})  # JSON numbers and null (bool is refused)
 
 
@@ -87,8 +88,8 @@ class Replayer:
                                  "score, model and rule module")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
-        self._rows.append(_Row(seq, trace_id, values, math.nan if score is None else float(score),
-                               body))
+        self._rows.append(_new_row(_Row, (seq, trace_id, values, math.nan if score is None else float(score),
+                                          body)))
         return self.flush() if len(self._rows) >= self._batch else []
 
     def flush(self) -> list[BundleError]:
