@@ -58,7 +58,8 @@ def _ruleset(bundle: BundleArchive, t: RecordTally, module: str, rid: str) -> No
         raise BundleTampered(f"names {doc.get('id') if isinstance(doc, dict) else doc!r}, the decisions "
                              f"name {rid} with module {module}", kind="context.ruleset", file=name)
     seqs = doc.get("entries")
-    if not isinstance(seqs, list) or not seqs or seqs != sorted(set(seqs)):
+    if (not isinstance(seqs, list) or not seqs or not all(type(s) is int for s in seqs)
+            or seqs != sorted(set(seqs))):
         raise BundleMalformed("entries is not an ascending list of seqs", kind="context.ruleset", file=name)
     stated = [s for s in seqs if not (isinstance(s, int) and s in t.entries and _governs(t.entries[s], rid))]
     if stated:
@@ -70,7 +71,7 @@ def _ruleset(bundle: BundleArchive, t: RecordTally, module: str, rid: str) -> No
                              kind="context.ruleset", file=name)
     try:
         view = derive([(s, t.entries[s]) for s in seqs]).views[rid]
-    except (GovernanceError, KeyError) as exc:
+    except (GovernanceError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise BundleTampered(f"the governance entries of {rid} do not derive: {exc}",
                              kind="context.governance", file=name) from None
     first = t.first_decision.get(module)

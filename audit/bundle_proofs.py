@@ -16,7 +16,6 @@ import binascii
 import hashlib
 import multiprocessing
 import os
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -38,8 +37,8 @@ from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.multiproof import audit_paths, decode_nodes, multiproof_root
 from ledger.note import NoteVerifier
 
-__all__ = ["CONSISTENCY", "NODES", "PREVIOUS", "check_previous", "check_tree", "start_tree_check",
-           "verify_checkpoint"]
+__all__ = ["CONSISTENCY", "NODES", "PREVIOUS", "TreeCheck", "check_previous", "check_tree",
+           "start_tree_check", "verify_checkpoint"]
 
 NODES, CONSISTENCY, PREVIOUS = "proofs/nodes.bin", "proofs/consistency.json", "checkpoints/previous.txt"
 _MAX_REPORTED = 100
@@ -102,34 +101,50 @@ def _child(conn: Connection, path: str, limits: Limits, size: int, root: bytes) 
     conn.close()
 
 
+class TreeCheck:
+    """``check_tree`` running in a forked process, or deferred to ``result`` where there is none."""
+
+    def __init__(self, path: str | Path, limits: Limits, size: int, root: bytes, parallel: bool) -> None:
+        self._size, self._root = size, root
+        self._proc: Any = None
+        if parallel:
+            ctx = multiprocessing.get_context("fork")
+            self._recv, send = ctx.Pipe(duplex=False)
+            self._proc = ctx.Process(target=_child, args=(send, str(path), limits, size, root), daemon=True)
+            self._proc.start()
+            send.close()
+
+    def result(self, bundle: BundleArchive) -> list[BundleError]:
+        """The failures (waiting for the process, or computing them now on ``bundle``)."""
+        if self._proc is None:
+            return check_tree(bundle, self._size, self._root)
+        try:
+            got: list[BundleError] = self._recv.recv()
+        except EOFError:
+            got = [ProofMismatch(f"the proof process died (exit code {self._proc.exitcode})",
+                                 kind="proof.worker", file=NODES)]
+        finally:
+            self._recv.close()
+        self._proc.join()
+        self._proc = None
+        return got
+
+    def cancel(self) -> None:
+        """Stop the process (the verification ended early); a no-op once ``result`` returned."""
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.join()
+            self._recv.close()
+            self._proc = None
+
+
 def start_tree_check(path: str | Path, limits: Limits, size: int, root: bytes, *,
-                     parallel: bool | None = None) -> Callable[[BundleArchive], list[BundleError]]:
-    """Start ``check_tree`` in a forked process (when ``parallel``, default: fork exists and
-    there are two CPUs or more); the returned function waits for its failures (or, serially,
-    computes them then on the bundle it is given)."""
+                     parallel: bool | None = None) -> TreeCheck:
+    """Start ``check_tree`` in a forked process when ``parallel`` (default: the platform can fork
+    and there are two CPUs or more); otherwise ``TreeCheck.result`` runs it serially."""
     if parallel is None:
         parallel = "fork" in multiprocessing.get_all_start_methods() and (os.cpu_count() or 1) >= 2
-    if not parallel:
-        return lambda bundle: check_tree(bundle, size, root)
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, str(path), limits, size, root), daemon=True)
-    proc.start()
-    send.close()
-
-    def wait(_: BundleArchive) -> list[BundleError]:
-        try:
-            result: list[BundleError] = recv.recv()
-        except EOFError:
-            proc.join()
-            return [ProofMismatch(f"the proof process died (exit code {proc.exitcode})", kind="proof.worker",
-                                  file=NODES)]
-        finally:
-            recv.close()
-        proc.join()
-        return result
-
-    return wait
+    return TreeCheck(path, limits, size, root, parallel)
 
 
 def verify_checkpoint(bundle: BundleArchive, name: str, keys: list[NoteVerifier], origin: str, size: int,

@@ -196,7 +196,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             env = loads(line)
             body = env["record"]
             if (not isinstance(env, dict) or env.get("v") != 1 or not isinstance(body, dict)
-                    or not isinstance(env.get("recorded_at"), str)):
+                    or type(env.get("recorded_at")) is not str or type(env.get("kind")) is not str):
                 raise ValueError("not a v1 envelope with a record object")
         except (orjson.JSONDecodeError, ValueError, TypeError, KeyError) as exc:
             found.add(_fail(BundleMalformed, "record.envelope", f"the entry does not parse: {exc}", seq=seq,
@@ -209,7 +209,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         if kind == "decision":
             t.decisions += 1
             t.decision_seqs.add(seq)
-            by_decision[body.get("decision")] += 1
+            d = body.get("decision")
+            by_decision[d if type(d) is str else repr(d)] += 1
             rules, model = body.get("rules"), body.get("model")
             if rules != last_rules and isinstance(rules, dict):
                 last_rules = rules
@@ -232,7 +233,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             t.context += 1
             t.entries[seq] = env
             if kind == "ledger.payload_purge":
-                listed = set(body.get("payloads") or ())
+                named = body.get("payloads")
+                listed = {p for p in named if type(p) is str} if isinstance(named, list) else set()
                 for sha, dseq, dtid in pending_purges.pop(seq, ()):
                     if sha not in listed:
                         found.add(_fail(BundleTampered, "payload.purge", f"payload {sha} is said purged by "

@@ -187,20 +187,22 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         _check_files(bundle, manifest, found)
         cp = verify_checkpoint(bundle, manifest.checkpoint_file, keys, manifest.origin,
                                manifest.checkpoint_size, manifest.checkpoint_root, "manifest.checkpoint")
-        tree_failures = start_tree_check(path, limits, cp.checkpoint.size, cp.checkpoint.root,
-                                         parallel=parallel)
+        tree = start_tree_check(path, limits, cp.checkpoint.size, cp.checkpoint.root, parallel=parallel)
         own = sandbox is None
         sb = Sandbox() if sandbox is None else sandbox
         try:
             replayer = Replayer(sb, lambda sha: bundle.read(f"rules/{sha}.wasm"),
                                 lambda sha: bundle.read(f"models/{sha}/weights.npz"))
             tally = scan_records(bundle, manifest, replayer, found, progress)
+        except BaseException:
+            tree.cancel()
+            raise
         finally:
             if own:
                 sb.close()
         for name, got in tally.hashes.items():
             _check_hash(name, got, manifest, found)
-        found.extend(tree_failures(bundle))
+        found.extend(tree.result(bundle))
         previous, prev_failures = check_previous(bundle, manifest, keys)
         found.extend(prev_failures)
         _check_counts(manifest, tally, found)

@@ -488,3 +488,50 @@ def test_a_second_export_proves_consistency_with_the_first(db: Db, signer: NoteS
     assert [(e.kind, e.file) for e in errs] == [("proof.consistency", "proofs/consistency.json")]
     path = rewrite(second, tmp_path / "u.zip", change={"checkpoints/previous.txt": None}, resign=signer)
     assert "file.missing" in kinds(failures(path, src, sandbox, keys=[signer]))
+
+
+# --- a verifier never leaks a raw exception ---------------------------------------------------
+
+
+def _mutations(m: dict[str, bytes]) -> Iterator[tuple[str, dict[str, bytes]]]:
+    recs, idx, pays = lines(m["records.jsonl"]), lines(m["index.jsonl"]), lines(m["payloads.jsonl"])
+    d = next(i for i, x in enumerate(recs) if b'"kind":"decision"' in x[:20])
+    env = orjson.loads(recs[d])
+    weird: list[object] = [None, 7, "x", [], {}, [1, [2]], {"a": []}, True, 1e308, -1]
+    for k, v in enumerate(weird):
+        for path in (("record",), ("record", "decision"), ("record", "rules"), ("record", "features"),
+                     ("record", "fired"), ("record", "score"), ("record", "fail_safe"), ("payload_sha256",),
+                     ("kind",), ("record", "refers_to")):
+            e = orjson.loads(recs[d])
+            target = e
+            for p in path[:-1]:
+                target = target[p]
+            target[path[-1]] = v
+            r = list(recs)
+            r[d] = canonical_bytes(e)
+            if r[d] == recs[d]:
+                continue
+            yield f"records {path} = {v!r}", {"records.jsonl": joined(r)}
+        for name, src in (("index.jsonl", idx), ("payloads.jsonl", pays)):
+            r = list(src)
+            r[k % len(r)] = orjson.dumps(v)
+            yield f"{name} line = {v!r}", {name: joined(r)}
+        gov = next(n for n in m if n.endswith(".json") and n.startswith("rules/"))
+        j = orjson.loads(m[gov])
+        j["entries"] = v
+        yield f"rules json entries = {v!r}", {gov: orjson.dumps(j)}
+    assert env
+
+
+def test_malformed_content_signed_by_the_ledger_key_is_a_bundle_error_never_a_crash(
+        bundle: Path, source: Source, sandbox: Sandbox, tmp_path: Path) -> None:
+    m = members(bundle)
+    for n, (what, change) in enumerate(_mutations(m)):
+        path = rewrite(bundle, tmp_path / f"m{n}.zip", change=change, resign=source.signer)
+        try:
+            verify(path, source, sandbox, parallel=False)
+        except BundleError:
+            pass
+        else:
+            pytest.fail(f"{what}: verified")
+        path.unlink()
