@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.cli_certs import certs_app
 from api.cli_demo import demo
 from api.cli_export import export_app
+from api.cli_export_verify import export_verify
 from api.cli_model import features, model_app
 from api.cli_parse import parse
 from api.cli_rules import rules_app
@@ -54,6 +55,7 @@ app.command("score")(score)
 app.add_typer(traces_app, name="traces")
 app.command("demo")(demo)
 app.add_typer(export_app, name="export")
+export_app.command("verify")(export_verify)
 
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]

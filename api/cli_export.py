@@ -23,7 +23,6 @@ from audit.queries import QueryError
 __all__ = ["export_app"]
 
 export_app = typer.Typer(no_args_is_help=True, help="Create and verify regulator export bundles.")
-# `sealtrail export verify` is registered on export_app by api/cli_export_verify.py.
 
 DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
 KeysOpt = Annotated[Path | None, typer.Option("--keys", help="key directory [env SEALTRAIL_KEYS]")]
