@@ -62,7 +62,7 @@ def fill(db: Path, keys: Path, n: int) -> float:
     from ledger import Record
 
     t0 = time.perf_counter()
-    s = Settings(db=f"sqlite:///{db}", keys=keys, checkpoint_every=1_000_000_000)
+    s = Settings.model_validate({"db": f"sqlite:///{db}", "keys": keys, "checkpoint_every": 1_000_000_000})
     ops.initialise(s)
     rt = Runtime.open(s, operator="bench")
     who = Principal.local("bench").to_json()
@@ -115,7 +115,7 @@ def child(args: list[str]) -> None:
         from audit.principal import Principal
         from ledger.keys import load_signer
 
-        s = Settings(db=f"sqlite:///{db}", keys=Path(keys))
+        s = Settings.model_validate({"db": f"sqlite:///{db}", "keys": Path(keys)})
         ledger = ops.open_ledger(s)
         summary = create_bundle(ledger.engine, ledger, load_signer(s.key_file), Path(out),
                                 ExportFilters.of(FROM, TO), Principal.local("bench"))

@@ -23,8 +23,6 @@ from tests.audit.test_trace_index import (
     dump,
     indexed_pipeline,
     mixed_submissions,
-    pack_wasm,  # noqa: F401 - fixture
-    sandbox,  # noqa: F401 - fixture
 )
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox
@@ -35,7 +33,7 @@ OFFICER = Principal(subject="CN=officer,O=sealtrail dev", sans=("URI:spiffe://se
 
 
 @pytest.fixture
-def decided(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> tuple[Ledger, list[str]]:  # noqa: F811
+def decided(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> tuple[Ledger, list[str]]:
     ledger = make_ledger(db, signer)
     decisions = indexed_pipeline(ledger, sandbox, pack_wasm).decide(mixed_submissions(12))
     return ledger, [d.trace_id for d in decisions]

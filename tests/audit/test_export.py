@@ -43,12 +43,6 @@ OFFICER = Principal.local("officer")
 ALL = ("2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z")
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox() as sb:
-        yield sb
-
-
 @dataclass
 class World:
     ledger: Ledger

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -69,12 +68,6 @@ def pack(version: str, extra: str = "") -> str:
     text = PACK_TEXT.replace(f'version = "{VERSION}"', f'version = "{version}"', 1)
     assert text != PACK_TEXT
     return text + extra
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox() as sb:
-        yield sb
 
 
 @pytest.fixture

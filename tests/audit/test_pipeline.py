@@ -6,7 +6,6 @@ import hashlib
 import math
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,22 +28,11 @@ from inference.velocity import VelocityState
 from ledger import Ledger, LedgerUnavailableError, store, verify_ledger
 from tests.conftest import Db, make_ledger
 from tests.wasm_rules.guests import MANIFEST, guest
-from wasm_rules import OUTCOMES, Sandbox, SandboxLimits, compile_ruleset, parse_ruleset
+from wasm_rules import OUTCOMES, Sandbox, SandboxLimits
 
 PACK = Path(__file__).parents[2] / "wasm_rules" / "packs" / "aml_core.toml"
 PRINCIPAL = {"subject": "CN=sealtrail-scorer,O=sealtrail dev", "sans": ["URI:spiffe://sealtrail.dev/role/scorer"],
              "issuer": "CN=sealtrail dev CA", "fingerprint_sha256": "ab" * 32, "serial": "01"}
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox() as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
-def pack_wasm() -> bytes:
-    return compile_ruleset(parse_ruleset(PACK.read_text()))
 
 
 def submissions(n: int, seed: int = 5) -> list[Submission]:

@@ -20,8 +20,6 @@ from tests.audit.test_trace_index import (
     decision_entries,
     indexed_pipeline,
     mixed_submissions,
-    pack_wasm,  # noqa: F401 - fixture
-    sandbox,  # noqa: F401 - fixture
     transaction_of,
 )
 from tests.conftest import Db, make_ledger
@@ -61,7 +59,7 @@ def build(db: Db, signer: NoteSigner, sb: Sandbox, wasm: bytes) -> World:
 
 
 @pytest.fixture
-def world(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> World:  # noqa: F811
+def world(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> World:
     return build(db, signer, sandbox, pack_wasm)
 
 

@@ -7,7 +7,6 @@ import base64
 import copy
 import hashlib
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,6 @@ from wasm_rules import OUTCOMES, Sandbox, compile_ruleset, parse_ruleset
 
 PACK = Path(__file__).parents[2] / "wasm_rules" / "packs" / "aml_core.toml"
 Decision = tuple[int, str, dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox() as sb:
-        yield sb
 
 
 @pytest.fixture(scope="module")

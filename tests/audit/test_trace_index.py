@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -20,22 +19,11 @@ from audit.pipeline import Pipeline, Submission
 from audit.trace_index import TABLES, TraceIndex, account_key, catch_up, metadata, trace_accounts, traces
 from inference.messages import Transaction, parse_messages
 from ledger import Ledger, NoteSigner, RecordError, store
-from tests.audit.test_pipeline import PACK, PRINCIPAL, make_pipeline, submissions
+from tests.audit.test_pipeline import PRINCIPAL, make_pipeline, submissions
 from tests.conftest import Db, make_ledger
-from wasm_rules import Sandbox, compile_ruleset, parse_ruleset
+from wasm_rules import Sandbox
 
 OTHER = {**PRINCIPAL, "subject": "CN=payments-eu,O=sealtrail dev", "fingerprint_sha256": "cd" * 32}
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox() as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
-def pack_wasm() -> bytes:
-    return compile_ruleset(parse_ruleset(PACK.read_text()))
 
 
 def indexed_pipeline(ledger: Ledger, sandbox: Sandbox, wasm: bytes) -> Pipeline:

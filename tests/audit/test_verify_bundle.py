@@ -44,12 +44,6 @@ PACK = Path(__file__).parents[2] / "wasm_rules" / "packs" / "aml_core.toml"
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox() as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory, sandbox: Sandbox) -> Source:
     signer = NoteSigner.generate(ORIGIN)
     db = Db(f"sqlite:///{tmp_path_factory.mktemp('src') / 'ledger.db'}", "sqlite")
