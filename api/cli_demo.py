@@ -24,6 +24,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+import uuid6
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from api.cli_score import DbOpt, KeysOpt, setup_errors
@@ -133,9 +134,11 @@ def demo(
     db: DbOpt = None,
     keys: KeysOpt = None,
     certs: Annotated[Path, typer.Option("--certs", help="dev certificates (created if absent)")] = CERTS_DIR,
+    exports: Annotated[Path, typer.Option("--exports", help="where the bundle is written")] = EXPORTS_DIR,
     as_json: JsonOpt = False,
 ) -> None:
-    """Score simulated payments with AML typologies end to end: seal, checkpoint, verify."""
+    """Score simulated payments with AML typologies end to end: seal, checkpoint, verify, then
+    export the run's decisions as a regulator bundle and verify that offline."""
     from api import ops
     from api.certs import create_dev_pki
     from api.cli import fail, guarded, settings
@@ -175,10 +178,12 @@ def demo(
                     bar.update(task, advance=k, rate=f"{rate:,.0f}/s")
 
                 scored = score_all(decide, sims, principal.to_json(), s.max_batch, advance)
+            first_at = scored.decisions[0].recorded_at if scored.decisions else None
             cp = rt.ledger.checkpoint()
         finally:
             rt.close()
         report = ops.verify(s, [], None)
+        exported = _export_and_verify(s, first_at, exports) if first_at else None
         summary = summarise(scored)
         typologies = Counter(x.typology for x in sims)
         doc = {"ok": True, "init": info,  # a report means verified: damage raises
@@ -188,9 +193,7 @@ def demo(
                               "typologies": dict(sorted(typologies.items())), "seconds": round(sim_s, 3)},
                **summary,
                "ledger_size": cp.checkpoint.size, "checkpoint": cp.note, "verify": report.to_json(),
-               "exports": {"dir": str(EXPORTS_DIR), "available": False,
-                           "message": "exports arrive with the export issue: `sealtrail export create` "
-                                      f"will write bundles to ./{EXPORTS_DIR}"},
+               "export": exported,
                "total_seconds": round(time.perf_counter() - t_start, 3)}
         emit(doc, as_json, lambda: _human(doc, s.db, s.max_batch))
 
@@ -222,8 +225,44 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
     out.print(doc["checkpoint"], end="", markup=False)
     p(f"verified    {v['size']:,} entries, {v['checkpoints']} checkpoints in {v['seconds']:.2f}s "
       f"against {v['trusted_key'] or 'no pinned key'}")
-    p(f"exports     {doc['exports']['message']}")
+    e = doc["export"]
+    if e is not None:
+        p(f"export      {e['file']}: {e['records']:,} records, {e['size_bytes'] / 2**20:.1f} MiB "
+          f"in {e['create_seconds']:.1f}s; verified offline in {e['verify_seconds']:.1f}s "
+          f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored) against {e['trusted_key']}")
+        p(f"            check it yourself: sealtrail export verify {e['file']} "
+          f"--trusted-key {e['trusted_key']}")
     p(f"done in {doc['total_seconds']:.1f}s")
+
+
+def _export_and_verify(s: Any, first_at: str, exports: Path) -> dict[str, Any]:
+    """This run's decisions as a regulator bundle, then verified offline with the pinned key."""
+    from api import ops
+    from audit.export import create_bundle
+    from audit.export_select import ExportFilters
+    from audit.principal import Principal
+    from audit.verify_bundle import verify_bundle
+    from ledger.keys import load_signer
+
+    ledger = ops.open_ledger(s)
+    signer = load_signer(s.key_file)
+    until = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    exports.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        bundle_id = str(uuid6.uuid7())
+        summary = create_bundle(ledger.engine, ledger, signer, exports / f"bundle-{bundle_id}.zip",
+                                ExportFilters.of(first_at, until), Principal.local(getpass.getuser()),
+                                bundle_id=bundle_id)
+    finally:
+        ledger.engine.dispose()
+    t1 = time.perf_counter()
+    rep = verify_bundle(summary.path, [signer.verifier])
+    t2 = time.perf_counter()
+    return {"file": str(summary.path), "bundle_id": summary.bundle_id, "records": rep.records,
+            "size_bytes": summary.size_bytes, "create_seconds": round(t1 - t0, 3),
+            "verify_seconds": round(t2 - t1, 3), "verified": True, "replayed": rep.replayed,
+            "rescored": rep.rescored, "trusted_key": signer.verifier.vkey}
 
 
 def print_line(text: str) -> None:
