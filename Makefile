@@ -27,6 +27,7 @@ lint: $(DEVSTAMP)
 	$(BIN)/mypy
 
 test: lint
+	bash .ci/browser
 	$(BIN)/pytest
 
 bench: $(DEVSTAMP)
