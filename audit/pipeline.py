@@ -21,15 +21,15 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection
 
 from audit.canonical import CanonicalError, canonical_bytes
+from audit.pipeline_types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from audit.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
@@ -44,84 +44,15 @@ from audit.record import (
     jcs_str,
 )
 from inference.features import FeatureExtractor
-from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
-from inference.schema import FEATURE_SCHEMA, RULE_FEATURE_NAMES
-from ledger import Ledger, LedgerUnavailableError, Receipt, Record
+from inference.schema import FEATURE_SCHEMA
+from ledger import Ledger, LedgerUnavailableError, Record
 from ledger.records import format_time
-from wasm_rules import OUTCOMES, RuleModule, SandboxFault
+from wasm_rules import OUTCOMES, SandboxFault
 
 __all__ = ["ActiveRules", "Decision", "DecisionIndex", "Pipeline", "Scorer", "Submission"]
 
 F64 = np.float64
 _Hits = tuple[tuple[RuleHit, ...], bytes]  # fired rules, and the canonical bytes of the record's "fired"
-
-
-class DecisionIndex(Protocol):
-    """Derived rows kept beside the ledger (``audit.trace_index``), written in the same commit.
-    ``inputs`` is an ``audit.record.DecisionBatch``: items made on demand, columns read as is."""
-
-    def write(self, conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
-              receipts: Sequence[Receipt]) -> None: ...
-
-
-class Scorer(Protocol):
-    """What the pipeline needs of a model backend (``inference.backends.Backend``)."""
-
-    name: str
-    model_sha256: str
-
-    def predict(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
-
-
-@dataclass(frozen=True)
-class ActiveRules:
-    """A loaded rule module and how its feature columns map onto ours."""
-
-    module: RuleModule
-    columns: tuple[int, ...]  # index into RULE_FEATURE_NAMES for each of the module's features
-
-    @classmethod
-    def of(cls, module: RuleModule) -> ActiveRules:
-        unknown = [f for f in module.manifest.features if f not in RULE_FEATURE_NAMES]
-        if unknown:
-            raise ValueError(f"rule module {module.manifest.ruleset_id} reads features this pipeline "
-                             f"does not produce: {', '.join(unknown)}")
-        return cls(module, tuple(RULE_FEATURE_NAMES.index(f) for f in module.manifest.features))
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One transaction to decide, as it arrived."""
-
-    raw: bytes  # the message bytes; stored as the record's purgeable payload
-    transaction: Transaction
-    message_format: str  # mt | pacs008 | json
-    principal: dict[str, Any]  # audit.principal.Principal.to_json()
-    received_at: datetime  # event time for the features (UTC)
-    expired: bool = False  # its deadline passed in the queue: record a fail-safe HOLD
-    queue_us: int = 0
-
-    @classmethod
-    def parse(cls, raw: bytes, message_format: Format, principal: dict[str, Any],
-              received_at: datetime) -> list[Submission | MessageError]:
-        """One submission per message in ``raw`` (or the error that refused it). Each keeps the
-        whole ``raw`` as its payload; replay finds its transaction again by SHA-256."""
-        fmt = detect_format(raw) if message_format == "auto" else message_format
-        return [m if isinstance(m, MessageError) else cls(raw, m, fmt, principal, received_at)
-                for m in parse_messages(raw, fmt)]
-
-
-@dataclass(frozen=True)
-class Decision:
-    trace_id: str
-    seq: int
-    leaf_hash: str  # hex
-    recorded_at: str
-    decision: str
-    score: float | None
-    fired: tuple[RuleHit, ...]
-    fail_safe: str | None
-    latency_us: dict[str, int] = field(default_factory=dict)
 
 
 def _us(t0: float, t1: float) -> int:

@@ -96,7 +96,7 @@ _BODY_DOC = {"requestBody": {"required": True, "content": {
         "value_date": "2026-12-03", "originator": {"name": "ACME GmbH", "account": "DE89370400440532013000",
                                                    "country": "DE"},
         "beneficiary": {"name": "Jane Roe", "account": "FR1420041010050500013M02606", "country": "FR"}}},
-    "application/x-swift-fin": {"schema": {"type": "string"}, "example": "{1:F01BANKDEFFAXXX0000000000}..."},
+    "application/x-swift-fin": {"schema": {"type": "string"}, "example": "{1:F01BANKDEFFA5000000000000}..."},
     "application/xml": {"schema": {"type": "string"}, "example": "<Document xmlns=...pacs.008...>"}}}}
 
 
