@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +11,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
 from inference.messages import Transaction, parse_messages
 from inference.simulate import SimConfig, simulate
 from ledger import store
+from tests.api.test_cli import Cli as LedgerCli
 from tests.conftest import Db
 
 runner = CliRunner()
@@ -27,19 +26,8 @@ PACS = VECTORS / "pacs008" / "multiple_transactions.xml"
 Entries = dict[int, tuple[dict[str, Any], bytes | None]]  # seq -> (envelope, payload)
 
 
-class Cli:
-    """The CLI against one database and key directory (``--db``/``--keys`` appended)."""
-
-    def __init__(self, db: Db, keys: Path) -> None:
-        self.db, self.keys = db, keys
-
-    def __call__(self, *args: str, code: int = 0) -> Any:
-        res = runner.invoke(app, [*args, "--db", self.db.url, "--keys", str(self.keys)])
-        assert res.exit_code == code, res.output
-        return res
-
-    def json(self, *args: str, code: int = 0) -> Any:
-        return json.loads(self(*args, "--json", code=code).stdout)
+class Cli(LedgerCli):
+    """The ledger CLI helper plus what the scoring tests read back from the database."""
 
     def size(self) -> int:
         engine = self.db.engine()
