@@ -19,6 +19,7 @@ never a file without its record).
 from __future__ import annotations
 
 import base64
+import bisect
 import csv
 import heapq
 import io
@@ -27,6 +28,7 @@ import shutil
 import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +39,16 @@ from sqlalchemy import Connection, Engine
 
 from audit.canonical import canonical_bytes
 from audit.export_context import Context, gather_context, previous_export
-from audit.export_files import VERIFY_MD, BundleZip, index_line, payload_line, purged_line, read_chunks
+from audit.export_files import (
+    VERIFY_MD,
+    BundleZip,
+    Deflated,
+    Deflater,
+    deflate_chunks,
+    index_line,
+    payload_line,
+    purged_line,
+)
 from audit.export_report import ReportStats, csv_header, csv_row, render_report
 from audit.export_select import (
     EntryRow,
@@ -106,28 +117,51 @@ class BundleSummary:
 
 
 class _Spools:
-    """The four members that grow together, spooled to files while the ledger is read."""
+    """The four members that grow together while the ledger is read: ``records`` and ``index``
+    spooled raw (the context entries go in among them at the end), with the end offset of
+    every line; ``payloads.jsonl`` and ``records.csv`` final already, so compressed on worker
+    threads as they come."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, compresslevel: int) -> None:
         self.dir = directory
         self.records = (directory / "records").open("wb", buffering=1 << 20)
         self.index = (directory / "index").open("wb", buffering=1 << 20)
-        self.payloads = (directory / "payloads").open("wb", buffering=1 << 20)
-        self.csv_bin = (directory / "csv").open("wb", buffering=1 << 20)
-        self.csv_bin.write(csv_header())
-        self._text = io.TextIOWrapper(self.csv_bin, encoding="utf-8", newline="", write_through=True)
-        self.csv = csv.writer(self._text, lineterminator="\r\n")
+        self.rec_ends = array("q")
+        self.idx_ends = array("q")
+        self._rec_at = 0
+        self._idx_at = 0
+        self.payloads = Deflater(directory / "payloads.z", compresslevel)
+        self.csv = Deflater(directory / "csv.z", compresslevel)
+        self.csv.write(csv_header())
         self.seqs = array("q")  # every seq of records (decisions and annotations), ascending
 
     def entry(self, row: EntryRow) -> None:
-        self.records.write(row.record + b"\n")
-        self.index.write(index_line(row.seq, row.kind, row.trace_id, row.leaf_hash, row.chain_hash))
+        rec = row.record + b"\n"
+        idx = index_line(row.seq, row.kind, row.trace_id, row.leaf_hash, row.chain_hash)
+        self.records.write(rec)
+        self.index.write(idx)
+        self._rec_at += len(rec)
+        self._idx_at += len(idx)
+        self.rec_ends.append(self._rec_at)
+        self.idx_ends.append(self._idx_at)
         self.seqs.append(row.seq)
 
-    def close(self) -> None:
-        self._text.flush()
-        for f in (self.records, self.index, self.payloads, self.csv_bin):
-            f.close()
+    def csv_rows(self, rows: list[list[str]]) -> None:
+        buf = io.StringIO(newline="")
+        csv.writer(buf, lineterminator="\r\n").writerows(rows)
+        self.csv.write(buf.getvalue().encode())
+
+    def close(self) -> tuple[Deflated, Deflated]:
+        """Close the raw spools; the compressed payloads and csv members."""
+        self.records.close()
+        self.index.close()
+        return self.payloads.finish(), self.csv.finish()
+
+    def abort(self) -> None:
+        self.records.close()
+        self.index.close()
+        self.payloads.abort()
+        self.csv.abort()
 
 
 @dataclass
@@ -194,6 +228,7 @@ def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: Repo
         want = sorted({sha for sha in map(_payload_sha, page) if sha is not None
                        and bytes.fromhex(sha) not in seen})
         stored = _payload_rows(conn, want) if want else {}
+        rows: list[list[str]] = []
         for row in page:
             env = loads(row.record)  # one at a time: a page of live dicts would keep the GC busy
             while pending and pending[0][0] < row.seq:
@@ -228,13 +263,14 @@ def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: Repo
                         res.present += 1
                         state = "present"
             n = notes.get(row.seq, 0)
-            sp.csv.writerow(csv_row(row.seq, env, state, n))
+            rows.append(csv_row(row.seq, env, state, n))
             stats.add(row.seq, env, n)
             b = env["record"]
             r = b["rules"]
             res.rulesets[f"{r['ruleset_id']}@{r['version']}"] = r["module_sha256"]
             res.models.add(b["model"]["sha256"])
             res.decisions += 1
+        sp.csv_rows(rows)
         if progress is not None:
             progress(res.decisions, total)
     while pending:
@@ -243,26 +279,23 @@ def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: Repo
     return res
 
 
-def _merged(spool: Path, extra: list[tuple[int, bytes]], seqs: array[int]) -> Iterator[bytes]:
-    """The spooled lines (whose seqs are ``seqs``) with ``extra`` lines put in seq order."""
-    if not extra:
-        yield from read_chunks(spool)
-        return
-    buf: list[bytes] = []
-    size = 0
-    k = 0
-    with spool.open("rb", buffering=1 << 20) as lines:
-        for seq, line in zip(seqs, lines, strict=True):
-            while k < len(extra) and extra[k][0] < seq:
-                buf.append(extra[k][1])
-                k += 1
-            buf.append(line)
-            size += len(line)
-            if size >= 1 << 20:
-                yield b"".join(buf)
-                buf, size = [], 0
-    buf += [line for _, line in extra[k:]]
-    yield b"".join(buf)
+def _merged(spool: Path, ends: array[int], extra: list[tuple[int, bytes]],
+            seqs: array[int]) -> Iterator[bytes]:
+    """The spooled lines (whose seqs are ``seqs`` and end offsets ``ends``) with ``extra`` lines
+    put in seq order, in chunks of about 1 MiB."""
+    step = 1 << 20
+    at = 0
+    with spool.open("rb", buffering=0) as f:
+        for seq, line in extra:
+            k = bisect.bisect_left(seqs, seq)  # spooled lines before this one
+            upto = ends[k - 1] if k else 0
+            while at < upto:
+                chunk = f.read(min(step, upto - at))
+                at += len(chunk)
+                yield chunk
+            yield line
+        while chunk := f.read(step):
+            yield chunk
 
 
 def _checkpoint(ledger: Ledger, signer: NoteSigner, last_seq: int) -> SignedCheckpoint:
@@ -317,12 +350,14 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
             progress: Progress | None, model_dirs: list[Path], page_size: int,
             compresslevel: int) -> BundleSummary:
     stats = ReportStats()
-    sp = _Spools(tmp)
+    sp = _Spools(tmp, compresslevel)
     try:
         with engine.connect() as conn:
             got = _read_selection(conn, filters, sp, stats, total, progress, page_size)
-    finally:
-        sp.close()
+    except BaseException:
+        sp.abort()
+        raise
+    payloads_z, csv_z = sp.close()
     assert got.rulesets is not None and got.models is not None and got.purge_seqs is not None
     with engine.connect() as conn:
         ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs)
@@ -361,17 +396,24 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         "range": {"first_seq": seqs[0], "last_seq": seqs[-1],
                   "contiguous": seqs[-1] - seqs[0] + 1 == len(seqs)},
         "rules": sorted(set(got.rulesets.values())), "models": sorted(got.models)}
+    rec_extra = [(r.seq, r.record + b"\n") for r in extra]
+    idx_extra = [(r.seq, index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash)) for r in extra]
+    # records and index compress side by side (zlib and hashlib release the GIL)
+    with ThreadPoolExecutor(2, thread_name_prefix="deflate") as pool:
+        rec_f = pool.submit(deflate_chunks, tmp / "records.z",
+                            _merged(tmp / "records", sp.rec_ends, rec_extra, sp.seqs), compresslevel)
+        idx_f = pool.submit(deflate_chunks, tmp / "index.z",
+                            _merged(tmp / "index", sp.idx_ends, idx_extra, sp.seqs), compresslevel)
+        rec_z, idx_z = rec_f.result(), idx_f.result()
+    for name in ("records", "index"):
+        (tmp / name).unlink()
     zpath = tmp / "bundle.zip"
     with zpath.open("wb") as fh:
         z = BundleZip(fh, compresslevel=compresslevel)
-        rec_extra = [(r.seq, r.record + b"\n") for r in extra]
-        idx_extra = [(r.seq, index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash)) for r in extra]
-        def big(name: str) -> int:
-            return (tmp / name).stat().st_size
-        z.write_chunks("records.jsonl", _merged(tmp / "records", rec_extra, sp.seqs), big("records"))
-        z.write_chunks("index.jsonl", _merged(tmp / "index", idx_extra, sp.seqs), big("index"))
-        z.write_chunks("payloads.jsonl", read_chunks(tmp / "payloads"), big("payloads"))
-        z.write_chunks("records.csv", read_chunks(tmp / "csv"), big("csv"))
+        z.write_deflated("records.jsonl", rec_z)
+        z.write_deflated("index.jsonl", idx_z)
+        z.write_deflated("payloads.jsonl", payloads_z)
+        z.write_deflated("records.csv", csv_z)
         z.write("checkpoint.txt", cp.note.encode())
         z.write("proofs/nodes.bin", nodes)
         if consistency is not None and prev_note is not None:

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import queue
 import re
+import shutil
+import threading
 import zipfile
+import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
-__all__ = ["VERIFY_MD", "BundleZip", "index_line", "payload_line", "purged_line"]
+__all__ = ["VERIFY_MD", "BundleZip", "Deflated", "Deflater", "deflate_chunks", "index_line", "payload_line",
+           "purged_line"]
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 _BIG = 1 << 30  # members that may pass 2 GiB need ZIP64 headers from the start
@@ -51,8 +57,135 @@ class BundleZip:
         self.sizes[name] = n
         return self.files[name]
 
+    def write_deflated(self, name: str, d: Deflated) -> str:
+        """Put the member ``d`` (compressed beforehand) in as ``name``; returns its SHA-256."""
+        if not _NAME.fullmatch(name) or ".." in name.split("/") or name in self.files:
+            raise ValueError(f"bad or duplicate bundle member name {name!r}")
+        zip64 = d.size >= _BIG or d.csize + 2 > zipfile.ZIP64_LIMIT
+        # zipfile has no public way to add deflated bytes: open the member as usual, copy the
+        # bytes under it and give the handle their CRC and sizes. The stream was sync-flushed,
+        # not finished: closing appends the handle's own (empty) final block, and rewrites the
+        # local header from the figures given.
+        w: Any = self._zip.open(name, "w", force_zip64=zip64)
+        try:
+            with d.path.open("rb") as src:
+                shutil.copyfileobj(src, w._fileobj, 1 << 20)
+            w._crc, w._file_size, w._compress_size = d.crc, d.size, d.csize
+        finally:
+            w.close()
+        self.files[name] = d.sha256
+        self.sizes[name] = d.size
+        return d.sha256
+
     def close(self) -> None:
         self._zip.close()
+
+
+@dataclass(frozen=True)
+class Deflated:
+    """A member's bytes as raw deflate in ``path`` (sync-flushed, not finished), with the
+    SHA-256 (hex), CRC-32 and size of the bytes themselves and the compressed size."""
+
+    path: Path
+    sha256: str
+    crc: int
+    size: int
+    csize: int
+
+
+class _Sink:
+    """Hashes, checksums, compresses and writes out, in the calling thread. hashlib, zlib and
+    file writes release the GIL on big buffers, so a sink on a thread of its own runs beside
+    the main one."""
+
+    def __init__(self, path: Path, compresslevel: int) -> None:
+        self.path = path
+        self._out = path.open("wb")
+        self._z = zlib.compressobj(compresslevel, zlib.DEFLATED, -15)
+        self._h = hashlib.sha256()
+        self._crc = 0
+        self._n = 0
+        self._cn = 0
+
+    def write(self, data: bytes) -> None:
+        self._h.update(data)
+        self._crc = zlib.crc32(data, self._crc)
+        self._n += len(data)
+        out = self._z.compress(data)
+        if out:
+            self._cn += len(out)
+            self._out.write(out)
+
+    def finish(self) -> Deflated:
+        out = self._z.flush(zlib.Z_SYNC_FLUSH)
+        self._cn += len(out)
+        self._out.write(out)
+        self._out.close()
+        return Deflated(self.path, self._h.hexdigest(), self._crc, self._n, self._cn)
+
+    def abort(self) -> None:
+        self._out.close()
+
+
+def deflate_chunks(path: Path, chunks: Iterable[bytes], compresslevel: int) -> Deflated:
+    """``chunks`` compressed into ``path``, in this thread."""
+    sink = _Sink(path, compresslevel)
+    try:
+        for chunk in chunks:
+            sink.write(chunk)
+    except BaseException:
+        sink.abort()
+        raise
+    return sink.finish()
+
+
+class Deflater:
+    """A member written piecemeal and compressed on a worker thread while the caller goes on
+    producing: ``write`` buffers up to 1 MiB, then queues it (at most 8 MiB waiting)."""
+
+    def __init__(self, path: Path, compresslevel: int) -> None:
+        self._sink = _Sink(path, compresslevel)
+        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self._buf: list[bytes] = []
+        self._size = 0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"deflate {path.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._q.get()) is not None:
+            if self._error is None:
+                try:
+                    self._sink.write(chunk)
+                except BaseException as exc:  # reported by finish; keep draining the queue
+                    self._error = exc
+
+    def write(self, data: bytes) -> None:
+        self._buf.append(data)
+        self._size += len(data)
+        if self._size >= 1 << 20:
+            self._q.put(b"".join(self._buf))
+            self._buf, self._size = [], 0
+
+    def _stop(self) -> None:
+        if self._thread.is_alive():
+            self._q.put(None)
+            self._thread.join()
+
+    def finish(self) -> Deflated:
+        if self._buf:
+            self._q.put(b"".join(self._buf))
+            self._buf, self._size = [], 0
+        self._stop()
+        if self._error is not None:
+            self._sink.abort()
+            raise self._error
+        return self._sink.finish()
+
+    def abort(self) -> None:
+        self._buf = []
+        self._stop()
+        self._sink.abort()
 
 
 def index_line(seq: int, kind: str, trace_id: str, leaf: bytes, chain: bytes) -> bytes:
