@@ -49,7 +49,7 @@ from audit.export_files import (
     payload_line,
     purged_line,
 )
-from audit.export_report import ReportStats, csv_header, csv_row, render_report
+from audit.export_report import CSV_HEADER, ReportStats, csv_header, csv_row, render_report
 from audit.export_select import (
     EntryRow,
     ExportError,
@@ -116,6 +116,9 @@ class BundleSummary:
                 "record_seq": self.record_seq}
 
 
+_CSV_FIELDS = len(CSV_HEADER)
+
+
 class _Spools:
     """The four members that grow together while the ledger is read: ``records`` and ``index``
     spooled raw (the context entries go in among them at the end), with the end offset of
@@ -147,9 +150,23 @@ class _Spools:
         self.seqs.append(row.seq)
 
     def csv_rows(self, rows: list[list[str]]) -> None:
+        """Rows as ``csv.writer`` (minimal quoting, CRLF) writes them: joined by hand where no
+        field needs quotes (no comma beyond the separators, no quote, CR or LF)."""
+        out: list[str] = []
         buf = io.StringIO(newline="")
-        csv.writer(buf, lineterminator="\r\n").writerows(rows)
-        self.csv.write(buf.getvalue().encode())
+        w = csv.writer(buf, lineterminator="\r\n")
+        seps = _CSV_FIELDS - 1
+        for fields in rows:
+            line = ",".join(fields)
+            if line.count(",") == seps and '"' not in line and "\r" not in line and "\n" not in line:
+                out.append(line)
+                out.append("\r\n")
+            else:
+                buf.seek(0)
+                buf.truncate()
+                w.writerow(fields)
+                out.append(buf.getvalue())
+        self.csv.write("".join(out).encode())
 
     def close(self) -> tuple[Deflated, Deflated]:
         """Close the raw spools; the compressed payloads and csv members."""
@@ -183,7 +200,7 @@ def _annotations(conn: Connection, page: list[EntryRow]) -> list[tuple[int, Entr
     rows = conn.exec_driver_sql(
         "SELECT a.target_seq, e.seq, e.kind, e.record, e.leaf_hash, e.chain_hash, e.trace_id "
         "FROM audit_annotations a JOIN ledger_entries e ON e.seq = a.seq "
-        f"WHERE a.target_seq >= {p} AND a.target_seq <= {p}", (page[0].seq, page[-1].seq))
+        f"WHERE a.target_seq >= {p} AND a.target_seq <= {p}", (page[0].seq, page[-1].seq)).all()
     return [(int(t), EntryRow(int(s), k, bytes(r), bytes(lh), bytes(ch), tid))
             for t, s, k, r, lh, ch, tid in rows if int(t) in wanted]
 
@@ -195,7 +212,7 @@ def _payload_rows(conn: Connection, shas: list[str]) -> dict[str, tuple[bytes | 
         chunk = shas[i:i + 500]
         for sha, data, pseq in conn.exec_driver_sql(
                 f"SELECT sha256, data, purge_seq FROM ledger_payloads WHERE sha256 IN "
-                f"({', '.join([p] * len(chunk))})", tuple(chunk)):
+                f"({', '.join([p] * len(chunk))})", tuple(chunk)).all():
             out[str(sha)] = (None if data is None else bytes(data), None if pseq is None else int(pseq))
     return out
 

@@ -147,7 +147,7 @@ def iter_pages(conn: Connection, f: ExportFilters, page: int = 5000) -> Iterator
     after, hi = bounds[0] - 1, bounds[1]
     while True:
         rows = [EntryRow(int(s), k, bytes(r), bytes(lh), bytes(ch), t)
-                for s, k, r, lh, ch, t in conn.exec_driver_sql(sql, (*args, after, hi))]
+                for s, k, r, lh, ch, t in conn.exec_driver_sql(sql, (*args, after, hi)).all()]
         if not rows:
             return
         yield rows
