@@ -45,6 +45,8 @@ from audit.export_files import (
     Deflated,
     Deflater,
     deflate_chunks,
+    deflate_part,
+    digest_chunks,
     index_line,
     payload_line,
     purged_line,
@@ -296,23 +298,88 @@ def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: Repo
     return res
 
 
-def _merged(spool: Path, ends: array[int], extra: list[tuple[int, bytes]],
-            seqs: array[int]) -> Iterator[bytes]:
-    """The spooled lines (whose seqs are ``seqs`` and end offsets ``ends``) with ``extra`` lines
-    put in seq order, in chunks of about 1 MiB."""
-    step = 1 << 20
+_Piece = tuple[int, int] | bytes  # a byte range of a spool, or a line of its own
+
+
+def _pieces(ends: array[int], extra: list[tuple[int, bytes]], seqs: array[int]) -> list[_Piece]:
+    """A spool's lines (whose seqs are ``seqs`` and end offsets ``ends``) with the ``extra``
+    lines put in seq order: as spool ranges and extra lines."""
+    out: list[_Piece] = []
     at = 0
+    for seq, line in extra:
+        k = bisect.bisect_left(seqs, seq)  # spooled lines before this one
+        upto = ends[k - 1] if k else 0
+        if upto > at:
+            out.append((at, upto))
+            at = upto
+        out.append(line)
+    total = ends[-1] if ends else 0
+    if total > at:
+        out.append((at, total))
+    return out
+
+
+def _split(pieces: list[_Piece], parts: int) -> list[list[_Piece]]:
+    """``pieces`` cut into about ``parts`` runs of equal spool bytes."""
+    total = sum(p[1] - p[0] for p in pieces if isinstance(p, tuple))
+    step = max(1, -(-total // parts))
+    segs: list[list[_Piece]] = [[]]
+    room = step
+    for p in pieces:
+        if isinstance(p, bytes):
+            segs[-1].append(p)
+            continue
+        lo, hi = p
+        while lo < hi:
+            if room == 0:
+                segs.append([])
+                room = step
+            take = min(room, hi - lo)
+            segs[-1].append((lo, lo + take))
+            lo += take
+            room -= take
+    return [s for s in segs if s]
+
+
+def _read(spool: Path, pieces: list[_Piece]) -> Iterator[bytes]:
+    """The bytes of ``pieces``, in chunks of at most 1 MiB."""
     with spool.open("rb", buffering=0) as f:
-        for seq, line in extra:
-            k = bisect.bisect_left(seqs, seq)  # spooled lines before this one
-            upto = ends[k - 1] if k else 0
-            while at < upto:
-                chunk = f.read(min(step, upto - at))
-                at += len(chunk)
+        for p in pieces:
+            if isinstance(p, bytes):
+                yield p
+                continue
+            lo, hi = p
+            f.seek(lo)
+            while lo < hi:
+                chunk = f.read(min(1 << 20, hi - lo))
+                if not chunk:
+                    raise OSError(f"{spool} ends before offset {hi}")
+                lo += len(chunk)
                 yield chunk
-            yield line
-        while chunk := f.read(step):
-            yield chunk
+
+
+def _deflate_spools(tmp: Path, sp: _Spools, extra: list[EntryRow],
+                    compresslevel: int) -> tuple[Deflated, Deflated]:
+    """``records.jsonl`` and ``index.jsonl``, compressed on two threads (zlib and hashlib release
+    the GIL): records in four parts concatenated afterwards, hashed in order beside them."""
+    rec_extra = [(r.seq, r.record + b"\n") for r in extra]
+    idx_extra = [(r.seq, index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash)) for r in extra]
+    rec_pieces = _pieces(sp.rec_ends, rec_extra, sp.seqs)
+    idx_pieces = _pieces(sp.idx_ends, idx_extra, sp.seqs)
+    rec_spool, idx_spool = tmp / "records", tmp / "index"
+    segs = _split(rec_pieces, 4)
+    paths = tuple(tmp / f"records.{i}.z" for i in range(len(segs)))
+    with ThreadPoolExecutor(2, thread_name_prefix="deflate") as pool:
+        parts = [pool.submit(deflate_part, path, _read(rec_spool, seg), compresslevel)
+                 for path, seg in zip(paths, segs, strict=True)]
+        idx_f = pool.submit(deflate_chunks, tmp / "index.z", _read(idx_spool, idx_pieces), compresslevel)
+        rec_h = pool.submit(digest_chunks, _read(rec_spool, rec_pieces))
+        sha, crc, n = rec_h.result()
+        rec_z = Deflated(paths, sha, crc, n, sum(f.result() for f in parts))
+        idx_z = idx_f.result()
+    rec_spool.unlink()
+    idx_spool.unlink()
+    return rec_z, idx_z
 
 
 def _checkpoint(ledger: Ledger, signer: NoteSigner, last_seq: int) -> SignedCheckpoint:
@@ -413,17 +480,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         "range": {"first_seq": seqs[0], "last_seq": seqs[-1],
                   "contiguous": seqs[-1] - seqs[0] + 1 == len(seqs)},
         "rules": sorted(set(got.rulesets.values())), "models": sorted(got.models)}
-    rec_extra = [(r.seq, r.record + b"\n") for r in extra]
-    idx_extra = [(r.seq, index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash)) for r in extra]
-    # records and index compress side by side (zlib and hashlib release the GIL)
-    with ThreadPoolExecutor(2, thread_name_prefix="deflate") as pool:
-        rec_f = pool.submit(deflate_chunks, tmp / "records.z",
-                            _merged(tmp / "records", sp.rec_ends, rec_extra, sp.seqs), compresslevel)
-        idx_f = pool.submit(deflate_chunks, tmp / "index.z",
-                            _merged(tmp / "index", sp.idx_ends, idx_extra, sp.seqs), compresslevel)
-        rec_z, idx_z = rec_f.result(), idx_f.result()
-    for name in ("records", "index"):
-        (tmp / name).unlink()
+    rec_z, idx_z = _deflate_spools(tmp, sp, extra, compresslevel)
     zpath = tmp / "bundle.zip"
     with zpath.open("wb") as fh:
         z = BundleZip(fh, compresslevel=compresslevel)

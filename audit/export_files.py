@@ -22,8 +22,8 @@ from typing import IO, Any
 
 import orjson
 
-__all__ = ["VERIFY_MD", "BundleZip", "Deflated", "Deflater", "deflate_chunks", "index_line", "payload_line",
-           "purged_line"]
+__all__ = ["VERIFY_MD", "BundleZip", "Deflated", "Deflater", "deflate_chunks", "deflate_part",
+           "digest_chunks", "index_line", "payload_line", "purged_line"]
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 _BIG = 1 << 30  # members that may pass 2 GiB need ZIP64 headers from the start
@@ -68,8 +68,9 @@ class BundleZip:
         # local header from the figures given.
         w: Any = self._zip.open(name, "w", force_zip64=zip64)
         try:
-            with d.path.open("rb") as src:
-                shutil.copyfileobj(src, w._fileobj, 1 << 20)
+            for part in d.parts:
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, w._fileobj, 1 << 20)
             w._crc, w._file_size, w._compress_size = d.crc, d.size, d.csize
         finally:
             w.close()
@@ -83,10 +84,11 @@ class BundleZip:
 
 @dataclass(frozen=True)
 class Deflated:
-    """A member's bytes as raw deflate in ``path`` (sync-flushed, not finished), with the
-    SHA-256 (hex), CRC-32 and size of the bytes themselves and the compressed size."""
+    """A member's bytes as raw deflate in the files ``parts``, one stream once concatenated
+    (each part sync-flushed, not finished), with the SHA-256 (hex), CRC-32 and size of the bytes
+    themselves and the compressed size."""
 
-    path: Path
+    parts: tuple[Path, ...]
     sha256: str
     crc: int
     size: int
@@ -121,7 +123,7 @@ class _Sink:
         self._cn += len(out)
         self._out.write(out)
         self._out.close()
-        return Deflated(self.path, self._h.hexdigest(), self._crc, self._n, self._cn)
+        return Deflated((self.path,), self._h.hexdigest(), self._crc, self._n, self._cn)
 
     def abort(self) -> None:
         self._out.close()
@@ -137,6 +139,33 @@ def deflate_chunks(path: Path, chunks: Iterable[bytes], compresslevel: int) -> D
         sink.abort()
         raise
     return sink.finish()
+
+
+def deflate_part(path: Path, chunks: Iterable[bytes], compresslevel: int) -> int:
+    """``chunks`` as raw deflate in ``path`` from a fresh compressor (no back-reference before
+    its start), sync-flushed: such parts, concatenated in order, are one deflate stream of the
+    concatenated bytes (what pigz does). Returns the compressed size."""
+    z = zlib.compressobj(compresslevel, zlib.DEFLATED, -15)
+    n = 0
+    with path.open("wb") as out:
+        for chunk in chunks:
+            c = z.compress(chunk)
+            n += len(c)
+            out.write(c)
+        c = z.flush(zlib.Z_SYNC_FLUSH)
+        out.write(c)
+    return n + len(c)
+
+
+def digest_chunks(chunks: Iterable[bytes]) -> tuple[str, int, int]:
+    """SHA-256 (hex), CRC-32 and size of the concatenated ``chunks``."""
+    h = hashlib.sha256()
+    crc = n = 0
+    for chunk in chunks:
+        h.update(chunk)
+        crc = zlib.crc32(chunk, crc)
+        n += len(chunk)
+    return h.hexdigest(), crc, n
 
 
 class Deflater:
