@@ -219,6 +219,28 @@ def _payload_rows(conn: Connection, shas: list[str]) -> dict[str, tuple[bytes | 
     return out
 
 
+def _page_payloads(conn: Connection, page: list[EntryRow],
+                   want: list[str]) -> dict[str, tuple[bytes | None, int | None]]:
+    """The payload rows ``want`` of ``page``. Where the page is dense in seqs (an unfiltered
+    selection), one range scan of the payloads first stored by its entries (rows in insertion
+    order, so read in order), then lookups by digest for the rest (payloads first stored
+    earlier); else lookups by digest only."""
+    if page[-1].seq - page[0].seq >= 2 * len(page):
+        return _payload_rows(conn, want)
+    p = store.param(conn)
+    wanted = set(want)
+    out: dict[str, tuple[bytes | None, int | None]] = {}
+    for sha, data, pseq in conn.exec_driver_sql(
+            f"SELECT sha256, data, purge_seq FROM ledger_payloads "
+            f"WHERE first_seq >= {p} AND first_seq <= {p}", (page[0].seq, page[-1].seq)).all():
+        if str(sha) in wanted:
+            out[str(sha)] = (None if data is None else bytes(data), None if pseq is None else int(pseq))
+    rest = [sha for sha in want if sha not in out]
+    if rest:
+        out.update(_payload_rows(conn, rest))
+    return out
+
+
 _PAYLOAD_AT = b'{"kind":"decision","payload_sha256":"'
 
 
@@ -246,7 +268,7 @@ def _read_selection(conn: Connection, f: ExportFilters, sp: _Spools, stats: Repo
             heapq.heappush(pending, (row.seq, row))
         want = sorted({sha for sha in map(_payload_sha, page) if sha is not None
                        and bytes.fromhex(sha) not in seen})
-        stored = _payload_rows(conn, want) if want else {}
+        stored = _page_payloads(conn, page, want) if want else {}
         rows: list[list[str]] = []
         for row in page:
             env = loads(row.record)  # one at a time: a page of live dicts would keep the GC busy
