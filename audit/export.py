@@ -6,9 +6,13 @@ with payloads, rule modules, model files, the signed checkpoint, the multiproof,
 consistency proof from the previous export, a report, ``manifest.json`` (every file's SHA-256,
 computed while writing) and ``manifest.sig``; then seals an ``export.created`` record.
 
-Memory stays bounded whatever the size: one page of entries at a time, four spool files beside
-the output for the members that grow together (a ZIP takes one member at a time), the sorted
-exported seqs (8 bytes each) and the set of payload digests already written. Nothing
+Memory stays bounded whatever the size: one page of entries at a time, spool files beside the
+output for the members that grow together (a ZIP takes one member at a time), the sorted
+exported seqs and line end offsets (8 bytes each) and the set of payload digests already
+written. Both cores work: ``payloads.jsonl`` and ``records.csv`` are compressed (raw deflate,
+hashed) on worker threads while the ledger is read; ``records.jsonl`` (in parts) and
+``index.jsonl`` on two threads after it, once the context entries are known; the compressed
+members are then copied into the ZIP (zlib, hashlib and file I/O release the GIL). Nothing
 half-written: everything goes to a hidden temporary directory beside ``out_path``; the record
 is sealed only once the ZIP is complete and synced, and the file is renamed into place only
 after the record is durable. Any failure removes the temporary files and leaves no record (a
