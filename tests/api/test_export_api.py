@@ -15,20 +15,15 @@ from typing import Any
 
 import orjson
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
 from starlette.testclient import TestClient
 
-from api import ops
-from api.app import create_app
-from api.certs import create_dev_pki
 from api.config import Settings
 from api.runtime import Runtime
 from audit.export import EXPORT_KIND
 from ledger.keys import load_signer
 from ledger.note import open_note
 from tests.api.test_cli_score import Cli, sim_array
-from tests.api.test_fail_closed import _with_peer, txs
+from tests.api.test_fail_closed import in_process, txs
 from tests.conftest import Db
 
 JSON = {"content-type": "application/json"}
@@ -50,22 +45,11 @@ class Served:
 
 @pytest.fixture
 def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    pki = create_dev_pki(tmp_path / "certs")
-    s = Settings(db=db.url, keys=tmp_path / "keys", roles_file=pki.roles_file,
-                 exports_dir=tmp_path / "exports", decision_timeout_ms=2000)
-    ops.initialise(s)
-    rt = Runtime.open(s)
-    ders = {role: x509.load_pem_x509_certificate(c.cert_path.read_bytes()).public_bytes(Encoding.DER)
-            for role, c in pki.clients.items()}
-    app = create_app(s, runtime=rt)
-    try:
-        with TestClient(_with_peer(app, ders)) as client:
-            for tx in txs(30):
-                r = client.post("/v1/decisions", content=tx, headers={**JSON, "x-test-role": "scorer"})
-                assert r.status_code == 200, r.text
-            yield Served(client, rt, s)
-    finally:
-        rt.close()
+    with in_process(db, tmp_path, exports_dir=tmp_path / "exports") as (client, rt, s):
+        for tx in txs(30):
+            r = client.post("/v1/decisions", content=tx, headers={**JSON, "x-test-role": "scorer"})
+            assert r.status_code == 200, r.text
+        yield Served(client, rt, s)
 
 
 def test_officer_creates_regulator_lists_and_downloads(served: Served) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,6 @@ class Served:
     client: TestClient
     runtime: Runtime
     settings: Settings
-    as_role: dict[str, bytes]  # role -> DER of its dev certificate
 
     def post(self, tx: bytes, role: str = "scorer", **headers: str) -> Any:
         return self.client.post("/v1/decisions", content=tx, headers={**JSON, **headers,
@@ -61,21 +61,29 @@ def _with_peer(app: Any, ders: dict[str, bytes]) -> Any:
     return wrapped
 
 
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
+@contextmanager
+def in_process(db: Db, tmp_path: Path, **settings: Any) -> Iterator[tuple[TestClient, Runtime, Settings]]:
+    """A fresh ledger, dev PKI and runtime behind an in-process client whose ``x-test-role``
+    header picks the dev certificate the app sees as the connection's peer."""
     pki = create_dev_pki(tmp_path / "certs")
-    s = Settings(db=db.url, keys=tmp_path / "keys", roles_file=pki.roles_file, decision_timeout_ms=2000)
+    s = Settings.model_validate({"db": db.url, "keys": tmp_path / "keys", "roles_file": pki.roles_file,
+                                 "decision_timeout_ms": 2000, **settings})
     store.connect(db.url, create_file=True).dispose()
     ops.initialise(s)
     rt = Runtime.open(s)
     ders = {role: x509.load_pem_x509_certificate(c.cert_path.read_bytes()).public_bytes(Encoding.DER)
             for role, c in pki.clients.items()}
-    app = create_app(s, runtime=rt)
     try:
-        with TestClient(_with_peer(app, ders)) as client:
-            yield Served(client, rt, s, ders)
+        with TestClient(_with_peer(create_app(s, runtime=rt), ders)) as client:
+            yield client, rt, s
     finally:
         rt.close()
+
+
+@pytest.fixture
+def served(db: Db, tmp_path: Path) -> Iterator[Served]:
+    with in_process(db, tmp_path) as (client, rt, s):
+        yield Served(client, rt, s)
 
 
 def txs(n: int, seed: int = 21) -> list[bytes]:

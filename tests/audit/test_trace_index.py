@@ -6,7 +6,6 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
-import orjson
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -20,6 +19,7 @@ from audit.trace_index import TABLES, TraceIndex, account_key, catch_up, metadat
 from inference.messages import Transaction, parse_messages
 from ledger import Ledger, NoteSigner, RecordError, store
 from tests.audit.test_pipeline import PRINCIPAL, make_pipeline, submissions
+from tests.audit.test_pipeline import bodies as decision_entries
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox
 
@@ -41,18 +41,6 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     with engine.connect() as conn:
         return {t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
                 for t in TABLES}
-
-
-def decision_entries(engine: Engine) -> list[tuple[int, dict[str, Any], bytes | None]]:
-    e, p = store.entries, store.payloads
-    with engine.connect() as conn:
-        rows = conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == "decision").order_by(e.c.seq)).all()
-        data = dict(conn.execute(select(p.c.sha256, p.c.data)).all())
-    out = []
-    for seq, rec in rows:
-        env = orjson.loads(rec)
-        out.append((int(seq), env, data.get(env["payload_sha256"])))
-    return out
 
 
 def transaction_of(body: dict[str, Any], raw: bytes) -> Transaction:
