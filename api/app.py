@@ -15,6 +15,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.auth import Authenticator, ProxyTrust
 from api.config import Settings
+from api.console import install_console, render_error
+from api.csrf import CrossSiteGuard
 from api.metrics import Metrics
 from api.problems import install_handlers
 from api.roles import RoleMap
@@ -60,7 +62,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
 
     app = FastAPI(title="sealtrail", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.auth = auth
-    install_handlers(app, on_unavailable=lambda: app.state.metrics.unavailable.inc())
+    install_handlers(app, on_unavailable=lambda: app.state.metrics.unavailable.inc(), html=render_error)
     for module in (decisions, traces, ledger, rulesets, models, exports, health):
         app.include_router(module.router)
+    install_console(app)
+    app.add_middleware(CrossSiteGuard)
     return app

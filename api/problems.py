@@ -6,7 +6,7 @@ Every error body has ``type`` (a stable URN naming the kind), ``title``, ``statu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -49,6 +49,7 @@ _TITLES = {400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "N
 
 def problem_response(status: int, kind: str, detail: str, errors: Sequence[dict[str, str]] = (),
                      headers: dict[str, str] | None = None, instance: str | None = None) -> Response:
+    """An RFC 9457 problem+json response."""
     body: dict[str, Any] = {"type": f"urn:sealtrail:problem:{kind}", "title": _TITLES.get(status, kind),
                             "status": status, "detail": detail}
     if errors:
@@ -76,52 +77,67 @@ def _loc(loc: Sequence[Any]) -> str:
     return ".".join(parts) or "body"
 
 
-def install_handlers(app: FastAPI, on_unavailable: Any = None) -> None:
-    """Map every error the API can meet to problem+json; ``on_unavailable()`` counts 503s."""
+HtmlErrors = Callable[[Request, int, str, str, list[dict[str, str]]], Response]
+
+
+def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors | None = None,
+                     html_prefix: str = "/console") -> None:
+    """Map every error the API can meet to problem+json; ``on_unavailable()`` counts 503s.
+
+    Under ``html_prefix`` (the console) the same errors are rendered by ``html(request, status,
+    title, detail, errors)`` as pages instead, with the same status codes."""
+
+    def respond(request: Request, status: int, kind: str, detail: str,
+                errors: Sequence[dict[str, str]] = (), headers: dict[str, str] | None = None) -> Response:
+        if html is not None and request.url.path.startswith(html_prefix):
+            page = html(request, status, _TITLES.get(status, kind), detail, list(errors))
+            page.headers.update(headers or {})
+            return page
+        return problem_response(status, kind, detail, errors, headers, request.url.path)
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> Response:
         if exc.status == 503 and on_unavailable is not None:
             on_unavailable()
-        return problem_response(exc.status, exc.kind, exc.detail, exc.errors, exc.headers, request.url.path)
+        return respond(request, exc.status, exc.kind, exc.detail, exc.errors, exc.headers)
 
     @app.exception_handler(AuthError)
     async def _auth(request: Request, exc: AuthError) -> Response:
-        return problem_response(exc.status, exc.reason, str(exc), instance=request.url.path)
+        return respond(request, exc.status, exc.reason, str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         errors = [{"field": _loc(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in exc.errors()]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        return problem_response(422, "invalid_request", detail, errors, instance=request.url.path)
+        return respond(request, 422, "invalid_request", detail, errors)
 
     @app.exception_handler(LedgerUnavailableError)
     async def _unavailable(request: Request, exc: LedgerUnavailableError) -> Response:
         if on_unavailable is not None:
             on_unavailable()
-        return problem_response(503, "ledger_unavailable", f"no decision was issued: {exc}",
-                                headers={"Retry-After": str(RETRY_AFTER_S)}, instance=request.url.path)
+        return respond(request, 503, "ledger_unavailable", f"no decision was issued: {exc}",
+                       headers={"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(EntryNotFoundError)
     async def _not_found(request: Request, exc: EntryNotFoundError) -> Response:
-        return problem_response(404, "not_found", str(exc), instance=request.url.path)
+        return respond(request, 404, "not_found", str(exc))
 
     @app.exception_handler(RefusedError)
     async def _refused(request: Request, exc: RefusedError) -> Response:
-        return problem_response(409, "refused", str(exc), instance=request.url.path)
+        return respond(request, 409, "refused", str(exc))
 
     @app.exception_handler(QueryError)
     async def _query(request: Request, exc: QueryError) -> Response:
         if isinstance(exc, TraceNotFoundError):
-            return problem_response(404, "not_found", str(exc), instance=request.url.path)
-        return problem_response(422, "invalid_request", str(exc),
-                                [{"field": exc.field, "message": exc.message}], instance=request.url.path)
+            return respond(request, 404, "not_found", str(exc))
+        return respond(request, 422, "invalid_request", str(exc),
+                       [{"field": exc.field, "message": exc.message}])
 
     @app.exception_handler(ModelRegistryError)
     async def _models(request: Request, exc: ModelRegistryError) -> Response:
         kind = {UnregisteredModelError: "model_unregistered", ModelConflictError: "model_conflict"}.get(
             type(exc), "model_registry")
-        return problem_response(409, kind, str(exc), instance=request.url.path)
+        return respond(request, 409, kind, str(exc))
 
     @app.exception_handler(gov.GovernanceError)
     async def _governance(request: Request, exc: gov.GovernanceError) -> Response:
@@ -133,9 +149,9 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None) -> None:
             where = ".".join(p for p in ("source", exc.rule_id and f"rule[{exc.rule_id}]",
                                          exc.line and f"line {exc.line}") if p)
             errors = [{"field": where, "message": str(exc)}]
-        return problem_response(status, kind, str(exc), errors, instance=request.url.path)
+        return respond(request, status, kind, str(exc), errors)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return problem_response(exc.status_code, kind, str(exc.detail), instance=request.url.path)
+        return respond(request, exc.status_code, kind, str(exc.detail))

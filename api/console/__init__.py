@@ -1,0 +1,24 @@
+"""The compliance console: server-rendered pages under ``/console``, behind the API's mTLS roles.
+
+Each page module owns one area (search, a decision, the ledger, rules, exports, the overview
+charts) and calls the same ``audit`` functions the ``/v1`` routes call: the console is another
+face on the same operations, authorised by the same role matrix (``api.access``), never a
+second implementation of them.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.staticfiles import StaticFiles
+
+from api.console import decision, exports, ledger_page, overview, rules, search
+from api.console.render import STATIC, render_error
+
+__all__ = ["install_console", "render_error"]
+
+
+def install_console(app: FastAPI) -> None:
+    """Add the console's pages and its static assets (served by the app itself: no CDN)."""
+    for module in (overview, search, decision, ledger_page, rules, exports):
+        app.include_router(module.router, include_in_schema=False)
+    app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

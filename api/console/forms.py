@@ -1,0 +1,36 @@
+"""HTML form bodies (``application/x-www-form-urlencoded``), parsed strictly and bounded.
+
+Written here rather than taking python-multipart: the console posts only small urlencoded
+forms (a ruleset file is read into a textarea by the page's script), and the standard
+library parses those.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+
+from api.problems import Problem
+
+__all__ = ["MAX_FORM", "read_form"]
+
+MAX_FORM = 4 << 20  # a ruleset's TOML (1 MiB max) and its cases, percent-encoded
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The form's fields (the last value of a repeated name wins); refused if not a form."""
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype != "application/x-www-form-urlencoded":
+        raise Problem(415, "unsupported_media_type", "the console posts application/x-www-form-urlencoded",
+                      [{"field": "Content-Type", "message": "unsupported media type"}])
+    body = await request.body()
+    if len(body) > MAX_FORM:
+        raise Problem(413, "too_large", f"form over {MAX_FORM:,} bytes")
+    try:
+        pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body),
+                          errors="strict", max_num_fields=64)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Problem(422, "invalid_request", f"form body: {exc}",
+                      [{"field": "body", "message": str(exc)}]) from exc
+    return {k: v.replace("\r\n", "\n") for k, v in pairs}

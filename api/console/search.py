@@ -1,0 +1,5 @@
+"""Placeholder: filled in by its owner."""
+
+from fastapi import APIRouter
+
+router = APIRouter(prefix="/console")

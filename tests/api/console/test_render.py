@@ -1,0 +1,47 @@
+"""The console's frame: errors as pages, headers that forbid foreign scripts, cross-site posts refused."""
+
+from __future__ import annotations
+
+from tests.api.console.conftest import Console
+
+
+def test_static_css_is_served_by_the_app(console: Console) -> None:
+    r = console.get("/console/static/console.css")
+    assert r.status_code == 200
+    assert "text/css" in r.headers["content-type"]
+
+
+def test_unknown_console_page_is_an_html_404(console: Console) -> None:
+    r = console.get("/console/no-such-page")
+    assert r.status_code == 404
+    assert r.headers["content-type"].startswith("text/html")
+    assert "Not found" in r.text
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+
+
+def test_api_errors_stay_problem_json(console: Console) -> None:
+    r = console.get("/v1/traces/not-a-trace")
+    assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_cross_site_post_is_refused_before_any_route(console: Console) -> None:
+    r = console.client.post("/v1/rulesets", content="id = 'x'", headers={
+        "content-type": "text/plain", "x-test-role": "officer", "origin": "https://evil.example",
+        "sec-fetch-site": "cross-site"})
+    assert r.status_code == 403
+    assert r.json()["type"] == "urn:sealtrail:problem:cross_site"
+
+
+def test_foreign_origin_without_fetch_metadata_is_refused(console: Console) -> None:
+    r = console.client.post("/v1/rulesets", content="id = 'x'", headers={
+        "content-type": "text/plain", "x-test-role": "officer", "origin": "https://evil.example"})
+    assert r.status_code == 403
+    assert "evil.example" in r.json()["detail"]
+
+
+def test_same_origin_and_scripted_posts_pass_the_guard(console: Console) -> None:
+    # a script sends no Origin; a same-origin form sends this server's own
+    for headers in ({}, {"origin": "http://testserver", "sec-fetch-site": "same-origin"}):
+        r = console.client.post("/v1/rulesets", content="not toml [", headers={
+            "content-type": "text/plain", "x-test-role": "officer", **headers})
+        assert r.status_code == 422, r.text  # reached the route, which refused the source
