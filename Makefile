@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean screenshots
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,10 @@ bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.queries
 	$(BIN)/python -m bench.http
+
+screenshots: $(DEVSTAMP)
+	bash .ci/browser
+	PYTHONPATH=. $(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys demo .mypy_cache .ruff_cache .pytest_cache
