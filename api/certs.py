@@ -29,14 +29,17 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from api.roles import ROLES, role_map_toml
 from audit.principal import Principal
 
-__all__ = ["ORGANISATION", "DevPki", "IssuedCert", "create_dev_pki", "role_uri"]
+__all__ = ["DEV_P12_PASSWORD", "ORGANISATION", "DevPki", "IssuedCert", "create_dev_pki", "role_uri"]
 
 ORGANISATION = "sealtrail dev"
+# <role>.p12 (certificate, key and CA) for importing into a browser to use the console; dev only
+DEV_P12_PASSWORD = b"sealtrail-dev"
 SKEW = timedelta(hours=1)  # certificates start this long before `now`: clocks differ
 
 
@@ -148,6 +151,13 @@ def _pem(pair: _Pair) -> tuple[bytes, bytes]:
     return pair.cert.public_bytes(serialization.Encoding.PEM), key
 
 
+def _p12(role: str, pair: _Pair, ca: x509.Certificate) -> bytes:
+    """A PKCS#12 file a browser imports (Chrome, Firefox, Keychain): the role's key, certificate and CA."""
+    return pkcs12.serialize_key_and_certificates(
+        f"sealtrail-{role}".encode(), pair.key, pair.cert, [ca],
+        serialization.BestAvailableEncryption(DEV_P12_PASSWORD))
+
+
 def _write(path: Path, data: bytes, mode: int, force: bool) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (0 if force else os.O_EXCL)
     fd = os.open(path, flags, mode)
@@ -194,6 +204,7 @@ def create_dev_pki(out_dir: Path, *, hosts: Iterable[str] = ("localhost", "127.0
     roles_file = out_dir / "roles.toml"
     roles_text = role_map_toml(("san_uri", role_uri(r), [r]) for r in roles).encode()
     files = [p for stem, _ in plan.values() for p in (stem.with_suffix(".pem"), stem.with_suffix(".key"))]
+    files += [out_dir / f"{r}.p12" for r in roles]
     files.append(roles_file)
     if not force:
         for f in files:
@@ -208,6 +219,8 @@ def create_dev_pki(out_dir: Path, *, hosts: Iterable[str] = ("localhost", "127.0
         _write(stem.with_suffix(".pem"), cert_pem, 0o644, force)
         issued[label] = IssuedCert(stem.with_suffix(".pem"), stem.with_suffix(".key"),
                                    Principal.from_certificate(pair.cert))
+    for r, pair in clients.items():
+        _write(out_dir / f"{r}.p12", _p12(r, pair, ca.cert), 0o600, force)
     _write(roles_file, roles_text, 0o644, force)
     return DevPki(directory=out_dir, ca=issued["ca"], server=issued["server"],
                   clients={r: issued[f"client:{r}"] for r in roles}, other_ca=issued["other_ca"],

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from typer.testing import CliRunner
 
-from api.certs import DevPki, create_dev_pki, role_uri
+from api.certs import DEV_P12_PASSWORD, DevPki, create_dev_pki, role_uri
 from api.cli import app
 from api.roles import ROLES, RoleMap
 from audit.principal import Principal, PrincipalError, verify_chain
@@ -45,12 +46,25 @@ def test_layout_and_key_modes(tmp_path: Path) -> None:
     names = sorted(str(p.relative_to(tmp_path / "dev")) for p in (tmp_path / "dev").rglob("*") if p.is_file())
     assert names == sorted(["ca.key", "ca.pem", "server.key", "server.pem", "roles.toml", "other-ca/ca.key",
                             "other-ca/ca.pem", "other-ca/outsider.key", "other-ca/outsider.pem",
-                            *(f"{r}.{ext}" for r in ROLES for ext in ("pem", "key"))])
+                            *(f"{r}.{ext}" for r in ROLES for ext in ("pem", "key", "p12"))])
     assert sorted(str(p.relative_to(tmp_path / "dev")) for p in pki.files) == names
     for f in pki.files:
         mode = stat.S_IMODE(f.stat().st_mode)
-        assert mode == (0o600 if f.suffix == ".key" else 0o644), f
+        assert mode == (0o600 if f.suffix in (".key", ".p12") else 0o644), f
     assert list(pki.clients) == list(ROLES)
+
+
+def test_each_client_has_a_pkcs12_file_a_browser_imports(tmp_path: Path) -> None:
+    pki = create_dev_pki(tmp_path / "dev", now=NOW)
+    for role, issued in pki.clients.items():
+        blob = (tmp_path / "dev" / f"{role}.p12").read_bytes()
+        with pytest.raises(ValueError):
+            pkcs12.load_key_and_certificates(blob, b"wrong password")
+        key, cert, extra = pkcs12.load_key_and_certificates(blob, DEV_P12_PASSWORD)
+        assert cert is not None and key is not None
+        assert cert.public_bytes(serialization.Encoding.DER) == der(issued.cert_path)
+        assert key.public_key() == cert.public_key()
+        assert [c.public_bytes(serialization.Encoding.DER) for c in extra] == [der(pki.ca.cert_path)]
 
 
 def test_certificates_say_what_they_are_for(tmp_path: Path) -> None:
