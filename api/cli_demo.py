@@ -232,6 +232,11 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
           f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored) against {e['trusted_key']}")
         p(f"            check it yourself: sealtrail export verify {e['file']} "
           f"--trusted-key {e['trusted_key']}")
+    c = doc["certs"]["dir"]
+    p(f"console     sealtrail serve --db {db} --tls-cert {c}/server.pem --tls-key {c}/server.key "
+      f"--client-ca {c}/ca.pem --roles {c}/roles.toml --port 8443")
+    p(f"            then open https://127.0.0.1:8443/console with {c}/officer.p12 imported into the "
+      "browser (password sealtrail-dev)")
     p(f"done in {doc['total_seconds']:.1f}s")
 
 
