@@ -10,16 +10,13 @@ before any route runs. Scripts and payment engines send neither header and are u
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from api.problems import problem_response
 
 __all__ = ["CrossSiteGuard"]
 
 SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-def _origin_of(scope: dict[str, Any], host: str) -> str:
-    return f"{scope.get('scheme', 'https')}://{host}"
 
 
 class CrossSiteGuard:
@@ -46,9 +43,9 @@ class CrossSiteGuard:
         origin = headers.get(b"origin")
         if origin is None:
             return None
-        host = headers.get(b"host", b"").decode("latin-1")
-        want = _origin_of(scope, host)
+        host = headers.get(b"host", b"").decode("latin-1").lower()
         got = origin.decode("latin-1")
-        if got != want:
-            return f"refused a {scope['method']} request from origin {got} (this server is {want})"
+        # host and port only: behind a TLS-terminating proxy this process sees http, the page https
+        if urlsplit(got).netloc.lower() != host or not host:
+            return f"refused a {scope['method']} request from origin {got} (this server is {host or '?'})"
         return None

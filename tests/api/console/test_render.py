@@ -45,3 +45,13 @@ def test_same_origin_and_scripted_posts_pass_the_guard(console: Console) -> None
         r = console.client.post("/v1/rulesets", content="not toml [", headers={
             "content-type": "text/plain", "x-test-role": "officer", **headers})
         assert r.status_code == 422, r.text  # reached the route, which refused the source
+
+
+def test_opaque_origin_is_refused_and_a_proxied_scheme_is_not(console: Console) -> None:
+    refused = console.client.post("/v1/rulesets", content="x", headers={
+        "content-type": "text/plain", "x-test-role": "officer", "origin": "null"})
+    assert refused.status_code == 403
+    # behind a TLS-terminating proxy the page is https while this process sees http: same host passes
+    passed = console.client.post("/v1/rulesets", content="not toml [", headers={
+        "content-type": "text/plain", "x-test-role": "officer", "origin": "https://testserver"})
+    assert passed.status_code == 422, passed.text
