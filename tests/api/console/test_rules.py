@@ -333,6 +333,7 @@ def test_a_cases_file_that_does_not_parse_is_refused_inline(console: Console) ->
     page = dom(r.text)
     assert "unknown feature" in page.one(id="cases-error").text() and not page.has(id="case-results")
     assert textarea(page, "cases").startswith('{"case": "x"')
+    assert page.one("textarea", id="cases").attrs["aria-invalid"] == "true"
     assert size(console) == before
 
 
