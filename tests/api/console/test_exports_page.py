@@ -53,6 +53,15 @@ def test_officer_creates_lists_and_downloads_a_bundle_that_verifies(console: Con
     assert report.pinned and report.warnings == ()
 
 
+def test_create_and_list_on_each_dialect(console_any: Console) -> None:
+    console_any.score(2)
+    r = create(console_any, **ALL)
+    assert r.status_code == 303, r.text
+    bundle_id = r.headers["location"].split("=")[1]
+    page = dom(console_any.get(r.headers["location"], role="regulator").text)
+    assert page.one("table", id="exports").one("tr", data_bundle_id=bundle_id).has("a", class_="download")
+
+
 def test_the_form_defaults_to_the_last_day_and_takes_what_was_just_decided(console: Console) -> None:
     console.score(3)
     page = dom(console.get("/console/exports").text)

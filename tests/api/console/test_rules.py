@@ -152,6 +152,13 @@ def test_propose_form_is_prefilled_with_the_active_source_from_the_ledger(consol
     assert page.one("label", for_="source-file").text().startswith("Load a TOML file")
 
 
+def test_the_recorded_source_is_read_back_on_each_dialect(console_any: Console) -> None:
+    assert textarea(dom(console_any.get("/console/rules/new").text), "source") == PACK
+    assert propose(console_any, modified()).status_code == 303
+    shown = dom(console_any.get(page_url(NEXT)).text)
+    assert shown.one("pre", id="ruleset-source").text() == " ".join(modified().split())
+
+
 def test_officer_proposes_a_modified_pack_and_it_is_listed_as_proposed(console: Console) -> None:
     r = propose(console, modified(), comment="structuring at 4")
     assert r.status_code == 303, r.text
@@ -244,6 +251,19 @@ def test_approve_then_activate_retires_the_bootstrapped_ruleset(console: Console
     assert console.score(1)[0]["decision"]  # scoring goes on with the new module
     back = dom(console.get(page_url(BOOT), role="approver").text)
     assert back.has("button", id="activate")  # a retired, once-active ruleset may return
+
+
+def test_a_version_with_url_characters_reaches_its_own_page_and_actions(console: Console) -> None:
+    odd = "2026.12.1/rc 1?#%"
+    r = propose(console, modified(version=odd))
+    assert r.status_code == 303
+    rid = f"aml_core@{odd}"
+    assert r.headers["location"] == "/console/rules/aml_core%402026.12.1%2Frc%201%3F%23%25"
+    page = dom(console.get(r.headers["location"], role="approver").text)
+    assert page.one("h1").one("code").text() == rid
+    action = page.one("form", id="approve-form").attrs["action"]
+    assert console.post_form(action, {}, role="approver").status_code == 303
+    assert console.runtime.governance.get(rid).status == "approved"
 
 
 def test_approving_a_module_other_than_the_one_shown_is_refused(console: Console) -> None:
