@@ -113,7 +113,7 @@ async def rules_propose(request: Request, rt: RuntimeDep) -> Response:
         return again(422, f"{len(exc.failures)} test case(s) fail; nothing was recorded.",
                      compile_errors(exc, source))
     except gov.RulesetRefusedError as exc:
-        return again(422, "The ruleset does not compile; nothing was recorded.", compile_errors(exc, source))
+        return again(422, "The ruleset was refused; nothing was recorded.", compile_errors(exc, source))
     except gov.DuplicateRulesetError as exc:
         return again(409, "This id and version were proposed before; nothing was recorded.",
                      compile_errors(exc, source))
