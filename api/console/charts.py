@@ -16,8 +16,8 @@ from markupsafe import Markup, escape
 from audit.stats import LatencySample, OutcomeBucket, RuleCount, ScoreHistogram
 from wasm_rules import OUTCOMES
 
-__all__ = ["EMPTY", "bucket_label", "fmt_us", "latency_chart", "nice_max", "outcome_chart", "rules_chart",
-           "score_chart"]
+__all__ = ["EMPTY", "bucket_label", "bucket_unit", "fmt_us", "latency_chart", "nice_max", "outcome_chart",
+           "rules_chart", "score_chart"]
 
 EMPTY = "No decisions in this window."
 W, H = 640, 240  # the viewBox of the time and histogram charts; the CSS scales it to the panel
@@ -38,6 +38,11 @@ def fmt_us(us: int) -> str:
     if us < 1000:
         return f"{us} µs"
     return f"{us / 1000:.3g} ms" if us < 1_000_000 else f"{us / 1e6:.3g} s"
+
+
+def bucket_unit(bucket: str) -> str:
+    """What one bar of the time chart covers, in words."""
+    return _UNIT.get(bucket, bucket)
 
 
 def bucket_label(key: str, bucket: str) -> str:
@@ -102,7 +107,7 @@ def outcome_chart(buckets: Sequence[OutcomeBucket], bucket: str, uid: str = "out
         if i % every == 0:
             body.append(_text(x + (step - gap) / 2, H - BOTTOM + 16, bucket_label(b.start, bucket), "middle"))
     sums = [sum(b.counts[i] for b in buckets) for i in range(len(OUTCOMES))]
-    unit = _UNIT.get(bucket, bucket)
+    unit = bucket_unit(bucket)
     per = ", ".join(f"{n:,} {o}" for o, n in zip(OUTCOMES, sums, strict=True))
     desc = (f"Stacked bars, one per {unit} from {buckets[0].start} to {buckets[-1].start}; "
             f"{sum(totals):,} decisions: {per}. The busiest {unit} "
