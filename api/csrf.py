@@ -40,6 +40,8 @@ class CrossSiteGuard:
         site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
         if site in ("cross-site", "same-site"):
             return f"refused a {site} {scope['method']} request (Sec-Fetch-Site: {site})"
+        if site in ("same-origin", "none"):
+            return None  # the browser itself says so (a page cannot set Sec-Fetch-*)
         origin = headers.get(b"origin")
         if origin is None:
             return None

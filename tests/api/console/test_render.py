@@ -55,3 +55,11 @@ def test_opaque_origin_is_refused_and_a_proxied_scheme_is_not(console: Console) 
     passed = console.client.post("/v1/rulesets", content="not toml [", headers={
         "content-type": "text/plain", "x-test-role": "officer", "origin": "https://testserver"})
     assert passed.status_code == 422, passed.text
+
+
+def test_fetch_metadata_same_origin_outranks_an_opaque_origin(console: Console) -> None:
+    # Chromium sends Origin: null on some same-origin form posts; Sec-Fetch-Site is the browser's word
+    r = console.client.post("/v1/rulesets", content="not toml [", headers={
+        "content-type": "text/plain", "x-test-role": "officer", "origin": "null",
+        "sec-fetch-site": "same-origin"})
+    assert r.status_code == 422, r.text
