@@ -1,5 +1,161 @@
-"""Placeholder: filled in by its owner."""
+"""The decision page: one sealed record in full, its annotations, and its proof, checked in the browser.
 
-from fastapi import APIRouter
+Reads the trace as ``GET /v1/traces/{id}`` does (``get_trace`` + ``ops.prove``; the payload
+only for roles in ``PAYLOAD_ROLES``). The proof panel embeds the exact record bytes, the
+inclusion proof, the signed checkpoint and the ledger's public key; ``static/proof.js``
+recomputes the leaf hash, the path to the root and the signature itself, trusting no hash
+the server states. Annotations are posted here and sealed as new ledger records.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import HTMLResponse, RedirectResponse
+
+from api import ops
+from api.access import PAYLOAD_ROLES
+from api.auth import Caller
+from api.console.forms import read_form
+from api.console.render import page_caller, render
+from api.problems import Problem
+from api.runtime import Runtime
+from audit.annotations import ANNOTATION_KIND, AnnotationError, Disposition, TraceNotFoundError, annotate
+from audit.queries import QueryError, TraceDetail, get_trace
+from audit.record import DECISION_KIND
+from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
+from ledger.errors import LedgerError
+from wasm_rules import OUTCOMES
+
+__all__ = ["ANNOTATION_FIELDS", "STAGES", "router"]
 
 router = APIRouter(prefix="/console")
+
+# Pipeline order of the recorded stage latencies; any other stage follows, by name.
+STAGES = ("queue", "features", "model", "rules")
+ANNOTATION_FIELDS = ("disposition", "note", "correction_decision", "correction_reason")
+_ERROR_FIELD = {"correction.decision": "correction_decision", "correction.reason": "correction_reason"}
+
+
+@dataclass(frozen=True)
+class Payload:
+    """The raw payment message as this caller may see it."""
+
+    state: str  # present | withheld | purged | none | absent
+    text: str | None = None  # pretty-printed JSON or the message text
+    encoding: str | None = None  # json | text | base64
+
+
+def _payload(detail: TraceDetail, caller: Caller) -> Payload:
+    if detail.payload is None:
+        return Payload(detail.payload_state)
+    if not caller.roles & PAYLOAD_ROLES:
+        return Payload("withheld")  # present, but this role may not read payment data
+    data = detail.payload
+    try:
+        pretty = orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2).decode()
+        return Payload("present", pretty, "json")
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return Payload("present", data.decode("utf-8"), "text")
+    except UnicodeDecodeError:
+        return Payload("present", base64.b64encode(data).decode(), "base64")
+
+
+def _features(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(name, value) for each recorded feature; names from the schema the record names."""
+    f = body.get("features")
+    if not isinstance(f, dict) or not isinstance(values := f.get("values"), list):
+        return []
+    named = f.get("schema") == FEATURE_SCHEMA and len(values) == len(FEATURE_NAMES)
+    return [(FEATURE_NAMES[i] if named else f"feature[{i}]", v) for i, v in enumerate(values)]
+
+
+def _latencies(body: dict[str, Any]) -> list[tuple[str, int]]:
+    lat = body.get("latency_us")
+    if not isinstance(lat, dict):
+        return []
+    order = [s for s in STAGES if s in lat] + sorted(k for k in lat if k not in STAGES)
+    return [(s, lat[s]) for s in order if isinstance(lat[s], int)]
+
+
+def _vkey(rt: Runtime) -> str | None:
+    """The key the browser checks the checkpoint against: the pinned one, else the ledger's own."""
+    keys = ops.trusted_keys(rt.settings, [])
+    return keys[0].vkey if keys else None
+
+
+def _proof(rt: Runtime, detail: TraceDetail) -> tuple[dict[str, Any] | None, str | None]:
+    """What proof.js needs (no server-computed leaf hash in it), or why there is no proof."""
+    try:
+        proof = ops.prove(rt.settings, detail.seq)
+    except LedgerError as exc:
+        return None, str(exc)
+    p = proof.to_json()
+    return {"record_bytes": base64.b64encode(detail.record).decode(), "index": p["index"], "size": p["size"],
+            "hashes": p["hashes"], "checkpoint": p["checkpoint"], "vkey": _vkey(rt)}, None
+
+
+def _context(rt: Runtime, caller: Caller, trace_id: str) -> dict[str, Any]:
+    """Everything the page shows about ``trace_id``; 404 if there is no such trace."""
+    try:
+        detail = get_trace(rt.engine, trace_id)
+    except QueryError:
+        detail = None
+    if detail is None:
+        raise Problem(404, "not_found", f"no trace {trace_id}")
+    body = detail.body
+    proof, proof_error = _proof(rt, detail)
+    return {"detail": detail, "body": body, "is_decision": detail.kind == DECISION_KIND,
+            "is_annotation": detail.kind == ANNOTATION_KIND,
+            "body_json": orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode(),
+            "payload": _payload(detail, caller), "features": _features(body),
+            "latencies": _latencies(body), "proof": proof, "proof_error": proof_error,
+            "dispositions": [d.value for d in Disposition], "outcomes": OUTCOMES,
+            "form": dict.fromkeys(ANNOTATION_FIELDS, ""), "errors": {}}
+
+
+def _runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+@router.get("/decisions/{trace_id}")
+def decision_page(request: Request, trace_id: str) -> HTMLResponse:
+    """One trace: the decision, its payload as the caller may see it, annotations, proof panel."""
+    caller = page_caller(request, "traces.get")
+    ctx = _context(_runtime(request), caller, trace_id)
+    return render(request, "decision.html", caller, **ctx)
+
+
+def _correction(form: dict[str, str]) -> dict[str, str] | None:
+    """The correction fields as the API takes them: both given, or none (``annotate`` judges)."""
+    decision, reason = form["correction_decision"], form["correction_reason"]
+    return {"decision": decision, "reason": reason} if decision or reason else None
+
+
+@router.post("/decisions/{trace_id}/annotations")
+async def annotate_decision(request: Request, trace_id: str) -> Any:
+    """Seal an annotation of the decision, then back to its page (303); refused input: 422, inline."""
+    caller = page_caller(request, "traces.annotate")
+    raw = await read_form(request)
+    form = {k: raw.get(k, "") for k in ANNOTATION_FIELDS}
+    rt = _runtime(request)
+    try:
+        await run_in_threadpool(annotate, rt.ledger, trace_id, caller.principal, form["disposition"],
+                                form["note"], _correction(form))
+    except TraceNotFoundError:
+        raise Problem(404, "not_found", f"no trace {trace_id}") from None
+    except AnnotationError as exc:
+        ctx = await run_in_threadpool(_context, rt, caller, trace_id)
+        field = _ERROR_FIELD.get(exc.field, exc.field)
+        ctx |= {"form": form, "errors": {field: exc.message}}
+        return render(request, "decision.html", caller, status=422, **ctx)
+    return RedirectResponse(f"/console/decisions/{trace_id.lower()}", status_code=303)
+
