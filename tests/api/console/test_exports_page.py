@@ -13,7 +13,8 @@ from audit.verify_bundle import verify_bundle
 from ledger import NoteSigner
 from ledger.keys import load_signer
 from tests.api.console.conftest import Console
-from tests.api.console.test_rules import dom, size
+from tests.api.console.dom import dom
+from tests.api.console.test_rules import size
 
 ALL = {"from": "2000-01-01T00:00:00Z", "to": "2100-01-01T00:00:00Z"}
 
