@@ -231,3 +231,27 @@ def test_officer_sees_the_form_with_every_disposition(console: Console, decision
     for d in ("STR_FILED", "FALSE_POSITIVE", "TRUE_POSITIVE", "ESCALATED", "CLOSED", "CORRECTION", "NOTE"):
         assert f'<option value="{d}"' in page
     assert '<label for="a-note">' in page and '<label for="a-disposition">' in page
+
+
+def test_annotating_what_is_no_decision_is_refused(console: Console, decision: dict[str, Any]) -> None:
+    post(console, decision, note="first")
+    page = console.get(url(decision)).text
+    ann_id = re.findall(r'<tr data-trace-id="([0-9a-f-]{36})">', page.split('id="annotation-entries"')[1])[0]
+    before = size(console)
+    r = post(console, {"trace_id": ann_id}, note="a note on a note")
+    assert r.status_code == 422
+    assert "only decisions are annotated" in r.text
+    assert size(console) == before
+
+
+def test_other_record_kinds_show_their_sealed_body(console: Console, decision: dict[str, Any]) -> None:
+    with console.runtime.engine.connect() as conn:
+        trace_id, kind = conn.exec_driver_sql(
+            "SELECT trace_id, kind FROM ledger_entries WHERE kind NOT IN ('decision', 'annotation') "
+            "ORDER BY seq LIMIT 1").one()
+    r = console.get(f"/console/decisions/{trace_id}")
+    assert r.status_code == 200
+    assert f"Ledger record ({kind})" in r.text
+    assert '<pre class="code">{' in r.text  # the record, as sealed
+    assert 'id="annotate"' not in r.text and 'id="payload"' not in r.text
+    assert proof_data(r.text)["record_bytes"]
