@@ -71,8 +71,21 @@ def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None,
                          witnessed=witnessed or (), max_unsealed=max_unsealed)
 
 
-def prove(s: Settings, target: int | str) -> InclusionProof:
-    ledger = open_ledger(s)
+def prove(s: Settings, target: int | str, ledger: Ledger | None = None) -> InclusionProof:
+    """An inclusion proof for ``target`` (seq or trace id) against a signed checkpoint.
+
+    A serving process passes its open ``ledger`` (one engine for the process); without one a
+    ledger is opened for the call and its engine disposed after it."""
+    if ledger is not None:
+        return _prove(ledger, load_signer(s.key_file).verifier, target)
+    opened = open_ledger(s)
+    try:
+        return _prove(opened, load_signer(s.key_file).verifier, target)
+    finally:
+        opened.engine.dispose()
+
+
+def _prove(ledger: Ledger, ours: NoteVerifier, target: int | str) -> InclusionProof:
     if isinstance(target, int) and target >= 1 << 63:
         raise EntryNotFoundError(f"no ledger entry with seq {target}")
     with ledger.engine.connect() as conn:
@@ -92,7 +105,7 @@ def prove(s: Settings, target: int | str) -> InclusionProof:
         hashes = inclusion_proof(conn, seq, size)
     # Never hand out a bad proof: the checkpoint must carry our key's signature, the proof
     # must lead from the leaf to its root.
-    SignedCheckpoint.verify(latest.note, [load_signer(s.key_file).verifier], ledger.origin)
+    SignedCheckpoint.verify(latest.note, [ours], ledger.origin)
     verify_inclusion(seq, size, leaf, hashes, latest.checkpoint.root)
     return InclusionProof(seq, size, leaf, tuple(hashes), latest.note)
 

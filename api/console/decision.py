@@ -94,7 +94,7 @@ def _vkey(rt: Runtime) -> str | None:
 def _proof(rt: Runtime, detail: TraceDetail) -> tuple[dict[str, Any] | None, str | None]:
     """What proof.js needs (no server-computed leaf hash in it), or why there is no proof."""
     try:
-        proof = ops.prove(rt.settings, detail.seq)
+        proof = ops.prove(rt.settings, detail.seq, rt.ledger)
     except LedgerError as exc:
         return None, str(exc)
     p = proof.to_json()

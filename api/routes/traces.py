@@ -86,7 +86,7 @@ async def get(trace_id: str, rt: RuntimeDep,
     detail = await run_in_threadpool(get_trace, rt.engine, trace_id)
     if detail is None:
         raise Problem(404, "not_found", f"no trace {trace_id}")
-    proof = await run_in_threadpool(ops.prove, rt.settings, detail.seq)
+    proof = await run_in_threadpool(ops.prove, rt.settings, detail.seq, rt.ledger)
     payload: dict[str, Any] = {"sha256": detail.payload_sha256, "state": detail.payload_state}
     if detail.payload is not None:
         if caller.roles & PAYLOAD_ROLES:
