@@ -16,12 +16,15 @@ from markupsafe import Markup, escape
 from audit.stats import LatencySample, OutcomeBucket, RuleCount, ScoreHistogram
 from wasm_rules import OUTCOMES
 
-__all__ = ["EMPTY", "bucket_label", "bucket_unit", "fmt_us", "latency_chart", "nice_max", "outcome_chart",
-           "rules_chart", "score_chart"]
+__all__ = ["EMPTY", "bucket_label", "bucket_unit", "compact", "fmt_us", "latency_chart", "nice_max",
+           "outcome_chart", "rules_chart", "score_chart"]
 
 EMPTY = "No decisions in this window."
-W, H = 640, 240  # the viewBox of the time and histogram charts; the CSS scales it to the panel
-LEFT, RIGHT, TOP, BOTTOM = 52, 10, 12, 30
+# The viewBox of the charts, about a panel's width, so that 11px labels stay readable when the CSS
+# scales it to the panel
+W, H = 360, 200
+LEFT, RIGHT, TOP, BOTTOM = 40, 6, 10, 24
+_AXIS_LABELS = 4  # time labels along the x axis, at most
 _UNIT = {"5min": "5 minutes", "hour": "hour", "day": "day", "month": "month", "year": "year"}
 
 
@@ -54,6 +57,14 @@ def bucket_label(key: str, bucket: str) -> str:
     return key[5:10] if bucket == "day" else key
 
 
+def compact(n: float) -> str:
+    """An axis number in a few characters: 950, 1.5k, 20k, 3M."""
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.3g}{suffix}"
+    return f"{n:g}"
+
+
 def _empty(text: str = EMPTY) -> Markup:
     return Markup('<p class="muted chart-empty">{}</p>').format(text)
 
@@ -82,7 +93,7 @@ def _y_axis(top: int) -> list[str]:
     for frac in (0.0, 0.5, 1.0):
         y = TOP + plot_h * (1 - frac)
         out.append(f'<line class="axis" x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.2f}" y2="{y:.2f}"/>')
-        out.append(_text(LEFT - 6, y + 4, f"{top * frac:,.0f}" if top >= 2 else f"{top * frac:g}", "end"))
+        out.append(_text(LEFT - 4, y + 4, compact(top * frac), "end"))
     return out
 
 
@@ -96,7 +107,7 @@ def outcome_chart(buckets: Sequence[OutcomeBucket], bucket: str, uid: str = "out
     step = plot_w / len(buckets)
     gap = min(step * 0.2, 4.0)
     body = _y_axis(top)
-    every = max(1, math.ceil(len(buckets) / 8))
+    every = max(1, math.ceil(len(buckets) / _AXIS_LABELS))
     for i, b in enumerate(buckets):
         x, y = LEFT + i * step + gap / 2, float(TOP + plot_h)
         for outcome, n in zip(OUTCOMES, b.counts, strict=True):
@@ -105,7 +116,8 @@ def outcome_chart(buckets: Sequence[OutcomeBucket], bucket: str, uid: str = "out
                 y -= h
                 body.append(_rect(x, y, step - gap, h, f"fill-{outcome}", f"{b.start}: {n:,} {outcome}"))
         if i % every == 0:
-            body.append(_text(x + (step - gap) / 2, H - BOTTOM + 16, bucket_label(b.start, bucket), "middle"))
+            middle = min(max(x + (step - gap) / 2, 32), W - 32)  # a label wider than its bar stays inside
+            body.append(_text(middle, H - BOTTOM + 16, bucket_label(b.start, bucket), "middle"))
     sums = [sum(b.counts[i] for b in buckets) for i in range(len(OUTCOMES))]
     unit = bucket_unit(bucket)
     per = ", ".join(f"{n:,} {o}" for o, n in zip(OUTCOMES, sums, strict=True))
@@ -124,17 +136,17 @@ def rules_chart(rules: Sequence[RuleCount], total: int, uid: str = "rules") -> M
         return _empty()
     if not rules:
         return _empty(f"No rule fired on the {total:,} decisions in this window.")
-    row, width, label_w = 34, W, 90
+    row, width = 32, W
     top = max(r.decisions for r in rules)
-    plot_w = width - label_w - RIGHT
+    plot_w = width - RIGHT
     body = []
-    for i, r in enumerate(rules):
+    for i, r in enumerate(rules):  # the rule id left and its count right above the bar
         y = i * row
         share = r.decisions / total
         body.append(_text(0, y + 12, r.rule_id))
+        body.append(_text(plot_w, y + 12, f"{r.decisions:,} ({share:.1%})", "end"))
         body.append(_rect(0, y + 16, r.decisions / top * plot_w, 12, "fill-bar",
                           f"{r.rule_id}: {r.decisions:,} decisions ({share:.1%})"))
-        body.append(_text(r.decisions / top * plot_w + 6, y + 26, f"{r.decisions:,} ({share:.1%})"))
     first = rules[0]
     desc = (f"Horizontal bars for the {len(rules)} rules that fired most among {total:,} decisions. "
             + "; ".join(f"{r.rule_id}: {r.decisions:,}" for r in rules[:3]) + "."
@@ -173,17 +185,17 @@ def latency_chart(sample: LatencySample, uid: str = "latency") -> Markup:
     """Per stage, bars to p50 (darkest), p90 and p99 on one scale; max and the sample in words."""
     if not sample.stages:
         return _empty()
-    row, label_w = 40, 0
+    row = 34
     top = max(s.p99 for s in sample.stages) or 1
-    plot_w = W - RIGHT - 200
+    plot_w = W - RIGHT
     body = []
-    for i, s in enumerate(sample.stages):
+    for i, s in enumerate(sample.stages):  # the stage left, p50 and p99 right, above the bars
         y = i * row
-        body.append(_text(label_w, y + 12, s.stage))
+        body.append(_text(0, y + 12, s.stage))
+        body.append(_text(plot_w, y + 12, f"p50 {fmt_us(s.p50)} · p99 {fmt_us(s.p99)}", "end"))
         for q, value, opacity in (("p99", s.p99, "0.3"), ("p90", s.p90, "0.6"), ("p50", s.p50, "1")):
-            body.append(_rect(label_w, y + 17, value / top * plot_w, 14, "fill-bar",
+            body.append(_rect(0, y + 16, value / top * plot_w, 14, "fill-bar",
                               f"{s.stage} {q}: {fmt_us(value)}", f' fill-opacity="{opacity}"'))
-        body.append(_text(plot_w + 8, y + 28, f"p50 {fmt_us(s.p50)} · p99 {fmt_us(s.p99)}"))
     total = next((s for s in sample.stages if s.stage == "total"), sample.stages[-1])
     desc = (f"Bars per stage to the 50th (darkest), 90th and 99th percentile latency over the newest "
             f"{sample.decisions:,} decisions. {total.stage}: p50 {fmt_us(total.p50)}, "

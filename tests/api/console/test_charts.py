@@ -12,6 +12,7 @@ from markupsafe import Markup
 from api.console.charts import (
     EMPTY,
     bucket_label,
+    compact,
     fmt_us,
     latency_chart,
     nice_max,
@@ -128,3 +129,5 @@ def test_the_helpers() -> None:
     assert bucket_label("2026-12-03T10", "hour") == "12-03 10:00"
     assert bucket_label("2026-12-03", "day") == "12-03"
     assert bucket_label("2026-12", "month") == "2026-12"
+    assert [compact(v) for v in (0, 2.5, 950, 1500, 20_000, 3_000_000)] == [
+        "0", "2.5", "950", "1.5k", "20k", "3M"]
