@@ -120,8 +120,7 @@ def _text(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text)
+_parse = datetime.fromisoformat
 
 
 def _given(value: str | datetime | None, name: str) -> str | None:
@@ -292,7 +291,8 @@ def _assemble(w: Window, grouped: Sequence[tuple[Any, ...]], fired: Sequence[tup
 
 
 def overview(engine: Engine, w: Window, *, cap: int = CAP, latency_limit: int = LATENCY_SAMPLE) -> Overview:
-    """The overview of window ``w``: four grouped range scans and one bounded read of records."""
+    """The overview of window ``w``: a probe for the cap, two grouped scans of the window's range,
+    and the newest ``latency_limit`` records."""
     if cap < 1 or latency_limit < 1:
         raise QueryError("cap", "cap and latency_limit must be positive")
     key_sql = next(sql for name, _, sql in BUCKETS if name == w.bucket)
