@@ -67,8 +67,11 @@ def trusted_keys(s: Settings, pinned: list[NoteVerifier]) -> list[NoteVerifier]:
 def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None,
            witnessed: list[str] | None = None, max_unsealed: int | None = None) -> VerifyReport:
     engine = engine_for(s)
-    return verify_ledger(engine, trusted_keys(s, pinned), workers=workers,
-                         witnessed=witnessed or (), max_unsealed=max_unsealed)
+    try:
+        return verify_ledger(engine, trusted_keys(s, pinned), workers=workers,
+                             witnessed=witnessed or (), max_unsealed=max_unsealed)
+    finally:
+        engine.dispose()
 
 
 def prove(s: Settings, target: int | str, ledger: Ledger | None = None) -> InclusionProof:

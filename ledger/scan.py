@@ -94,6 +94,10 @@ class _Scanner:
             i = next((i for i, s in enumerate(seqs) if s != pos + i), len(seqs))
             raise DamageError("missing entry", pos + i, f"no entry is stored at seq {pos + i}")
         recs = [r[0] for r in rows]
+        for i, x in enumerate(recs):
+            if type(x) is not bytes:  # SQLite hands back TEXT that an UPDATE wrote as it is
+                raise DamageError("altered record", pos + i, f"the record column holds {type(x).__name__}, "
+                                  "not the sealed bytes")
         leaves = [sha(b"\x00" + x).digest() for x in recs]
         stored = [r[1] for r in rows]
         if leaves != stored:
@@ -147,7 +151,7 @@ class _Scanner:
                 f"SELECT idx, hash FROM ledger_nodes WHERE level = {self.p} AND idx >= {self.p} "
                 f"AND idx < {self.p} ORDER BY idx", (k, base, base + len(got)),
             ).fetchall()
-            stored = {int(i): bytes(h) for i, h in rows}
+            stored = {int(i): h.encode() if isinstance(h, str) else bytes(h) for i, h in rows}
             for j, h in enumerate(got):
                 self._check_node(k, base + j, h, stored.get(base + j))
         for s in self.cps:

@@ -20,6 +20,15 @@ N = 120  # entries after genesis; checkpoints every 10
 
 @pytest.fixture
 def forged(db: Db, signer: NoteSigner) -> Iterator[tuple[Ledger, NoteSigner]]:
+    yield from _forged(db, signer)
+
+
+@pytest.fixture
+def sqlite_forged(sqlite_db: Db, signer: NoteSigner) -> Iterator[tuple[Ledger, NoteSigner]]:
+    yield from _forged(sqlite_db, signer)
+
+
+def _forged(db: Db, signer: NoteSigner) -> Iterator[tuple[Ledger, NoteSigner]]:
     lg = make_ledger(db, signer, every=10)
     for start in range(0, N, 8):
         lg.append_many([Record("test.event", {"n": i}, payload=f"raw {i}".encode())
@@ -80,6 +89,29 @@ def test_updated_record(forged: tuple[Ledger, NoteSigner]) -> None:
         conn.commit()
     d = damage(lg, signer)
     assert (d.kind, d.seq) == ("altered record", 51)
+
+
+def test_record_rewritten_as_text_is_damage_not_a_crash(sqlite_forged: tuple[Ledger, NoteSigner]) -> None:
+    # SQLite stores what an UPDATE gives it: `record || ' '` turns the BLOB into TEXT
+    lg, signer = sqlite_forged
+    with lg.engine.connect() as conn:
+        conn.exec_driver_sql("UPDATE ledger_entries SET record = CAST(record AS TEXT) || ' ' WHERE seq = 33")
+        conn.commit()
+    d = damage(lg, signer)
+    assert (d.kind, d.seq) == ("altered record", 33)
+    assert "str" in str(d)
+
+
+def test_merkle_node_rewritten_as_text_is_damage_not_a_crash(
+        sqlite_forged: tuple[Ledger, NoteSigner]) -> None:
+    lg, signer = sqlite_forged
+    with lg.engine.connect() as conn:
+        level, idx = conn.exec_driver_sql("SELECT level, idx FROM ledger_nodes ORDER BY level, idx").first()
+        conn.exec_driver_sql("UPDATE ledger_nodes SET hash = 'not a hash' "
+                             f"WHERE level = {level} AND idx = {idx}")
+        conn.commit()
+    d = damage(lg, signer)
+    assert d.kind == "altered Merkle node"
 
 
 def test_deleted_row(forged: tuple[Ledger, NoteSigner]) -> None:
