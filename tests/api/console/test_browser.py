@@ -194,3 +194,14 @@ def test_every_form_control_has_a_label_and_keyboard_reaches_the_search(
         assert page.evaluate("document.activeElement.textContent").strip() == "Skip to content"
         page.keyboard.press("Enter")
         assert page.evaluate("document.activeElement.id") == "main"
+
+
+def test_pages_fit_a_phone_screen_without_sideways_scrolling(
+        browser: Browser, server: tuple[ServerProcess, list[dict[str, Any]]]) -> None:
+    srv, decided = server
+    with browser.as_role(srv, "officer", viewport={"width": 390, "height": 844}) as page:
+        for path in ("/console", "/console/search", f"/console/decisions/{decided[0]['trace_id']}",
+                     "/console/ledger", "/console/rules", "/console/rules/new", "/console/exports"):
+            page.goto(srv.url + path)
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"{path} is {width} px wide"
