@@ -39,6 +39,7 @@ bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.queries
 	$(BIN)/python -m bench.http
+	$(BIN)/python -m bench.console
 
 screenshots: $(DEVSTAMP)
 	bash .ci/browser
