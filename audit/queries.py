@@ -194,6 +194,10 @@ def _page_query(f: TraceFilter) -> Select[Any]:
     after = f.after_seq()
     if after is not None:
         q = q.where(order < after)
+        if order is not t.c.seq:
+            # implied by the join, but said outright: otherwise PostgreSQL may merge-join by
+            # walking audit_traces down from the newest row to the cursor (deep pages grow slow)
+            q = q.where(t.c.seq < after)
     return q.order_by(order.desc()).limit(f.limit + 1)
 
 
