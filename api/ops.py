@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 import migrations
 from api.config import Settings
-from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, VerifyReport, store
+from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, VerificationError, VerifyReport, store
 from ledger.append import CheckpointPolicy
 from ledger.checkpoint import SignedCheckpoint
 from ledger.errors import DamageError, EntryNotFoundError, KeyFileError, RefusedError
@@ -72,6 +72,21 @@ def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None,
                              witnessed=witnessed or (), max_unsealed=max_unsealed)
     finally:
         engine.dispose()
+
+
+def verify_now(s: Settings) -> dict[str, Any]:
+    """``POST /v1/ledger/verify``'s answer: the report (``verified: true``), or what failed where."""
+    pinned = [NoteVerifier.from_vkey(s.trusted_key)] if s.trusted_key else []
+    try:
+        report = verify(s, pinned, None)
+    except VerificationError as exc:
+        doc: dict[str, Any] = {"verified": False, "error": getattr(exc, "kind", type(exc).__name__),
+                               "message": str(exc)}
+        if getattr(exc, "seq", None) is not None:
+            doc["seq"] = exc.seq  # type: ignore[attr-defined]
+        return doc
+    out: dict[str, Any] = report.to_json()
+    return out
 
 
 def prove(s: Settings, target: int | str, ledger: Ledger | None = None) -> InclusionProof:

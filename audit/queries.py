@@ -26,8 +26,19 @@ from audit.trace_index import account_key, trace_accounts, trace_annotations, tr
 from ledger import store
 from wasm_rules import OUTCOMES
 
-__all__ = ["MAX_LIMIT", "AnnotationView", "QueryError", "TraceDetail", "TraceFilter", "TracePage",
-           "TraceSummary", "get_trace", "query_traces"]
+__all__ = [
+    "MAX_LIMIT",
+    "AnnotationView",
+    "QueryError",
+    "TraceDetail",
+    "TraceFilter",
+    "TracePage",
+    "TraceSummary",
+    "get_trace",
+    "parse_time",
+    "query_traces",
+    "time_text",
+]
 
 MAX_LIMIT = 1000
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
@@ -45,7 +56,14 @@ class QueryError(ValueError):
         self.message = message
 
 
-def _time(value: str | datetime | None, name: str) -> str | None:
+def time_text(t: datetime) -> str:
+    """The index's time text for an aware ``t`` (strftime would not zero-pad a year before 1000)."""
+    return t.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str | datetime | None, name: str) -> str | None:
+    """A query's time bound as the index's sortable text; ``QueryError`` naming ``name`` if it is not
+    an ISO 8601 time with a UTC offset."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -57,7 +75,10 @@ def _time(value: str | datetime | None, name: str) -> str | None:
         raise QueryError(name, "must be an ISO 8601 time")
     if value.tzinfo is None:
         raise QueryError(name, "must carry a UTC offset (e.g. 2026-12-02T11:22:18Z)")
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        return time_text(value)
+    except OverflowError:
+        raise QueryError(name, "is out of range in UTC") from None
 
 
 def _score(value: float | None, name: str) -> float | None:
@@ -86,7 +107,7 @@ class TraceFilter:
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        since, until = _time(self.since, "since"), _time(self.until, "until")
+        since, until = parse_time(self.since, "since"), parse_time(self.until, "until")
         if since is not None and until is not None and until <= since:
             raise QueryError("until", "must be later than since")
         put(self, "since", since)

@@ -15,13 +15,13 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 from sqlalchemy import Connection, Engine
 
-from audit.queries import QueryError
+from audit.queries import QueryError, parse_time, time_text
 from ledger import store
 from wasm_rules import OUTCOMES
 
@@ -115,30 +115,7 @@ class Overview:
         return sum(self.counts)
 
 
-def _text(t: datetime) -> str:
-    """The index's time text (strftime would not zero-pad a year before 1000)."""
-    return t.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 _parse = datetime.fromisoformat
-
-
-def _given(value: str | datetime | None, name: str) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise QueryError(name, f"{value!r} is not an ISO 8601 time") from None
-    if not isinstance(value, datetime):
-        raise QueryError(name, "must be an ISO 8601 time")
-    if value.tzinfo is None:
-        raise QueryError(name, "must carry a UTC offset (e.g. 2026-12-02T11:22:18Z)")
-    try:
-        return _text(value)
-    except OverflowError:
-        raise QueryError(name, "is out of range in UTC") from None
 
 
 def resolve_window(newest: str | None, now: datetime, since: str | datetime | None = None,
@@ -147,7 +124,7 @@ def resolve_window(newest: str | None, now: datetime, since: str | datetime | No
     an open start is ``span`` before the end. Bad times raise ``QueryError`` naming the field."""
     if span <= timedelta(0):
         raise QueryError("span", "must be a positive duration")
-    lo, hi = _given(since, "since"), _given(until, "until")
+    lo, hi = parse_time(since, "since"), parse_time(until, "until")
     if lo is not None and hi is not None and hi <= lo:
         raise QueryError("until", "must be later than since")
     anchor = "given"
@@ -159,10 +136,10 @@ def resolve_window(newest: str | None, now: datetime, since: str | datetime | No
             if _parse(lo) >= end:
                 raise QueryError("since", "must be earlier than now")
             anchor = "clock"
-        hi = _text(end)
+        hi = time_text(end)
     if lo is None:
         try:
-            lo = _text(_parse(hi) - span)
+            lo = time_text(_parse(hi) - span)
         except OverflowError:
             raise QueryError("span", "reaches before year 1") from None
     length = _parse(hi) - _parse(lo)
@@ -184,7 +161,7 @@ def window(engine: Engine, *, now: datetime, since: str | datetime | None = None
 
 
 def _key(t: datetime, bucket: str) -> str:
-    text = _text(t)
+    text = time_text(t)
     if bucket == "5min":
         return text[:15] + ("0" if text[15] < "5" else "5")
     return text[:{"hour": 13, "day": 10, "month": 7, "year": 4}[bucket]]

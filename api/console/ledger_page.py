@@ -23,7 +23,6 @@ from api import ops
 from api.auth import Caller
 from api.console.render import page_caller, render
 from api.runtime import Runtime
-from ledger import NoteVerifier, VerificationError
 from ledger.checkpoint import SignedCheckpoint
 
 __all__ = ["LedgerHealth", "VerifyOutcome", "clock", "ledger_health", "ledger_page", "router", "since_text",
@@ -104,16 +103,10 @@ def ledger_health(rt: Runtime, now: datetime) -> LedgerHealth:
 
 async def verify_now(rt: Runtime) -> VerifyOutcome:
     """``POST /v1/ledger/verify``'s work, on the threadpool: every leaf, chain, node and signature."""
-    s = rt.settings
-    pinned = [NoteVerifier.from_vkey(s.trusted_key)] if s.trusted_key else []
-    try:
-        report = await run_in_threadpool(ops.verify, s, pinned, None)
-    except VerificationError as exc:
-        doc: dict[str, Any] = {"verified": False, "error": getattr(exc, "kind", type(exc).__name__),
-                               "message": str(exc), "seq": getattr(exc, "seq", None),
-                               "detail": getattr(exc, "detail", None) or str(exc)}
-        return VerifyOutcome(False, doc)
-    return VerifyOutcome(True, report.to_json())
+    doc = await run_in_threadpool(ops.verify_now, rt.settings)
+    if doc["verified"]:
+        return VerifyOutcome(True, doc)
+    return VerifyOutcome(False, {**doc, "seq": doc.get("seq"), "detail": doc["message"]})
 
 
 async def _page(request: Request, caller: Caller, result: VerifyOutcome | None) -> HTMLResponse:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from audit.queries import QueryError, TraceFilter, _page_query, get_trace, query_traces
+from audit.queries import QueryError, TraceFilter, _page_query, get_trace, parse_time, query_traces
 from ledger import Ledger, NoteSigner
 from tests.audit.test_trace_index import (
     OTHER,
@@ -236,3 +236,12 @@ def test_get_trace_shows_the_sealed_bytes_the_payload_and_a_purge(world: World) 
     with pytest.raises(QueryError) as info:
         get_trace(engine, "not-a-uuid")
     assert info.value.field == "trace_id"
+
+
+def test_a_bound_before_year_1000_still_sorts_as_the_index_text() -> None:
+    # the index compares text: '999-...' would sort after '2026-...'
+    assert parse_time("0999-01-01T00:00:00Z", "since") == "0999-01-01T00:00:00.000000Z"
+    assert parse_time("2026-12-03T10:00:00+01:00", "since") == "2026-12-03T09:00:00.000000Z"
+    with pytest.raises(QueryError) as info:
+        parse_time("0001-01-01T00:00:00+01:00", "until")
+    assert info.value.field == "until"
