@@ -89,21 +89,28 @@ def verify_now(s: Settings) -> dict[str, Any]:
     return out
 
 
-def prove(s: Settings, target: int | str, ledger: Ledger | None = None) -> InclusionProof:
+class NotCoveredError(LedgerError):
+    """The entry is newer than the latest signed checkpoint, and the caller asked not to sign one."""
+
+
+def prove(s: Settings, target: int | str, ledger: Ledger | None = None, *,
+          sign: bool = True) -> InclusionProof:
     """An inclusion proof for ``target`` (seq or trace id) against a signed checkpoint.
 
     A serving process passes its open ``ledger`` (one engine for the process); without one a
-    ledger is opened for the call and its engine disposed after it."""
+    ledger is opened for the call and its engine disposed after it. An entry newer than the
+    latest checkpoint gets a checkpoint signed on the spot, unless ``sign`` is false
+    (``NotCoveredError``): a page view must not write."""
     if ledger is not None:
-        return _prove(ledger, load_signer(s.key_file).verifier, target)
+        return _prove(ledger, NoteVerifier.from_vkey(ledger.active_vkey), target, sign)
     opened = open_ledger(s)
     try:
-        return _prove(opened, load_signer(s.key_file).verifier, target)
+        return _prove(opened, NoteVerifier.from_vkey(opened.active_vkey), target, sign)
     finally:
         opened.engine.dispose()
 
 
-def _prove(ledger: Ledger, ours: NoteVerifier, target: int | str) -> InclusionProof:
+def _prove(ledger: Ledger, ours: NoteVerifier, target: int | str, sign: bool) -> InclusionProof:
     if isinstance(target, int) and target >= 1 << 63:
         raise EntryNotFoundError(f"no ledger entry with seq {target}")
     with ledger.engine.connect() as conn:
@@ -117,6 +124,9 @@ def _prove(ledger: Ledger, ours: NoteVerifier, target: int | str) -> InclusionPr
     seq, leaf = int(row[0]), bytes(row[1])
     latest = ledger.latest_checkpoint()
     if latest is None or latest.checkpoint.size <= seq:
+        if not sign:
+            have = 0 if latest is None else latest.checkpoint.size
+            raise NotCoveredError(f"entry {seq} is newer than the latest signed checkpoint (size {have})")
         latest = ledger.checkpoint()
     size = latest.checkpoint.size
     with ledger.engine.connect() as conn:

@@ -6,6 +6,7 @@ Every error body has ``type`` (a stable URN naming the kind), ``title``, ``statu
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,11 +22,12 @@ from audit.annotations import TraceNotFoundError
 from audit.models_registry import ModelConflictError, ModelRegistryError, UnregisteredModelError
 from audit.queries import QueryError
 from ledger import LedgerUnavailableError
-from ledger.errors import EntryNotFoundError, RefusedError
+from ledger.errors import EntryNotFoundError, KeyFileError, RefusedError
 
 __all__ = ["PROBLEM_JSON", "Problem", "install_handlers", "problem_response"]
 
 PROBLEM_JSON = "application/problem+json"
+log = logging.getLogger("sealtrail.api")
 RETRY_AFTER_S = 1
 
 
@@ -116,6 +118,13 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors 
         if on_unavailable is not None:
             on_unavailable()
         return respond(request, 503, "ledger_unavailable", f"no decision was issued: {exc}",
+                       headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    @app.exception_handler(KeyFileError)
+    async def _key(request: Request, exc: KeyFileError) -> Response:
+        log.error("signing key unavailable: %s", exc)  # the path stays in the log, not in the answer
+        return respond(request, 503, "signing_key_unavailable",
+                       "the ledger's signing key is unavailable on this server; the operator has the detail",
                        headers={"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(EntryNotFoundError)

@@ -261,6 +261,8 @@ class TraceDetail:
     payload: bytes | None
     payload_state: Literal["none", "present", "purged", "absent"]  # absent: hash sealed, no row (damage)
     annotations: tuple[AnnotationView, ...] = field(default=())
+    # index columns (trace_id, kind, recorded_at) that differ from the sealed envelope: damage
+    mismatches: tuple[str, ...] = field(default=())
 
 
 def get_trace(engine: Engine, trace_id: str) -> TraceDetail | None:
@@ -286,7 +288,9 @@ def get_trace(engine: Engine, trace_id: str) -> TraceDetail | None:
         notes = conn.execute(select(e.c.seq, e.c.trace_id, e.c.recorded_at, e.c.record)
                              .join(a, a.c.seq == e.c.seq).where(a.c.target_seq == row.seq)
                              .order_by(a.c.seq)).all()
+    columns = {"trace_id": trace_id.lower(), "kind": row.kind, "recorded_at": row.recorded_at}
+    mismatches = tuple(k for k, v in columns.items() if env.get(k) != v)
     return TraceDetail(int(row.seq), trace_id.lower(), row.kind, row.recorded_at, bytes(row.leaf_hash).hex(),
                        bytes(row.chain_hash).hex(), record, env["record"], digest, payload, state,
                        tuple(AnnotationView(int(n.seq), n.trace_id, n.recorded_at,
-                                            orjson.loads(n.record)["record"]) for n in notes))
+                                            orjson.loads(n.record)["record"]) for n in notes), mismatches)

@@ -16,6 +16,7 @@ from playwright.sync_api import sync_playwright
 
 from tests.api import server_proc
 from tests.api.console.browser import CHROMIUM, Browser, score
+from tests.api.console.test_browser import open_decision
 
 OUT = Path(__file__).parent / "console"
 VIEW = {"width": 1280, "height": 860}
@@ -37,8 +38,7 @@ def main() -> int:
                 page.screenshot(path=OUT / "overview.png", full_page=True)
                 page.goto(f"{srv.url}/console/search?decision=HOLD&limit=20")
                 page.screenshot(path=OUT / "search.png", full_page=True)
-                page.goto(f"{srv.url}/console/decisions/{held['trace_id']}")
-                page.wait_for_selector("#proof-status:not([data-state=pending])")
+                open_decision(page, srv, held["trace_id"])
                 page.screenshot(path=OUT / "decision.png", full_page=True)
                 page.goto(f"{srv.url}/console/ledger")
                 page.locator("form[action='/console/ledger/verify'] button").click()

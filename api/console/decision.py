@@ -10,6 +10,7 @@ the server states. Annotations are posted here and sealed as new ledger records.
 from __future__ import annotations
 
 import base64
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ from wasm_rules import OUTCOMES
 __all__ = ["ANNOTATION_FIELDS", "STAGES", "router"]
 
 router = APIRouter(prefix="/console")
+log = logging.getLogger("sealtrail.console")
 
 # Pipeline order of the recorded stage latencies; any other stage follows, by name.
 STAGES = ("queue", "features", "model", "rules")
@@ -91,15 +93,27 @@ def _vkey(rt: Runtime) -> str | None:
     return keys[0].vkey if keys else None
 
 
-def _proof(rt: Runtime, detail: TraceDetail) -> tuple[dict[str, Any] | None, str | None]:
-    """What proof.js needs (no server-computed leaf hash in it), or why there is no proof."""
+def _proof(rt: Runtime, detail: TraceDetail, payload: Payload) -> tuple[dict[str, Any] | None, str | None]:
+    """What proof.js needs (no server-computed leaf hash in it), or why there is no proof.
+
+    Besides the proof it carries what the page shows that is not inside the record body: the
+    trace id, kind and time (proof.js checks them against the sealed envelope) and, where this
+    role sees it, the payload (its SHA-256 must be the one the envelope seals). A page view
+    never signs: an entry newer than the latest checkpoint is "not yet covered" (``None, ""``)."""
     try:
-        proof = ops.prove(rt.settings, detail.seq, rt.ledger)
+        proof = ops.prove(rt.settings, detail.seq, rt.ledger, sign=False)
+    except ops.NotCoveredError:
+        return None, ""
     except LedgerError as exc:
-        return None, str(exc)
+        log.warning("no proof for seq %s: %s", detail.seq, exc)
+        return None, type(exc).__name__  # the detail (paths, key files) stays in the server's log
     p = proof.to_json()
+    shown = {"trace_id": detail.trace_id, "kind": detail.kind, "recorded_at": detail.recorded_at}
+    raw = detail.payload if payload.state == "present" else None
     return {"record_bytes": base64.b64encode(detail.record).decode(), "index": p["index"], "size": p["size"],
-            "hashes": p["hashes"], "checkpoint": p["checkpoint"], "vkey": _vkey(rt)}, None
+            "hashes": p["hashes"], "checkpoint": p["checkpoint"], "vkey": _vkey(rt), "shown": shown,
+            "payload_state": payload.state,
+            "payload": None if raw is None else base64.b64encode(raw).decode()}, None
 
 
 def _context(rt: Runtime, caller: Caller, trace_id: str) -> dict[str, Any]:
@@ -111,11 +125,12 @@ def _context(rt: Runtime, caller: Caller, trace_id: str) -> dict[str, Any]:
     if detail is None:
         raise Problem(404, "not_found", f"no trace {trace_id}")
     body = detail.body
-    proof, proof_error = _proof(rt, detail)
+    payload = _payload(detail, caller)
+    proof, proof_error = _proof(rt, detail, payload)
     return {"detail": detail, "body": body, "is_decision": detail.kind == DECISION_KIND,
             "is_annotation": detail.kind == ANNOTATION_KIND,
             "body_json": orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode(),
-            "payload": _payload(detail, caller), "features": _features(body),
+            "payload": payload, "features": _features(body),
             "latencies": _latencies(body), "proof": proof, "proof_error": proof_error,
             "dispositions": [d.value for d in Disposition], "outcomes": OUTCOMES,
             "form": dict.fromkeys(ANNOTATION_FIELDS, ""), "errors": {}}
@@ -132,6 +147,23 @@ def decision_page(request: Request, trace_id: str) -> HTMLResponse:
     caller = page_caller(request, "traces.get")
     ctx = _context(_runtime(request), caller, trace_id)
     return render(request, "decision.html", caller, **ctx)
+
+
+@router.post("/decisions/{trace_id}/checkpoint")
+async def sign_checkpoint(request: Request, trace_id: str) -> RedirectResponse:
+    """Sign a checkpoint now (as ``GET /v1/ledger/checkpoint`` may), so this entry has a proof."""
+    page_caller(request, "ledger.checkpoint")
+    rt = _runtime(request)
+    try:
+        found = await run_in_threadpool(get_trace, rt.engine, trace_id)
+    except QueryError:
+        found = None
+    if found is None:
+        raise Problem(404, "not_found", f"no trace {trace_id}")
+    latest = rt.ledger.latest_checkpoint()
+    if latest is None or latest.checkpoint.size <= found.seq:
+        await run_in_threadpool(rt.ledger.checkpoint)
+    return RedirectResponse(f"/console/decisions/{found.trace_id}#proof", status_code=303)
 
 
 def _correction(form: dict[str, str]) -> dict[str, str] | None:

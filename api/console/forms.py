@@ -24,9 +24,16 @@ async def read_form(request: Request) -> dict[str, str]:
     if ctype != "application/x-www-form-urlencoded":
         raise Problem(415, "unsupported_media_type", "the console posts application/x-www-form-urlencoded",
                       [{"field": "Content-Type", "message": "unsupported media type"}])
-    body = await request.body()
-    if len(body) > MAX_FORM:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_FORM:
         raise Problem(413, "too_large", f"form over {MAX_FORM:,} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():  # never more than MAX_FORM in memory, whatever is sent
+        size += len(chunk)
+        if size > MAX_FORM:
+            raise Problem(413, "too_large", f"form over {MAX_FORM:,} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
     try:
         pairs = parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body),
                           errors="strict", max_num_fields=64)

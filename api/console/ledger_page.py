@@ -10,6 +10,7 @@ what was checked or the first damage found. The clock is this module's ``clock``
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from starlette.responses import HTMLResponse
 from api import ops
 from api.auth import Caller
 from api.console.render import page_caller, render
+from api.problems import Problem
 from api.runtime import Runtime
 from ledger.checkpoint import SignedCheckpoint
 
@@ -101,9 +103,19 @@ def ledger_health(rt: Runtime, now: datetime) -> LedgerHealth:
                         rt.ledger.active_vkey, s.trusted_key, policy.every_entries, policy.every_seconds)
 
 
+_verifying = threading.Lock()  # one full verification at a time per process: each reads the whole ledger
+
+
 async def verify_now(rt: Runtime) -> VerifyOutcome:
-    """``POST /v1/ledger/verify``'s work, on the threadpool: every leaf, chain, node and signature."""
-    doc = await run_in_threadpool(ops.verify_now, rt.settings)
+    """``POST /v1/ledger/verify``'s work, on the threadpool: every leaf, chain, node and signature.
+    A second click while one runs is refused (409), so clicks cannot pile up full-ledger scans."""
+    if not _verifying.acquire(blocking=False):
+        raise Problem(409, "verify_running", "a verification of the whole ledger is already running; "
+                                             "try again when it has finished")
+    try:
+        doc = await run_in_threadpool(ops.verify_now, rt.settings)
+    finally:
+        _verifying.release()
     if doc["verified"]:
         return VerifyOutcome(True, doc)
     return VerifyOutcome(False, {**doc, "seq": doc.get("seq"), "detail": doc["message"]})

@@ -177,6 +177,34 @@
       step("leaf hash", true, `SHA-256(0x00 || record bytes) = ${hex(l)}`);
       return l;
     });
+    const record = await run("sealed fields", async () => {
+      let env;
+      try {
+        env = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(b64decode(data.record_bytes, "the record bytes")));
+      } catch (e) {
+        if (e instanceof CheckError) throw e;
+        throw new CheckError("the record bytes are not a JSON envelope");
+      }
+      const shown = data.shown || {};
+      const bad = ["trace_id", "kind", "recorded_at"].filter((k) => env[k] !== shown[k])
+        .map((k) => `the page shows ${k} ${JSON.stringify(shown[k])}, the sealed record says ${JSON.stringify(env[k])}`);
+      step("sealed fields", !bad.length, bad.length ? bad.join("; ") : "the trace id, kind and time shown are the sealed record's");
+      return env;
+    });
+    if (record) {
+      await run("payload", async () => {
+        const sealed = record.payload_sha256;
+        if (data.payload == null) {
+          const why = { withheld: "not shown to this role", purged: "purged (only its hash stays sealed)", none: "this record has none" }[data.payload_state];
+          if (data.payload_state === "absent") throw new CheckError(`the record seals payload ${sealed}, but the ledger no longer holds it`);
+          step("payload", true, why ? `${why}; nothing shown to check` : "nothing shown to check");
+          return;
+        }
+        const got = hex(await sha256(subtle, b64decode(data.payload, "the payload")));
+        if (got !== sealed) throw new CheckError(`payload mismatch: the message shown hashes to ${got}, the record seals ${sealed}`);
+        step("payload", true, `the message shown hashes to the sealed ${got}`);
+      });
+    }
     const path = await run("inclusion path", async () => {
       if (!Array.isArray(data.hashes)) throw new CheckError("the proof has no path");
       return data.hashes.map((h, i) => b64decode(h, `path hash ${i}`));
@@ -201,7 +229,7 @@
       return { state: "unsupported", steps, summary: "Not verified: this browser's Web Crypto lacks Ed25519, so the checkpoint signature could not be checked (the hashes matched). Use a current browser or check the raw proof offline." };
     }
     return { state: "verified", steps,
-             summary: `Verified: this record is leaf ${data.index} of the ${data.size}-entry tree whose head ${key.name}+${hex(key.keyId)} signed.` };
+             summary: `Verified: this record${data.payload != null ? " and the payment message shown" : ""} is leaf ${data.index} of the ${data.size}-entry tree whose head ${key.name}+${hex(key.keyId)} signed.` };
   }
 
   function show(doc, result) {

@@ -33,14 +33,17 @@ class Console:
         return self.client.post(path, content=urlencode(data), follow_redirects=False,
                                 headers={**FORM, "x-test-role": role, **headers})
 
-    def score(self, n: int, seed: int = 21) -> list[dict[str, Any]]:
-        """Decide ``n`` simulated payments through the API; the decisions as answered."""
+    def score(self, n: int, seed: int = 21, *, checkpoint: bool = True) -> list[dict[str, Any]]:
+        """Decide ``n`` simulated payments through the API; the decisions as answered. With
+        ``checkpoint``, a checkpoint is signed after them (a page view never signs one)."""
         out = []
         for tx in txs(n, seed):
             r = self.client.post("/v1/decisions", content=tx,
                                  headers={"content-type": "application/json", "x-test-role": "scorer"})
             assert r.status_code == 200, r.text
             out.append(r.json())
+        if checkpoint:
+            self.runtime.ledger.checkpoint()
         return out
 
 

@@ -45,6 +45,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         srv.stop()
 
 
+def open_decision(page: Any, srv: ServerProcess, trace_id: str) -> None:
+    """Open a decision's page; sign a checkpoint from it first if none covers the entry yet."""
+    page.goto(f"{srv.url}/console/decisions/{trace_id}")
+    if page.locator("#sign-checkpoint").count():
+        assert page.locator("#proof-status").get_attribute("data-state") == "uncovered"
+        page.locator("#sign-checkpoint").click()
+        page.wait_for_url(f"**/console/decisions/{trace_id}#proof")
+    page.wait_for_selector("#proof-status:not([data-state=pending])")
+
+
 def _first_with(decided: list[dict[str, Any]], outcome: str) -> dict[str, Any]:
     return next(d for d in decided if d["decision"] == outcome)
 
@@ -66,8 +76,8 @@ def test_search_then_open_a_decision_and_see_its_proof_verified(
         target = rows.first.get_attribute("data-trace-id")
         rows.first.locator(f"a[href='/console/decisions/{target}']").click()
         page.wait_for_url(f"**/console/decisions/{target}")
+        open_decision(page, srv, str(target))  # the 400 are newer than the last checkpoint: sign one
         status = page.locator("#proof-status")
-        page.wait_for_selector("#proof-status:not([data-state=pending])")
         assert status.get_attribute("data-state") == "verified", status.inner_text()
         assert status.inner_text().startswith("Verified")
         assert "HOLD" in page.locator("main").inner_text()
@@ -88,6 +98,9 @@ def test_a_tampered_record_fails_in_the_page_and_in_verify_now(
     with server_proc.start(files) as srv:
         decided = score(srv, 60, seed=5)
         victim = _first_with(decided, "ALLOW")
+        with browser.as_role(srv, "officer") as page:  # sealed, covered by a checkpoint, verified
+            open_decision(page, srv, victim["trace_id"])
+            assert page.locator("#proof-status").get_attribute("data-state") == "verified"
         db = sqlite3.connect(files.db.removeprefix("sqlite:///"))
         with db:  # what an insider with write access to the database file could do
             (record,) = db.execute("SELECT record FROM ledger_entries WHERE trace_id = ?",
@@ -99,8 +112,7 @@ def test_a_tampered_record_fails_in_the_page_and_in_verify_now(
                        (forged, victim["trace_id"]))
         db.close()
         with browser.as_role(srv, "officer") as page:
-            page.goto(f"{srv.url}/console/decisions/{victim['trace_id']}")
-            page.wait_for_selector("#proof-status:not([data-state=pending])")
+            open_decision(page, srv, victim["trace_id"])
             status = page.locator("#proof-status")
             assert status.get_attribute("data-state") == "failed", status.inner_text()
             assert status.inner_text().startswith("Failed")

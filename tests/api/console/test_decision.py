@@ -162,6 +162,7 @@ def test_a_correction_states_the_outcome_it_should_have_been(console: Console,
 
 def test_annotation_record_has_its_own_page(console: Console, decision: dict[str, Any]) -> None:
     post(console, decision, disposition="ESCALATED", note="to MLRO")
+    console.runtime.ledger.checkpoint()  # the annotation is newer than the fixture's checkpoint
     page = console.get(url(decision)).text
     ann_id = re.findall(r'<tr data-trace-id="([0-9a-f-]{36})">', page.split('id="annotation-entries"')[1])[0]
     r = console.get(f"/console/decisions/{ann_id}")

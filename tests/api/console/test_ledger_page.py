@@ -55,7 +55,7 @@ def test_size_and_the_latest_checkpoint_are_shown(console: Console) -> None:
 
 def test_time_since_the_last_checkpoint_uses_the_page_clock(console: Console,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    console.score(3)
+    console.score(3, checkpoint=False)
     at = signed_at(console)
     monkeypatch.setattr(ledger_page, "clock", lambda: at + timedelta(minutes=5, seconds=3))
     r = console.get("/console/ledger")
@@ -129,3 +129,15 @@ def test_since_text_reads_like_a_person_would_say_it() -> None:
     assert [say(timedelta(seconds=s)) for s in (0, 59, 60, 3599, 3600, 86399, 86400 * 3 + 7200)] == [
         "0 s", "59 s", "1 min 0 s", "59 min 59 s", "1 h 0 min", "23 h 59 min", "3 d 2 h"]
     assert say(timedelta(seconds=-5)).startswith("in the future")
+
+
+def test_a_second_verify_while_one_runs_is_refused(console: Console) -> None:
+    console.score(2)
+    assert ledger_page._verifying.acquire(blocking=False)  # as a verification in progress holds it
+    try:
+        r = console.post_form("/console/ledger/verify", {})
+        assert r.status_code == 409 and "already running" in r.text
+    finally:
+        ledger_page._verifying.release()
+    r = console.post_form("/console/ledger/verify", {})
+    assert r.status_code == 200 and 'data-state="ok"' in r.text

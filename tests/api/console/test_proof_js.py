@@ -70,7 +70,8 @@ def test_genuine_proofs_verify(proofs: list[dict[str, Any]]) -> None:
     assert [r["state"] for r in results] == ["verified"] * len(proofs), results
     assert all(r["summary"].startswith("Verified: ") for r in results)
     assert {s["check"] for s in results[0]["steps"]} == {"ledger key", "checkpoint", "signature", "leaf hash",
-                                                         "inclusion path", "root"}
+                                                         "sealed fields", "payload", "inclusion path", "root"}
+    assert all("payment message shown" in r["summary"] for r in results)  # the officer sees payloads
     assert len({(p["index"], p["size"]) for p in proofs}) == len(proofs)  # different paths, last leaf too
 
 
@@ -173,3 +174,27 @@ def test_a_key_with_plus_in_its_base64_is_read_whole(console: Console, proofs: l
     (r,) = check({**resign(proofs[0], signer), "vkey": signer.verifier.vkey})
     # verified: which is why the page tells the reader to compare the key with the published one
     assert r["state"] == "verified", r
+
+
+def test_a_payload_other_than_the_sealed_one_fails(proofs: list[dict[str, Any]]) -> None:
+    data = {**proofs[2], "payload": base64.b64encode(b'{"amount": "1.00"}').decode()}
+    r = check(data)[0]
+    assert r["state"] == "failed" and "payload mismatch" in failed(r)["payload"]
+    assert set(failed(r)) == {"payload"}  # the record itself still checks out
+
+
+def test_shown_fields_other_than_the_sealed_ones_fail(proofs: list[dict[str, Any]]) -> None:
+    other = proofs[4]["shown"]["trace_id"]
+    changes = ({"trace_id": other}, {"recorded_at": "2020-01-01T00:00:00.000000Z"}, {"kind": "ledger.note"})
+    for change in changes:
+        data = {**proofs[1], "shown": {**proofs[1]["shown"], **change}}
+        r = check(data)[0]
+        assert r["state"] == "failed" and set(failed(r)) == {"sealed fields"}, (change, r)
+        assert next(iter(change)) in failed(r)["sealed fields"]
+
+
+def test_a_sealed_payload_the_ledger_lost_fails(proofs: list[dict[str, Any]]) -> None:
+    r = check({**proofs[0], "payload": None, "payload_state": "absent"})[0]
+    assert r["state"] == "failed" and "no longer holds it" in failed(r)["payload"]
+    withheld = check({**proofs[0], "payload": None, "payload_state": "withheld"})[0]
+    assert withheld["state"] == "verified" and "payment message" not in withheld["summary"]

@@ -63,3 +63,28 @@ def test_fetch_metadata_same_origin_outranks_an_opaque_origin(console: Console) 
         "content-type": "text/plain", "x-test-role": "officer", "origin": "null",
         "sec-fetch-site": "same-origin"})
     assert r.status_code == 422, r.text
+
+
+def test_an_oversized_form_is_refused_before_it_is_read(console: Console) -> None:
+    from api.console.forms import MAX_FORM
+    before = console.runtime.ledger.size()
+    r = console.post_form("/console/rules", {"source": "x" * (MAX_FORM + 1)})
+    assert r.status_code == 413 and "form over" in r.text
+    assert console.runtime.ledger.size() == before
+
+
+def test_a_missing_signing_key_is_a_503_that_names_no_path(console: Console) -> None:
+    key = console.settings.key_file
+    key.rename(key.with_suffix(".moved"))
+    window = {"from": "2026-01-01T00:00:00Z", "to": "2099-01-01T00:00:00Z"}
+    r = console.client.post("/v1/exports", json=window, headers={"x-test-role": "officer"})
+    assert r.status_code == 503, r.text
+    assert r.json()["type"] == "urn:sealtrail:problem:signing_key_unavailable"
+    assert str(key.parent) not in r.text
+
+
+def test_static_assets_carry_the_pages_security_headers(console: Console) -> None:
+    r = console.get("/console/static/proof.js")
+    assert r.status_code == 200
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert "default-src 'none'" in r.headers["content-security-policy"]
