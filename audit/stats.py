@@ -239,7 +239,9 @@ def _bin_sql(conn: Connection) -> str:
     # CAST rounds on PostgreSQL and truncates on SQLite: floor() where the dialect has it
     scaled = f"score * {SCORE_BINS}"
     whole = f"floor({scaled})" if conn.dialect.name == "postgresql" else scaled
-    return (f"CASE WHEN score IS NULL THEN -1 WHEN score >= 1 THEN {SCORE_BINS - 1} "
+    # NaN is unscored on both dialects: SQLite stores it as NULL; PostgreSQL sorts it above every
+    # number, so it fails "score <= 1" (and would otherwise land in the top bin)
+    return (f"CASE WHEN score IS NULL OR NOT (score <= 1) THEN -1 WHEN score >= 1 THEN {SCORE_BINS - 1} "
             f"WHEN score <= 0 THEN 0 ELSE CAST({whole} AS INTEGER) END")
 
 

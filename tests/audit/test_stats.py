@@ -224,3 +224,21 @@ def test_percentiles_are_nearest_rank() -> None:
     values = list(range(1, 101))
     assert percentiles(values[::-1]) == (50, 90, 99, 100)
     assert percentiles([1, 2, 3]) == (2, 3, 3, 3)
+
+
+def test_a_nan_score_counts_as_unscored_on_each_dialect(db: Db, signer: NoteSigner) -> None:
+    # PostgreSQL sorts NaN above every number: without care it would land in the top bin
+    from audit.trace_index import traces
+    engine = make_ledger(db, signer).engine
+    row = {"trace_id": "", "recorded_at": "", "event_at": at(-5), "decision": "HOLD", "fail_safe": None,
+           "fired": "", "principal_fp": "0" * 64, "principal_subject": "CN=x", "ruleset_id": "aml_core",
+           "ruleset_version": "1", "module_sha256": "0" * 64}
+    with engine.begin() as conn:
+        conn.execute(traces.insert(), [
+            {**row, "seq": 1, "trace_id": f"00000000-0000-7000-8000-{1:012d}", "recorded_at": at(-5),
+             "score": float("nan")},
+            {**row, "seq": 2, "trace_id": f"00000000-0000-7000-8000-{2:012d}", "recorded_at": at(-4),
+             "score": 0.52}])
+    got = overview(engine, window(engine, now=T0, span=timedelta(hours=1)))
+    assert got.total == 2 and got.scores.unscored == 1
+    assert got.scores.bins[10] == 1 and sum(got.scores.bins) == 1
