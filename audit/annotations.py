@@ -82,6 +82,9 @@ def _text(value: object, name: str, most: int) -> str:
         raise AnnotationError(name, "must be non-empty text")
     if len(value) > most:
         raise AnnotationError(name, f"is {len(value):,} characters, more than {most:,}")
+    bad = next((c for c in value if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0), None)
+    if bad is not None:  # sealed for years and read by people and parsers: no NUL, escapes or C1 codes
+        raise AnnotationError(name, f"holds the control character U+{ord(bad):04X} at {value.index(bad)}")
     return value
 
 

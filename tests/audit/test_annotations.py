@@ -78,6 +78,9 @@ def test_an_annotation_is_sealed_and_listed_with_its_decision(decided: tuple[Led
     ({"note": "   \n"}, "note"),
     ({"note": "x" * 10_001}, "note"),
     ({"note": "lone \ud800 surrogate"}, "note"),
+    ({"note": "nul \x00 inside"}, "note"),
+    ({"note": "an \x1b[31m escape"}, "note"),
+    ({"note": "C1 \x85 next line"}, "note"),
     ({"principal": {"subject": "CN=x"}}, "principal"),
     ({"correction": {"decision": "HOLD", "reason": "r"}}, "correction"),  # only with CORRECTION
     ({"disposition": "CORRECTION"}, "correction"),
@@ -95,6 +98,12 @@ def test_a_bad_annotation_is_refused_naming_the_field_and_nothing_is_written(
         annotate(ledger, tids[0], **given)
     assert info.value.field == field
     assert ledger.size() == size
+
+
+def test_a_note_keeps_its_lines_and_tabs(decided: tuple[Ledger, list[str]]) -> None:
+    ledger, tids = decided
+    r = annotate(ledger, tids[0], principal=OFFICER, disposition="NOTE", note="line one\n\tline two")
+    assert r.seq == ledger.size() - 1
 
 
 def test_only_existing_decisions_can_be_annotated(decided: tuple[Ledger, list[str]]) -> None:
