@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from api.access import may
-from api.auth import Caller
+from api.auth import Authenticator, AuthError, Caller
 from api.deps import authorize
 
 __all__ = ["CSP", "NAV", "NavItem", "page_caller", "render", "render_error"]
@@ -71,8 +71,17 @@ def render(request: Request, template: str, caller: Caller | None, status: int =
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 
+def _caller_or_none(request: Request) -> Caller | None:
+    """The caller for the error page's navigation, if there is one (there is none on a 401)."""
+    try:
+        auth: Authenticator = request.app.state.auth
+        return auth.caller(request.scope, request.headers)
+    except (AuthError, AttributeError):
+        return None
+
+
 def render_error(request: Request, status: int, title: str, detail: str,
                  errors: list[dict[str, str]] | None = None) -> HTMLResponse:
-    """An error as a console page (no caller context: it may be the reason for the error)."""
-    return render(request, "error.html", None, status, title=title, detail=detail, errors=errors or [],
-                  status_code=status)
+    """An error as a console page, with the navigation the caller may use (none if unauthenticated)."""
+    return render(request, "error.html", _caller_or_none(request), status, title=title, detail=detail,
+                  errors=errors or [], status_code=status)

@@ -20,13 +20,14 @@ from sqlalchemy import Engine, select
 from api.auth import Caller
 from audit import governance as gov
 from ledger import store
-from wasm_rules import Sandbox
+from wasm_rules import RuleError, Sandbox
 from wasm_rules.cases import check_cases, parse_cases, rows_of
 
 __all__ = ["PACKS", "Approval", "CaseRow", "CaseRun", "approval", "compile_errors", "file_line",
            "recorded_body", "run_cases", "shipped_cases"]
 
 PACKS = Path(gov.DEFAULT_PACK).parent
+MAX_CASES = 10_000  # a run is a page view's work: bounded
 _WHEN = re.compile(r"\s*when\s*=\s*(\"\"\"|''')?\s*$")
 
 
@@ -144,6 +145,8 @@ def run_cases(module: bytes, text: str, recorded_sha256: str | None) -> CaseRun:
     with Sandbox() as sb, sb.load(module) as mod:
         m = mod.manifest
         cases = parse_cases(text, m.features, {r.id for r in m.rules})
+        if len(cases) > MAX_CASES:
+            raise RuleError(f"{len(cases):,} cases; the console runs at most {MAX_CASES:,} at a time")
         results = check_cases(cases, mod.evaluate(rows_of(cases, m.features)), m)
     rows = tuple(CaseRow(r.case.line, r.case.name, r.ok, r.case.decision, r.decision,
                          tuple(sorted(r.case.fired)), tuple(sorted(r.fired)), r.explain()) for r in results)

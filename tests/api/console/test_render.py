@@ -19,6 +19,11 @@ def test_unknown_console_page_is_an_html_404(console: Console) -> None:
     assert "script-src 'self'" in r.headers["content-security-policy"]
 
 
+def test_an_error_page_keeps_the_navigation_the_caller_may_use(console: Console) -> None:
+    page = console.get("/console/no-such-page", role="approver").text
+    assert 'href="/console/rules"' in page and 'href="/console/search"' not in page  # approver's own
+
+
 def test_api_errors_stay_problem_json(console: Console) -> None:
     r = console.get("/v1/traces/not-a-trace")
     assert r.headers["content-type"].startswith("application/problem+json")

@@ -284,6 +284,15 @@ def test_a_cases_file_that_does_not_parse_is_refused_inline(console: Console) ->
     assert size(console) == before
 
 
+def test_too_many_cases_at_once_are_refused_inline(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.console import rules_data
+    lines = [line for line in CASES.splitlines() if line.strip()]
+    monkeypatch.setattr(rules_data, "MAX_CASES", len(lines) - 1)
+    r = console.post_form(page_url(BOOT) + "/cases", {"cases": CASES})
+    assert r.status_code == 422
+    assert f"at most {len(lines) - 1:,}" in dom(r.text).one(id="cases-error").text()
+
+
 # -- roles and unknown rulesets ------------------------------------------------------------------
 
 
