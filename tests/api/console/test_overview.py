@@ -7,11 +7,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from api.certs import role_uri
 from api.console import overview
+from api.roles import ROLES, role_map_toml
 from tests.api.console.conftest import Console
+from tests.api.test_fail_closed import in_process
+from tests.conftest import Db
 from wasm_rules import OUTCOMES
 
 CHARTS = ("chart-outcomes", "chart-rules", "chart-scores", "chart-latency")
@@ -112,3 +117,15 @@ def test_a_bad_window_is_refused_naming_its_field(console: Console, params: dict
     if field != "span":
         assert f'value="{params[field]}"' in r.text  # what was typed is kept
     assert "chart-outcomes" not in r.text
+
+
+def test_a_certificate_with_no_role_gets_the_403_page_not_a_redirect(sqlite_db: Db, tmp_path: Path) -> None:
+    roles = tmp_path / "roles-without-regulator.toml"  # the regulator's certificate maps to no role
+    roles.write_text(role_map_toml([("san_uri", role_uri(r), [r]) for r in ROLES if r != "regulator"]),
+                     encoding="utf-8")
+    with in_process(sqlite_db, tmp_path, roles_file=roles) as (client, _, _s):
+        r = client.get("/console", headers={"x-test-role": "regulator"}, follow_redirects=False)
+        assert r.status_code == 403 and r.headers["content-type"].startswith("text/html")
+        assert "roles: none" in r.text
+        assert client.get("/console", headers={"x-test-role": "approver"},
+                          follow_redirects=False).headers["location"] == "/console/ledger"
