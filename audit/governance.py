@@ -215,6 +215,20 @@ class Governance:
             return None  # another replica bootstrapped meanwhile
         return self.get(rid)
 
+    def proposal(self, ruleset: str) -> dict[str, Any]:
+        """The body of the ruleset's proposal (or bootstrap) record: its TOML source, description,
+        module and cases summary, as sealed; read by the seq its view names."""
+        view = self.get(ruleset)
+        e = store.entries
+        with self.ledger.engine.connect() as conn:
+            raw = conn.execute(select(e.c.record).where(e.c.seq == view.proposed.seq)).scalar()
+        if raw is None:
+            raise GovernanceRecordError(f"ledger entry {view.proposed.seq} ({view.id}) is missing")
+        body: dict[str, Any] = orjson.loads(bytes(raw))["record"]
+        if body.get("id") != view.id:
+            raise GovernanceRecordError(f"ledger entry {view.proposed.seq} is not the proposal of {view.id}")
+        return body
+
     def module_bytes(self, ruleset: str) -> bytes:
         """The compiled module recorded with the proposal, checked against its SHA-256."""
         with self.ledger.engine.connect() as conn:

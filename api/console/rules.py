@@ -22,7 +22,6 @@ from api.console.rules_data import (
     CaseRun,
     approval,
     compile_errors,
-    recorded_body,
     run_cases,
     shipped_cases,
 )
@@ -72,7 +71,7 @@ def _prefill(rt: Runtime) -> tuple[str, str]:
     """(source, where it came from): the active ruleset's recorded TOML, else the shipped pack."""
     active = rt.governance.active()
     if active is not None:
-        source = recorded_body(rt.engine, active).get("source")
+        source = rt.governance.proposal(active.id).get("source")
         if isinstance(source, str) and source:
             return source, (f"the source of the active ruleset {active.id}, as recorded in the ledger "
                             f"(entry {active.proposed.seq}); give it a new version before proposing it")
@@ -124,7 +123,7 @@ def _show(request: Request, rt: Runtime, ruleset: str, status: int = 200, *, cas
           run: CaseRun | None = None, cases_error: str | None = None) -> Response:
     caller = page_caller(request, "rulesets.list")
     view = rt.governance.get(ruleset)
-    body = recorded_body(rt.engine, view)
+    body = rt.governance.proposal(view.id)
     shipped = shipped_cases(view)
     if cases_text is None:
         cases_text = shipped[1] if shipped is not None else ""

@@ -14,34 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-from sqlalchemy import Engine, select
-
 from api.auth import Caller
 from audit import governance as gov
-from ledger import store
 from wasm_rules import RuleError, Sandbox
 from wasm_rules.cases import check_cases, parse_cases, rows_of
 
 __all__ = ["PACKS", "Approval", "CaseRow", "CaseRun", "approval", "compile_errors", "file_line",
-           "recorded_body", "run_cases", "shipped_cases"]
+           "run_cases", "shipped_cases"]
 
 PACKS = Path(gov.DEFAULT_PACK).parent
 MAX_CASES = 10_000  # a run is a page view's work: bounded
 _WHEN = re.compile(r"\s*when\s*=\s*(\"\"\"|''')?\s*$")
-
-
-def recorded_body(engine: Engine, view: gov.RulesetView) -> dict[str, Any]:
-    """The body of the ruleset's proposal (or bootstrap) record: source, description, module."""
-    e = store.entries
-    with engine.connect() as conn:
-        raw = conn.execute(select(e.c.record).where(e.c.seq == view.proposed.seq)).scalar()
-    if raw is None:
-        raise gov.GovernanceRecordError(f"ledger entry {view.proposed.seq} ({view.id}) is missing")
-    body: dict[str, Any] = orjson.loads(bytes(raw))["record"]
-    if body.get("id") != view.id:
-        raise gov.GovernanceRecordError(f"ledger entry {view.proposed.seq} is not the proposal of {view.id}")
-    return body
 
 
 def shipped_cases(view: gov.RulesetView) -> tuple[str, str] | None:

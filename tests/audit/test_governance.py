@@ -244,6 +244,18 @@ def test_module_bytes_round_trip_to_the_proposals_sha(gov: Governance, ledger: L
         gov.module_bytes("nope@1")
 
 
+def test_proposal_gives_back_the_sealed_source_for_proposed_and_bootstrapped(gov: Governance) -> None:
+    boot = gov.bootstrap_default(principal=OPERATOR)
+    assert boot is not None
+    assert gov.proposal(boot.id)["source"] == PACK_TEXT
+    text = pack("2027.12.0")
+    p = gov.propose(text, OFFICER, comment="tighter")
+    body = gov.proposal(p.id)
+    assert body["source"] == text and body["module_sha256"] == p.module_sha256 and body["id"] == p.id
+    with pytest.raises(UnknownRulesetError):
+        gov.proposal("nope@1")
+
+
 def test_bootstrap_happens_once(gov: Governance, ledger: Ledger) -> None:
     first = gov.bootstrap_default(principal=OPERATOR)
     assert first is not None
