@@ -17,11 +17,12 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from api.auth import Caller
-from api.console.forms import read_form
+from api.console.forms import form_time, read_form
 from api.console.render import page_caller, render
 from api.deps import RuntimeDep
 from api.runtime import Runtime
 from audit.export import ExportError, ExportFilterError, ExportFilters, create_bundle, list_exports, uuid7
+from audit.queries import QueryError
 from ledger.keys import load_signer
 from ledger.records import now_utc
 from wasm_rules import OUTCOMES
@@ -44,15 +45,15 @@ def default_range(now: datetime) -> dict[str, str]:
 
 
 def _utc(text: str, name: str) -> datetime:
-    """An ISO 8601 time; one without an offset (as a date-time picker sends) is read as UTC."""
+    """``form_time`` for a required bound, refused in the bundle's terms."""
     if not text:
         raise ExportFilterError(name, "is required (ISO 8601, e.g. 2026-12-02T11:22:18Z)")
     try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        raise ExportFilterError(name, f"{text!r} is not an ISO 8601 time (e.g. 2026-12-02T11:22:18Z)"
-                                ) from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+        return form_time(text, name)
+    except ExportFilterError:
+        raise
+    except QueryError as exc:
+        raise ExportFilterError(name, exc.message) from None
 
 
 def filters_of(values: dict[str, str]) -> ExportFilters:

@@ -7,13 +7,15 @@ library parses those.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
 from api.problems import Problem
+from audit.queries import QueryError
 
-__all__ = ["MAX_FORM", "read_form"]
+__all__ = ["MAX_FORM", "form_time", "read_form"]
 
 MAX_FORM = 4 << 20  # a ruleset's TOML (1 MiB max) and its cases, percent-encoded
 
@@ -41,3 +43,14 @@ async def read_form(request: Request) -> dict[str, str]:
         raise Problem(422, "invalid_request", f"form body: {exc}",
                       [{"field": "body", "message": str(exc)}]) from exc
     return {k: v.replace("\r\n", "\n") for k, v in pairs}
+
+
+def form_time(text: str, name: str) -> datetime:
+    """A form's ISO 8601 time; one without an offset (as ``datetime-local`` sends) is read as UTC.
+    ``QueryError`` naming ``name`` if it is no time."""
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise QueryError(name, f"{text!r} is not an ISO 8601 time (e.g. 2026-12-03T09:30 or "
+                               "2026-12-03T09:30:00Z)") from None
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at

@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 
 from api.auth import AuthError, Caller
 from api.console import charts
+from api.console.forms import form_time
 from api.console.render import page_caller, render
 from api.runtime import Runtime
 from audit import stats
@@ -54,15 +55,14 @@ class WindowForm:
 
 
 def _utc(text: str, name: str, errors: dict[str, str]) -> datetime | None:
-    """An ISO 8601 time; one without an offset (``datetime-local``) is read as UTC."""
+    """``form_time``, its refusal collected in ``errors``; None when empty or refused."""
     if not text:
         return None
     try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        errors[name] = f"{text!r} is not an ISO 8601 time (e.g. 2026-12-03T09:30 or 2026-12-03T09:30:00Z)"
+        return form_time(text, name)
+    except QueryError as exc:
+        errors[name] = exc.message
         return None
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
 
 
 def parse_window(params: dict[str, str]) -> WindowForm:

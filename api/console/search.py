@@ -9,13 +9,13 @@ costs what the first does; nothing counts the table). Times without a UTC offset
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from starlette.responses import HTMLResponse
 
+from api.console.forms import form_time
 from api.console.render import page_caller, render
 from api.runtime import Runtime
 from audit.queries import QueryError, TraceFilter, TracePage, query_traces
@@ -46,16 +46,6 @@ class SearchForm:
         return urlencode({**{k: v for k, v in self.values.items() if v}, **extra})
 
 
-def _utc(text: str, name: str) -> datetime:
-    """An ISO 8601 time; one without an offset (``datetime-local``) is taken as UTC."""
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        raise QueryError(name, f"{text!r} is not an ISO 8601 time (e.g. 2026-12-03T09:30 or "
-                               "2026-12-03T09:30:00Z)") from None
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
-
-
 def _number(text: str, name: str) -> float:
     try:
         return float(text)
@@ -73,7 +63,7 @@ def _integer(text: str, name: str) -> int:
 def _argument(name: str, text: str) -> Any:
     """The TraceFilter value of one non-empty form field; ``QueryError`` if it cannot be one."""
     if name in ("since", "until"):
-        return _utc(text, name)
+        return form_time(text, name)
     if name in ("score_min", "score_max"):
         return _number(text, name)
     if name == "limit":
