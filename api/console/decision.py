@@ -87,10 +87,10 @@ def _latencies(body: dict[str, Any]) -> list[tuple[str, int]]:
     return [(s, lat[s]) for s in order if isinstance(lat[s], int)]
 
 
-def _vkey(rt: Runtime) -> str | None:
-    """The key the browser checks the checkpoint against: the pinned one, else the ledger's own."""
-    keys = ops.trusted_keys(rt.settings, [])
-    return keys[0].vkey if keys else None
+def _vkey(rt: Runtime) -> str:
+    """The key the browser checks the checkpoint against: the pinned one, else the ledger's active
+    key (from the open ledger: a page view does not read the private key file)."""
+    return rt.settings.trusted_key or rt.ledger.active_vkey
 
 
 def _proof(rt: Runtime, detail: TraceDetail, payload: Payload) -> tuple[dict[str, Any] | None, str | None]:
