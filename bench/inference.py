@@ -18,6 +18,7 @@ if not __package__:  # keep the same entry point as the other benchmarks
     sys.exit("run it as a module from the repository root: python -m bench.inference")
 
 import argparse
+import functools
 import gc
 import statistics
 import threading
@@ -34,7 +35,7 @@ from bench.report import Row, format_table, percentile, verdict, write_json
 from inference.backends import load_backend
 from inference.batcher import Batcher, Priority
 from inference.features import FeatureExtractor
-from inference.model_files import ModelFiles
+from inference.model import ModelFiles
 from inference.simulate import SimConfig, simulate
 
 TARGETS = {"features": 50_000.0, "numpy_1024": 1_000_000.0, "batcher_idle_p99_ms": 0.2}
@@ -60,7 +61,7 @@ def bench_features(n: int, passes: int) -> dict[str, Any]:
     rows = np.empty(0)
     for _ in range(passes):
         for sink, state in ((rates, None), (static, _NoVelocity())):
-            fe = FeatureExtractor(state=state)  # type: ignore[arg-type]
+            fe = FeatureExtractor(state=state)  # type: ignore[arg-type]  # _NoVelocity: a stand-in the extractor accepts
             t0 = time.perf_counter()
             for i in range(0, len(txs), 1024):
                 rows = fe.extract(txs[i:i + 1024], ats[i:i + 1024])
@@ -87,7 +88,7 @@ def bench_models(rows: np.ndarray, model: ModelFiles, seconds: float) -> dict[st
         for batch in (1, 64, 1024):
             x = rows[:batch]
             backend.predict(x)  # warm
-            lat = _time_calls(lambda x=x, b=backend: b.predict(x), seconds)  # type: ignore[misc]
+            lat = _time_calls(functools.partial(backend.predict, x), seconds)
             out[f"{name}_{batch}"] = {"rows_per_s": batch * len(lat) / sum(lat),
                                       "p50_us": percentile(lat, 50) * 1e6,
                                       "p99_us": percentile(lat, 99) * 1e6}
@@ -102,7 +103,8 @@ def bench_batcher_idle(rows: np.ndarray, model: ModelFiles, n: int) -> dict[str,
     backend = load_backend("numpy", model.weights_path)
 
     def process(batch: list[int]) -> list[float]:
-        return backend.predict(rows[batch]).tolist()  # type: ignore[no-any-return]
+        scores: list[float] = backend.predict(rows[batch]).tolist()
+        return scores
 
     direct = []
     for i in range(n):
@@ -129,7 +131,8 @@ def bench_batcher_load(rows: np.ndarray, model: ModelFiles, rate: float, seconds
 
     def process(batch: list[int]) -> list[float]:
         sizes.append(len(batch))
-        return backend.predict(rows[batch]).tolist()  # type: ignore[no-any-return]
+        scores: list[float] = backend.predict(rows[batch]).tolist()
+        return scores
 
     n = int(rate * seconds)
     done = [0.0] * n

@@ -1,11 +1,11 @@
-"""The risk model: a small MLP over a feature row; here its maths, the reference every form follows.
+"""The risk model: a small MLP over a feature row, its maths and its file forms, which must agree.
 
-One model, three forms that must agree: the frozen ``MlpModel`` (numpy, the reference the
-replay check trusts; this module), the weights file (``.npz`` with byte-for-byte deterministic
-content; its SHA-256 is the model's identity in every decision record; ``inference.model_npz``)
-and an ONNX graph that computes the same function with operators TensorRT and onnxruntime both
-support (``inference.model_onnx``). This module re-exports both modules' public names, so
-``from inference.model import load_npz, to_onnx_bytes`` is the one import path for all three.
+One model, three forms: the frozen ``MlpModel`` with ``forward`` (numpy, the reference the replay
+check trusts); the weights file (``.npz`` with byte-for-byte deterministic content; its SHA-256 is
+the model's identity in every decision record); and an ONNX graph that computes the same function
+with operators TensorRT and onnxruntime both support. A model directory (``ModelFiles``) holds the
+two files and a card naming both hashes. They are one module because they are one contract
+(format ``sealtrail.mlp/1``): the export embeds the weights file's hash, the card both files'.
 
 The function, for rows ``x`` (float64 in, float64 scores out)::
 
@@ -17,26 +17,44 @@ The function, for rows ``x`` (float64 in, float64 scores out)::
 The clip is part of format ``sealtrail.mlp/1``: it keeps +/-inf and absurd values finite (no
 NaN reaches a score), bounds float32 rounding so that backends agree within 1e-5 even on hostile
 rows (with +/-1000, onnxruntime and numpy drifted 2.6e-5 apart), and keeps FP16 activations in range.
+
+The weights file's bytes depend on the model only: the zip is written field by field (fixed
+times, no compression), and reading it refuses pickles, oversized or unexpected entries and a
+foreign feature schema with a ``ModelError`` that names the problem. The ONNX export uses opset 17
+and fixed producer fields (no release numbers), so its bytes too depend on the model only; ``onnx``
+is imported only when an export is asked for. ``ModelFiles.open`` refuses a directory whose files
+do not match its card, so a swapped file cannot score under the card's name.
 """
 
 from __future__ import annotations
 
-import importlib
+import hashlib
+import io
 import itertools
+import struct
+import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from inference.errors import ModelError
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
 
+if TYPE_CHECKING:  # onnx itself is imported only when an export is asked for
+    import onnx
+
 __all__ = [
-    "FORMAT", "INPUT_NAME", "OUTPUT_NAME", "Z_CLIP", "MlpModel", "check_onnx_matches", "check_rows",
-    "forward", "load_npz", "model_npz_bytes", "preprocess", "save_npz", "sha256_file", "sha256_hex",
-    "to_onnx_bytes",
+    "CARD_FORMAT", "CARD_NAME", "FORMAT", "INPUT_NAME", "ONNX_NAME", "OUTPUT_NAME", "SHIPPED_MODEL",
+    "WEIGHTS_NAME", "Z_CLIP", "MlpModel", "ModelFiles", "check_onnx_matches", "check_rows", "forward",
+    "load_npz", "model_npz_bytes", "preprocess", "save_npz", "sha256_file", "sha256_hex",
+    "shipped_model_dir", "to_onnx_bytes",
 ]
 
 FORMAT = "sealtrail.mlp/1"
@@ -45,6 +63,8 @@ Z_CLIP = 100.0  # standardised values beyond +/-100 standard deviations are clip
 Floats = npt.NDArray[np.float32]
 Layer = tuple[Floats, Floats]
 
+
+# ---------------------------------------------------------------- the model
 
 def _frozen(arr: np.ndarray[Any, Any]) -> Any:
     """A private, read-only, C-contiguous copy (the model is immutable, its arrays too)."""
@@ -202,33 +222,314 @@ def forward(model: MlpModel, rows: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return logit[:, 0].astype(np.float64)
 
 
-# ---------------------------------------------------------------- the other two forms, re-exported
-#
-# inference.model_npz and inference.model_onnx import the maths above, so importing them here at
-# load time would be an import cycle, and one that breaks by entry point: a program whose first
-# import is ``inference.model_npz`` would run this module to the end, where
-# ``from inference.model_npz import load_npz`` meets a half-initialised module and fails. So the
-# dependency runs one way at load time (model_npz, model_onnx -> model) and their public names
-# resolve here on first access (PEP 562 ``__getattr__``), when every module involved is complete.
-# Type checkers read the imports under TYPE_CHECKING instead. tests/inference/test_model.py checks
-# that every public name of both modules resolves here, whichever module is imported first.
+# ---------------------------------------------------------------- the weights file (.npz)
 
-_REEXPORTS: dict[str, tuple[str, ...]] = {
-    "inference.model_npz": ("load_npz", "model_npz_bytes", "save_npz", "sha256_file", "sha256_hex"),
-    "inference.model_onnx": ("INPUT_NAME", "OUTPUT_NAME", "check_onnx_matches", "to_onnx_bytes"),
-}
+MAX_ENTRY_BYTES = 64 << 20  # a weights file is kilobytes; refuse anything that inflates past this
+F32 = np.dtype("<f4")  # every float array in the file: little-endian float32
 
-if TYPE_CHECKING:
-    from inference.model_npz import load_npz, model_npz_bytes, save_npz, sha256_file, sha256_hex
-    from inference.model_onnx import INPUT_NAME, OUTPUT_NAME, check_onnx_matches, to_onnx_bytes
-else:
-    def __getattr__(name: str) -> object:
-        for module, names in _REEXPORTS.items():
-            if name in names:
-                value = getattr(importlib.import_module(module), name)
-                globals()[name] = value  # later lookups find it without coming here
-                return value
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+def sha256_hex(data: bytes) -> str:
+    """Lower-case hex SHA-256, the form records carry."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    """SHA-256 of a file's bytes: for a weights file, the model's identity."""
+    return sha256_hex(Path(path).read_bytes())
+
+
+def _entries(model: MlpModel) -> list[tuple[str, np.ndarray[Any, Any]]]:
+    names = model.feature_names
+    out: list[tuple[str, np.ndarray[Any, Any]]] = [
+        ("format", np.array(FORMAT, dtype=f"<U{len(FORMAT)}")),
+        ("feature_schema", np.array(model.feature_schema, dtype=f"<U{len(model.feature_schema)}")),
+        ("feature_names", np.array(names, dtype=f"<U{max(map(len, names))}")),
+        ("log_mask", model.log_mask.astype("|b1")),
+        ("mean", model.mean.astype(F32)),
+        ("scale", model.scale.astype(F32)),
+    ]
+    for i, (w, b) in enumerate(model.layers):
+        out += [(f"W{i}", w.astype(F32)), (f"b{i}", b.astype(F32))]
+    return out
+
+
+_DOS_DATE, _DOS_TIME = (1 << 5) | 1, 0  # 1980-01-01 00:00:00, the earliest a zip can say
+_MADE_BY, _NEEDED = (3 << 8) | 20, 20  # Unix, zip 2.0
+_EXT_ATTR = 0o100644 << 16
+
+
+def _zip_stored(files: Sequence[tuple[str, bytes]]) -> bytes:
+    """A zip of uncompressed entries, written field by field so its bytes never vary."""
+    body, central = bytearray(), bytearray()
+    for name, data in files:
+        raw, crc, size, offset = name.encode("ascii"), zlib.crc32(data), len(data), len(body)
+        body += struct.pack("<IHHHHHIIIHH", 0x04034B50, _NEEDED, 0, 0, _DOS_TIME, _DOS_DATE,
+                            crc, size, size, len(raw), 0) + raw + data
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, _MADE_BY, _NEEDED, 0, 0, _DOS_TIME,
+                               _DOS_DATE, crc, size, size, len(raw), 0, 0, 0, 0, _EXT_ATTR, offset) + raw
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(files), len(files), len(central), len(body), 0)
+    return bytes(body + central + end)
+
+
+def model_npz_bytes(model: MlpModel) -> bytes:
+    """The weights file's bytes: an ``.npz`` (np.load reads it) whose bytes depend on the model only."""
+    files = []
+    for name, arr in _entries(model):
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, arr, version=(1, 0), allow_pickle=False)
+        files.append((f"{name}.npy", buf.getvalue()))
+    return _zip_stored(files)
+
+
+def save_npz(model: MlpModel, path: str | Path) -> str:
+    """Write the weights file; returns its SHA-256 (the model's identity)."""
+    data = model_npz_bytes(model)
+    Path(path).write_bytes(data)
+    return sha256_hex(data)
+
+
+def _read_arrays(data: bytes) -> dict[str, np.ndarray[Any, Any]]:
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise ModelError(f"weights file is not a readable npz (zip): {e}") from None
+    arrays: dict[str, np.ndarray[Any, Any]] = {}
+    for info in infos:
+        key = info.filename.removesuffix(".npy")
+        if key == info.filename or key in arrays:
+            raise ModelError(f"weights file holds an unexpected or repeated entry {info.filename!r}")
+        if info.file_size > MAX_ENTRY_BYTES:
+            raise ModelError(f"array {key!r} is implausibly large ({info.file_size} bytes)")
+        try:
+            arrays[key] = np.lib.format.read_array(io.BytesIO(zf.read(info)), allow_pickle=False)
+        except ValueError as e:
+            if "allow_pickle" in str(e):
+                raise ModelError(f"array {key!r} is an object (pickle) array; refused") from None
+            raise ModelError(f"array {key!r} is not a readable .npy: {e}") from None
+        # zipfile raises NotImplementedError for a compression method it does not support
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as e:
+            raise ModelError(f"array {key!r} is not a readable .npy: {e}") from None
+    return arrays
+
+
+def _text(arrays: dict[str, np.ndarray[Any, Any]], name: str, ndim: int) -> np.ndarray[Any, Any]:
+    arr = arrays[name]
+    if arr.dtype.kind != "U" or arr.ndim != ndim:
+        raise ModelError(f"array {name!r} must be a {ndim}-d unicode array; got {arr.dtype} {arr.shape}")
+    return arr
+
+
+def _typed(arrays: dict[str, np.ndarray[Any, Any]], name: str, dtype: np.dtype[Any]) -> Any:
+    arr = arrays[name]
+    if arr.dtype != dtype:
+        raise ModelError(f"array {name!r} must be {dtype} ({dtype.str}); got {arr.dtype} ({arr.dtype.str})")
+    return arr.astype(dtype.newbyteorder("="))
+
+
+def load_npz(source: str | Path | bytes, *, expect_schema: bool = True) -> MlpModel:
+    """Parse a weights file (path or bytes); ModelError names whatever is missing or malformed.
+
+    With ``expect_schema`` (the default) the model must read this build's feature schema.
+    """
+    if isinstance(source, bytes):
+        data = source
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as e:
+            raise ModelError(f"cannot read weights file {source}: {e.strerror or e}") from None
+    arrays = _read_arrays(data)
+    if "format" not in arrays:
+        raise ModelError("missing array 'format' (not a sealtrail model file)")
+    fmt = str(_text(arrays, "format", 0)[()])
+    if fmt != FORMAT:
+        raise ModelError(f"unknown model format {fmt!r}; this build reads {FORMAT!r}")
+    n_layers = 0
+    while f"W{n_layers}" in arrays:
+        n_layers += 1
+    layer_names = [f"{p}{i}" for i in range(n_layers) for p in ("W", "b")]
+    required = ["format", "feature_schema", "feature_names", "log_mask", "mean", "scale", *layer_names]
+    for name in required:
+        if name not in arrays:
+            raise ModelError(f"missing array {name!r}")
+    if extra := sorted(set(arrays) - set(required)):
+        raise ModelError(f"unexpected array(s) {', '.join(map(repr, extra))}")
+    model = MlpModel(
+        feature_schema=str(_text(arrays, "feature_schema", 0)[()]),
+        feature_names=tuple(str(s) for s in _text(arrays, "feature_names", 1)),
+        log_mask=_typed(arrays, "log_mask", np.dtype("|b1")),
+        mean=_typed(arrays, "mean", F32),
+        scale=_typed(arrays, "scale", F32),
+        layers=tuple((_typed(arrays, f"W{i}", F32), _typed(arrays, f"b{i}", F32)) for i in range(n_layers)),
+    )
+    if expect_schema:
+        _check_schema(model)
+    return model
+
+
+def _check_schema(model: MlpModel) -> None:
+    if model.feature_schema != FEATURE_SCHEMA:
+        raise ModelError(f"model reads feature schema {model.feature_schema!r}; "
+                         f"this build computes {FEATURE_SCHEMA!r}")
+    if model.feature_names != FEATURE_NAMES:
+        if model.n_features != len(FEATURE_NAMES):
+            raise ModelError(f"model reads {model.n_features} features; "
+                             f"schema {FEATURE_SCHEMA} has {len(FEATURE_NAMES)}")
+        i = next(i for i, (a, b) in enumerate(zip(model.feature_names, FEATURE_NAMES, strict=True)) if a != b)
+        raise ModelError(f"feature {i} is {model.feature_names[i]!r} in the model, "
+                         f"{FEATURE_NAMES[i]!r} in schema {FEATURE_SCHEMA}")
+
+
+# ---------------------------------------------------------------- the ONNX export
+
+INPUT_NAME, OUTPUT_NAME = "features", "score"
+ONNX_OPSET, ONNX_IR_VERSION = 17, 8
+ONNX_PRODUCER, ONNX_PRODUCER_VERSION = "sealtrail", FORMAT  # fixed: bytes must not follow releases
+
+
+def _onnx_model(model: MlpModel) -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+
+    def const(name: str, value: np.ndarray[Any, Any]) -> onnx.TensorProto:
+        return numpy_helper.from_array(value, name)
+
+    f32 = np.float32
+    inits = [const("zero", np.array(0, f32)), const("one", np.array(1, f32)),
+             const("log_mask", model.log_mask.astype(bool)), const("mean", model.mean),
+             const("scale", model.scale), const("z_min", np.array(-Z_CLIP, f32)),
+             const("z_max", np.array(Z_CLIP, f32))]
+    node = helper.make_node
+    nodes = [
+        node("IsNaN", [INPUT_NAME], ["missing"], name="find_missing"),
+        node("Where", ["missing", "zero", INPUT_NAME], ["filled"], name="fill_missing"),
+        node("Relu", ["filled"], ["nonneg"], name="log_relu"),
+        node("Add", ["nonneg", "one"], ["plus_one"], name="log_plus_one"),
+        node("Log", ["plus_one"], ["logged"], name="log"),
+        node("Where", ["log_mask", "logged", "filled"], ["transformed"], name="apply_log_mask"),
+        node("Sub", ["transformed", "mean"], ["centred"], name="centre"),
+        node("Mul", ["centred", "scale"], ["scaled"], name="standardise"),
+        node("Clip", ["scaled", "z_min", "z_max"], ["h"], name="clip"),
+    ]
+    h, last = "h", len(model.layers) - 1
+    for i, (w, b) in enumerate(model.layers):
+        inits += [const(f"W{i}", w), const(f"b{i}", b)]
+        nodes += [node("MatMul", [h, f"W{i}"], [f"matmul{i}"], name=f"matmul{i}"),
+                  node("Add", [f"matmul{i}", f"b{i}"], [f"pre{i}"], name=f"bias{i}")]
+        h = OUTPUT_NAME if i == last else f"h{i}"
+        nodes.append(node("Sigmoid" if i == last else "Relu", [f"pre{i}"], [h], name=f"act{i}"))
+    graph = helper.make_graph(
+        nodes, "sealtrail_mlp",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", model.n_features])],
+        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", 1])],
+        initializer=inits)
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
+                                   ir_version=ONNX_IR_VERSION, producer_name=ONNX_PRODUCER,
+                                   producer_version=ONNX_PRODUCER_VERSION)
+    helper.set_model_props(onnx_model, {
+        "sealtrail.format": FORMAT, "sealtrail.feature_schema": model.feature_schema,
+        "sealtrail.weights_sha256": sha256_hex(model_npz_bytes(model))})
+    return onnx_model
+
+
+def to_onnx_bytes(model: MlpModel) -> bytes:
+    """The model as ONNX (opset 17): input ``features`` [batch, n] float32, output ``score`` [batch, 1].
+
+    Deterministic: the same model gives the same bytes. It names the weights file's SHA-256 in
+    its metadata (``sealtrail.weights_sha256``).
+    """
+    import onnx
+
+    onnx_model = _onnx_model(model)
+    onnx.checker.check_model(onnx_model, full_check=True)
+    data: bytes = onnx_model.SerializeToString()  # protobuf's stubs say Any
+    return data
+
+
+def check_onnx_matches(model: MlpModel, onnx_bytes: bytes) -> None:
+    """Refuse an ONNX file that was not exported from ``model`` (the record names the weights only).
+
+    Equal bytes pass at once; otherwise the parsed graph must equal a fresh export's (so a
+    different onnx or protobuf release that serialises the same graph differently still passes).
+    """
+    expected = to_onnx_bytes(model)
+    if onnx_bytes == expected:
+        return
+    import onnx
+
+    want = sha256_hex(model_npz_bytes(model))
+    try:
+        got = onnx.load_from_string(onnx_bytes)
+    except Exception as e:  # protobuf raises its own DecodeError and friends
+        raise ModelError(f"ONNX file is not a readable ONNX model: {e}") from None
+    props = {p.key: p.value for p in got.metadata_props}
+    named = props.get("sealtrail.weights_sha256")
+    if named != want:
+        raise ModelError(f"ONNX file was exported from weights {named or '(not named)'}, not {want}")
+    ref = onnx.load_from_string(expected)
+    if got.graph != ref.graph or list(got.opset_import) != list(ref.opset_import):
+        raise ModelError(f"ONNX graph differs from the export of weights {want}; re-export it")
+
+
+# ---------------------------------------------------------------- a model directory
+
+WEIGHTS_NAME = "weights.npz"
+ONNX_NAME = "model.onnx"
+CARD_NAME = "card.json"
+CARD_FORMAT = "sealtrail.model-card/1"
+SHIPPED_MODEL = "aml_mlp"
+
+
+def shipped_model_dir() -> Path:
+    """The directory of the model shipped with sealtrail (trained by ``sealtrail model train``)."""
+    return Path(str(resources.files("inference") / "models" / SHIPPED_MODEL))
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model directory: ``weights.npz`` + ``model.onnx`` + ``card.json``, checked together.
+
+    The card names the SHA-256 of both files; ``model_sha256`` (the identity every decision
+    record carries) is the weights file's.
+    """
+
+    directory: Path
+    card: dict[str, Any]
+
+    @property
+    def weights_path(self) -> Path:
+        return self.directory / WEIGHTS_NAME
+
+    @property
+    def onnx_path(self) -> Path:
+        return self.directory / ONNX_NAME
+
+    @property
+    def model_sha256(self) -> str:
+        return str(self.card["model_sha256"])
+
+    @classmethod
+    def open(cls, directory: Path | None = None) -> ModelFiles:
+        """The model in ``directory`` (default: the shipped one), its files checked against its card."""
+        directory = directory if directory is not None else shipped_model_dir()
+        try:
+            card = orjson.loads((directory / CARD_NAME).read_bytes())
+        except FileNotFoundError:
+            raise ModelError(f"no model card {CARD_NAME} in {directory}") from None
+        except orjson.JSONDecodeError as exc:
+            raise ModelError(f"{directory / CARD_NAME} is not JSON: {exc}") from None
+        if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+            raise ModelError(f"{directory / CARD_NAME} is not a {CARD_FORMAT} card")
+        files = card.get("files")
+        if not isinstance(files, dict) or set(files) != {WEIGHTS_NAME, ONNX_NAME}:
+            raise ModelError(f"{directory / CARD_NAME}: 'files' must name {WEIGHTS_NAME} and {ONNX_NAME}")
+        for name, want in sorted(files.items()):
+            try:
+                got = sha256_file(directory / name)
+            except FileNotFoundError:
+                raise ModelError(f"model file {directory / name} is missing") from None
+            if got != want:
+                raise ModelError(f"model file {directory / name} has SHA-256 {got}, its card says {want}")
+        if card.get("model_sha256") != files[WEIGHTS_NAME]:
+            raise ModelError(f"{directory / CARD_NAME}: model_sha256 is not the SHA-256 of {WEIGHTS_NAME}")
+        return cls(directory, card)

@@ -22,8 +22,19 @@ import numpy as np
 import orjson
 
 from inference.features import FeatureExtractor
-from inference.model import Z_CLIP, MlpModel, forward, model_npz_bytes, preprocess, sha256_hex, to_onnx_bytes
-from inference.model_files import CARD_FORMAT, CARD_NAME, ONNX_NAME, WEIGHTS_NAME
+from inference.model import (
+    CARD_FORMAT,
+    CARD_NAME,
+    ONNX_NAME,
+    WEIGHTS_NAME,
+    Z_CLIP,
+    MlpModel,
+    forward,
+    model_npz_bytes,
+    preprocess,
+    sha256_hex,
+    to_onnx_bytes,
+)
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
 from inference.simulate import SimConfig, SimTx, simulate
 

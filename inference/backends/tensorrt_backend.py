@@ -111,7 +111,7 @@ def _make_calibrator(trt: Any, cupy: Any, rows32: npt.NDArray[np.float32], batch
                      cache_path: Path) -> Any:
     """An entropy calibrator (TensorRT's IInt8EntropyCalibrator2) fed ``rows32`` in batches."""
 
-    class _Calibrator(trt.IInt8EntropyCalibrator2):  # type: ignore[misc]
+    class _Calibrator(trt.IInt8EntropyCalibrator2):  # type: ignore[misc]  # tensorrt is untyped: its base is Any
         def __init__(self) -> None:
             trt.IInt8EntropyCalibrator2.__init__(self)
             self.batch, self._next = batch, 0

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from inference.backends import load_backend
 from inference.errors import ModelError
-from inference.model_files import CARD_NAME, ONNX_NAME, WEIGHTS_NAME, ModelFiles, shipped_model_dir
+from inference.model import CARD_NAME, ONNX_NAME, WEIGHTS_NAME, ModelFiles, shipped_model_dir
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
 from inference.simulate import SimConfig, simulate
 from inference.train import TrainConfig, build_rows, recall_at_fpr, roc_auc, train
