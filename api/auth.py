@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from api.roles import RoleMap
 from api.server import TLS_PEER_DER
-from audit.principal import ChainVerifier, Principal, PrincipalError
+from audit.decide.principal import ChainVerifier, Principal
+from audit.errors import PrincipalError
 
 __all__ = ["AuthError", "Authenticator", "Caller", "ProxyTrust", "parse_forwarded_certs"]
 

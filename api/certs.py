@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from api.roles import ROLES, role_map_toml
-from audit.principal import Principal
+from audit.decide.principal import Principal
 
 __all__ = ["DEV_P12_PASSWORD", "ORGANISATION", "DevPki", "IssuedCert", "create_dev_pki", "role_uri"]
 

@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from api.certs import create_dev_pki
 from api.output import JsonOpt, emit, err, out
 from api.roles import RoleMap, RoleMapError
-from audit.principal import Principal, PrincipalError, verify_chain
+from audit.decide.principal import Principal, verify_chain
+from audit.errors import PrincipalError
 
 certs_app = typer.Typer(no_args_is_help=True, help="Development PKI for mutual TLS; inspect certificates.")
 

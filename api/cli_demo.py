@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from api.cli_score import DbOpt, KeysOpt, setup_errors
 from api.output import JsonOpt, emit, err, out
-from audit.pipeline import Decision, Submission
+from audit.decide.types import Decision, Submission
 from inference.simulate import SimConfig, SimTx, simulate
 from wasm_rules import OUTCOMES
 
@@ -143,7 +143,7 @@ def demo(
     from api.certs import create_dev_pki
     from api.cli import fail, guarded, settings
     from api.runtime import Runtime
-    from audit.principal import Principal
+    from audit.decide.principal import Principal
 
     def run() -> None:
         t_start = time.perf_counter()
@@ -243,10 +243,10 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
 def _export_and_verify(s: Any, first_at: str, exports: Path) -> dict[str, Any]:
     """This run's decisions as a regulator bundle, then verified offline with the pinned key."""
     from api import ops
-    from audit.export import create_bundle
-    from audit.export_select import ExportFilters
-    from audit.principal import Principal
-    from audit.verify_bundle import verify_bundle
+    from audit.bundle.verify import verify_bundle
+    from audit.decide.principal import Principal
+    from audit.export.create import create_bundle
+    from audit.export.select import ExportFilters
     from ledger.keys import load_signer
 
     ledger = ops.open_ledger(s)

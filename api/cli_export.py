@@ -18,7 +18,7 @@ import orjson
 import typer
 
 from api.output import JsonOpt, emit, err, out
-from audit.queries import QueryError
+from audit.errors import QueryError
 
 __all__ = ["export_app"]
 
@@ -83,8 +83,9 @@ def export_create(
     annotations, payloads, rules and models, as one bundle an examiner verifies offline."""
     from api import ops
     from api.cli import guarded, settings
-    from audit.export import ExportError, ExportFilterError, ExportFilters, create_bundle
-    from audit.principal import Principal
+    from audit.decide.principal import Principal
+    from audit.errors import ExportError, ExportFilterError
+    from audit.export.create import ExportFilters, create_bundle
     from ledger.keys import load_signer
 
     def run() -> None:

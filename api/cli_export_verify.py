@@ -1,6 +1,6 @@
 """``sealtrail export verify FILE.zip [--trusted-key VKEY]... [--json]``: the examiner's one command.
 
-Offline, no database: ``audit.verify_bundle`` checks signatures, hashes, proofs and replays every
+Offline, no database: ``audit.bundle.verify`` checks signatures, hashes, proofs and replays every
 decision. Exit 0 only when everything holds; 1 for any failure, each named by kind, file, seq and
 trace id; 2 when the file cannot be read as a ZIP or a ``--trusted-key`` is not a verifier key.
 Without a pinned key the bundle's own keys are used and a loud warning goes to stderr (and into
@@ -61,8 +61,8 @@ def export_verify(
 ) -> None:
     """Verify a bundle offline: signatures, file hashes, every record's proof, and a replay of
     every decision. Exit 0 verified, 1 not verified, 2 unreadable file or bad key."""
-    from audit.bundle_errors import BundleError, BundleFailed, BundleUnreadable
-    from audit.verify_bundle import UNPINNED_WARNING, verify_bundle
+    from audit.bundle.verify import UNPINNED_WARNING, verify_bundle
+    from audit.errors import BundleError, BundleFailed, BundleUnreadable
     from ledger import KeyFileError, NoteVerifier
 
     try:

@@ -13,7 +13,7 @@ from api.output import JsonOpt, emit, err, out
 from inference.errors import InferenceError
 from inference.features import FeatureExtractor, features_sha256, row_dict
 from inference.messages import MessageError, Transaction, parse_messages
-from inference.model_files import ModelFiles, shipped_model_dir
+from inference.model import ModelFiles, shipped_model_dir
 from inference.state_store import load_state, save_state
 
 model_app = typer.Typer(no_args_is_help=True, help="Train the risk model and show its card.")

@@ -25,7 +25,7 @@ import orjson
 import typer
 
 from api.output import JsonOpt, emit, err, out
-from audit.pipeline import Decision, Submission
+from audit.decide.types import Decision, Submission
 from inference.batcher import Priority
 from inference.messages import MAX_FILE_BYTES, MessageError, detect_format
 from wasm_rules import OUTCOMES
@@ -41,9 +41,7 @@ KeysOpt = Annotated[Path | None, typer.Option("--keys", help="key directory [env
 
 def setup_errors() -> tuple[type[Exception], ...]:
     """Errors of opening a runtime that are configuration, not input (exit 2)."""
-    from audit.governance import GovernanceError
-    from audit.models_registry import ModelRegistryError
-    from audit.principal import PrincipalError
+    from audit.errors import GovernanceError, ModelRegistryError, PrincipalError
     from inference.errors import InferenceError
     from wasm_rules import RuleError
 
@@ -130,7 +128,7 @@ def score(
     """Decide and seal every transaction in FILE... (offline, as the local operator)."""
     from api.cli import fail, guarded, settings
     from api.runtime import Runtime
-    from audit.principal import Principal
+    from audit.decide.principal import Principal
 
     if fmt not in FORMATS:
         err.print(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", markup=False)

@@ -1,6 +1,6 @@
 """``sealtrail traces query|show``: find sealed decisions and read one in full (read-only).
 
-``query`` pages newest first over the trace index (``audit.queries.query_traces``) and prints
+``query`` pages newest first over the trace index (``audit.query.traces.query_traces``) and prints
 the cursor of the next page; ``show`` reads one trace from the ledger itself: the sealed
 record, the payload's state (its bytes only with ``--payload``) and the annotations that refer
 to it. A refused filter exits 1 naming its option; an unknown trace id exits 1.
@@ -17,7 +17,8 @@ import orjson
 import typer
 
 from api.output import JsonOpt, emit, err, out
-from audit.queries import QueryError, TraceDetail, TraceSummary
+from audit.errors import QueryError
+from audit.query.traces import TraceDetail, TraceSummary
 
 __all__ = ["detail_json", "summary_json", "traces_app"]
 
@@ -77,7 +78,7 @@ def traces_query(
     """Sealed decisions matching every given filter, newest first, one page at a time."""
     from api import ops
     from api.cli import guarded, settings
-    from audit.queries import TraceFilter, query_traces
+    from audit.query.traces import TraceFilter, query_traces
     from ledger import store
 
     def run() -> None:
@@ -136,7 +137,7 @@ def traces_show(
     """One sealed record in full: what was decided, on what, by whom, and what was said since."""
     from api import ops
     from api.cli import guarded, settings
-    from audit.queries import get_trace
+    from audit.query.traces import get_trace
     from ledger import store
     from ledger.errors import EntryNotFoundError
 

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from audit.pipeline import Decision
+from audit.decide.types import Decision
 
 __all__ = ["Metrics"]
 

@@ -17,14 +17,30 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from api.auth import AuthError
-from audit import governance as gov
-from audit.annotations import TraceNotFoundError
-from audit.models_registry import ModelConflictError, ModelRegistryError, UnregisteredModelError
-from audit.queries import QueryError
+from audit.errors import (
+    AuditError,
+    CasesFailedError,
+    DuplicateRulesetError,
+    ExportError,
+    FourEyesError,
+    GovernanceError,
+    GovernanceRecordError,
+    ModelConflictError,
+    ModelRegistryError,
+    ModuleIntegrityError,
+    NoActiveRulesetError,
+    PrincipalError,
+    QueryError,
+    RulesetRefusedError,
+    StateError,
+    TraceNotFoundError,
+    UnknownRulesetError,
+    UnregisteredModelError,
+)
 from ledger import LedgerUnavailableError
 from ledger.errors import EntryNotFoundError, KeyFileError, RefusedError
 
-__all__ = ["PROBLEM_JSON", "Problem", "install_handlers", "problem_response"]
+__all__ = ["PROBLEM_JSON", "Problem", "audit_problem", "install_handlers", "problem_response"]
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger("sealtrail.api")
@@ -61,17 +77,42 @@ def problem_response(status: int, kind: str, detail: str, errors: Sequence[dict[
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-_GOVERNANCE: dict[type[Exception], tuple[int, str]] = {
-    gov.CasesFailedError: (422, "ruleset_cases_failed"),
-    gov.RulesetRefusedError: (422, "ruleset_refused"),
-    gov.DuplicateRulesetError: (409, "ruleset_exists"),
-    gov.UnknownRulesetError: (404, "unknown_ruleset"),
-    gov.StateError: (409, "ruleset_state"),
-    gov.FourEyesError: (403, "four_eyes"),
-    gov.NoActiveRulesetError: (409, "no_active_ruleset"),
-    gov.ModuleIntegrityError: (500, "module_integrity"),
-    gov.GovernanceRecordError: (500, "governance_records_damaged"),
+# The audit layer's whole error tree, in one table: the nearest class in an error's MRO decides.
+_AUDIT: dict[type[AuditError], tuple[int, str]] = {
+    AuditError: (500, "internal"),
+    TraceNotFoundError: (404, "not_found"),
+    QueryError: (422, "invalid_request"),
+    ExportError: (409, "export_unavailable"),
+    ModelRegistryError: (409, "model_registry"),
+    UnregisteredModelError: (409, "model_unregistered"),
+    ModelConflictError: (409, "model_conflict"),
+    GovernanceError: (409, "governance_refused"),
+    CasesFailedError: (422, "ruleset_cases_failed"),
+    RulesetRefusedError: (422, "ruleset_refused"),
+    DuplicateRulesetError: (409, "ruleset_exists"),
+    UnknownRulesetError: (404, "unknown_ruleset"),
+    StateError: (409, "ruleset_state"),
+    FourEyesError: (403, "four_eyes"),
+    NoActiveRulesetError: (409, "no_active_ruleset"),
+    ModuleIntegrityError: (500, "module_integrity"),
+    GovernanceRecordError: (500, "governance_records_damaged"),
+    PrincipalError: (401, "bad_certificate"),
 }
+
+
+def audit_problem(exc: AuditError) -> tuple[int, str, list[dict[str, str]]]:
+    """Status, kind and the fields at fault for any audit error (the one mapping of the tree)."""
+    status, kind = next(_AUDIT[c] for c in type(exc).__mro__ if c in _AUDIT)
+    errors: list[dict[str, str]] = []
+    if isinstance(exc, CasesFailedError):
+        errors = [{"field": f"cases[{f.get('line', '?')}]", "message": str(f)} for f in exc.failures[:50]]
+    elif isinstance(exc, RulesetRefusedError):
+        where = ".".join(p for p in ("source", exc.rule_id and f"rule[{exc.rule_id}]",
+                                     exc.line and f"line {exc.line}") if p)
+        errors = [{"field": where, "message": str(exc)}]
+    elif isinstance(exc, QueryError) and status == 422:
+        errors = [{"field": exc.field, "message": exc.message}]
+    return status, kind, errors
 
 
 def _loc(loc: Sequence[Any]) -> str:
@@ -135,29 +176,11 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors 
     async def _refused(request: Request, exc: RefusedError) -> Response:
         return respond(request, 409, "refused", str(exc))
 
-    @app.exception_handler(QueryError)
-    async def _query(request: Request, exc: QueryError) -> Response:
-        if isinstance(exc, TraceNotFoundError):
-            return respond(request, 404, "not_found", str(exc))
-        return respond(request, 422, "invalid_request", str(exc),
-                       [{"field": exc.field, "message": exc.message}])
-
-    @app.exception_handler(ModelRegistryError)
-    async def _models(request: Request, exc: ModelRegistryError) -> Response:
-        kind = {UnregisteredModelError: "model_unregistered", ModelConflictError: "model_conflict"}.get(
-            type(exc), "model_registry")
-        return respond(request, 409, kind, str(exc))
-
-    @app.exception_handler(gov.GovernanceError)
-    async def _governance(request: Request, exc: gov.GovernanceError) -> Response:
-        status, kind = _GOVERNANCE.get(type(exc), (409, "governance_refused"))
-        errors: list[dict[str, str]] = []
-        if isinstance(exc, gov.CasesFailedError):
-            errors = [{"field": f"cases[{f.get('line', '?')}]", "message": str(f)} for f in exc.failures[:50]]
-        elif isinstance(exc, gov.RulesetRefusedError):
-            where = ".".join(p for p in ("source", exc.rule_id and f"rule[{exc.rule_id}]",
-                                         exc.line and f"line {exc.line}") if p)
-            errors = [{"field": where, "message": str(exc)}]
+    @app.exception_handler(AuditError)
+    async def _audit(request: Request, exc: AuditError) -> Response:
+        status, kind, errors = audit_problem(exc)
+        if status == 500:
+            log.error("audit error: %s", exc)
         return respond(request, status, kind, str(exc), errors)
 
     @app.exception_handler(StarletteHTTPException)

@@ -17,7 +17,7 @@ matcher and the roles it grants::
 
 Matching: a principal gets the union of the roles of **every** entry that matches it; there is
 no precedence and no deny. No match means no roles. Matching assumes the certificate was
-already verified (TLS handshake or :func:`audit.principal.verify_chain`); a local CLI principal
+already verified (TLS handshake or :func:`audit.decide.principal.verify_chain`); a local CLI principal
 (no certificate) matches nothing. Unknown keys, unknown roles, an entry with no or several
 matchers, or an empty role list are refused, naming the entry and field.
 """
@@ -33,7 +33,7 @@ from typing import Any
 
 from cryptography import x509
 
-from audit.principal import Principal
+from audit.decide.principal import Principal
 
 __all__ = ["MATCHERS", "ROLES", "RoleEntry", "RoleMap", "RoleMapError", "normalise_subject", "role_map_toml"]
 

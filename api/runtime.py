@@ -18,17 +18,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from api import ops
 from api.config import Settings
-from audit import velocity_snapshot
-from audit.governance import Governance
-from audit.models_registry import register_model
-from audit.pipeline import Pipeline
-from audit.principal import Principal
-from audit.service import DecisionService
-from audit.trace_index import TraceIndex, catch_up
-from audit.velocity_replay import ReplayReport
+from audit.decide.pipeline import Pipeline
+from audit.decide.principal import Principal
+from audit.decide.service import DecisionService
+from audit.governance.models import register_model
+from audit.governance.service import Governance
+from audit.query.index import TraceIndex, catch_up
+from audit.state import snapshot as velocity_snapshot
+from audit.state.replay import ReplayReport
 from inference.backends import Backend, load_backend
 from inference.features import FeatureExtractor
-from inference.model_files import ModelFiles
+from inference.model import ModelFiles
 from ledger import Ledger, store
 from wasm_rules import Sandbox
 

@@ -22,16 +22,18 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from audit.canonical import CanonicalError, canonical_bytes
-from audit.principal import Principal
-from audit.queries import QueryError
-from audit.record import DECISION_KIND
-from audit.trace_index import ANNOTATION_KIND, write_annotations
+from audit.decide.canonical import CanonicalError, canonical_bytes
+from audit.decide.principal import Principal
+from audit.decide.record import DECISION_KIND
+from audit.errors import AnnotationError, TraceNotFoundError
+from audit.query.index import ANNOTATION_KIND, write_annotations
 from ledger import Ledger, Receipt, Record, store
 from wasm_rules import OUTCOMES
 
-__all__ = ["ANNOTATION_KIND", "ANNOTATION_SCHEMA", "MAX_NOTE", "AnnotationError", "AnnotationReceipt",
-           "Disposition", "TraceNotFoundError", "annotate", "annotation_body"]
+__all__ = [
+    "ANNOTATION_KIND", "ANNOTATION_SCHEMA", "MAX_NOTE", "AnnotationReceipt", "Disposition", "annotate",
+    "annotation_body"
+]
 
 ANNOTATION_SCHEMA = "sealtrail.annotation/1"
 MAX_NOTE = 10_000
@@ -47,14 +49,6 @@ class Disposition(enum.StrEnum):
     CLOSED = "CLOSED"
     CORRECTION = "CORRECTION"  # the outcome should have been another; carries ``correction``
     NOTE = "NOTE"
-
-
-class AnnotationError(QueryError):
-    """An annotation that cannot be written as given; ``field`` names the culprit."""
-
-
-class TraceNotFoundError(AnnotationError):
-    """The trace to annotate does not exist (the API answers 404, not 422)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Seeded decision records (32 features: counts, ratios, amounts, flags and a few missing values;
 a score skewed towards 0, so that some fall in the 1e-6 decade orjson writes differently) are
 encoded by ``rfc8785.dumps`` (the reference), ``orjson.dumps`` with sorted keys (not JCS: the
-unsafe floor) and ``audit.canonical.canonical_bytes``. Every record is first checked to give
+unsafe floor) and ``audit.decide.canonical.canonical_bytes``. Every record is first checked to give
 the reference's bytes, and the share that took the orjson path is printed. A second set holds
 the floats orjson lays out differently (-0.0, 1e16.., 1e-6..) in every record.
 Run from the repository root: ``python -m bench.canonical [--quick] [--json PATH]``.
@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 import rfc8785
 
-from audit.canonical import _fast_path_taken, canonical_bytes
+from audit.decide.canonical import _fast_path_taken, canonical_bytes
 from bench.machine import host_info, probe_ms, version_of
 from bench.report import Row, format_table, write_json
 

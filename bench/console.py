@@ -7,9 +7,9 @@ spread evenly over 40 days, so that a 1 h window holds ~1,000 decisions, 24 h ~2
 30 d ~750,000 (over the 500,000 cap: the newest 500,000 are aggregated). Latencies are read from
 ``ledger_entries``; only the newest 20,000 decisions get an entry there: an envelope of a real
 decision record's shape and size (~1.6 kB) with seeded stage latencies, not a sealed record
-(no valid hashes or tree). No account rows are written. Timed: ``audit.stats.window`` +
+(no valid hashes or tree). No account rows are written. Timed: ``audit.query.stats.window`` +
 ``overview`` for 1 h, 24 h and 30 d windows, against a same-run ``SELECT count(*)`` over the
-same range; ``audit.queries.query_traces`` first and 100th page by cursor (no filter,
+same range; ``audit.query.traces.query_traces`` first and 100th page by cursor (no filter,
 decision, rule), against a primary-key lookup. Run from the repository root:
 ``python -m bench.console [--rows N] [--skip-postgres] [--json PATH]``.
 """
@@ -33,9 +33,9 @@ import orjson
 from sqlalchemy import Engine
 
 import migrations
-from audit import stats
-from audit.queries import TraceFilter, query_traces
-from audit.trace_index import trace_rules, traces
+from audit.query import stats
+from audit.query.index import trace_rules, traces
+from audit.query.traces import TraceFilter, query_traces
 from bench.dbs import backends, connect_postgres, fresh_db, placeholder
 from bench.machine import machine_info, print_machine
 from bench.queries import OUTCOME_WEIGHTS, PRINCIPALS, RULES, timed

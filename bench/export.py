@@ -1,10 +1,10 @@
-"""Benchmark of export bundles: create (and verify, where ``audit.verify_bundle`` exists) at
+"""Benchmark of export bundles: create (and verify, where ``audit.bundle.verify`` exists) at
 100,000 and 1,000,000 decisions, wall time and peak RSS of each, on SQLite.
 
 The ledger is filled fast: the pipeline decides 500 simulated payments (real bodies, real
 governance and model records); then copies of those records, each with its own payload (the
 raw message plus a unique run of JSON white space) and matching ``raw_sha256``/``at``, are
-sealed through ``Ledger.append_many`` in batches of 20,000, and ``audit.trace_index.catch_up``
+sealed through ``Ledger.append_many`` in batches of 20,000, and ``audit.query.index.catch_up``
 indexes them. Create and verify each run in a fresh process (peak RSS is that process's
 ``ru_maxrss``). The same-run baseline re-zips the bundle's own members with ``zipfile`` at
 the same compression level: the ratio is what selecting, proving and hashing cost on top of
@@ -54,10 +54,10 @@ def fill(db: Path, keys: Path, n: int) -> float:
     from api import ops
     from api.config import Settings
     from api.runtime import Runtime
-    from audit.canonical import canonical_bytes
-    from audit.pipeline import Submission
-    from audit.principal import Principal
-    from audit.trace_index import catch_up
+    from audit.decide.canonical import canonical_bytes
+    from audit.decide.principal import Principal
+    from audit.decide.types import Submission
+    from audit.query.index import catch_up
     from inference.simulate import SimConfig, simulate
     from ledger import Record
 
@@ -124,8 +124,8 @@ def child(args: list[str]) -> None:
     if what == "create":
         from api import ops
         from api.config import Settings
-        from audit.export import ExportFilters, create_bundle
-        from audit.principal import Principal
+        from audit.decide.principal import Principal
+        from audit.export.create import ExportFilters, create_bundle
         from ledger.keys import load_signer
 
         s = Settings.model_validate({"db": f"sqlite:///{db}", "keys": Path(keys)})
@@ -134,7 +134,7 @@ def child(args: list[str]) -> None:
                                 ExportFilters.of(FROM, TO), Principal.local("bench"))
         doc = {"records": summary.counts["records"], "bytes": summary.size_bytes}
     elif what == "verify":
-        from audit.verify_bundle import verify_bundle
+        from audit.bundle.verify import verify_bundle
         from ledger.keys import load_signer
 
         verify_bundle(out, [load_signer(Path(keys) / "signing.key").verifier])
@@ -169,7 +169,7 @@ def main() -> None:
         child(a.child)
         return
     sizes = a.sizes or ([100_000] if a.quick else [100_000, 1_000_000])
-    verify = importlib.util.find_spec("audit.verify_bundle") is not None
+    verify = importlib.util.find_spec("audit.bundle.verify") is not None
     h = host_info()
     print(f"CPU:    {h['cpu']} ({h['cores']} cores)\nRAM:    {h['ram_gib']} GiB\nOS:     {h['os']}\n"
           f"Python: {h['python']}\nDB:     SQLite (WAL, synchronous=FULL); compresslevel 1")

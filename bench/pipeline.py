@@ -1,13 +1,13 @@
 """Benchmark of the decision pipeline in process: durable decisions/s, stage by stage.
 
 Seeded simulated payments (JSON messages, parsed before timing) go through
-``audit.pipeline.Pipeline.decide`` in batches: features, the numpy model, one sandboxed call
+``audit.decide.pipeline.Pipeline.decide`` in batches: features, the numpy model, one sandboxed call
 of the default rule pack, decision records (fast RFC 8785), one ledger commit per batch
 (SQLite WAL + synchronous=FULL; PostgreSQL fsync on). The same-run baseline is a plain insert
 of the very record bytes the ledger stored, in the same batches, into a table of the same
 shape: the storage ceiling. Each configuration runs with one caller (batches one after
 another) and with two callers (two threads calling ``decide``, as two batcher workers would:
-one batch's records are built while the one before it commits). With ``audit.trace_index``
+one batch's records are built while the one before it commits). With ``audit.query.index``
 present, batch 1,024 also runs (1 and 2 callers) with its ``TraceIndex`` writing in the sealing
 commit, as the server runs it.
 Run from the repository root:
@@ -34,13 +34,14 @@ from typing import Any
 from sqlalchemy import select
 
 import migrations
-from audit.pipeline import ActiveRules, Pipeline, Submission
+from audit.decide.pipeline import Pipeline
+from audit.decide.types import ActiveRules, Submission
 from bench.baselines import plain_rate, plain_table
 from bench.dbs import backends, connect_postgres, fresh_db
 from bench.machine import host_info, probe_ms
 from bench.report import Row, format_table, verdict, write_json
 from inference.backends import load_backend
-from inference.model_files import ModelFiles
+from inference.model import ModelFiles
 from inference.simulate import SimConfig, simulate
 from ledger import Ledger, NoteSigner, store
 from ledger.append import CheckpointPolicy
@@ -63,9 +64,9 @@ def workload(n: int) -> list[Submission]:
 
 
 def trace_index() -> Any:
-    """``audit.trace_index.TraceIndex`` when that module exists here, else None."""
+    """``audit.query.index.TraceIndex`` when that module exists here, else None."""
     try:
-        return importlib.import_module("audit.trace_index").TraceIndex
+        return importlib.import_module("audit.query.index").TraceIndex
     except ImportError:
         return None
 
@@ -124,7 +125,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-postgres", action="store_true")
-    ap.add_argument("--no-index", action="store_true", help="skip the runs with audit.trace_index")
+    ap.add_argument("--no-index", action="store_true", help="skip the runs with audit.query.index")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     host = host_info()
@@ -142,7 +143,7 @@ def main() -> None:
         configs += [(1024, 1, index), (1024, 2, index)]
     else:
         why = "skipped (--no-index)" if args.no_index else "not present, no index runs"
-        print(f"audit.trace_index: {why}")
+        print(f"audit.query.index: {why}")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends(admin):

@@ -1,8 +1,8 @@
 """Benchmark of trace queries at scale: the first page of each filter over ~1,000,000 decisions.
 
-The index tables (``audit.trace_index``, migration 0003) are filled directly with seeded,
+The index tables (``audit.query.index``, migration 0003) are filled directly with seeded,
 skewed data (90% ALLOW, scores mostly near 0, rules fired on the rest, 50,000 accounts, five
-principals, 1,000 decisions per commit), then ``audit.queries.query_traces`` fetches the first
+principals, 1,000 decisions per commit), then ``audit.query.traces.query_traces`` fetches the first
 page (100) of each filter, and a page deep in the log through a cursor. The same-run baseline
 is a bare primary-key lookup of one index row: the ratio says how many such lookups a page
 costs. Run from the repository root:
@@ -27,8 +27,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 import migrations
-from audit.queries import TraceFilter, query_traces
-from audit.trace_index import account_key, trace_accounts, trace_rules, traces
+from audit.query.index import account_key, trace_accounts, trace_rules, traces
+from audit.query.traces import TraceFilter, query_traces
 from bench.dbs import backends, connect_postgres, fresh_db
 from bench.machine import machine_info, print_machine
 from bench.report import Row, format_table, write_json

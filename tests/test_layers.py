@@ -39,5 +39,5 @@ def test_no_upward_or_sideways_imports(package: str) -> None:
 
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
-    f.write_text("import os\nfrom audit.pipeline import run\nimport ledger.store as s\nfrom . import y\n")
+    f.write_text("import os\nfrom audit.decide import run\nimport ledger.store as s\nfrom . import y\n")
     assert imported_packages(f) == {"audit", "ledger"}

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
-from audit.stats import LatencySample, OutcomeBucket, RuleCount, ScoreHistogram
+from audit.query.stats import LatencySample, OutcomeBucket, RuleCount, ScoreHistogram
 from wasm_rules import OUTCOMES
 
 __all__ = ["EMPTY", "bucket_label", "bucket_unit", "compact", "fmt_us", "latency_chart", "nice_max",

@@ -26,9 +26,10 @@ from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.problems import Problem
 from api.runtime import Runtime
-from audit.annotations import ANNOTATION_KIND, AnnotationError, Disposition, TraceNotFoundError, annotate
-from audit.queries import QueryError, TraceDetail, get_trace
-from audit.record import DECISION_KIND
+from audit.annotations import ANNOTATION_KIND, Disposition, annotate
+from audit.decide.record import DECISION_KIND
+from audit.errors import AnnotationError, QueryError, TraceNotFoundError
+from audit.query.traces import TraceDetail, get_trace
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
 from ledger.errors import LedgerError
 from wasm_rules import OUTCOMES

@@ -1,7 +1,7 @@
 """The console's exports page: past regulator bundles (from their ``export.created`` records)
 with download links to ``/v1/exports/{id}``, and a form that creates one for a filter.
 
-Creation calls ``audit.export.create_bundle`` exactly as ``POST /v1/exports`` does (same key,
+Creation calls ``audit.export.create.create_bundle`` exactly as ``POST /v1/exports`` does (same key,
 same file name under ``settings.exports_dir``), in a worker thread; refused filters re-render
 the form with the errors beside their fields, and nothing is written.
 """
@@ -21,8 +21,8 @@ from api.console.forms import form_time, read_form
 from api.console.render import page_caller, render
 from api.deps import RuntimeDep
 from api.runtime import Runtime
-from audit.export import ExportError, ExportFilterError, ExportFilters, create_bundle, list_exports, uuid7
-from audit.queries import QueryError
+from audit.errors import ExportError, ExportFilterError, QueryError
+from audit.export.create import ExportFilters, create_bundle, list_exports, uuid7
 from ledger.keys import load_signer
 from ledger.records import now_utc
 from wasm_rules import OUTCOMES

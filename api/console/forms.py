@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 
 from api.problems import Problem
-from audit.queries import QueryError
+from audit.errors import QueryError
 
 __all__ = ["MAX_FORM", "form_time", "read_form"]
 

@@ -1,7 +1,7 @@
 """The overview page (``GET /console``): decisions per outcome over time, top firing rules, the
 score distribution and stage latencies for a time window, as charts and as tables.
 
-The numbers come from ``audit.stats`` (bounded reads of the trace index); the charts from
+The numbers come from ``audit.query.stats`` (bounded reads of the trace index); the charts from
 ``api.console.charts``. A "last 24 h" window ends at the newest decision, so a quiet ledger
 still shows its last day of work; the page says where the window ends and why. Callers who may
 not query traces (an approver, the scoring service) are sent to the ledger page instead.
@@ -21,8 +21,8 @@ from api.console import charts
 from api.console.forms import form_time
 from api.console.render import page_caller, render
 from api.runtime import Runtime
-from audit import stats
-from audit.queries import QueryError
+from audit.errors import QueryError
+from audit.query import stats
 from wasm_rules import OUTCOMES
 
 __all__ = ["CAP", "LATENCY_SAMPLE", "SPANS", "WindowForm", "clock", "overview_page", "parse_window", "router"]

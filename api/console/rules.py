@@ -2,7 +2,7 @@
 inline), approve (four-eyes: the button is not shown to the proposer, the server refuses it
 anyway), activate, and each ruleset's test cases re-run with pass/fail.
 
-Every step calls ``audit.governance`` as ``/v1/rulesets`` does, under the same operations of
+Every step calls ``audit.governance.service`` as ``/v1/rulesets`` does, under the same operations of
 the role matrix; the page only decides which buttons a caller is shown.
 """
 
@@ -29,7 +29,8 @@ from api.deps import RuntimeDep
 from api.problems import Problem
 from api.routes.rulesets import MAX_SOURCE
 from api.runtime import Runtime
-from audit import governance as gov
+from audit.errors import CasesFailedError, DuplicateRulesetError, RulesetRefusedError
+from audit.governance import service as gov
 from wasm_rules import RuleError
 
 __all__ = ["router", "ruleset_url"]
@@ -108,12 +109,12 @@ async def rules_propose(request: Request, rt: RuntimeDep) -> Response:
     try:
         view = await run_in_threadpool(rt.governance.propose, source, caller.principal, _comment(form),
                                        cases=cases if cases.strip() else None)
-    except gov.CasesFailedError as exc:
+    except CasesFailedError as exc:
         return again(422, f"{len(exc.failures)} test case(s) fail; nothing was recorded.",
                      compile_errors(exc, source))
-    except gov.RulesetRefusedError as exc:
+    except RulesetRefusedError as exc:
         return again(422, "The ruleset was refused; nothing was recorded.", compile_errors(exc, source))
-    except gov.DuplicateRulesetError as exc:
+    except DuplicateRulesetError as exc:
         return again(409, "This id and version were proposed before; nothing was recorded.",
                      compile_errors(exc, source))
     return RedirectResponse(ruleset_url(view.id), status_code=303)

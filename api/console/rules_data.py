@@ -1,7 +1,7 @@
 """What the rules pages show beyond a ruleset's view: its recorded source, refusals as inline
 errors, who may approve, and its test cases re-run on the recorded module (writing nothing).
 
-The rules pages call ``audit.governance`` for every step; this module only reads (the proposal
+The rules pages call ``audit.governance.service`` for every step; this module only reads (the proposal
 record, the shipped packs) and runs cases in a short-lived sandbox, so the ledger is untouched.
 """
 
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from api.auth import Caller
-from audit import governance as gov
+from audit.errors import CasesFailedError, GovernanceError, RulesetRefusedError
+from audit.governance import service as gov
 from wasm_rules import RuleError, Sandbox
 from wasm_rules.cases import check_cases, parse_cases, rows_of
 
@@ -61,14 +62,14 @@ def file_line(source: str, rule_id: str, line: int) -> int | None:
     return None
 
 
-def compile_errors(exc: gov.GovernanceError, source: str) -> list[dict[str, Any]]:
+def compile_errors(exc: GovernanceError, source: str) -> list[dict[str, Any]]:
     """A refusal as rows a person can act on: rule, line (in the file when it can be placed)
     and message; failed test cases one row each."""
-    if isinstance(exc, gov.CasesFailedError):
+    if isinstance(exc, CasesFailedError):
         return [{"rule": None, "line": f.get("line"), "where": "cases", "column": None,
                  "message": f"case {f.get('case')!r}: {f.get('why')}" if f.get("case") else str(f.get("why"))}
                 for f in exc.failures[:50]]
-    if isinstance(exc, gov.RulesetRefusedError) and exc.rule_id is not None and exc.line is not None:
+    if isinstance(exc, RulesetRefusedError) and exc.rule_id is not None and exc.line is not None:
         at = file_line(source, exc.rule_id, exc.line)
         return [{"rule": exc.rule_id, "line": at if at is not None else exc.line,
                  "where": "source" if at is not None else "when expression", "column": exc.column,

@@ -1,6 +1,6 @@
 """The search page: filter sealed decisions and page through them, newest first.
 
-The filter form reads the same :class:`audit.queries.TraceFilter` the ``/v1/traces`` route
+The filter form reads the same :class:`audit.query.traces.TraceFilter` the ``/v1/traces`` route
 does, and results come from ``query_traces`` (keyset pagination on seq: the hundredth page
 costs what the first does; nothing counts the table). Times without a UTC offset, as a
 ``datetime-local`` input sends them, are read as UTC.
@@ -18,7 +18,8 @@ from starlette.responses import HTMLResponse
 from api.console.forms import form_time
 from api.console.render import page_caller, render
 from api.runtime import Runtime
-from audit.queries import QueryError, TraceFilter, TracePage, query_traces
+from audit.errors import QueryError
+from audit.query.traces import TraceFilter, TracePage, query_traces
 from wasm_rules import OUTCOMES
 
 __all__ = ["DEFAULT_LIMIT", "FIELDS", "SearchForm", "parse_search", "router"]

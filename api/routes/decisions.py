@@ -24,7 +24,7 @@ from starlette.responses import Response
 from api.deps import authorize
 from api.problems import Problem
 from api.runtime import Runtime
-from audit.pipeline import Decision, Submission
+from audit.decide.types import Decision, Submission
 from inference.batcher import Priority
 from inference.messages import MAX_FILE_BYTES, MessageError
 from inference.messages.json_message import MAX_JSON_BYTES, loads_json, transactions_of

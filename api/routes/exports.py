@@ -19,7 +19,7 @@ from api.auth import Caller
 from api.deps import RuntimeDep, allow
 from api.problems import Problem
 from api.routes.rulesets import _json_model
-from audit.export import ExportError, ExportFilters, create_bundle, list_exports, uuid7
+from audit.export.create import ExportFilters, create_bundle, list_exports, uuid7
 from ledger.keys import load_signer
 from ledger.records import now_utc
 
@@ -53,12 +53,9 @@ async def create(request: Request, response: Response, rt: RuntimeDep,
     now = now_utc()
     bundle_id = uuid7(now)
     path = rt.settings.exports_dir / f"{bundle_id}.zip"
-    try:
-        signer = await run_in_threadpool(load_signer, rt.settings.key_file)
-        summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
-                                          caller.principal, now=now, bundle_id=bundle_id)
-    except ExportError as exc:
-        raise Problem(409, "export_unavailable", str(exc)) from exc
+    signer = await run_in_threadpool(load_signer, rt.settings.key_file)
+    summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
+                                      caller.principal, now=now, bundle_id=bundle_id)
     response.headers["Location"] = f"/v1/exports/{summary.bundle_id}"
     doc = summary.to_json()
     del doc["file"]  # a server path is nobody's business

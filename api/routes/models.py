@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from api.auth import Caller
 from api.deps import RuntimeDep, allow
-from audit.models_registry import RegisteredModel, registered_models
+from audit.governance.models import RegisteredModel, registered_models
 
 __all__ = ["router"]
 

@@ -1,6 +1,6 @@
 """Rule governance: propose (compile), approve (four-eyes), activate, list.
 
-Every step is a ledger record written by ``audit.governance``; activation makes the next
+Every step is a ledger record written by ``audit.governance.service``; activation makes the next
 pipeline batch use the new module (a running batch finishes on the old one).
 """
 

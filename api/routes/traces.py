@@ -17,7 +17,7 @@ from api.deps import RuntimeDep, allow
 from api.problems import Problem
 from api.routes.rulesets import _json_model
 from audit.annotations import Disposition, annotate
-from audit.queries import MAX_LIMIT, TraceFilter, get_trace, query_traces
+from audit.query.traces import MAX_LIMIT, TraceFilter, get_trace, query_traces
 
 __all__ = ["router"]
 

@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from api.certs import DEV_P12_PASSWORD, DevPki, create_dev_pki, role_uri
 from api.cli import app
 from api.roles import ROLES, RoleMap
-from audit.principal import Principal, PrincipalError, verify_chain
+from audit.decide.principal import Principal, verify_chain
+from audit.errors import PrincipalError
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 runner = CliRunner()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from audit.principal import Principal
+from audit.decide.principal import Principal
 from ledger.checkpoint import SignedCheckpoint
 from ledger.note import NoteVerifier
 from tests.api.test_cli_score import Cli

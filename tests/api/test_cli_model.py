@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from inference.model_files import WEIGHTS_NAME, ModelFiles, shipped_model_dir
+from inference.model import WEIGHTS_NAME, ModelFiles, shipped_model_dir
 from inference.schema import FEATURE_NAMES
 
 VEC = Path(__file__).parents[1] / "vectors" / "messages"

@@ -13,7 +13,7 @@ import pytest
 from api import ops
 from api.config import Settings
 from audit.annotations import annotate
-from audit.principal import Principal
+from audit.decide.principal import Principal
 from tests.api.test_cli_score import Cli, sim_array
 from tests.conftest import Db
 

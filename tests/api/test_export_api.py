@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from api.config import Settings
 from api.runtime import Runtime
-from audit.export import EXPORT_KIND
+from audit.export.create import EXPORT_KIND
 from ledger.keys import load_signer
 from ledger.note import open_note
 from tests.api.test_cli_score import Cli, sim_array

@@ -25,7 +25,7 @@ from api.certs import create_dev_pki
 from api.config import Settings
 from api.runtime import Runtime
 from api.server import TLS_PEER_DER
-from audit.pipeline import ActiveRules
+from audit.decide.types import ActiveRules
 from inference.simulate import SimConfig, simulate
 from ledger import store, verify_ledger
 from ledger.keys import load_signer

@@ -10,7 +10,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from api.roles import ROLES, RoleMap, RoleMapError, role_map_toml
-from audit.principal import Principal
+from audit.decide.principal import Principal
 
 FP = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 

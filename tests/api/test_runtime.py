@@ -12,8 +12,8 @@ import pytest
 from api import ops
 from api.config import Settings
 from api.runtime import Runtime
-from audit.pipeline import Submission
-from audit.principal import Principal
+from audit.decide.principal import Principal
+from audit.decide.types import Submission
 from inference.schema import FEATURE_NAMES
 from inference.simulate import SimConfig, simulate
 from ledger import store

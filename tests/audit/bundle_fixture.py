@@ -3,7 +3,7 @@
 ``make_source`` fills a ledger the way production does (default pack bootstrapped, the shipped
 model registered, pipeline decisions, an annotation, one payload purged); ``write_bundle`` reads
 that ledger back and writes a spec-conforming bundle of all its decisions with their annotations
-and context entries (independently of ``audit.export``, so the verifier is tested against a
+and context entries (independently of ``audit.export.create``, so the verifier is tested against a
 second reading of the spec). ``rewrite`` copies a bundle with members replaced, added or dropped,
 optionally re-hashing the manifest and re-signing it: the raw material of the tamper tests.
 ``synthetic_bundle`` writes a big bundle (1,000,000 records) for the scale check, replicating
@@ -25,14 +25,14 @@ import orjson
 from sqlalchemy import select
 
 from audit.annotations import annotate
-from audit.canonical import canonical_bytes
-from audit.governance import Governance
-from audit.models_registry import register_model
-from audit.pipeline import Pipeline
-from audit.principal import Principal
-from audit.trace_index import TraceIndex
+from audit.decide.canonical import canonical_bytes
+from audit.decide.pipeline import Pipeline
+from audit.decide.principal import Principal
+from audit.governance.models import register_model
+from audit.governance.service import Governance
+from audit.query.index import TraceIndex
 from inference.backends import load_backend
-from inference.model_files import ModelFiles
+from inference.model import ModelFiles
 from ledger import Ledger, NoteSigner, store
 from ledger.checkpoint import Checkpoint
 from ledger.merkle import CompactRange, root_of
@@ -74,8 +74,8 @@ def make_source(ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, n: int = 6
 
 
 def created_bundle(source: Source, out: Path) -> Path:
-    """The bundle ``audit.export.create_bundle`` writes of every decision of ``source``."""
-    from audit.export import ExportFilters, create_bundle
+    """The bundle ``audit.export.create.create_bundle`` writes of every decision of ``source``."""
+    from audit.export.create import ExportFilters, create_bundle
 
     filters = ExportFilters.of("2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z")
     create_bundle(source.ledger.engine, source.ledger, source.signer, out, filters, OFFICER)

@@ -7,17 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from audit.annotations import (
-    ANNOTATION_SCHEMA,
-    AnnotationError,
-    Disposition,
-    TraceNotFoundError,
-    annotate,
-)
-from audit.canonical import canonical_bytes
-from audit.principal import Principal
-from audit.queries import QueryError, get_trace
-from audit.trace_index import catch_up
+from audit.annotations import ANNOTATION_SCHEMA, Disposition, annotate
+from audit.decide.canonical import canonical_bytes
+from audit.decide.principal import Principal
+from audit.errors import AnnotationError, QueryError, TraceNotFoundError
+from audit.query.index import catch_up
+from audit.query.traces import get_trace
 from ledger import Ledger, NoteSigner, store, verify_ledger
 from tests.audit.test_trace_index import (
     dump,

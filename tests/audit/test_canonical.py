@@ -1,4 +1,4 @@
-"""audit.canonical: byte-identical to the rfc8785 package, refusing what it refuses, and fast.
+"""audit.decide.canonical: byte-identical to the rfc8785 package, refusing what it refuses, and fast.
 
 The reference is ``rfc8785.dumps``; RFC 8785's own examples (section 3.2.2, the sorting example
 of 3.2.3 and Appendix B) are checked against both.
@@ -27,7 +27,7 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit.canonical import (
+from audit.decide.canonical import (
     _OPTIONS,
     CanonicalError,
     _fast_path_taken,

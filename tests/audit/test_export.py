@@ -19,16 +19,17 @@ import orjson
 import pytest
 
 from audit.annotations import annotate
-from audit.export import EXPORT_KIND, BundleSummary, create_bundle, list_exports, manifest_sig_text
-from audit.export_select import ExportFilterError, ExportFilters
-from audit.governance import Governance
-from audit.models_registry import register_model
-from audit.pipeline import Pipeline
-from audit.principal import Principal
-from audit.queries import TraceFilter
-from audit.trace_index import TraceIndex
+from audit.decide.pipeline import Pipeline
+from audit.decide.principal import Principal
+from audit.errors import ExportFilterError
+from audit.export.create import EXPORT_KIND, BundleSummary, create_bundle, list_exports, manifest_sig_text
+from audit.export.select import ExportFilters
+from audit.governance.models import register_model
+from audit.governance.service import Governance
+from audit.query.index import TraceIndex
+from audit.query.traces import TraceFilter
 from inference.backends import load_backend
-from inference.model_files import ModelFiles
+from inference.model import ModelFiles
 from ledger import Ledger, NoteSigner
 from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import verify_consistency

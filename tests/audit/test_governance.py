@@ -16,24 +16,21 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from sqlalchemy import select
 
-from audit.governance import (
-    DEFAULT_PACK,
-    KINDS,
+from audit.decide.pipeline import Pipeline
+from audit.decide.principal import Principal
+from audit.errors import (
     CasesFailedError,
     DuplicateRulesetError,
     FourEyesError,
-    Governance,
     GovernanceRecordError,
     NoActiveRulesetError,
     RulesetRefusedError,
     StateError,
     UnknownRulesetError,
-    same_person,
 )
-from audit.pipeline import Pipeline
-from audit.principal import Principal
+from audit.governance.service import DEFAULT_PACK, KINDS, Governance, same_person
 from inference.backends import load_backend
-from inference.model_files import ModelFiles
+from inference.model import ModelFiles
 from ledger import Ledger, NoteSigner, Record, store, verify_ledger
 from tests.audit.test_pipeline import submissions
 from tests.conftest import Db, make_ledger

@@ -12,18 +12,17 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from audit.models_registry import (
+from audit.decide.principal import Principal
+from audit.errors import ModelConflictError, UnregisteredModelError
+from audit.governance.models import (
     MODEL_REGISTERED,
     MODEL_SCHEMA,
-    ModelConflictError,
-    UnregisteredModelError,
     active_model,
     register_model,
     registered_models,
     require_registered,
 )
-from audit.principal import Principal
-from inference.model_files import CARD_NAME, ModelFiles, shipped_model_dir
+from inference.model import CARD_NAME, ModelFiles, shipped_model_dir
 from ledger import Ledger, NoteSigner, store, verify_ledger
 
 ADMIN = Principal.local("admin")

@@ -16,13 +16,14 @@ import pytest
 import rfc8785
 from sqlalchemy import Engine, select
 
-from audit.pipeline import ActiveRules, Pipeline, Submission
-from audit.record import DECISION_SCHEMA, DecisionInputs, decision_body, features_from_body
-from audit.velocity_replay import replay_decisions, window_start_seq
+from audit.decide.pipeline import Pipeline
+from audit.decide.record import DECISION_SCHEMA, DecisionInputs, decision_body, features_from_body
+from audit.decide.types import ActiveRules, Submission
+from audit.state.replay import replay_decisions, window_start_seq
 from inference.backends import load_backend
 from inference.features import FeatureExtractor, features_sha256
 from inference.messages import MessageError
-from inference.model_files import ModelFiles
+from inference.model import ModelFiles
 from inference.simulate import SimConfig, simulate
 from inference.velocity import VelocityState
 from ledger import Ledger, LedgerUnavailableError, store, verify_ledger

@@ -1,4 +1,4 @@
-"""audit.principal: parsing a certificate into the principal a record binds, and verifying a
+"""audit.decide.principal: parsing a certificate into the principal a record binds, and verifying a
 forwarded client chain (proxy mode) against the trusted CA(s) at an injected time.
 
 Certificates are built here with cryptography directly, independent of api.certs."""
@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from audit.principal import ChainVerifier, Principal, PrincipalError, verify_chain
+from audit.decide.principal import ChainVerifier, Principal, verify_chain
+from audit.errors import PrincipalError
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 DER = serialization.Encoding.DER

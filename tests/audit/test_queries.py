@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from audit.queries import QueryError, TraceFilter, _page_query, get_trace, parse_time, query_traces
+from audit.errors import QueryError
+from audit.query.traces import TraceFilter, _page_query, get_trace, parse_time, query_traces
 from ledger import Ledger, NoteSigner
 from tests.audit.test_trace_index import (
     OTHER,

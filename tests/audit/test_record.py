@@ -1,4 +1,4 @@
-"""audit.record: decision bodies spliced from a per-batch template are exactly RFC 8785.
+"""audit.decide.record: decision bodies spliced from a per-batch template are exactly RFC 8785.
 
 The reference is ``rfc8785.dumps(decision_body(inputs))``; the template path must give the same
 bytes for any record, and refuse (TypeError, so that the pipeline takes the whole-body path)
@@ -16,7 +16,7 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit.record import (
+from audit.decide.record import (
     BodyTemplate,
     DecisionInputs,
     RuleHit,

@@ -15,11 +15,10 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from audit.bundle_errors import BundleError, BundleTampered
-from audit.pipeline import ActiveRules
-from audit.replay import Replayer
-from inference.model import MlpModel, model_npz_bytes
-from inference.model_files import ModelFiles
+from audit.bundle.replay import Replayer
+from audit.decide.types import ActiveRules
+from audit.errors import BundleError, BundleTampered
+from inference.model import MlpModel, ModelFiles, model_npz_bytes
 from ledger import NoteSigner, store
 from tests.audit.bundle_fixture import make_source
 from tests.conftest import ORIGIN, Db, make_ledger

@@ -12,14 +12,15 @@ from typing import Any, cast
 
 import pytest
 
-from audit.pipeline import Decision, Pipeline, Submission
-from audit.service import DecisionService
+from audit.decide.pipeline import Pipeline
+from audit.decide.service import DecisionService
+from audit.decide.types import Decision, Submission
 from inference.batcher import Priority
 from ledger import LedgerUnavailableError
 
 
 @dataclass(frozen=True)
-class _Sub:  # stands in for audit.pipeline.Submission: the service only replaces queue_us/expired
+class _Sub:  # stands in for audit.decide.pipeline.Submission: the service only replaces queue_us/expired
     n: int
     expired: bool = False
     queue_us: int = 0

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, event
 
-from audit.queries import QueryError
-from audit.stats import (
+from audit.errors import QueryError
+from audit.query.stats import (
     SCORE_BINS,
     TOP_RULES,
     Window,
@@ -228,7 +228,7 @@ def test_percentiles_are_nearest_rank() -> None:
 
 def test_a_nan_score_counts_as_unscored_on_each_dialect(db: Db, signer: NoteSigner) -> None:
     # PostgreSQL sorts NaN above every number: without care it would land in the top bin
-    from audit.trace_index import traces
+    from audit.query.index import traces
     engine = make_ledger(db, signer).engine
     row = {"trace_id": "", "recorded_at": "", "event_at": at(-5), "decision": "HOLD", "fail_safe": None,
            "fired": "", "principal_fp": "0" * 64, "principal_subject": "CN=x", "ruleset_id": "aml_core",

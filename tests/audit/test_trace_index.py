@@ -14,8 +14,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, exc, inspect, select
 
 import migrations
-from audit.pipeline import Pipeline, Submission
-from audit.trace_index import TABLES, TraceIndex, account_key, catch_up, metadata, trace_accounts, traces
+from audit.decide.pipeline import Pipeline
+from audit.decide.types import Submission
+from audit.query.index import TABLES, TraceIndex, account_key, catch_up, metadata, trace_accounts, traces
 from inference.messages import Transaction, parse_messages
 from ledger import Ledger, NoteSigner, RecordError, store
 from tests.audit.test_pipeline import PRINCIPAL, make_pipeline, submissions

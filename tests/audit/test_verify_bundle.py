@@ -13,16 +13,15 @@ import numpy as np
 import orjson
 import pytest
 
-from audit.bundle_errors import BundleError, BundleMalformed, BundleUnreadable, BundleUntrusted
-from audit.bundle_reader import Limits
-from audit.canonical import canonical_bytes
-from audit.governance import Governance
-from audit.pipeline import Pipeline
-from audit.trace_index import TraceIndex
-from audit.verify_bundle import UNPINNED_WARNING, BundleReport, verify_bundle
+from audit.bundle.reader import Limits
+from audit.bundle.verify import UNPINNED_WARNING, BundleReport, verify_bundle
+from audit.decide.canonical import canonical_bytes
+from audit.decide.pipeline import Pipeline
+from audit.errors import BundleError, BundleMalformed, BundleUnreadable, BundleUntrusted
+from audit.governance.service import Governance
+from audit.query.index import TraceIndex
 from inference.backends import load_backend
-from inference.model import MlpModel, model_npz_bytes
-from inference.model_files import ModelFiles
+from inference.model import MlpModel, ModelFiles, model_npz_bytes
 from ledger import NoteSigner, Record
 from ledger.checkpoint import Checkpoint
 from tests.audit.bundle_fixture import (
@@ -390,7 +389,7 @@ def test_a_zip_bomb_is_refused_before_inflating(bundle: Path, source: Source, sa
 
 def test_a_manifest_that_is_not_canonical_is_refused(bundle: Path, source: Source, sandbox: Sandbox,
                                                      tmp_path: Path) -> None:
-    from audit.export import manifest_sig_text
+    from audit.export.create import manifest_sig_text
     from ledger.note import sign_note
 
     doc = orjson.loads(members(bundle)["manifest.json"])

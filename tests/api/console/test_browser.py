@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from audit.verify_bundle import verify_bundle
+from audit.bundle.verify import verify_bundle
 from ledger.keys import load_signer
 from tests.api import server_proc
 from tests.api.console.browser import Browser, require_browser, score

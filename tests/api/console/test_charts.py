@@ -20,7 +20,7 @@ from api.console.charts import (
     rules_chart,
     score_chart,
 )
-from audit.stats import LatencySample, OutcomeBucket, RuleCount, ScoreHistogram, StageLatency
+from audit.query.stats import LatencySample, OutcomeBucket, RuleCount, ScoreHistogram, StageLatency
 
 NS = "{http://www.w3.org/2000/svg}"
 EVIL = '<script>alert("x")</script>&'

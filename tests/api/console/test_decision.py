@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from audit.queries import get_trace
+from audit.query.traces import get_trace
 from ledger import store
 from ledger.keys import load_signer
 from ledger.retention import purge_payloads

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.verify_bundle import verify_bundle
+from audit.bundle.verify import verify_bundle
 from ledger import NoteSigner
 from ledger.keys import load_signer
 from tests.api.console.conftest import Console

@@ -13,7 +13,7 @@ import pytest
 
 from api.certs import role_uri
 from api.roles import ROLES, role_map_toml
-from audit import governance as gov
+from audit.governance import service as gov
 from ledger import store
 from tests.api.console.conftest import Console
 from tests.api.console.dom import Node, dom, textarea

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from audit.queries import TraceFilter, query_traces
+from audit.query.traces import TraceFilter, query_traces
 from tests.api.console.conftest import Console
 from tests.api.test_fail_closed import txs
 

@@ -1,0 +1,299 @@
+"""Reading a bundle ZIP safely: member names and sizes checked, files streamed and hashed.
+
+Nothing here trusts the bundle: names that could escape a directory, duplicates, encryption,
+unknown compression and bomb-like sizes are refused before a byte is inflated, and every read
+is bounded by the member's declared size and a per-file cap. ``BundleManifest.parse`` turns
+``manifest.json`` into frozen types, naming the first field that is not what
+``docs/bundle-format.md`` says.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
+
+__all__ = ["BUNDLE_SCHEMA", "BundleArchive", "BundleManifest", "Counts", "Limits", "LineStream", "Previous"]
+
+BUNDLE_SCHEMA = "sealtrail.bundle/1"
+MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+_NAME = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps that keep a hostile bundle from exhausting memory or time."""
+
+    max_total_bytes: int = 64 << 30  # all members together, inflated
+    max_ratio: int = 200  # inflated / compressed, for members above ``ratio_floor``
+    ratio_floor: int = 1 << 20
+    max_small_file: int = 64 << 20  # any file read whole (manifest, notes, modules, weights)
+    max_manifest: int = 512 << 20
+    max_line: int = 16 << 20  # one record or index line
+    max_failures: int = 100
+
+
+class BundleArchive:
+    """An open bundle whose member list passed the safety checks; read members through it."""
+
+    def __init__(self, path: str | Path, limits: Limits) -> None:
+        self.path, self.limits = str(path), limits
+        try:
+            self._zf = zipfile.ZipFile(path)
+            infos = self._zf.infolist()
+        except FileNotFoundError:
+            raise BundleUnreadable(f"no such file: {path}") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+            raise BundleUnreadable(f"not a readable ZIP file: {exc}", file=self.path) from None
+        self.sizes: dict[str, int] = {}
+        total = 0
+        for info in infos:
+            name = info.filename
+            _check_name(name)
+            if name in self.sizes:
+                raise BundleMalformed("the ZIP holds this name twice", kind="zip.duplicate", file=name)
+            if info.flag_bits & 0x1:
+                raise BundleMalformed("encrypted members are refused", kind="zip.encrypted", file=name)
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise BundleMalformed(f"compression method {info.compress_type} is not stored or deflate",
+                                      kind="zip.compression", file=name)
+            if (info.file_size > limits.ratio_floor
+                    and info.file_size > limits.max_ratio * max(info.compress_size, 1)):
+                raise BundleMalformed(f"inflates {info.compress_size:,} bytes to {info.file_size:,} "
+                                      f"(more than {limits.max_ratio}x): refused as a ZIP bomb",
+                                      kind="zip.bomb", file=name)
+            total += info.file_size
+            self.sizes[name] = info.file_size
+        if total > limits.max_total_bytes:
+            raise BundleMalformed(f"members declare {total:,} bytes inflated, more than the "
+                                  f"{limits.max_total_bytes:,} allowed", kind="zip.bomb", file=self.path)
+
+    def close(self) -> None:
+        self._zf.close()
+
+    def __enter__(self) -> BundleArchive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self, name: str) -> IO[bytes]:
+        if name not in self.sizes:
+            raise BundleTampered("a file the bundle needs is missing", kind="file.missing", file=name)
+        try:
+            return self._zf.open(name)
+        except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as exc:
+            raise BundleMalformed(f"cannot read the member: {exc}", kind="zip.read", file=name) from None
+
+    def read(self, name: str, cap: int | None = None) -> bytes:
+        """The whole member (at most ``cap`` bytes, default ``max_small_file``)."""
+        cap = self.limits.max_small_file if cap is None else cap
+        if self.sizes.get(name, 0) > cap:
+            raise BundleMalformed(f"is {self.sizes[name]:,} bytes, more than the {cap:,} allowed",
+                                  kind="file.too_big", file=name)
+        return b"".join(self.chunks(name))
+
+    def chunks(self, name: str) -> Iterator[bytes]:
+        """The member's bytes in chunks; a stream longer than declared, or damaged, is refused."""
+        left = self.sizes.get(name, 0)
+        with self._open(name) as f:
+            try:
+                while chunk := f.read(_CHUNK):
+                    left -= len(chunk)
+                    if left < 0:
+                        raise BundleMalformed("inflates past its declared size", kind="zip.bomb", file=name)
+                    yield chunk
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+                raise BundleMalformed(f"damaged member: {exc}", kind="zip.read", file=name) from None
+
+    def sha256(self, name: str) -> str:
+        h = hashlib.sha256()
+        for chunk in self.chunks(name):
+            h.update(chunk)
+        return h.hexdigest()
+
+
+def _check_name(name: str) -> None:
+    if not name.isascii() or not _NAME.fullmatch(name) or any(p in (".", "..") for p in name.split("/")):
+        raise BundleMalformed("member name is not a relative ASCII path without '.', '..', '\\' "
+                              "or a directory entry", kind="zip.path", file=repr(name))
+
+
+class LineStream:
+    """The lines of a member (without their newlines), hashed as they stream; ``sha256`` is
+    the file's digest once the iteration ended. A last line without ``\\n`` is refused."""
+
+    def __init__(self, bundle: BundleArchive, name: str) -> None:
+        self._bundle, self.name = bundle, name
+        self._hash = hashlib.sha256()
+        self.sha256: str | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        rest = b""
+        update, cap = self._hash.update, self._bundle.limits.max_line
+        for chunk in self._bundle.chunks(self.name):
+            update(chunk)
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            if len(rest) > cap:
+                raise BundleMalformed(f"a line is longer than {cap:,} bytes", kind="line.too_long",
+                                      file=self.name)
+            yield from lines
+        if rest:
+            raise BundleMalformed("the last line has no newline", kind="line.unterminated", file=self.name)
+        self.sha256 = self._hash.hexdigest()
+
+
+# --- manifest.json as frozen types ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Previous:
+    bundle_id: str
+    checkpoint_size: int
+    checkpoint_root: bytes
+
+
+@dataclass(frozen=True)
+class Counts:
+    records: int
+    decisions: int
+    annotations: int
+    context: int
+    payloads_present: int
+    payloads_purged: int
+    by_decision: dict[str, int]
+
+
+@dataclass(frozen=True)
+class BundleManifest:
+    bundle_id: str
+    created_at: str
+    origin: str
+    verifier_keys: tuple[str, ...]
+    checkpoint_size: int
+    checkpoint_root: bytes
+    checkpoint_file: str
+    previous: Previous | None
+    counts: Counts
+    first_seq: int
+    last_seq: int
+    contiguous: bool
+    rules: tuple[str, ...]
+    models: tuple[str, ...]
+    files: dict[str, str]
+    raw: dict[str, Any]
+
+    @classmethod
+    def parse(cls, data: bytes) -> BundleManifest:
+        """``manifest.json`` bytes as a manifest; ``BundleMalformed`` names the bad field."""
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise _bad(f"is not JSON: {exc}") from None
+        m = _Obj(doc, "manifest")
+        if m.text("schema") != BUNDLE_SCHEMA:
+            raise _bad(f"schema is {doc.get('schema')!r}, this verifier reads {BUNDLE_SCHEMA!r}")
+        log, cp, rng, counts = m.obj("log"), m.obj("checkpoint"), m.obj("range"), m.obj("counts")
+        prev_doc = doc.get("previous")
+        previous = None
+        if prev_doc is not None:
+            p = _Obj(prev_doc, "previous")
+            previous = Previous(p.text("bundle_id"), p.num("checkpoint_size"), p.b64("checkpoint_root"))
+        by = counts.obj("by_decision")
+        files = m.obj("files")
+        listed = {k: files.hex(k) for k in files.doc}
+        for name in listed:
+            _check_name(name)
+        bundle_id = m.text("bundle_id")
+        if not _UUID.fullmatch(bundle_id):
+            raise _bad(f"bundle_id {bundle_id!r} is not a lower-case UUIDv7")
+        return cls(
+            bundle_id=bundle_id, created_at=m.text("created_at"), origin=log.text("origin"),
+            verifier_keys=tuple(log.texts("verifier_keys")), checkpoint_size=cp.num("size"),
+            checkpoint_root=cp.b64("root"), checkpoint_file=cp.text("file"), previous=previous,
+            counts=Counts(counts.num("records"), counts.num("decisions"), counts.num("annotations"),
+                          counts.num("context"), counts.num("payloads_present"),
+                          counts.num("payloads_purged"), {k: by.num(k) for k in by.doc}),
+            first_seq=rng.num("first_seq"), last_seq=rng.num("last_seq"), contiguous=rng.flag("contiguous"),
+            rules=tuple(_hexes(m.texts("rules"), "rules")), models=tuple(_hexes(m.texts("models"), "models")),
+            files=listed, raw=doc)
+
+
+def _bad(detail: str) -> BundleMalformed:
+    return BundleMalformed(detail, kind="manifest.field", file=MANIFEST)
+
+
+def _hexes(values: list[str], what: str) -> list[str]:
+    for v in values:
+        if not _HEX64.fullmatch(v):
+            raise _bad(f"{what}: {v!r} is not a lower-case hex SHA-256")
+    return values
+
+
+class _Obj:
+    """Typed field access on one JSON object of the manifest, errors naming the field path."""
+
+    def __init__(self, doc: object, path: str) -> None:
+        if not isinstance(doc, dict):
+            raise _bad(f"{path} is not a JSON object")
+        self.doc: dict[str, Any] = doc
+        self.path = path
+
+    def _get(self, key: str, types: type | tuple[type, ...], what: str) -> Any:
+        if key not in self.doc:
+            raise _bad(f"{self.path}.{key} is missing")
+        v = self.doc[key]
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in (types if isinstance(
+                types, tuple) else (types,))):
+            raise _bad(f"{self.path}.{key} is not {what}: {v!r}"[:300])
+        return v
+
+    def obj(self, key: str) -> _Obj:
+        return _Obj(self._get(key, dict, "an object"), f"{self.path}.{key}")
+
+    def text(self, key: str) -> str:
+        return str(self._get(key, str, "a string"))
+
+    def flag(self, key: str) -> bool:
+        return bool(self._get(key, bool, "true or false"))
+
+    def num(self, key: str) -> int:
+        v = int(self._get(key, int, "an integer"))
+        if v < 0:
+            raise _bad(f"{self.path}.{key} is negative: {v}")
+        return v
+
+    def texts(self, key: str) -> list[str]:
+        v = self._get(key, list, "a list")
+        if not all(isinstance(x, str) for x in v):
+            raise _bad(f"{self.path}.{key} holds something that is not a string")
+        return list(v)
+
+    def hex(self, key: str) -> str:
+        v = self.text(key)
+        if not _HEX64.fullmatch(v):
+            raise _bad(f"{self.path}.{key} is not a lower-case hex SHA-256: {v!r}")
+        return v
+
+    def b64(self, key: str) -> bytes:
+        try:
+            raw = base64.b64decode(self.text(key), validate=True)
+        except (binascii.Error, ValueError):
+            raise _bad(f"{self.path}.{key} is not base64") from None
+        if len(raw) != 32:
+            raise _bad(f"{self.path}.{key} is {len(raw)} bytes, not a 32-byte hash")
+        return raw

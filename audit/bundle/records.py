@@ -1,0 +1,306 @@
+"""The record pass of the bundle verifier: ``records.jsonl``, ``index.jsonl`` and
+``payloads.jsonl`` streamed together, once, in bounded memory.
+
+Per line: the leaf hash of the exact bytes equals the index's; the envelope parses and its kind
+and trace id are the index's; seqs strictly ascend inside the tree; chain hashes link wherever
+two seqs are consecutive; each payload named for the first time is the next line of
+``payloads.jsonl`` (present: its bytes hash to its name; purged: a ``ledger.payload_purge``
+entry of the bundle lists it); decisions go to the replayer. What the later checks need is
+kept compactly: the leaf hashes (for the multiproof) and the few context entries.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
+from audit.bundle.replay import Replayer
+from audit.errors import BundleError, BundleMalformed, BundleTampered
+
+__all__ = ["CONTEXT_KINDS", "Findings", "LeafHashes", "RecordTally", "SeqSet", "scan_records"]
+
+RECORDS, INDEX, PAYLOADS = "records.jsonl", "index.jsonl", "payloads.jsonl"
+GOVERNANCE_KINDS = frozenset({"ruleset.proposed", "ruleset.bootstrapped", "ruleset.approved",
+                              "ruleset.activated"})
+CONTEXT_KINDS = GOVERNANCE_KINDS | {"model.registered", "ledger.payload_purge"}
+_INDEX_KEYS = ["chain_hash", "kind", "leaf_hash", "seq", "trace_id"]
+Progress = Callable[[int, int], None]
+
+
+class Findings:
+    """Failures collected up to a cap; past it only counted."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.items, self.dropped = cap, list[BundleError](), 0
+
+    def add(self, err: BundleError) -> None:
+        if len(self.items) < self.cap:
+            self.items.append(err)
+        else:
+            self.dropped += 1
+
+    def extend(self, errs: list[BundleError]) -> None:
+        for e in errs:
+            self.add(e)
+
+    def __len__(self) -> int:
+        return len(self.items) + self.dropped
+
+
+class SeqSet:
+    """Ascending seqs, 8 bytes each (a million-entry ``set`` of ints costs ~60 MB)."""
+
+    def __init__(self) -> None:
+        self.seqs = array("q")
+
+    def add(self, seq: int) -> None:
+        self.seqs.append(seq)  # callers add in ascending order
+
+    def index(self, seq: object) -> int:
+        """Position of ``seq``, or -1."""
+        seqs = self.seqs
+        if type(seq) is not int or not seqs:
+            return -1
+        i = seq - seqs[0]
+        if 0 <= i < len(seqs) and seqs[i] == seq:  # contiguous: no search
+            return i
+        i = bisect_left(seqs, seq)
+        return i if i < len(seqs) and seqs[i] == seq else -1
+
+    def __contains__(self, seq: object) -> bool:
+        return self.index(seq) >= 0
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+class LeafHashes(Mapping[int, bytes]):
+    """Leaf hash by seq, appended in ascending seq: 40 bytes a leaf instead of a dict's ~150."""
+
+    def __init__(self) -> None:
+        self._seqs = SeqSet()
+        self._hashes = bytearray()
+
+    def append(self, seq: int, leaf: bytes) -> None:
+        self._seqs.add(seq)
+        self._hashes += leaf
+
+    def __getitem__(self, seq: int) -> bytes:
+        i = self._seqs.index(seq)
+        if i < 0:
+            raise KeyError(seq)
+        return bytes(self._hashes[32 * i:32 * i + 32])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._seqs.seqs)
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+
+@dataclass
+class RecordTally:
+    records: int = 0
+    decisions: int = 0
+    annotations: int = 0
+    context: int = 0
+    by_decision: Counter[str] = field(default_factory=Counter)
+    payloads_present: int = 0
+    payloads_purged: int = 0
+    first_seq: int | None = None
+    last_seq: int | None = None
+    in_tree: int = 0  # lines whose seq ascends inside the tree (what the multiproof proves)
+    entries: dict[int, dict[str, Any]] = field(default_factory=dict)  # context entries' envelopes
+    modules: set[str] = field(default_factory=set)  # named by decisions
+    models: set[str] = field(default_factory=set)
+    rulesets: set[tuple[str, str, str]] = field(default_factory=set)  # (module, ruleset id, version)
+    decision_seqs: SeqSet = field(default_factory=SeqSet)
+    first_decision: dict[str, int] = field(default_factory=dict)  # module -> first decision seq naming it
+    hashes: dict[str, str | None] = field(default_factory=dict)  # file -> SHA-256 as streamed
+
+
+def _fail(cls: type[BundleError], kind: str, detail: str, file: str = RECORDS, seq: int | None = None,
+          trace_id: str | None = None) -> BundleError:
+    return cls(detail, kind=kind, file=file, seq=seq, trace_id=trace_id)
+
+
+def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Replayer, found: Findings,
+                 progress: Progress | None = None) -> RecordTally:
+    """Stream the three line files once; failures go to ``found``, the tally comes back."""
+    t = RecordTally()
+    records, index = LineStream(bundle, RECORDS), LineStream(bundle, INDEX)
+    payloads = LineStream(bundle, PAYLOADS)
+    pay_iter: Iterator[bytes] = iter(payloads)
+    seen_payloads: set[bytes] = set()
+    pending_purges: dict[int, list[tuple[str, int, str]]] = {}  # purge seq -> (sha, decision seq, tid)
+    idx_iter = iter(index)
+    size, total = manifest.checkpoint_size, manifest.counts.records
+    sha256, loads = hashlib.sha256, orjson.loads
+    prev_seq, prev_chain = -1, b""
+    last_rules: object = None
+    last_model: object = None
+    by_decision: Counter[Any] = Counter()
+    for line in records:
+        n = t.records
+        t.records += 1
+        if progress is not None and n % 8192 == 0:
+            progress(n, total)
+        leaf = sha256(b"\x00" + line).digest()
+        idx_line = next(idx_iter, None)
+        if idx_line is None:
+            found.add(_fail(BundleTampered, "index.missing", f"{RECORDS} line {n + 1} has no "
+                            f"{INDEX} line", INDEX))
+            continue
+        try:
+            ix = loads(idx_line)
+            seq, kind, tid = ix["seq"], ix["kind"], ix["trace_id"]
+            if len(ix) != 5 or "leaf_hash" not in ix:
+                raise ValueError(f"keys are not {_INDEX_KEYS}")
+            chain = bytes.fromhex(ix["chain_hash"])
+            if type(seq) is not int or type(kind) is not str or type(tid) is not str or len(chain) != 32:
+                raise ValueError("seq, kind, trace_id or chain_hash has the wrong type")
+        except (orjson.JSONDecodeError, ValueError, TypeError, KeyError) as exc:
+            found.add(_fail(BundleMalformed, "index.line", f"line {n + 1} is not an index line: {exc}",
+                            INDEX))
+            continue
+        if ix["leaf_hash"] != leaf.hex():
+            found.add(_fail(BundleTampered, "leaf_hash", f"the line hashes to leaf {leaf.hex()}, "
+                            f"{INDEX} says {ix['leaf_hash']}", seq=seq, trace_id=tid))
+        if seq <= prev_seq:
+            found.add(_fail(BundleTampered, "seq.order", f"seq {seq} does not follow seq {prev_seq} "
+                            "(records must strictly ascend)", INDEX, seq, tid))
+            continue
+        if seq >= size:
+            found.add(_fail(BundleTampered, "seq.range", f"seq {seq} is outside the checkpoint's tree "
+                            f"of size {size}", INDEX, seq, tid))
+            continue
+        if seq == prev_seq + 1 and sha256(prev_chain + leaf).digest() != chain:
+            found.add(_fail(BundleTampered, "chain_hash", f"chain_hash {chain.hex()} is not SHA-256 of "
+                            f"seq {prev_seq}'s chain hash and this leaf", INDEX, seq, tid))
+        prev_seq, prev_chain = seq, chain
+        t.in_tree += 1
+        if t.first_seq is None:
+            t.first_seq = seq
+        t.last_seq = seq
+        try:
+            env = loads(line)
+            body = env["record"]
+            if (not isinstance(env, dict) or env.get("v") != 1 or not isinstance(body, dict)
+                    or type(env.get("recorded_at")) is not str or type(env.get("kind")) is not str):
+                raise ValueError("not a v1 envelope with a record object")
+        except (orjson.JSONDecodeError, ValueError, TypeError, KeyError) as exc:
+            found.add(_fail(BundleMalformed, "record.envelope", f"the entry does not parse: {exc}", seq=seq,
+                            trace_id=tid))
+            continue
+        if env.get("kind") != kind or env.get("trace_id") != tid:
+            found.add(_fail(BundleTampered, "index.mismatch", f"the entry is {env.get('kind')!r} "
+                            f"{env.get('trace_id')!r}, {INDEX} says {kind!r} {tid!r}", INDEX, seq, tid))
+        kind = env.get("kind")
+        if kind == "decision":
+            t.decisions += 1
+            t.decision_seqs.add(seq)
+            d = body.get("decision")
+            by_decision[d if type(d) is str else repr(d)] += 1
+            rules, model = body.get("rules"), body.get("model")
+            if rules != last_rules and isinstance(rules, dict):
+                last_rules = rules
+                m = str(rules.get("module_sha256"))
+                t.modules.add(m)
+                t.first_decision.setdefault(m, seq)
+                t.rulesets.add((m, str(rules.get("ruleset_id")), str(rules.get("version"))))
+            if model != last_model and isinstance(model, dict):
+                last_model = model
+                t.models.add(str(model.get("sha256")))
+            if failed := replayer.add(seq, tid, body):
+                found.extend(failed)
+        elif kind == "annotation":
+            t.annotations += 1
+            ref = body.get("refers_to")
+            if not isinstance(ref, dict) or ref.get("seq") not in t.decision_seqs:
+                found.add(_fail(BundleTampered, "annotation.refers_to", "the annotation refers to no "
+                                f"exported decision: {ref!r}"[:300], seq=seq, trace_id=tid))
+        elif kind in CONTEXT_KINDS:
+            t.context += 1
+            t.entries[seq] = env
+            if kind == "ledger.payload_purge":
+                named = body.get("payloads")
+                listed = {p for p in named if type(p) is str} if isinstance(named, list) else set()
+                for sha, dseq, dtid in pending_purges.pop(seq, ()):
+                    if sha not in listed:
+                        found.add(_fail(BundleTampered, "payload.purge", f"payload {sha} is said purged by "
+                                        f"seq {seq}, which does not list it", PAYLOADS, dseq, dtid))
+        else:
+            found.add(_fail(BundleTampered, "record.kind", f"kind {kind!r} has no place in a bundle",
+                            seq=seq, trace_id=tid))
+        ps = env.get("payload_sha256")
+        if ps is not None:
+            try:
+                key = bytes.fromhex(ps)
+            except (TypeError, ValueError):
+                key = str(ps).encode()
+            if key not in seen_payloads:
+                seen_payloads.add(key)
+                _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
+    for leftover, name in ((next(idx_iter, None), INDEX), (next(pay_iter, None), PAYLOADS)):
+        if leftover is not None:
+            found.add(_fail(BundleTampered, "lines.extra", f"{name} has more lines than {RECORDS} needs",
+                            name))
+            for _ in (idx_iter if name == INDEX else pay_iter):
+                pass  # finish the stream so that its file hash is known
+    for pseq, items in pending_purges.items():
+        for sha, dseq, dtid in items:
+            found.add(_fail(BundleTampered, "payload.purge", f"payload {sha} is said purged by seq {pseq}, "
+                            f"which is not a ledger.payload_purge entry of the bundle", PAYLOADS, dseq, dtid))
+    found.extend(replayer.flush())
+    t.by_decision = Counter({str(k): v for k, v in by_decision.items()})
+    if progress is not None:
+        progress(t.records, max(total, t.records))
+    t.hashes = {RECORDS: records.sha256, INDEX: index.sha256, PAYLOADS: payloads.sha256}
+    return t
+
+
+def _payload(t: RecordTally, line: bytes | None, sha: str, seq: int, tid: str,
+             pending: dict[int, list[tuple[str, int, str]]], found: Findings) -> None:
+    """Check the ``payloads.jsonl`` line that must describe payload ``sha`` (first named here)."""
+    def fail(kind: str, detail: str) -> None:
+        found.add(_fail(BundleTampered, kind, detail, PAYLOADS, seq, tid))
+
+    if line is None:
+        return fail("payload.missing", f"payload {sha} is named but {PAYLOADS} has no line for it")
+    try:
+        doc = orjson.loads(line)
+        state, named = doc["state"], doc["sha256"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        return fail("payload.line", f"the payload line does not parse: {exc}")
+    if named != sha:
+        return fail("payload.order", f"the next payload line is for {named!r}, the entry names {sha}")
+    if state == "present":
+        t.payloads_present += 1  # the manifest counts lines by their state
+        try:
+            enc, text = doc["encoding"], doc["data"]
+            data = text.encode() if enc == "utf-8" else base64.b64decode(text, validate=True)
+            if enc not in ("utf-8", "base64"):
+                raise ValueError(f"encoding {enc!r}")
+        except (KeyError, AttributeError, ValueError, binascii.Error, UnicodeEncodeError) as exc:
+            return fail("payload.line", f"payload {sha} data cannot be decoded: {exc}")
+        got = hashlib.sha256(data).hexdigest()
+        if got != sha:
+            fail("payload.hash", f"payload {sha} bytes hash to {got}")
+    elif state == "purged" and type(doc.get("purge_seq")) is int:
+        t.payloads_purged += 1
+        pseq = doc["purge_seq"]
+        if pseq <= seq:
+            return fail("payload.purge", f"payload {sha} is said purged by seq {pseq}, before it was named")
+        pending.setdefault(pseq, []).append((sha, seq, tid))
+    else:
+        fail("payload.line", f"payload {sha}: state {state!r} / purge_seq {doc.get('purge_seq')!r}")

@@ -1,0 +1,244 @@
+"""Replay (DESIGN.md invariant 6): re-run recorded decisions and say where they do not reproduce.
+
+For each ``sealtrail.decision/1`` body: the recorded features and score go through the recorded
+rule module in the sandbox (outcome, fired rule ids, their outcomes and reasons must equal the
+record exactly), and the recorded features through the numpy reference model (score within
+1e-4), as ``docs/bundle-format.md`` "Replay" says, fail-safe records included. Decisions are
+buffered and replayed a batch at a time, grouped by module and by model, so the sandbox's
+per-call cost (~30 us) is paid once per thousands of rows. Module and weights bytes come in
+through ``fetch_module`` / ``fetch_model`` (I/O stays with the caller); each is loaded once and
+checked against the SHA-256 the records name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from audit.decide.record import DECISION_SCHEMA, FAIL_SAFE_DECISION
+from audit.decide.types import ActiveRules
+from audit.errors import BundleError, ReplayMismatch
+from inference.errors import ModelError
+from inference.model import MlpModel, forward, load_npz
+from inference.schema import N_FEATURES
+from wasm_rules import OUTCOMES, RuleError, Sandbox
+
+__all__ = ["SCORE_TOLERANCE", "Replayer"]
+
+SCORE_TOLERANCE = 1e-4
+_RERUN = ("MODEL_ERROR", None)  # fail_safe values (prefixes) whose decision the rules re-make
+_NOT_RUN = ("SANDBOX_FAULT", "DEADLINE_EXCEEDED")  # recorded fail-safe HOLD, nothing re-run
+Fetch = Callable[[str], bytes]
+_new_row = tuple.__new__  # builds a _Row in C: the NamedTuple constructor is a Python call
+_NUMBER_TYPES = frozenset({float, int, type(None)})  # JSON numbers and null (bool is refused)
+
+
+class _Row(NamedTuple):
+    seq: int
+    trace_id: str
+    values: list[float | None]  # as recorded, null for NaN
+    score: float
+    body: dict[str, Any]
+
+
+@dataclass
+class _Rules:
+    rules: ActiveRules
+    fired: dict[Any, list[dict[str, str]]] = field(default_factory=dict)  # by bitset words
+
+
+class Replayer:
+    """Buffers decision bodies and replays them in batches; ``add`` and ``flush`` return the
+    mismatches found (as ``ReplayMismatch``), ``replayed`` / ``rescored`` count what was re-run."""
+
+    def __init__(self, sandbox: Sandbox, fetch_module: Fetch, fetch_model: Fetch, *,
+                 batch: int = 8192, file: str = "records.jsonl") -> None:
+        self._sandbox, self._fetch_module, self._fetch_model = sandbox, fetch_module, fetch_model
+        self._batch, self._file = batch, file
+        self._rows: list[_Row] = []
+        self._modules: dict[str, _Rules | BundleError] = {}
+        self._models: dict[str, MlpModel | BundleError] = {}
+        self.replayed = 0  # decisions whose rules were re-run
+        self.rescored = 0  # decisions whose score was recomputed
+        self.fail_safe = 0  # fail-safe HOLDs checked for their shape (nothing to re-run)
+
+    def _miss(self, row: _Row | tuple[int, str], kind: str, detail: str) -> ReplayMismatch:
+        seq, tid = (row.seq, row.trace_id) if isinstance(row, _Row) else row
+        return ReplayMismatch(detail, kind=kind, file=self._file, seq=seq, trace_id=tid)
+
+    def add(self, seq: int, trace_id: str, body: Any) -> list[BundleError]:
+        """Queue one decision body; replays the queue when it is full."""
+        try:
+            f = body["features"]
+            values, score = f["values"], body["score"]
+            if (body["schema"] != DECISION_SCHEMA or type(values) is not list
+                    or len(values) != N_FEATURES or not _NUMBER_TYPES.issuperset(map(type, values))
+                    or type(f["sha256"]) is not str
+                    or type(body["model"]["sha256"]) is not str
+                    or type(body["rules"]["module_sha256"]) is not str
+                    or (score is not None and type(score) is not float and type(score) is not int)):
+                raise ValueError(f"not a {DECISION_SCHEMA} body with {N_FEATURES} feature values, a "
+                                 "score, model and rule module")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
+        self._rows.append(_new_row(_Row, (seq, trace_id, values, math.nan if score is None else float(score),
+                                          body)))
+        return self.flush() if len(self._rows) >= self._batch else []
+
+    def flush(self) -> list[BundleError]:
+        """Replay everything queued."""
+        rows, self._rows = self._rows, []
+        if not rows:
+            return []
+        out: list[BundleError] = []
+        matrix = np.array([r.values for r in rows], dtype=np.float64)  # null -> NaN
+        scores = np.array([r.score for r in rows], dtype=np.float64)
+        out += self._check_feature_hashes(rows, matrix)
+        rerun: dict[str, list[int]] = defaultdict(list)
+        scored: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(rows):
+            b = r.body
+            fs = b.get("fail_safe")
+            if fs is None and r.score == r.score:  # the common case: scored, rules ran
+                scored[b["model"]["sha256"]].append(i)
+                rerun[b["rules"]["module_sha256"]].append(i)
+                continue
+            kind = fs.split(":", 1)[0] if isinstance(fs, str) else None
+            if (fs is not None and not isinstance(fs, str)) or kind not in (*_RERUN, *_NOT_RUN):
+                out.append(self._miss(r, "replay.fail_safe", f"unknown fail_safe {fs!r}"))
+                continue
+            if math.isnan(r.score):
+                # The spec allows a null score with MODEL_ERROR or DEADLINE_EXCEEDED only, but the
+                # pipeline records SANDBOX_FAULT (it takes precedence) when the model failed in the same
+                # batch, score null: a genuine record, and a fail-safe HOLD whatever its score.
+                if kind not in ("MODEL_ERROR", "DEADLINE_EXCEEDED", "SANDBOX_FAULT"):
+                    out.append(self._miss(r, "replay.score", f"score is null but fail_safe is {fs!r}"))
+            else:
+                scored[str(b["model"]["sha256"])].append(i)
+            if kind in _NOT_RUN:
+                self.fail_safe += 1
+                if b.get("decision") != FAIL_SAFE_DECISION or b.get("fired") != []:
+                    out.append(self._miss(r, "replay.fail_safe", f"{kind} must record HOLD with no fired "
+                                          f"rule; records {b.get('decision')!r}, fired {b.get('fired')!r}"))
+                continue
+            rerun[str(b["rules"]["module_sha256"])].append(i)
+        for sha, idx in rerun.items():
+            out += self._rules(sha, [rows[i] for i in idx], matrix[idx], scores[idx])
+        for sha, idx in scored.items():
+            out += self._score(sha, [rows[i] for i in idx], matrix[idx], scores[idx])
+        out.sort(key=lambda e: -1 if e.seq is None else e.seq)  # in record order, as an examiner reads
+        return out
+
+    def _check_feature_hashes(self, rows: list[_Row], matrix: npt.NDArray[np.float64]) -> list[BundleError]:
+        flat = np.ascontiguousarray(matrix, dtype="<f8").tobytes()
+        width = 8 * N_FEATURES
+        sha = hashlib.sha256
+        out: list[BundleError] = []
+        for i, r in enumerate(rows):
+            want = r.body["features"]["sha256"]
+            got = sha(flat[i * width:(i + 1) * width]).hexdigest()
+            if got != want:
+                out.append(self._miss(r, "replay.features_sha256", f"features.sha256 is {want!r}, the "
+                                      f"recorded values hash to {got}"))
+        return out
+
+    def _module(self, sha: str) -> _Rules | BundleError:
+        got = self._modules.get(sha)
+        if got is None:
+            try:
+                data = self._fetch_module(sha)
+                if hashlib.sha256(data).hexdigest() != sha:
+                    raise ReplayMismatch(f"rules/{sha}.wasm hashes to {hashlib.sha256(data).hexdigest()}",
+                                         kind="replay.module", file=f"rules/{sha}.wasm")
+                got = _Rules(ActiveRules.of(self._sandbox.load(data)))
+            except BundleError as exc:
+                got = exc
+            except (RuleError, ValueError) as exc:
+                got = ReplayMismatch(f"rule module cannot run: {exc}", kind="replay.module",
+                                     file=f"rules/{sha}.wasm")
+            self._modules[sha] = got
+        return got
+
+    def _rules(self, sha: str, rows: list[_Row], matrix: npt.NDArray[np.float64],
+               scores: npt.NDArray[np.float64]) -> list[BundleError]:
+        mod = self._module(sha)
+        if isinstance(mod, BundleError):
+            return [self._miss(r, mod.kind, f"{mod.file}: {mod.detail}") for r in rows]
+        module, manifest = mod.rules.module, mod.rules.module.manifest
+        full = np.hstack([matrix, scores[:, None]])[:, mod.rules.columns]
+        try:
+            result = module.evaluate(full)
+        except RuleError as exc:
+            return [self._miss(r, "replay.sandbox", f"the module faults on replay: {exc}") for r in rows]
+        self.replayed += len(rows)
+        out: list[BundleError] = []
+        decisions = [OUTCOMES[k] for k in result.outcomes.tolist()]
+        words_list = result.fired.tolist()
+        keys: list[Any] = [w[0] for w in words_list] if module.words == 1 else list(map(tuple, words_list))
+        cache, ours = mod.fired, (manifest.ruleset_id, manifest.version)
+        for i, key in enumerate(keys):
+            want = cache.get(key)
+            if want is None:
+                words = words_list[i]
+                want = cache[key] = [
+                    {"id": x.id, "outcome": x.outcome, "reason": x.reason}
+                    for k, x in enumerate(manifest.rules) if words[k // 64] >> (k % 64) & 1]
+            r = rows[i]
+            b = r.body
+            if decisions[i] != b.get("decision") or want != b.get("fired"):
+                out.append(self._miss(r, "replay.outcome", f"records {b.get('decision')} firing "
+                                      f"{_ids(b.get('fired'))}; module {sha[:12]} gives {decisions[i]} "
+                                      f"firing {_ids(want)}" + _reasons(want, b.get("fired"))))
+            rs = b["rules"]
+            if (rs.get("ruleset_id"), rs.get("version")) != ours:
+                out.append(self._miss(r, "replay.ruleset", f"records ruleset {rs.get('ruleset_id')}@"
+                                      f"{rs.get('version')}, module {sha[:12]} is {ours[0]}@{ours[1]}"))
+        return out
+
+    def _model(self, sha: str) -> MlpModel | BundleError:
+        got = self._models.get(sha)
+        if got is None:
+            where = f"models/{sha}/weights.npz"
+            try:
+                data = self._fetch_model(sha)
+                if hashlib.sha256(data).hexdigest() != sha:
+                    raise ReplayMismatch(f"hashes to {hashlib.sha256(data).hexdigest()}",
+                                         kind="replay.model", file=where)
+                got = load_npz(data)
+            except BundleError as exc:
+                got = exc
+            except ModelError as exc:
+                got = ReplayMismatch(f"model cannot be loaded: {exc}", kind="replay.model", file=where)
+            self._models[sha] = got
+        return got
+
+    def _score(self, sha: str, rows: list[_Row], matrix: npt.NDArray[np.float64],
+               scores: npt.NDArray[np.float64]) -> list[BundleError]:
+        model = self._model(sha)
+        if isinstance(model, BundleError):
+            return [self._miss(r, model.kind, f"{model.file}: {model.detail}") for r in rows]
+        got = forward(model, matrix)
+        self.rescored += len(rows)
+        bad = np.flatnonzero(~(np.abs(got - scores) <= SCORE_TOLERANCE)).tolist()
+        return [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}; the numpy model "
+                           f"{sha[:12]} gives {got[i]!r} (|diff| {abs(got[i] - scores[i]):.3g} > "
+                           f"{SCORE_TOLERANCE})") for i in bad]
+
+
+def _ids(fired: object) -> list[object]:
+    if not isinstance(fired, list):
+        return [fired]
+    return [h.get("id") if isinstance(h, dict) else h for h in fired]
+
+
+def _reasons(want: list[dict[str, str]], got: object) -> str:
+    if _ids(want) != _ids(got) or not isinstance(got, list):
+        return ""
+    return f" (fired outcome/reason differ from the module manifest: {got!r} vs {want!r})"[:600]

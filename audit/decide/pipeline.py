@@ -1,0 +1,371 @@
+"""The decision pipeline: one batch -> features -> model -> one sandboxed rule call -> one commit.
+
+``Pipeline.decide(submissions)`` returns decisions only after their records are durable in
+the ledger (fail-closed): if the commit fails it raises ``LedgerUnavailableError`` and no
+decision exists. Faults inside the batch do not crash it: a sandbox fault makes every
+decision of the batch a recorded fail-safe HOLD (``SANDBOX_FAULT``), a model failure leaves
+the score missing (the pack's ``MODEL_SCORE_MISSING`` rule then holds the payment for
+review, and the record says ``MODEL_ERROR``), and a request whose deadline passed in the
+queue is recorded as a fail-safe HOLD (``DEADLINE_EXCEEDED``) without being scored.
+
+Every recorded transaction, scored or not, advances the velocity windows in ledger order, so
+replaying the ledger's recent decisions rebuilds the same state (``rebuild_velocity``). When a
+commit fails after the windows advanced, the pipeline marks them stale and rebuilds them from
+the ledger before the next batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from audit.decide.canonical import CanonicalError, canonical_bytes
+from audit.decide.record import (
+    DECISION_KIND,
+    FAIL_SAFE_DECISION,
+    BodyTemplate,
+    DecisionBatch,
+    DecisionInputs,
+    RuleHit,
+    decision_body,
+    jcs_int,
+    jcs_numbers,
+    jcs_rows,
+    jcs_str,
+)
+from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
+from inference.features import FeatureExtractor
+from inference.schema import FEATURE_SCHEMA
+from ledger import Ledger, LedgerUnavailableError, Record
+from ledger.records import format_time
+from wasm_rules import OUTCOMES, SandboxFault
+
+__all__ = [
+    "Pipeline"
+]
+
+F64 = np.float64
+_Hits = tuple[tuple[RuleHit, ...], bytes]  # fired rules, and the canonical bytes of the record's "fired"
+
+
+def _us(t0: float, t1: float) -> int:
+    return round((t1 - t0) * 1e6)
+
+
+class Pipeline:
+    """Decides batches; one instance per ledger (it owns the velocity state)."""
+
+    def __init__(self, ledger: Ledger, scorer: Scorer, rules: ActiveRules, *,
+                 extractor: FeatureExtractor | None = None,
+                 index: DecisionIndex | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.ledger = ledger
+        self.scorer = scorer
+        self._rules = rules
+        self.extractor = extractor if extractor is not None else FeatureExtractor()
+        self._clock = clock
+        self.index = index
+        self._lock = threading.Lock()  # one batch at a time prepares: the windows advance in ledger order
+        self._state = threading.Lock()  # guards velocity_stale and _epoch together
+        self._epoch = 0  # bumped when the windows went stale; a batch prepared before is refused
+        self._tickets = 0  # batches prepared so far; each commits in its ticket's turn
+        self._committing = 0  # the ticket whose turn it is to commit
+        self._turn = threading.Condition()
+        self.velocity_stale = False
+        self.rebuild: Callable[[], FeatureExtractor] | None = None  # set by the service
+        self._fired_cache: dict[object, Any] = {}  # bitset words -> (hits, canonical "fired")
+        self._principals: dict[object, bytes] = {}  # plain principal -> canonical bytes
+
+    @property
+    def rules(self) -> ActiveRules:
+        return self._rules
+
+    def activate(self, rules: ActiveRules) -> None:
+        """Switch rule modules; the next batch uses the new one, a running batch the old one."""
+        self._rules = rules
+
+    def decide(self, subs: Sequence[Submission]) -> list[Decision]:
+        """Decide and seal ``subs`` in one commit; returns only once the records are durable.
+
+        Thread-safe, and it pays to call it from two threads: batches are prepared (features,
+        model, rules, records) one at a time and committed one at a time in that same order, so
+        one batch's records are built while the one before it commits."""
+        if not subs:
+            return []
+        with self._lock:  # one batch at a time advances the windows: the order of the ledger
+            with self._state:
+                stale, epoch = self.velocity_stale, self._epoch
+            if stale:  # every batch prepared on the stale windows has failed by now (see _seal)
+                if self.rebuild is None:
+                    raise LedgerUnavailableError("velocity state is stale after a failed commit and "
+                                                 "no rebuild is configured")
+                self.extractor = self.rebuild()
+                with self._state:
+                    self.velocity_stale = False
+                    epoch = self._epoch
+            t0 = self._clock()
+            rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs])
+            try:  # the windows have advanced: from here on, no commit means stale windows
+                prepared = self._prepare(subs, rows, t0)
+            except BaseException:
+                self._invalidate(epoch)
+                raise
+            ticket = self._tickets
+            self._tickets += 1
+        return self._seal(subs, prepared, ticket, epoch)
+
+    def _invalidate(self, epoch: int) -> None:
+        """The windows of ``epoch`` counted a batch the ledger does not hold: rebuild before the
+        next batch, and fail every batch already prepared on them."""
+        with self._state:
+            if self._epoch == epoch:
+                self._epoch += 1
+                self.velocity_stale = True
+
+    def _seal(self, subs: Sequence[Submission], prepared: _Prepared, ticket: int,
+              epoch: int) -> list[Decision]:
+        """Commit in ticket order (the order the windows advanced in); a batch prepared on windows
+        that a failed commit made stale is refused, never committed."""
+        clock = self._clock
+        t_ready = clock()
+        with self._turn:
+            while self._committing != ticket:
+                self._turn.wait()
+        try:
+            t4 = clock()
+            with self._state:
+                refused = self._epoch != epoch
+            if refused:
+                raise LedgerUnavailableError("an earlier batch's commit failed and this batch's features "
+                                             "counted it; nothing written")
+            index, meta = self.index, prepared.meta
+            alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
+            receipts = self.ledger.append_many(prepared.records, alongside=alongside)
+        except BaseException:
+            self._invalidate(epoch)
+            raise
+        finally:
+            with self._turn:
+                self._committing += 1
+                self._turn.notify_all()
+        t5 = clock()
+        t0, stage, outs, fired, why = prepared.t0, prepared.stage, prepared.outs, prepared.fired, prepared.why
+        after = {**stage, "seal": _us(t0, t_ready) - sum(stage.values()), "wait": _us(t_ready, t4),
+                 "ledger": _us(t4, t5), "total": _us(t0, t5)}
+        score_list = prepared.scores
+        return [Decision(r.trace_id, r.seq, r.leaf_hash.hex(), r.recorded_at, outs[i],
+                         None if math.isnan(score_list[i]) else score_list[i], fired[i][0], why[i],
+                         {"queue": subs[i].queue_us, **after})
+                for i, r in enumerate(receipts)]
+
+    def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float) -> _Prepared:
+        """Model, rules and the records of a batch whose feature rows are ``rows``."""
+        clock, rules, n = self._clock, self._rules, len(subs)
+        t1 = clock()
+        live = np.array([not s.expired for s in subs])
+        scores = np.full(n, math.nan)
+        model_error = None
+        if live.any():
+            try:
+                scores[live] = self.scorer.predict(rows[live])
+            except Exception as exc:  # any backend failure: score missing, recorded, never a crash
+                model_error = f"MODEL_ERROR: {type(exc).__name__}: {exc}"
+        t2 = clock()
+        outcomes = np.full(n, OUTCOMES.index(FAIL_SAFE_DECISION), dtype=np.uint8)
+        fired_words: npt.NDArray[np.uint64] | None = None
+        fuel = 0
+        sandbox_fault = None
+        if live.any():
+            full = np.hstack([rows, scores[:, None]])[live][:, rules.columns]
+            try:
+                result = rules.module.evaluate(full)
+                outcomes[live] = result.outcomes
+                fired_words = np.zeros((n, result.fired.shape[1]), dtype=np.uint64)
+                fired_words[live] = result.fired
+                fuel = result.fuel_used
+            except SandboxFault as exc:
+                sandbox_fault = f"SANDBOX_FAULT: {type(exc).__name__}: {exc}"
+        t3 = clock()
+        stage = {"features": _us(t0, t1), "model": _us(t1, t2), "rules": _us(t2, t3)}
+        outs = [OUTCOMES[k] for k in outcomes.tolist()]
+        if sandbox_fault is not None or fired_words is None:
+            fired: list[_Hits] = [_NO_HITS] * n
+        else:
+            fired = self._fired(rules, fired_words)
+        why = [("DEADLINE_EXCEEDED" if s.expired else sandbox_fault if sandbox_fault is not None
+                else model_error) for s in subs]
+        for i, s in enumerate(subs):
+            if s.expired:
+                fired[i] = _NO_HITS
+        records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules)
+        return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why)
+
+    def _fired(self, rules: ActiveRules, words: npt.NDArray[np.uint64]) -> list[_Hits]:
+        """Each row's fired rules and their canonical ``fired`` array, by the row's bitset words
+        (each rule's ``{id, outcome, reason}`` is canonicalised once per module and set of hits)."""
+        cache = self._fired_cache
+        if cache.get(_MODULE) is not rules.module or len(cache) > 4096:
+            cache.clear()
+            cache[_MODULE] = rules.module
+        manifest = rules.module.manifest
+        out: list[_Hits] = []
+        for row in map(tuple, words.tolist()):
+            got = cache.get(row)
+            if got is None:
+                hits = tuple(RuleHit(r.id, r.outcome, r.reason) for k, r in enumerate(manifest.rules)
+                             if row[k // 64] >> (k % 64) & 1)
+                got = cache[row] = (hits, canonical_bytes([{"id": h.id, "outcome": h.outcome,
+                                                            "reason": h.reason} for h in hits]))
+            out.append(got)
+        return out
+
+    def _bodies(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
+                outs: list[str], fired: list[_Hits], why: list[str | None],
+                fuel: int, stage: dict[str, int], rules: ActiveRules,
+                ) -> tuple[list[Record], DecisionBatch]:
+        """The batch's records (canonical bodies spliced from a per-batch template, see
+        ``audit.decide.record.BodyTemplate``) and their ``DecisionInputs``, made only if asked for."""
+        n = len(subs)
+        manifest = rules.module.manifest
+        tables = self.extractor.tables.ids
+        ats = _times([s.received_at for s in subs])
+        values: list[list[float | None]] = rows.tolist()
+        nan = np.isnan(rows)
+        if nan.any():
+            for i in np.flatnonzero(nan.any(axis=1)).tolist():
+                values[i] = [None if v != v else v for v in values[i]]
+        score_list: list[float] = scores.tolist()
+
+        def inputs(i: int) -> DecisionInputs:
+            s, tx = subs[i], subs[i].transaction
+            return DecisionInputs(
+                at=ats[i], principal=s.principal, message_format=s.message_format,
+                message_type=tx.message_type, reference=tx.reference, raw_sha256=tx.raw_sha256,
+                transaction_sha256=tx.sha256, feature_schema=FEATURE_SCHEMA, feature_values=rows[i].tolist(),
+                features_sha256=shas[i], tables=tables, model_sha256=self.scorer.model_sha256,
+                backend=self.scorer.name, score=score_list[i], module_sha256=rules.module.sha256,
+                ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version, decision=outs[i],
+                fired=fired[i][0], fail_safe=why[i], fuel=fuel, batch_size=n,
+                latency_us={"queue": s.queue_us, **stage})
+
+        le = np.ascontiguousarray(rows, dtype="<f8")
+        width = le.shape[1] * 8
+        flat = le.tobytes()
+        sha = hashlib.sha256
+        shas = [sha(flat[i * width:(i + 1) * width]).hexdigest() for i in range(n)]  # = features_sha256(row)
+        shared = DecisionInputs(
+            at="", principal={}, message_format="", message_type="", reference="", raw_sha256="",
+            transaction_sha256="", feature_schema=FEATURE_SCHEMA, feature_values=[], features_sha256="",
+            tables=tables, model_sha256=self.scorer.model_sha256, backend=self.scorer.name, score=0.0,
+            module_sha256=rules.module.sha256, ruleset_id=manifest.ruleset_id,
+            ruleset_version=manifest.version, decision="", fired=(), fail_safe=None, fuel=fuel, batch_size=n,
+            latency_us={"queue": 0, **stage})
+        try:
+            template = BodyTemplate.for_batch(shared)
+        except CanonicalError:
+            template = None  # every body on its own then raises where the reference refuses
+        records: list[Record] = []
+        push = records.append
+        # Every body below comes from our RFC 8785 encoder (canonical_bytes, or the template spliced
+        # with its values' canonical bytes: tests hold both to rfc8785), so the ledger may skip its
+        # parse of each body; bytes from anywhere else keep Record.from_canonical_body.
+        unchecked = Record.from_canonical_body_unchecked
+        if template is not None:
+            value_bytes = jcs_rows(values)
+            score_bytes = jcs_numbers([None if v != v else v for v in score_list])
+            principals: dict[int, bytes] = {}
+            splice = template.body
+            for i, s in enumerate(subs):
+                tx = s.transaction
+                try:
+                    p = principals.get(id(s.principal))
+                    if p is None:
+                        p = principals[id(s.principal)] = self._principal_bytes(s.principal)
+                    f = why[i]
+                    body = splice((jcs_str(ats[i]), jcs_str(outs[i]), b"null" if f is None else jcs_str(f),
+                                   value_bytes[i], jcs_str(shas[i]), fired[i][1], jcs_str(s.message_format),
+                                   jcs_str(tx.message_type), jcs_str(tx.raw_sha256), jcs_str(tx.reference),
+                                   jcs_str(tx.sha256), p, score_bytes[i], jcs_int(s.queue_us)))
+                except TypeError:  # a value the splice does not vouch for: the whole-body path decides
+                    body = canonical_bytes(decision_body(inputs(i)))
+                push(unchecked(DECISION_KIND, body, payload=s.raw))
+        else:
+            for i, s in enumerate(subs):
+                push(unchecked(DECISION_KIND, canonical_bytes(decision_body(inputs(i))), payload=s.raw))
+        meta = DecisionBatch(inputs, at=ats, principal=[s.principal for s in subs], decision=outs,
+                             score=score_list, fired=[f[0] for f in fired], fail_safe=why,
+                             ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version,
+                             module_sha256=rules.module.sha256)
+        return records, meta
+
+    def _principal_bytes(self, principal: dict[str, Any]) -> bytes:
+        """Canonical bytes of a principal; remembered by content when it is plain strings."""
+        key = _plain_key(principal)
+        if key is None:
+            return canonical_bytes(principal)
+        got = self._principals.get(key)
+        if got is None:
+            if len(self._principals) >= 1024:
+                self._principals.clear()
+            got = self._principals[key] = canonical_bytes(principal)
+        return got
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A batch decided but not yet sealed."""
+
+    t0: float
+    stage: dict[str, int]
+    records: list[Record]
+    meta: DecisionBatch
+    outs: list[str]
+    scores: list[float]
+    fired: list[_Hits]
+    why: list[str | None]
+
+
+_NO_HITS: _Hits = ((), b"[]")
+_MODULE = ("module",)  # the fired cache's entry naming the module it holds hits for
+_EPOCH64 = np.datetime64(0, "us")
+_YEAR_1000_US, _YEAR_10000_US = -30610224000000000, 253402300800000000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def _times(times: list[datetime]) -> list[str]:
+    """``format_time`` of each time, in one numpy call (it is ~4 us a call otherwise)."""
+    try:
+        stamps = [(t - _EPOCH) // _US for t in times]
+    except TypeError:  # a naive time: format_time says so
+        return [format_time(t) for t in times]
+    if not stamps or min(stamps) < _YEAR_1000_US or max(stamps) >= _YEAR_10000_US:
+        return [format_time(t) for t in times]  # strftime writes years before 1000 unpadded
+    text: list[str] = np.datetime_as_string(np.array(stamps, dtype="datetime64[us]"), unit="us").tolist()
+    return [t + "Z" for t in text]
+
+
+def _plain_key(principal: object) -> tuple[tuple[str, str | tuple[str, ...]], ...] | None:
+    """A principal that is a dict of exact strings (or lists of them) as a hashable key; None else."""
+    if type(principal) is not dict:
+        return None
+    items: list[tuple[str, str | tuple[str, ...]]] = []
+    for k, v in principal.items():
+        if type(k) is not str:
+            return None
+        if type(v) is str:
+            items.append((k, v))
+        elif type(v) is list and all(type(x) is str for x in v):
+            items.append((k, tuple(v)))
+        else:
+            return None
+    return tuple(items)

@@ -1,0 +1,253 @@
+"""The decision record (``sealtrail.decision/1``): what one sealed decision binds.
+
+The ledger envelope adds ``trace_id`` (UUIDv7), ``recorded_at`` and ``payload_sha256`` (the raw
+message, kept apart so that it can be purged); this body binds the rest of DESIGN.md
+invariant 3: who asked (X.509 principal), the input (raw and canonical transaction hashes),
+the features (values and SHA-256, with the reference tables), the model (SHA-256 and
+backend), the score, the rule module (SHA-256, ruleset id and version), the outcome (decision,
+fired rules with reasons, fuel) and the stage latencies. No personal data from the payment is
+in it: names and accounts stay in the purgeable payload.
+
+Feature values are JSON numbers, ``null`` for a missing value (NaN); JSON round-trips float64
+exactly, so replaying the rule module on the recorded values reproduces the outcome.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+import orjson
+
+from audit.decide.canonical import canonical_bytes
+
+__all__ = ["DECISION_KIND", "DECISION_SCHEMA", "FAIL_SAFE_DECISION", "SLOTS", "BodyTemplate",
+           "DecisionBatch", "DecisionInputs", "RuleHit", "decision_body", "features_from_body", "jcs_int",
+           "jcs_numbers", "jcs_rows", "jcs_str", "slot_parts"]
+
+DECISION_KIND = "decision"
+DECISION_SCHEMA = "sealtrail.decision/1"
+FAIL_SAFE_DECISION = "HOLD"
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    id: str
+    outcome: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DecisionInputs:
+    """Everything one record states, gathered by the pipeline."""
+
+    at: str  # event time the features used (UTC, microseconds, Z)
+    principal: dict[str, Any]
+    message_format: str
+    message_type: str
+    reference: str
+    raw_sha256: str
+    transaction_sha256: str
+    feature_schema: str
+    feature_values: list[float]  # NaN for missing
+    features_sha256: str
+    tables: dict[str, str]
+    model_sha256: str
+    backend: str
+    score: float  # NaN when the model did not score
+    module_sha256: str
+    ruleset_id: str
+    ruleset_version: str
+    decision: str
+    fired: tuple[RuleHit, ...]
+    fail_safe: str | None  # why the decision is a fail-safe HOLD, or None
+    fuel: int  # fuel the rule module used for the whole batch
+    batch_size: int
+    latency_us: dict[str, int]
+
+
+class DecisionBatch(Sequence[DecisionInputs]):
+    """The ``DecisionInputs`` of one batch, made on demand, and the columns they are made from.
+
+    A pipeline hands this to its index: an index that wants whole ``DecisionInputs`` indexes it
+    like a list (each item is made when asked for, equal to what the record states), while one
+    that needs only a few fields reads the columns and makes no per-decision object at all.
+    """
+
+    def __init__(self, make: Callable[[int], DecisionInputs], *, at: Sequence[str],
+                 principal: Sequence[dict[str, Any]], decision: Sequence[str], score: Sequence[float],
+                 fired: Sequence[tuple[RuleHit, ...]], fail_safe: Sequence[str | None], ruleset_id: str,
+                 ruleset_version: str, module_sha256: str) -> None:
+        n = len(at)
+        if not len(principal) == len(decision) == len(score) == len(fired) == len(fail_safe) == n:
+            raise ValueError("every column of a decision batch has one value per decision")
+        self._make = make
+        self.at, self.principal, self.decision, self.score = at, principal, decision, score
+        self.fired, self.fail_safe = fired, fail_safe  # score: NaN when the model did not score
+        self.ruleset_id, self.ruleset_version, self.module_sha256 = ruleset_id, ruleset_version, module_sha256
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    @overload
+    def __getitem__(self, i: int) -> DecisionInputs: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[DecisionInputs]: ...
+
+    def __getitem__(self, i: int | slice) -> DecisionInputs | list[DecisionInputs]:
+        n = len(self.at)
+        if isinstance(i, slice):
+            return [self._make(k) for k in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError("decision batch index out of range")
+        return self._make(i % n)
+
+
+def _num(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+def decision_body(d: DecisionInputs) -> dict[str, Any]:
+    """The record body as a JSON object (canonicalised by the caller)."""
+    return {
+        "schema": DECISION_SCHEMA,
+        "at": d.at,
+        "principal": d.principal,
+        "input": {"format": d.message_format, "message_type": d.message_type, "reference": d.reference,
+                  "raw_sha256": d.raw_sha256, "transaction_sha256": d.transaction_sha256},
+        "features": {"schema": d.feature_schema, "values": [_num(v) for v in d.feature_values],
+                     "sha256": d.features_sha256, "tables": d.tables},
+        "model": {"sha256": d.model_sha256, "backend": d.backend},
+        "score": _num(d.score),
+        "rules": {"module_sha256": d.module_sha256, "ruleset_id": d.ruleset_id,
+                  "version": d.ruleset_version},
+        "decision": d.decision,
+        "fired": [{"id": h.id, "outcome": h.outcome, "reason": h.reason} for h in d.fired],
+        "fail_safe": d.fail_safe,
+        "fuel": d.fuel,
+        "batch_size": d.batch_size,
+        "latency_us": d.latency_us,
+    }
+
+
+def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
+    """The recorded feature values and score, ``null`` back to NaN (for replay)."""
+    values = [math.nan if v is None else float(v) for v in body["features"]["values"]]
+    score = body["score"]
+    return values, math.nan if score is None else float(score)
+
+
+# --- canonical bytes of a batch's bodies, spliced from parts canonicalised once ----------------
+
+_INT_LIMIT = 2**53 - 1  # RFC 8785 / I-JSON: integers beyond this have no exact JSON number
+SLOTS = ("at", "decision", "fail_safe", "values", "features_sha256", "fired", "format", "message_type",
+          "raw_sha256", "reference", "transaction_sha256", "principal", "score", "queue")
+
+
+def _marker(slot: str) -> str:
+    return f"\x00sealtrail-slot:{slot}\x00"  # JCS writes it as "\u0000sealtrail-slot:...\u0000"
+
+
+class BodyTemplate:
+    """The canonical bytes of one batch's decision bodies, spliced from parts made once.
+
+    What the records of a batch share (schema, model, rules, tables, fuel, batch size and the
+    stage latencies) is canonicalised once, from ``decision_body`` itself with a marker string in
+    each per-record slot; a record is those bytes with every marker (quotes included) replaced
+    by the canonical bytes of its value. JCS writes an object as ``{`` + its ``"key":value``
+    members in key order + ``}``, and the keys do not change, so replacing a value by the
+    canonical bytes of another value gives exactly the canonical bytes of the changed record
+    (tests/audit/test_record.py checks it against rfc8785 over many records).
+    """
+
+    def __init__(self, fmt: bytes, order: tuple[int, ...]) -> None:
+        self._fmt = fmt  # the constant bytes, '%' doubled, '%b' at each slot
+        self._order = order  # the slot (index into SLOTS) of each '%b', in output order
+
+    @classmethod
+    def for_batch(cls, shared: DecisionInputs) -> BodyTemplate | None:
+        """The template for records that state what ``shared`` states outside the slots, or None
+        when its constant parts cannot be spliced (then canonicalise each body whole)."""
+        body = decision_body(shared)
+        marks = {slot: _marker(slot) for slot in SLOTS}
+        body["at"], body["decision"], body["fail_safe"] = marks["at"], marks["decision"], marks["fail_safe"]
+        body["features"] = {**body["features"], "values": marks["values"], "sha256": marks["features_sha256"]}
+        body["fired"], body["principal"], body["score"] = marks["fired"], marks["principal"], marks["score"]
+        body["input"] = {"format": marks["format"], "message_type": marks["message_type"],
+                         "raw_sha256": marks["raw_sha256"], "reference": marks["reference"],
+                         "transaction_sha256": marks["transaction_sha256"]}
+        body["latency_us"] = {**body["latency_us"], "queue": marks["queue"]}
+        text = canonical_bytes(body)
+        found: list[tuple[int, int]] = []
+        for i, slot in enumerate(SLOTS):
+            token = orjson.dumps(marks[slot])
+            at = text.find(token)
+            if at < 0 or text.count(token) != 1:
+                return None  # a constant string that holds a marker's text: do not guess
+            found.append((at, i))
+        found.sort()
+        pieces: list[bytes] = []
+        last = 0
+        for at, i in found:
+            pieces += [text[last:at].replace(b"%", b"%%"), b"%b"]
+            last = at + len(orjson.dumps(marks[SLOTS[i]]))
+        pieces.append(text[last:].replace(b"%", b"%%"))
+        return cls(b"".join(pieces), tuple(i for _, i in found))
+
+    def body(self, parts: tuple[bytes, ...]) -> bytes:
+        """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
+        order = self._order
+        return self._fmt % tuple([parts[i] for i in order])
+
+
+def jcs_str(value: object) -> bytes:
+    """Canonical bytes of an exact ``str`` (orjson escapes strings exactly as RFC 8785 does);
+    TypeError for anything else, or for text that is not Unicode (a lone surrogate)."""
+    if type(value) is not str:
+        raise TypeError(f"{type(value).__name__} is not a str")
+    return orjson.dumps(value)
+
+
+def jcs_int(value: object) -> bytes:
+    """Canonical bytes of an exact ``int`` within +-(2**53 - 1); TypeError for anything else."""
+    if type(value) is not int or not -_INT_LIMIT <= value <= _INT_LIMIT:
+        raise TypeError(f"{value!r} is not an integer JSON number")
+    return str(value).encode()
+
+
+def jcs_rows(rows: list[list[float | None]]) -> list[bytes]:
+    """The canonical bytes of each row of numbers (``null`` for None), from one encoder call
+    for all of them: a JCS array is ``[`` + its elements' canonical bytes joined by ``,`` + ``]``,
+    and a number or ``null`` holds no bracket, so the rows of ``[[...],[...]]`` split exactly."""
+    if not rows or any(not r for r in rows):
+        return [canonical_bytes(r) for r in rows]
+    inner = canonical_bytes(rows)[2:-2].split(b"],[")
+    if len(inner) != len(rows):  # pragma: no cover - impossible for numbers; never guess
+        return [canonical_bytes(r) for r in rows]
+    return [b"[" + p + b"]" for p in inner]
+
+
+def jcs_numbers(values: list[float | None]) -> list[bytes]:
+    """The canonical bytes of each number (or None) of ``values``, from one encoder call: the
+    array's elements joined by ``,``, and a number holds no comma."""
+    if not values:
+        return []
+    out = canonical_bytes(values)[1:-1].split(b",")
+    if len(out) != len(values):  # pragma: no cover - impossible for numbers; never guess
+        return [canonical_bytes(v) for v in values]
+    return out
+
+
+def slot_parts(d: DecisionInputs) -> tuple[bytes, ...]:
+    """The canonical bytes of each slot of ``d``, one value at a time, in ``SLOTS`` order (the
+    pipeline makes the same bytes a batch at a time; tests hold the two together)."""
+    body = decision_body(d)
+    return (jcs_str(d.at), jcs_str(d.decision), b"null" if d.fail_safe is None else jcs_str(d.fail_safe),
+            canonical_bytes(body["features"]["values"]), jcs_str(d.features_sha256),
+            canonical_bytes(body["fired"]),
+            jcs_str(d.message_format), jcs_str(d.message_type), jcs_str(d.raw_sha256), jcs_str(d.reference),
+            jcs_str(d.transaction_sha256), canonical_bytes(d.principal), canonical_bytes(body["score"]),
+            jcs_int(d.latency_us["queue"]))

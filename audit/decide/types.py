@@ -1,0 +1,93 @@
+"""What goes into and comes out of the decision pipeline: submissions, decisions, the active
+rule module, and the two narrow interfaces it calls (a model scorer, a derived-row index).
+
+Kept apart from the pipeline so that code which only reads decisions (replay, the bundle verifier)
+needs none of the batch logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection
+
+from audit.decide.record import DecisionInputs, RuleHit
+from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
+from inference.schema import RULE_FEATURE_NAMES
+from ledger import Receipt
+from wasm_rules import RuleModule
+
+__all__ = ["ActiveRules", "Decision", "DecisionIndex", "Scorer", "Submission"]
+
+
+class DecisionIndex(Protocol):
+    """Derived rows kept beside the ledger (``audit.query.index``), written in the same commit.
+    ``inputs`` is an ``audit.decide.record.DecisionBatch``: items made on demand, columns read as is."""
+
+    def write(self, conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
+              receipts: Sequence[Receipt]) -> None: ...
+
+
+class Scorer(Protocol):
+    """What the pipeline needs of a model backend (``inference.backends.Backend``)."""
+
+    name: str
+    model_sha256: str
+
+    def predict(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
+
+
+@dataclass(frozen=True)
+class ActiveRules:
+    """A loaded rule module and how its feature columns map onto ours."""
+
+    module: RuleModule
+    columns: tuple[int, ...]  # index into RULE_FEATURE_NAMES for each of the module's features
+
+    @classmethod
+    def of(cls, module: RuleModule) -> ActiveRules:
+        unknown = [f for f in module.manifest.features if f not in RULE_FEATURE_NAMES]
+        if unknown:
+            raise ValueError(f"rule module {module.manifest.ruleset_id} reads features this pipeline "
+                             f"does not produce: {', '.join(unknown)}")
+        return cls(module, tuple(RULE_FEATURE_NAMES.index(f) for f in module.manifest.features))
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One transaction to decide, as it arrived."""
+
+    raw: bytes  # the message bytes; stored as the record's purgeable payload
+    transaction: Transaction
+    message_format: str  # mt | pacs008 | json
+    principal: dict[str, Any]  # audit.decide.principal.Principal.to_json()
+    received_at: datetime  # event time for the features (UTC)
+    expired: bool = False  # its deadline passed in the queue: record a fail-safe HOLD
+    queue_us: int = 0
+
+    @classmethod
+    def parse(cls, raw: bytes, message_format: Format, principal: dict[str, Any],
+              received_at: datetime) -> list[Submission | MessageError]:
+        """One submission per message in ``raw`` (or the error that refused it). Each keeps the
+        whole ``raw`` as its payload; replay finds its transaction again by SHA-256."""
+        fmt = detect_format(raw) if message_format == "auto" else message_format
+        return [m if isinstance(m, MessageError) else cls(raw, m, fmt, principal, received_at)
+                for m in parse_messages(raw, fmt)]
+
+
+@dataclass(frozen=True)
+class Decision:
+    trace_id: str
+    seq: int
+    leaf_hash: str  # hex
+    recorded_at: str
+    decision: str
+    score: float | None
+    fired: tuple[RuleHit, ...]
+    fail_safe: str | None
+    latency_us: dict[str, int] = field(default_factory=dict)

@@ -1,0 +1,269 @@
+"""Every refusal and failure of the audit layer, one tree under ``AuditError``.
+
+The API maps the tree to HTTP statuses in one place (``api/problems.py``) and the CLI to exit
+codes; each error carries its evidence (the field, the record, the bundle file, what differed).
+Branches: ``QueryError`` (a filter, cursor or id that cannot be used; also a ``ValueError``),
+``AnnotationError``, ``ExportError``, ``GovernanceError``, ``ModelRegistryError``,
+``PrincipalError`` and ``BundleError`` (the offline verifier's outcomes; also a
+``ledger.VerificationError``, so one ``except`` catches every "does not verify").
+
+The bundle verifier's errors collect record-level failures (up to a cap) and raise them
+together as ``BundleFailed`` so an examiner sees the extent, not only the first.
+This module imports nothing that needs a database: the offline verifier uses it.
+"""
+
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ledger.errors import VerificationError
+
+if TYPE_CHECKING:
+    from audit.bundle.verify import BundleReport
+
+__all__ = [
+    "AnnotationError",
+    "AuditError",
+    "BundleError",
+    "BundleFailed",
+    "BundleMalformed",
+    "BundleTampered",
+    "BundleUnreadable",
+    "BundleUntrusted",
+    "CasesFailedError",
+    "DuplicateRulesetError",
+    "ExportError",
+    "ExportFilterError",
+    "ExportUnavailableError",
+    "FourEyesError",
+    "GovernanceError",
+    "GovernanceRecordError",
+    "ModelConflictError",
+    "ModelRegistryError",
+    "ModuleIntegrityError",
+    "NoActiveRulesetError",
+    "PrincipalError",
+    "ProofMismatch",
+    "QueryError",
+    "ReplayMismatch",
+    "RulesetRefusedError",
+    "StateError",
+    "TraceNotFoundError",
+    "UnknownRulesetError",
+    "UnregisteredModelError",
+]
+
+
+class AuditError(Exception):
+    """Base of every audit-layer error; ``str(err)`` is a sentence a person can act on."""
+
+
+class BundleError(AuditError, VerificationError):
+    """Base of every verifier outcome. ``kind`` is a short stable code (``leaf_hash``,
+    ``replay.outcome``, ...); ``file``, ``seq`` and ``trace_id`` say where; ``detail`` what."""
+
+    code = "bundle"
+
+    def __init__(self, detail: str, *, kind: str | None = None, file: str | None = None,
+                 seq: int | None = None, trace_id: str | None = None) -> None:
+        self.kind = kind or self.code
+        self.file, self.seq, self.trace_id, self.detail = file, seq, trace_id, detail
+        where = ", ".join(x for x in (file, None if seq is None else f"seq {seq}", trace_id) if x)
+        super().__init__(f"{self.kind}: {detail}" + (f" [{where}]" if where else ""))
+
+    @property
+    def failures(self) -> tuple[BundleError, ...]:
+        """The individual failures this error stands for (itself, unless an aggregate)."""
+        return (self,)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "file": self.file, "seq": self.seq, "trace_id": self.trace_id,
+                "detail": self.detail}
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), self.detail, self.kind, self.file, self.seq, self.trace_id))
+
+
+def _rebuild(cls: type[BundleError], detail: str, kind: str, file: str | None, seq: int | None,
+             trace_id: str | None) -> BundleError:
+    return cls(detail, kind=kind, file=file, seq=seq, trace_id=trace_id)
+
+
+class BundleUnreadable(BundleError):
+    """The file cannot be read as a ZIP at all (missing, truncated, not a zip): exit 2."""
+
+    code = "unreadable"
+
+
+class BundleMalformed(BundleError):
+    """The bundle is readable but breaks the format (unsafe paths, bomb-like sizes, a manifest
+    or line that is not what the spec says)."""
+
+    code = "malformed"
+
+
+class BundleTampered(BundleError):
+    """Bytes differ from what the signed manifest or the records state (file hash, leaf hash,
+    index line, chain, payload, unlisted or missing file)."""
+
+    code = "tampered"
+
+
+class BundleUntrusted(BundleError):
+    """A signature (manifest or checkpoint) is not by a trusted key, or does not verify."""
+
+    code = "untrusted"
+
+
+class ProofMismatch(BundleError):
+    """The Merkle evidence does not lead to the signed checkpoint (multiproof, inclusion
+    path, consistency with the previous export)."""
+
+    code = "proof"
+
+
+class ReplayMismatch(BundleError):
+    """Re-running a decision (rules in the sandbox, numpy model) does not give what it records."""
+
+    code = "replay"
+
+
+class BundleFailed(BundleError):
+    """Several failures at once (at most the verifier's cap, ``dropped`` more not kept), with the
+    report of what was checked so far."""
+
+    code = "failed"
+
+    def __init__(self, failures: list[BundleError], dropped: int = 0,
+                 report: BundleReport | None = None) -> None:
+        self._failures = tuple(failures)
+        self.dropped = dropped
+        self.report = report
+        more = f" (and {dropped} more)" if dropped else ""
+        first = "; ".join(str(f) for f in failures[:3])
+        super().__init__(f"{len(failures) + dropped} failure(s){more}: {first}", kind=self.code)
+
+    @property
+    def failures(self) -> tuple[BundleError, ...]:
+        return self._failures
+
+    def __reduce__(self) -> Any:
+        return (type(self), (list(self._failures), self.dropped, self.report))
+
+
+# -- queries, annotations, exports ---------------------------------------------------------
+
+
+class QueryError(AuditError, ValueError):
+    """A filter, cursor or trace id that cannot be used as given; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class AnnotationError(QueryError):
+    """An annotation that cannot be written as given; ``field`` names the culprit."""
+
+
+class TraceNotFoundError(AnnotationError):
+    """The trace to annotate does not exist (the API answers 404, not 422)."""
+
+
+class ExportError(AuditError):
+    """Base of the refusals of export creation that are not about the filters."""
+
+
+class ExportUnavailableError(ExportError):
+    """Something the bundle must hold cannot be had (a model's weights, a ruleset's module, a
+    payload row): configuration or ledger damage; nothing was written."""
+
+
+class ExportFilterError(QueryError):
+    """A filter that cannot be used as given, or a selection that matches nothing; ``field``
+    names it in the bundle's terms (from, to, account, decision, rule, filters)."""
+
+
+# -- governance and the model registry ------------------------------------------------------
+
+
+
+class GovernanceError(AuditError):
+    """Base of every refusal by rule governance; nothing was written when one is raised."""
+
+
+class RulesetRefusedError(GovernanceError):
+    """The ruleset does not parse, compile or fit the pipeline (API: 422). ``rule_id``,
+    ``line`` and ``column`` are set when the compiler named them."""
+
+    def __init__(self, message: str, *, rule_id: str | None = None, line: int | None = None,
+                 column: int | None = None) -> None:
+        super().__init__(message)
+        self.rule_id, self.line, self.column = rule_id, line, column
+
+
+class CasesFailedError(RulesetRefusedError):
+    """The ruleset's own test cases fail; ``failures`` names each (line, case, what differed)."""
+
+    def __init__(self, message: str, failures: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
+class DuplicateRulesetError(GovernanceError):
+    """A ruleset with this ``id@version`` was already proposed (or bootstrapped)."""
+
+
+class UnknownRulesetError(GovernanceError):  # deliberately not a LookupError: see Governance._append
+    """No ruleset with this id was ever proposed."""
+
+
+class StateError(GovernanceError):
+    """The step does not follow from the ruleset's state (not proposed, already approved,
+    not approved, already active, or a stated module SHA-256 that is not this one's)."""
+
+
+class FourEyesError(GovernanceError):
+    """The approver is the proposer (same certificate fingerprint or same subject DN)."""
+
+
+class NoActiveRulesetError(GovernanceError):
+    """No ruleset is active: bootstrap the default pack or activate an approved one."""
+
+
+class GovernanceRecordError(GovernanceError):
+    """The governance records cannot be derived: one is malformed, or breaks the rules (a
+    self-approval, an unapproved activation) because it was appended around Governance.
+    Fail-closed: nothing governed proceeds until an operator looks (API: 500)."""
+
+
+class ModuleIntegrityError(GovernanceError):
+    """The module bytes in a record do not hash to the SHA-256 the record states."""
+
+
+class ModelRegistryError(AuditError):
+    """Base of the registry's refusals; nothing was written when one is raised."""
+
+
+class UnregisteredModelError(ModelRegistryError):
+    """Scoring was asked of a model no ``model.registered`` record names."""
+
+
+class ModelConflictError(ModelRegistryError):
+    """The SHA-256 is registered already, with a different card."""
+
+
+# -- principals ----------------------------------------------------------------------------
+
+
+class PrincipalError(AuditError):
+    """A certificate or chain that does not yield a principal; ``reason`` is a stable code:
+    ``malformed``, ``no_trust_anchor``, ``not_yet_valid``, ``expired``, ``not_client``,
+    ``unknown_ca`` (issuer is no trusted CA), ``untrusted`` (bad signature, broken chain or
+    another path-validation failure)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -1,0 +1,1 @@
+"""Reading the trail: the trace index kept beside the ledger, trace queries and overview statistics."""

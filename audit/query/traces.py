@@ -1,0 +1,279 @@
+"""Finding decisions: filtered, newest-first pages over the trace index, and one trace in full.
+
+``query_traces(engine, TraceFilter(...))`` returns a page in seq-descending order with an
+opaque cursor for the next one (keyset pagination on seq: a page costs the same at the first
+decision as at the ten-millionth). Each filter reads one index of ``audit.query.index``
+whose last column is seq. A bad filter value or cursor raises :class:`QueryError` naming the
+field (the API answers 422). ``get_trace`` reads the ledger itself: the exact sealed bytes,
+the payload (or that it was purged) and the annotations that refer to the trace.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+from sqlalchemy import Engine, Select, select
+
+from audit.errors import QueryError
+from audit.query.index import account_key, trace_accounts, trace_annotations, trace_rules, traces
+from ledger import store
+from wasm_rules import OUTCOMES
+
+__all__ = [
+    "MAX_LIMIT", "AnnotationView", "TraceDetail", "TraceFilter", "TracePage", "TraceSummary",
+    "get_trace", "parse_time", "query_traces", "time_text"
+]
+
+MAX_LIMIT = 1000
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_RULE_ID = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_CURSOR = re.compile(rb"t1\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
+
+
+def time_text(t: datetime) -> str:
+    """The index's time text for an aware ``t`` (strftime would not zero-pad a year before 1000)."""
+    return t.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str | datetime | None, name: str) -> str | None:
+    """A query's time bound as the index's sortable text; ``QueryError`` naming ``name`` if it is not
+    an ISO 8601 time with a UTC offset."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise QueryError(name, f"{value!r} is not an ISO 8601 time") from None
+    if not isinstance(value, datetime):
+        raise QueryError(name, "must be an ISO 8601 time")
+    if value.tzinfo is None:
+        raise QueryError(name, "must carry a UTC offset (e.g. 2026-12-02T11:22:18Z)")
+    try:
+        return time_text(value)
+    except OverflowError:
+        raise QueryError(name, "is out of range in UTC") from None
+
+
+def _score(value: float | None, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+        raise QueryError(name, f"{value!r} is not a number in [0, 1]")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """What an officer asks for; every given field must match (AND). Values are checked and
+    normalised on construction: times to the ledger's UTC µs form, fingerprints to lower case."""
+
+    since: str | datetime | None = None  # recorded_at >= since
+    until: str | datetime | None = None  # recorded_at < until
+    decision: str | None = None  # ALLOW | REVIEW | HOLD | BLOCK
+    rule_id: str | None = None  # a rule that fired
+    account: str | None = None  # originator or beneficiary account, in clear (hashed here, never stored)
+    principal: str | None = None  # certificate SHA-256 fingerprint (hex) or RFC 4514 subject
+    score_min: float | None = None
+    score_max: float | None = None
+    limit: int = 100
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        since, until = parse_time(self.since, "since"), parse_time(self.until, "until")
+        if since is not None and until is not None and until <= since:
+            raise QueryError("until", "must be later than since")
+        put(self, "since", since)
+        put(self, "until", until)
+        if self.decision is not None and self.decision not in OUTCOMES:
+            raise QueryError("decision", f"{self.decision!r} is not one of {', '.join(OUTCOMES)}")
+        rule = self.rule_id
+        if rule is not None and (not isinstance(rule, str) or not _RULE_ID.fullmatch(rule)):
+            raise QueryError("rule_id", f"{self.rule_id!r} is not a rule id ({_RULE_ID.pattern})")
+        account = self.account
+        if account is not None and (not isinstance(account, str) or not account.replace(" ", "")):
+            raise QueryError("account", "must be a non-empty account number or IBAN")
+        if self.principal is not None:
+            if not isinstance(self.principal, str) or not self.principal.strip():
+                raise QueryError("principal", "must be a certificate fingerprint or a subject DN")
+            if _HEX64.fullmatch(self.principal):
+                put(self, "principal", self.principal.lower())
+        put(self, "score_min", _score(self.score_min, "score_min"))
+        put(self, "score_max", _score(self.score_max, "score_max"))
+        if self.score_min is not None and self.score_max is not None and self.score_min > self.score_max:
+            raise QueryError("score_max", "must not be below score_min")
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise QueryError("limit", f"{self.limit!r} is not an integer in 1..{MAX_LIMIT}")
+        if self.cursor is not None:
+            self.after_seq()  # refuse a bad cursor now, not at query time
+
+    def _fingerprint(self) -> str:
+        """What a cursor is bound to: the filter without limit and cursor."""
+        d = asdict(self)
+        del d["limit"], d["cursor"]
+        return hashlib.sha256(orjson.dumps(d, option=orjson.OPT_SORT_KEYS)).hexdigest()[:8]
+
+    def after_seq(self) -> int | None:
+        """The seq the cursor points below, or None for the first page."""
+        if self.cursor is None:
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(self.cursor + "=" * (-len(self.cursor) % 4))
+        except (binascii.Error, ValueError):
+            raise QueryError("cursor", "is not a cursor this service issued") from None
+        m = _CURSOR.fullmatch(raw)
+        if m is None or not isinstance(self.cursor, str):
+            raise QueryError("cursor", "is not a cursor this service issued")
+        if m.group(2).decode() != self._fingerprint():
+            raise QueryError("cursor", "was issued for a different filter")
+        return int(m.group(1))
+
+    def cursor_after(self, seq: int) -> str:
+        token = f"t1.{seq}.{self._fingerprint()}".encode()
+        return base64.urlsafe_b64encode(token).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    seq: int
+    trace_id: str
+    recorded_at: str
+    event_at: str
+    decision: str
+    score: float | None
+    fail_safe: str | None  # reason code (SANDBOX_FAULT, MODEL_ERROR, DEADLINE_EXCEEDED) or None
+    fired: tuple[str, ...]
+    principal_subject: str
+    principal_fp: str
+    ruleset_id: str
+    ruleset_version: str
+    module_sha256: str
+
+
+@dataclass(frozen=True)
+class TracePage:
+    items: list[TraceSummary]
+    next_cursor: str | None  # None on the last page
+
+
+def _page_query(f: TraceFilter) -> Select[Any]:
+    t = traces
+    q = select(*t.c)
+    # The table whose index drives the scan gives the order and the keyset: a page is then a
+    # descending range scan of that index with a primary-key lookup per row.
+    order = t.c.seq
+    if f.rule_id is not None:
+        r = trace_rules.alias("r")
+        q = q.join(r, r.c.seq == t.c.seq).where(r.c.rule_id == f.rule_id)
+        order = r.c.seq
+    if f.account is not None:
+        a = trace_accounts.alias("a")
+        q = q.join(a, a.c.seq == order).where(a.c.account_key == account_key(f.account))
+        if f.rule_id is None:
+            order = a.c.seq
+    if f.since is not None:
+        q = q.where(t.c.recorded_at >= f.since)
+    if f.until is not None:
+        q = q.where(t.c.recorded_at < f.until)
+    if f.decision is not None:
+        q = q.where(t.c.decision == f.decision)
+    if f.principal is not None:
+        col = t.c.principal_fp if _HEX64.fullmatch(f.principal) else t.c.principal_subject
+        q = q.where(col == f.principal)
+    if f.score_min is not None:
+        q = q.where(t.c.score >= f.score_min)
+    if f.score_max is not None:
+        q = q.where(t.c.score <= f.score_max)
+    after = f.after_seq()
+    if after is not None:
+        q = q.where(order < after)
+        if order is not t.c.seq:
+            # implied by the join, but said outright: otherwise PostgreSQL may merge-join by
+            # walking audit_traces down from the newest row to the cursor (deep pages grow slow)
+            q = q.where(t.c.seq < after)
+    return q.order_by(order.desc()).limit(f.limit + 1)
+
+
+def _summary(row: Any) -> TraceSummary:
+    score = row.score
+    return TraceSummary(int(row.seq), row.trace_id, row.recorded_at, row.event_at, row.decision,
+                        None if score is None or math.isnan(score) else float(score), row.fail_safe,
+                        tuple(row.fired.split(",")) if row.fired else (), row.principal_subject,
+                        row.principal_fp, row.ruleset_id, row.ruleset_version, row.module_sha256)
+
+
+def query_traces(engine: Engine, f: TraceFilter) -> TracePage:
+    """One page of the decisions matching ``f``, newest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(_page_query(f)).all()
+    items = [_summary(r) for r in rows[:f.limit]]
+    more = len(rows) > f.limit
+    return TracePage(items, f.cursor_after(items[-1].seq) if more else None)
+
+
+@dataclass(frozen=True)
+class AnnotationView:
+    seq: int
+    trace_id: str
+    recorded_at: str
+    body: dict[str, Any]  # the sealtrail.annotation/1 record
+
+
+@dataclass(frozen=True)
+class TraceDetail:
+    seq: int
+    trace_id: str
+    kind: str
+    recorded_at: str
+    leaf_hash: str  # hex
+    chain_hash: str  # hex
+    record: bytes  # the exact sealed envelope bytes (hash them: SHA-256(0x00 || record) = leaf_hash)
+    body: dict[str, Any]  # the envelope's "record" member
+    payload_sha256: str | None
+    payload: bytes | None
+    payload_state: Literal["none", "present", "purged", "absent"]  # absent: hash sealed, no row (damage)
+    annotations: tuple[AnnotationView, ...] = field(default=())
+    # index columns (trace_id, kind, recorded_at) that differ from the sealed envelope: damage
+    mismatches: tuple[str, ...] = field(default=())
+
+
+def get_trace(engine: Engine, trace_id: str) -> TraceDetail | None:
+    """A trace by id with its sealed bytes, payload and annotations; None if there is none."""
+    if not isinstance(trace_id, str) or not _UUID.fullmatch(trace_id):
+        raise QueryError("trace_id", f"{trace_id!r} is not a UUID")
+    e, p = store.entries, store.payloads
+    with engine.connect() as conn:
+        row = conn.execute(select(e.c.seq, e.c.kind, e.c.record, e.c.leaf_hash, e.c.chain_hash,
+                                  e.c.recorded_at).where(e.c.trace_id == trace_id.lower())).first()
+        if row is None:
+            return None
+        record = bytes(row.record)
+        env = orjson.loads(record)
+        digest = env.get("payload_sha256")
+        payload: bytes | None = None
+        state: Literal["none", "present", "purged", "absent"] = "none"
+        if digest is not None:
+            got = conn.execute(select(p.c.data).where(p.c.sha256 == digest)).first()
+            state = "absent" if got is None else "purged" if got.data is None else "present"
+            payload = None if got is None or got.data is None else bytes(got.data)
+        a = trace_annotations
+        notes = conn.execute(select(e.c.seq, e.c.trace_id, e.c.recorded_at, e.c.record)
+                             .join(a, a.c.seq == e.c.seq).where(a.c.target_seq == row.seq)
+                             .order_by(a.c.seq)).all()
+    columns = {"trace_id": trace_id.lower(), "kind": row.kind, "recorded_at": row.recorded_at}
+    mismatches = tuple(k for k, v in columns.items() if env.get(k) != v)
+    return TraceDetail(int(row.seq), trace_id.lower(), row.kind, row.recorded_at, bytes(row.leaf_hash).hex(),
+                       bytes(row.chain_hash).hex(), record, env["record"], digest, payload, state,
+                       tuple(AnnotationView(int(n.seq), n.trace_id, n.recorded_at,
+                                            orjson.loads(n.record)["record"]) for n in notes), mismatches)
