@@ -1,11 +1,11 @@
-"""The decision query index (``audit.trace_index``): traces, fired rules, account keys, annotations.
+"""The decision query index (``audit.query.index``): traces, fired rules, account keys, annotations.
 
 Derived rows, written in the same transaction as the ledger entries and rebuildable from them
-(``audit.trace_index.catch_up``); append-only like the ledger's tables all the same (UPDATE,
+(``audit.query.index.catch_up``); append-only like the ledger's tables all the same (UPDATE,
 DELETE and, on PostgreSQL, TRUNCATE refused), so the index cannot be quietly edited either.
 The tables are spelled out here rather than imported: migrations import only ``ledger``, and a
 revision must keep creating what it created when it was written.
-``tests/audit/test_trace_index.py`` checks them against ``audit.trace_index.metadata``.
+``tests/audit/test_trace_index.py`` checks them against ``audit.query.index.metadata``.
 
 Revision ID: 0003
 Revises: 0002
