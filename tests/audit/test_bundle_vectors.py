@@ -1,0 +1,54 @@
+"""Bundles written by earlier versions still verify, and their records hash the same way today."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import orjson
+import pytest
+import rfc8785
+
+from audit.bundle.verify import verify_bundle
+from audit.decide.canonical import canonical_bytes
+from ledger.note import NoteVerifier
+from tests.audit.bundle_fixture import now_fixed
+from wasm_rules import Sandbox
+
+VECTORS = Path(__file__).parents[1] / "vectors"
+V1 = VECTORS / "bundle-v1"
+
+
+def _member(path: Path, name: str) -> bytes:
+    with zipfile.ZipFile(path) as z:
+        return z.read(name)
+
+
+def test_a_version_1_bundle_verifies_with_its_pinned_key(sandbox: Sandbox) -> None:
+    key = NoteVerifier.from_vkey((V1 / "trusted.vkey").read_text().strip())
+    report = verify_bundle(V1 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed)
+    doc = report.to_json()
+    assert (doc["pinned"], doc["warnings"]) == (True, [])
+    assert (doc["records"], doc["decisions"], doc["replayed"], doc["rescored"]) == (47, 43, 43, 43)
+    assert (doc["annotations"], doc["payloads_present"], doc["payloads_purged"]) == (1, 42, 1)
+
+
+def test_a_version_1_bundle_fails_under_another_key(sandbox: Sandbox) -> None:
+    from audit.errors import BundleError
+    from ledger import NoteSigner
+
+    other = NoteSigner.generate("test.sealtrail/log").verifier
+    with pytest.raises(BundleError):
+        verify_bundle(V1 / "bundle.zip", [other], sandbox=sandbox, now=now_fixed)
+
+
+def test_version_1_records_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> None:
+    records = _member(V1 / "bundle.zip", "records.jsonl").splitlines()
+    index = [orjson.loads(x) for x in _member(V1 / "bundle.zip", "index.jsonl").splitlines()]
+    assert len(records) == len(index) == 47
+    for line, entry in zip(records, index, strict=True):
+        value = orjson.loads(line)
+        assert canonical_bytes(value) == line, entry["seq"]
+        assert rfc8785.dumps(value) == line, entry["seq"]  # the independent reference agrees
+        assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
