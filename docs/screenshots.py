@@ -1,4 +1,4 @@
-"""Screenshots of the console's main pages for the README: ``make screenshots``.
+"""Screenshots of the console's main pages for the README and docs/console.md: ``make screenshots``.
 
 Starts a real ``sealtrail serve`` over mutual TLS on a scratch ledger, scores simulated traffic,
 proposes a ruleset and cuts an export, then photographs each page in Debian's Chromium (the

@@ -1,4 +1,4 @@
-"""inference: from a payment message to a risk score (see DESIGN.md and README "Risk scoring").
+"""inference: from a payment message to a risk score (see DESIGN.md and docs/scoring.md).
 
 - ``inference.messages``: MT103/MT202/MT202COV, pacs.008 and JSON -> canonical ``Transaction``;
 - ``inference.features``: deterministic float64 rows (schema ``sealtrail.features/1``) with

@@ -5,7 +5,7 @@
 order given, and each row counts the ones before it and itself. Time is the ``at`` passed in
 (the pipeline's injected clock or the transaction's recorded time), never the wall clock.
 
-Definitions (README "Features" lists them for examiners):
+Definitions (docs/scoring.md "Features" lists them for examiners):
 - amounts: the settlement amount in USD via the FX table, rounded half-even to the cent;
   a currency missing from the table gives NaN (and the transfer is counted, not summed);
 - round_amount: a positive multiple of 1,000 in its own currency;

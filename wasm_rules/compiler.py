@@ -1,7 +1,7 @@
 """Rule IR -> WebAssembly (ABI v1). Emits WAT, assembles it with wasmtime, and appends the
 manifest as a custom section. Pure: the same ruleset source gives byte-identical modules.
 
-ABI v1 (see README "Rule module ABI v1"): the module imports nothing and exports
+ABI v1 (see docs/rules.md, "Rule module ABI v1"): the module imports nothing and exports
 ``memory``, ``abi_version() -> i32`` (1), ``n_features``, ``n_rules``, ``max_rows``,
 ``input_ptr``, ``outcome_ptr``, ``fired_ptr`` (all ``() -> i32``) and ``evaluate(n: i32) ->
 i32``, which reads ``n`` rows of little-endian f64 features at ``input_ptr`` and writes one

@@ -1,7 +1,7 @@
 """The canonical ``Transaction``: what every message format becomes, and its canonical JSON.
 
 Frozen dataclasses; amounts are ``Decimal`` with exactly the currency's ISO 4217 minor
-units, never float. ``to_json()`` is the documented canonical form (README "Transaction");
+units, never float. ``to_json()`` is the documented canonical form (docs/messages.md, "The Transaction");
 ``canonical_bytes()`` is its RFC 8785 serialisation, whose SHA-256 identifies the
 transaction independently of the format it arrived in.
 """
@@ -133,7 +133,7 @@ class Transaction:
     r16: R16 = field(default=R16(False, False, False, False, False))
 
     def to_json(self) -> dict[str, Any]:
-        """The canonical JSON form (documented in the README)."""
+        """The canonical JSON form (documented in docs/messages.md)."""
         def dec(d: Decimal | None) -> str | None:
             return None if d is None else format(d, "f")
 
