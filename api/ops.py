@@ -1,9 +1,12 @@
-"""What each CLI command does, without the printing: settings in, plain data out."""
+"""What each CLI command does, without the printing: settings in, plain data out.
+
+A thin face over ``ledger``: settings become an engine or an open ``Ledger``, a ledger function
+does the work, and its result becomes the dict the CLI prints and the HTTP API returns. No SQL
+here, and no ledger tables: those are ``ledger``'s own business.
+"""
 
 from __future__ import annotations
 
-import base64
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -11,46 +14,62 @@ from sqlalchemy import Engine
 
 import migrations
 from api.config import Settings
-from ledger import Ledger, LedgerError, NoteSigner, NoteVerifier, VerificationError, VerifyReport, store
-from ledger.append import CheckpointPolicy
-from ledger.checkpoint import SignedCheckpoint
-from ledger.errors import DamageError, EntryNotFoundError, KeyFileError, RefusedError
-from ledger.keys import generate_key_file, load_signer, replace_key_file
-from ledger.merkle import verify_consistency, verify_inclusion
-from ledger.proofs import InclusionProof, consistency_proof, inclusion_proof, root_at
+from ledger import database
+from ledger.append import CheckpointPolicy, Ledger
+from ledger.errors import NotCoveredError, VerificationError
+from ledger.keys import key_history, load_signer, rotate_key_file
+from ledger.note import NoteVerifier
+from ledger.proofs import InclusionProof, prove_consistency, prove_inclusion
 from ledger.retention import (
-    active_holds,
+    current_holds,
     place_hold,
     purge_expired,
     purge_payloads,
     release_hold,
 )
-from ledger.verify import verify_ledger
+from ledger.verify import VerifyReport, verify_ledger
+
+__all__ = [
+    "NotCoveredError",
+    "consistency",
+    "engine_for",
+    "erase",
+    "hold",
+    "holds",
+    "initialise",
+    "keys_rotate",
+    "keys_show",
+    "open_ledger",
+    "prove",
+    "purge_old_payloads",
+    "release",
+    "require_schema",
+    "trusted_keys",
+    "verify",
+    "verify_now",
+]
 
 
 def engine_for(s: Settings, *, create: bool = False) -> Engine:
-    return store.connect(s.db, create_file=create)
+    return database.open_engine(s.db, create_file=create)
+
+
+def require_schema(engine: Engine) -> None:
+    """``SchemaError`` (exit 2) unless the database is migrated to the code's revision."""
+    database.require_schema(engine)
 
 
 def open_ledger(s: Settings, engine: Engine | None = None) -> Ledger:
-    eng = engine or engine_for(s)
-    store.require_schema(eng)
-    signer = load_signer(s.key_file)
     policy = CheckpointPolicy(s.checkpoint_every, s.checkpoint_seconds)
-    return Ledger(eng, signer, policy=policy)
+    return database.open_ledger(engine or engine_for(s), s.key_file, policy)
 
 
 def initialise(s: Settings) -> dict[str, Any]:
     engine = engine_for(s, create=True)
     migrations.upgrade(engine, app_role=s.app_role)
-    exists = s.key_file.exists()
-    signer = load_signer(s.key_file) if exists else generate_key_file(s.key_file, s.origin)
-    with engine.connect() as conn:
-        size, _ = store.tail(conn)
-    created = size == 0
-    ledger = Ledger.create(engine, signer, s.origin) if created else Ledger(engine, signer)
-    return {"created": created, "db": s.db, "origin": ledger.origin,
-            "vkey": signer.verifier.vkey, "key_file": str(s.key_file)}
+    done = database.initialise(engine, s.key_file, s.origin)
+    return {"created": done.created, "db": s.db, "origin": done.ledger.origin,
+            "vkey": done.signer.verifier.vkey, "key_file": str(s.key_file)}
 
 
 def trusted_keys(s: Settings, pinned: list[NoteVerifier]) -> list[NoteVerifier]:
@@ -89,10 +108,6 @@ def verify_now(s: Settings) -> dict[str, Any]:
     return out
 
 
-class NotCoveredError(LedgerError):
-    """The entry is newer than the latest signed checkpoint, and the caller asked not to sign one."""
-
-
 def prove(s: Settings, target: int | str, ledger: Ledger | None = None, *,
           sign: bool = True) -> InclusionProof:
     """An inclusion proof for ``target`` (seq or trace id) against a signed checkpoint.
@@ -102,98 +117,41 @@ def prove(s: Settings, target: int | str, ledger: Ledger | None = None, *,
     latest checkpoint gets a checkpoint signed on the spot, unless ``sign`` is false
     (``NotCoveredError``): a page view must not write."""
     if ledger is not None:
-        return _prove(ledger, NoteVerifier.from_vkey(ledger.active_vkey), target, sign)
+        return prove_inclusion(ledger, target, sign=sign)
     opened = open_ledger(s)
     try:
-        return _prove(opened, NoteVerifier.from_vkey(opened.active_vkey), target, sign)
+        return prove_inclusion(opened, target, sign=sign)
     finally:
         opened.engine.dispose()
 
 
-def _prove(ledger: Ledger, ours: NoteVerifier, target: int | str, sign: bool) -> InclusionProof:
-    if isinstance(target, int) and target >= 1 << 63:
-        raise EntryNotFoundError(f"no ledger entry with seq {target}")
-    with ledger.engine.connect() as conn:
-        p = store.param(conn)
-        col = "seq" if isinstance(target, int) else "trace_id"
-        row = conn.exec_driver_sql(
-            f"SELECT seq, leaf_hash, trace_id FROM ledger_entries WHERE {col} = {p}", (target,)
-        ).first()
-    if row is None:
-        raise EntryNotFoundError(f"no ledger entry with {col} {target}")
-    seq, leaf = int(row[0]), bytes(row[1])
-    latest = ledger.latest_checkpoint()
-    if latest is None or latest.checkpoint.size <= seq:
-        if not sign:
-            have = 0 if latest is None else latest.checkpoint.size
-            raise NotCoveredError(f"entry {seq} is newer than the latest signed checkpoint (size {have})")
-        latest = ledger.checkpoint()
-    size = latest.checkpoint.size
-    with ledger.engine.connect() as conn:
-        hashes = inclusion_proof(conn, seq, size)
-    # Never hand out a bad proof: the checkpoint must carry our key's signature, the proof
-    # must lead from the leaf to its root.
-    SignedCheckpoint.verify(latest.note, [ours], ledger.origin)
-    verify_inclusion(seq, size, leaf, hashes, latest.checkpoint.root)
-    return InclusionProof(seq, size, leaf, tuple(hashes), latest.note)
-
-
 def consistency(s: Settings, old: int, new: int) -> dict[str, Any]:
     engine = engine_for(s)
-    store.require_schema(engine)
-    with engine.connect() as conn:
-        size, _ = store.tail(conn)
-        if not 0 < old <= new <= size:
-            raise RefusedError(f"sizes must satisfy 0 < OLD <= NEW <= {size} (the ledger's size)")
-        hashes = consistency_proof(conn, old, new)
-        r1, r2 = root_at(conn, old), root_at(conn, new)
-        notes: dict[int, str] = dict(conn.exec_driver_sql(
-            f"SELECT size, note FROM ledger_checkpoints WHERE size IN ({old}, {new})").all())
-    verify_consistency(old, new, hashes, r1, r2)
-    for size, root in ((old, r1), (new, r2)):  # the printed notes must sign these very roots
-        if size in notes and SignedCheckpoint.parse_unverified(notes[size]).checkpoint.root != root:
-            raise DamageError("root mismatch", size - 1,
-                              f"the checkpoint stored for size {size} signs another root")
-    b64 = base64.b64encode
-    return {
-        "old_size": old, "new_size": new,
-        "old_root": b64(r1).decode(), "new_root": b64(r2).decode(),
-        "hashes": [b64(h).decode() for h in hashes],
-        "old_checkpoint": notes.get(old), "new_checkpoint": notes.get(new),
-    }
+    try:
+        return prove_consistency(engine, old, new).to_json()
+    finally:
+        engine.dispose()
 
 
 def keys_show(s: Settings) -> dict[str, Any]:
     engine = engine_for(s)
-    store.require_schema(engine)
-    with engine.connect() as conn:
-        history = [{"vkey": v, "valid_from_size": int(f)} for v, f in conn.exec_driver_sql(
-            "SELECT vkey, valid_from_size FROM ledger_keys ORDER BY valid_from_size")]
-    if not history:
-        raise LedgerError("ledger has no keys yet (run 'sealtrail init')")
-    return {"active": history[-1]["vkey"], "history": history}
+    try:
+        history = key_history(engine)
+    finally:
+        engine.dispose()
+    return {"active": history[-1].vkey,
+            "history": [{"vkey": k.vkey, "valid_from_size": k.valid_from_size} for k in history]}
 
 
 def keys_rotate(s: Settings) -> dict[str, Any]:
-    """New key written first (``signing.key.pending``), then the rotation is committed, then
-    the key file is swapped: a crash in between leaves the pending key on disk, never a
-    ledger that expects a key nobody has."""
+    """A new signing key, its rotation sealed in the ledger, the old key file retired."""
     ledger = open_ledger(s)
-    old = load_signer(s.key_file)
-    new = NoteSigner.generate(old.name)
-    pending = s.key_file.with_suffix(".key.pending")
-    if pending.exists():
-        raise KeyFileError(f"{pending} exists: an earlier rotation was interrupted; inspect it")
-    fd = os.open(pending, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(new.skey + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    receipt = ledger.rotate_key(new)
-    retired = replace_key_file(s.key_file, new)
-    pending.unlink()
-    return {"seq": receipt.seq, "old_vkey": old.verifier.vkey, "new_vkey": new.verifier.vkey,
-            "retired_file": str(retired)}
+    try:
+        r = rotate_key_file(ledger, s.key_file)
+    finally:
+        ledger.engine.dispose()
+    return {"seq": r.seq, "old_vkey": r.old_vkey, "new_vkey": r.new_vkey,
+            "retired_file": str(r.retired_file)}
 
 
 def purge_old_payloads(s: Settings, days: int | None) -> dict[str, Any]:
@@ -220,6 +178,7 @@ def release(s: Settings, hold_id: str, reason: str) -> dict[str, Any]:
 
 def holds(s: Settings) -> dict[str, Any]:
     engine = engine_for(s)
-    store.require_schema(engine)
-    with engine.connect() as conn:
-        return {"holds": [h.__dict__ for h in active_holds(conn)]}
+    try:
+        return {"holds": [h.__dict__ for h in current_holds(engine)]}
+    finally:
+        engine.dispose()

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import repeat
+from typing import NamedTuple
 
 import orjson
 from sqlalchemy import Connection, Engine
@@ -33,7 +34,7 @@ from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record, format_time, now_utc, seal, seal_many
 
-__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "Ledger"]
+__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "Ledger", "LedgerStatus"]
 
 ZERO_CHAIN = bytes(32)
 ROTATION_CONTEXT = b"sealtrail key rotation v1\n"
@@ -46,6 +47,14 @@ class CheckpointPolicy:
 
     every_entries: int = 1000
     every_seconds: float = 60.0
+
+
+class LedgerStatus(NamedTuple):
+    """The log at one moment: its size and its newest checkpoint (size, when it was signed)."""
+
+    size: int
+    checkpoint_size: int
+    checkpoint_at_us: int | None  # µs since the epoch; None before any checkpoint
 
 
 def _us(t: datetime) -> int:
@@ -282,6 +291,12 @@ class Ledger:
     def size(self) -> int:
         with self._read() as conn:
             return store.tail(conn)[0]
+
+    def status(self) -> LedgerStatus:
+        """Size and newest checkpoint in one read (for monitoring: how much is unsealed, since when)."""
+        with self._read() as conn:
+            size, _, _, cp_size, cp_at = store.head(conn)
+        return LedgerStatus(size, cp_size, cp_at or None)
 
     def rotate_key(self, new: NoteSigner) -> Receipt:
         """Record the rotation (endorsed by the old key) and co-sign a checkpoint with both.

@@ -15,6 +15,7 @@ __all__ = [
     "LedgerError",
     "LedgerUnavailableError",
     "LegalHoldError",
+    "NotCoveredError",
     "NoteError",
     "RecordError",
     "RefusedError",
@@ -45,6 +46,10 @@ class LedgerUnavailableError(LedgerError):
 
 class EntryNotFoundError(LedgerError):
     """No entry has the seq or trace id asked for."""
+
+
+class NotCoveredError(LedgerError):
+    """The entry is newer than the latest signed checkpoint, and the caller asked not to sign one."""
 
 
 class KeyFileError(LedgerError):

@@ -1,4 +1,5 @@
-"""Signing-key files: the Ed25519 private key lives in a 0600 file, never in the database.
+"""Signing keys: the Ed25519 private key lives in a 0600 file, never in the database; the
+ledger keeps the history of public keys (``ledger_keys``), and a rotation changes both.
 
 The file holds the C2SP signer-key text ``PRIVATE+KEY+name+keyid+base64(0x01 || seed)``.
 """
@@ -7,12 +8,29 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.errors import KeyFileError
+from sqlalchemy import Engine
+
+from ledger import store
+from ledger.errors import KeyFileError, LedgerError
 from ledger.note import NoteSigner
 
-__all__ = ["KEY_FILE_NAME", "generate_key_file", "load_signer", "replace_key_file"]
+if TYPE_CHECKING:
+    from ledger.append import Ledger
+
+__all__ = [
+    "KEY_FILE_NAME",
+    "KeyRotation",
+    "KeyValidity",
+    "generate_key_file",
+    "key_history",
+    "load_signer",
+    "replace_key_file",
+    "rotate_key_file",
+]
 
 KEY_FILE_NAME = "signing.key"
 
@@ -71,3 +89,54 @@ def load_signer(path: Path) -> NoteSigner:
         return NoteSigner.from_skey(text)
     except KeyFileError as exc:
         raise KeyFileError(f"{path}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class KeyValidity:
+    """One key of the log's history: it signs alone from tree size ``valid_from_size`` on."""
+
+    vkey: str
+    valid_from_size: int
+
+
+def key_history(engine: Engine) -> list[KeyValidity]:
+    """Every signing key the ledger has had, oldest first (the last one is the active key)."""
+    store.require_schema(engine)
+    with engine.connect() as conn:
+        history = [KeyValidity(v, f) for v, f in store.key_history(conn)]
+    if not history:
+        raise LedgerError("ledger has no keys yet (run 'sealtrail init')")
+    return history
+
+
+@dataclass(frozen=True)
+class KeyRotation:
+    """A rotation done: the ledger record's seq, both public keys, where the old file went."""
+
+    seq: int
+    old_vkey: str
+    new_vkey: str
+    retired_file: Path
+
+
+def rotate_key_file(ledger: Ledger, path: Path) -> KeyRotation:
+    """Rotate ``ledger``'s signing key to a new one and install it at ``path``.
+
+    The new key is written first (``<name>.key.pending``, 0600), then the rotation is committed,
+    then the key file is swapped (the old one moves to ``retired/``): a crash in between leaves
+    the pending key on disk, never a ledger that expects a key nobody has. ``KeyFileError`` if a
+    pending key is already there (an interrupted rotation to look at first)."""
+    old = load_signer(path)
+    new = NoteSigner.generate(old.name)
+    pending = path.with_suffix(".key.pending")
+    if pending.exists():
+        raise KeyFileError(f"{pending} exists: an earlier rotation was interrupted; inspect it")
+    fd = os.open(pending, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(new.skey + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    receipt = ledger.rotate_key(new)
+    retired = replace_key_file(path, new)
+    pending.unlink()
+    return KeyRotation(receipt.seq, old.verifier.vkey, new.verifier.vkey, retired)

@@ -14,14 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from ledger import store
 from ledger.append import Ledger
 from ledger.errors import DamageError, LedgerError, LegalHoldError, RefusedError
 from ledger.records import Receipt, Record
 
-__all__ = ["DEFAULT_RETENTION", "Hold", "PurgeResult", "active_holds", "place_hold",
+__all__ = ["DEFAULT_RETENTION", "Hold", "PurgeResult", "active_holds", "current_holds", "place_hold",
            "purge_expired", "purge_payloads", "release_hold"]
 
 DEFAULT_RETENTION = timedelta(days=5 * 365 + 1)
@@ -63,6 +63,13 @@ def active_holds(conn: Connection) -> list[Hold]:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise DamageError("malformed record", int(seq), f"legal hold record: {exc}") from exc
     return list(holds.values())
+
+
+def current_holds(engine: Engine) -> list[Hold]:
+    """``active_holds`` of the ledger in ``engine``'s database, read in a connection of its own."""
+    store.require_schema(engine)
+    with engine.connect() as conn:
+        return active_holds(conn)
 
 
 def place_hold(ledger: Ledger, hold_id: str, seq_from: int, seq_to: int, reason: str) -> Receipt:

@@ -267,6 +267,33 @@ def specials(conn: Connection, lo: int, hi: int) -> list[tuple[int, str, bytes]]
     ]
 
 
+def entry_leaf(conn: Connection, target: int | str) -> tuple[int, bytes] | None:
+    """(seq, leaf hash) of the entry with seq ``target`` (an int) or trace id ``target`` (a str)."""
+    col = "seq" if isinstance(target, int) else "trace_id"
+    row = conn.exec_driver_sql(
+        f"SELECT seq, leaf_hash FROM ledger_entries WHERE {col} = {param(conn)}", (target,)
+    ).first()
+    return None if row is None else (int(row[0]), bytes(row[1]))
+
+
+def checkpoint_notes(conn: Connection, sizes: Sequence[int]) -> dict[int, str]:
+    """The signed notes stored for those tree ``sizes`` that have one."""
+    if not sizes:
+        return {}
+    p = param(conn)
+    rows = conn.exec_driver_sql(
+        f"SELECT size, note FROM ledger_checkpoints WHERE size IN ({', '.join([p] * len(sizes))})",
+        tuple(sizes),
+    )
+    return {int(size): str(note) for size, note in rows}
+
+
+def key_history(conn: Connection) -> list[tuple[str, int]]:
+    """Every signing key the log has had: (vkey, first tree size it signs alone), oldest first."""
+    return [(str(v), int(f)) for v, f in conn.exec_driver_sql(
+        "SELECT vkey, valid_from_size FROM ledger_keys ORDER BY valid_from_size")]
+
+
 def chain_at(conn: Connection, seq: int) -> bytes:
     row = conn.exec_driver_sql(
         f"SELECT chain_hash FROM ledger_entries WHERE seq = {param(conn)}", (seq,)
