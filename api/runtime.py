@@ -29,7 +29,8 @@ from audit.state.replay import ReplayReport
 from inference.backends import Backend, load_backend
 from inference.features import FeatureExtractor
 from inference.model import ModelFiles
-from ledger import Ledger, store
+from ledger import store
+from ledger.append import Ledger
 from wasm_rules import Sandbox
 
 __all__ = ["Runtime"]

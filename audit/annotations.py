@@ -27,7 +27,8 @@ from audit.decide.principal import Principal
 from audit.decide.record import DECISION_KIND
 from audit.errors import AnnotationError, TraceNotFoundError
 from audit.query.index import ANNOTATION_KIND, write_annotations
-from ledger import Ledger, Receipt, Record, store
+from ledger import Receipt, Record, store
+from ledger.append import Ledger
 from wasm_rules import OUTCOMES
 
 __all__ = [

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine
 from bench.dbs import placeholder
 from bench.report import Row, percentile, verdict
 from bench.workload import SEED
-from ledger import Ledger
+from ledger.append import Ledger
 from ledger.merkle import verify_inclusion
 from ledger.proofs import inclusion_proof
 

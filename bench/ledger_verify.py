@@ -14,7 +14,9 @@ from sqlalchemy import Engine
 from bench.dbs import sqlite_path
 from bench.report import Row, verdict
 from bench.workload import BUILD_BATCH, build_ledger
-from ledger import Ledger, NoteSigner, Record, verify_ledger
+from ledger import NoteSigner, Record
+from ledger.append import Ledger
+from ledger.verify import verify_ledger
 
 TARGET_VERIFY_RATE = 500_000.0
 

@@ -43,8 +43,8 @@ from bench.report import Row, format_table, verdict, write_json
 from inference.backends import load_backend
 from inference.model import ModelFiles
 from inference.simulate import SimConfig, simulate
-from ledger import Ledger, NoteSigner, store
-from ledger.append import CheckpointPolicy
+from ledger import NoteSigner, store
+from ledger.append import CheckpointPolicy, Ledger
 from wasm_rules import Sandbox, compile_ruleset, parse_ruleset
 
 TARGET = 20_000.0

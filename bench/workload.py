@@ -13,8 +13,8 @@ import rfc8785
 from sqlalchemy import Engine
 
 import migrations
-from ledger import Ledger, NoteSigner, Record
-from ledger.append import CheckpointPolicy
+from ledger import NoteSigner, Record
+from ledger.append import CheckpointPolicy, Ledger
 from ledger.records import seal
 
 T = TypeVar("T")

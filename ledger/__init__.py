@@ -1,11 +1,15 @@
 """sealtrail's append-only Merkle ledger: storage, proofs, checkpoints and verification.
 
 Knows nothing of decisions, rules or models: it seals JSON records and proves it did.
+
+The package's face needs no database: errors, records, checkpoints and signed notes. Code that
+reads or writes a log imports the module that does it (``from ledger.append import Ledger``,
+``ledger.verify``, ``ledger.proofs``, ``ledger.database``), so that importing ``ledger.errors``
+or the Merkle and note code (as the offline bundle verifier does) never loads SQLAlchemy.
 """
 
 from __future__ import annotations
 
-from ledger.append import CheckpointPolicy, Ledger
 from ledger.checkpoint import Checkpoint, SignedCheckpoint
 from ledger.errors import (
     ConsistencyError,
@@ -22,16 +26,13 @@ from ledger.errors import (
 )
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record
-from ledger.verify import VerifyReport, verify_ledger
 
 __all__ = [
     "Checkpoint",
-    "CheckpointPolicy",
     "ConsistencyError",
     "DamageError",
     "InclusionError",
     "KeyFileError",
-    "Ledger",
     "LedgerError",
     "LedgerUnavailableError",
     "LegalHoldError",
@@ -44,6 +45,4 @@ __all__ = [
     "SchemaError",
     "SignedCheckpoint",
     "VerificationError",
-    "VerifyReport",
-    "verify_ledger",
 ]

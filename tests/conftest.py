@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import Engine, create_engine
 
 import migrations
-from ledger import Ledger, NoteSigner, store
-from ledger.append import CheckpointPolicy
+from ledger import NoteSigner, store
+from ledger.append import CheckpointPolicy, Ledger
 
 PG_URL = os.environ.get("SEALTRAIL_TEST_POSTGRES_URL")
 ORIGIN = "test.sealtrail/log"

@@ -45,7 +45,8 @@ from audit.decide.record import (
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.schema import FEATURE_SCHEMA
-from ledger import Ledger, LedgerUnavailableError, Record
+from ledger import LedgerUnavailableError, Record
+from ledger.append import Ledger
 from ledger.records import format_time
 from wasm_rules import OUTCOMES, SandboxFault
 

@@ -48,7 +48,8 @@ from audit.export.files import (
 from audit.export.report import ReportStats, render_report
 from audit.export.select import ExportFilters, count_selected
 from audit.export.spool import Progress, Spools, deflate_spools, read_selection
-from ledger import Ledger, NoteSigner, Record
+from ledger import NoteSigner, Record
+from ledger.append import Ledger
 from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import verify_consistency
 from ledger.multiproof import encode_nodes, frontier

@@ -23,7 +23,8 @@ from audit.decide.principal import Principal
 from audit.errors import ModelConflictError, ModelRegistryError, UnregisteredModelError
 from inference.backends import available_backends
 from inference.model import ModelFiles
-from ledger import Ledger, LedgerUnavailableError, Receipt, Record, store
+from ledger import LedgerUnavailableError, Receipt, Record, store
+from ledger.append import Ledger
 
 __all__ = [
     "MODEL_REGISTERED", "MODEL_SCHEMA", "RegisteredModel", "active_model", "register_model",

@@ -58,7 +58,8 @@ from audit.governance.state import (
     known,
     same_person,
 )
-from ledger import Ledger, LedgerUnavailableError, Receipt, Record, store
+from ledger import LedgerUnavailableError, Receipt, Record, store
+from ledger.append import Ledger
 from wasm_rules import RuleError, Sandbox, parse_ruleset
 
 __all__ = [

@@ -27,8 +27,9 @@ from api.runtime import Runtime
 from api.server import TLS_PEER_DER
 from audit.decide.types import ActiveRules
 from inference.simulate import SimConfig, simulate
-from ledger import store, verify_ledger
+from ledger import store
 from ledger.keys import load_signer
+from ledger.verify import verify_ledger
 from tests.conftest import Db
 from tests.wasm_rules.guests import MANIFEST, guest
 

@@ -33,7 +33,8 @@ from audit.governance.service import Governance
 from audit.query.index import TraceIndex
 from inference.backends import load_backend
 from inference.model import ModelFiles
-from ledger import Ledger, NoteSigner, store
+from ledger import NoteSigner, store
+from ledger.append import Ledger
 from ledger.checkpoint import Checkpoint
 from ledger.merkle import CompactRange, root_of
 from ledger.multiproof import encode_nodes, frontier

@@ -13,7 +13,9 @@ from audit.decide.principal import Principal
 from audit.errors import AnnotationError, QueryError, TraceNotFoundError
 from audit.query.index import catch_up
 from audit.query.traces import get_trace
-from ledger import Ledger, NoteSigner, store, verify_ledger
+from ledger import NoteSigner, store
+from ledger.append import Ledger
+from ledger.verify import verify_ledger
 from tests.audit.test_trace_index import (
     dump,
     indexed_pipeline,

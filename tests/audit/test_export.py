@@ -30,7 +30,8 @@ from audit.query.index import TraceIndex
 from audit.query.traces import TraceFilter
 from inference.backends import load_backend
 from inference.model import ModelFiles
-from ledger import Ledger, NoteSigner
+from ledger import NoteSigner
+from ledger.append import Ledger
 from ledger.checkpoint import SignedCheckpoint
 from ledger.merkle import verify_consistency
 from ledger.note import open_note

@@ -31,7 +31,9 @@ from audit.errors import (
 from audit.governance.service import DEFAULT_PACK, KINDS, Governance, same_person
 from inference.backends import load_backend
 from inference.model import ModelFiles
-from ledger import Ledger, NoteSigner, Record, store, verify_ledger
+from ledger import NoteSigner, Record, store
+from ledger.append import Ledger
+from ledger.verify import verify_ledger
 from tests.audit.test_pipeline import submissions
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox, compile_ruleset, parse_ruleset

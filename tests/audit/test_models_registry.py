@@ -23,7 +23,9 @@ from audit.governance.models import (
     require_registered,
 )
 from inference.model import CARD_NAME, ModelFiles, shipped_model_dir
-from ledger import Ledger, NoteSigner, store, verify_ledger
+from ledger import NoteSigner, store
+from ledger.append import Ledger
+from ledger.verify import verify_ledger
 
 ADMIN = Principal.local("admin")
 

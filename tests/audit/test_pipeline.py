@@ -26,7 +26,9 @@ from inference.messages import MessageError
 from inference.model import ModelFiles
 from inference.simulate import SimConfig, simulate
 from inference.velocity import VelocityState
-from ledger import Ledger, LedgerUnavailableError, store, verify_ledger
+from ledger import LedgerUnavailableError, store
+from ledger.append import Ledger
+from ledger.verify import verify_ledger
 from tests.conftest import Db, make_ledger
 from tests.wasm_rules.guests import MANIFEST, guest
 from wasm_rules import OUTCOMES, Sandbox, SandboxLimits

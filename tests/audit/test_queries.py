@@ -15,7 +15,8 @@ from sqlalchemy import Engine
 
 from audit.errors import QueryError
 from audit.query.traces import TraceFilter, _page_query, get_trace, parse_time, query_traces
-from ledger import Ledger, NoteSigner
+from ledger import NoteSigner
+from ledger.append import Ledger
 from tests.audit.test_trace_index import (
     OTHER,
     decision_entries,

@@ -18,7 +18,8 @@ from audit.decide.pipeline import Pipeline
 from audit.decide.types import Submission
 from audit.query.index import TABLES, TraceIndex, account_key, catch_up, metadata, trace_accounts, traces
 from inference.messages import Transaction, parse_messages
-from ledger import Ledger, NoteSigner, RecordError, store
+from ledger import NoteSigner, RecordError, store
+from ledger.append import Ledger
 from tests.audit.test_pipeline import PRINCIPAL, make_pipeline, submissions
 from tests.audit.test_pipeline import bodies as decision_entries
 from tests.conftest import Db, make_ledger

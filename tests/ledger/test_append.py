@@ -12,19 +12,12 @@ import pytest
 from sqlalchemy.exc import DBAPIError
 
 import migrations
-from ledger import (
-    Ledger,
-    LedgerUnavailableError,
-    NoteSigner,
-    Record,
-    RecordError,
-    SchemaError,
-    store,
-    verify_ledger,
-)
+from ledger import LedgerUnavailableError, NoteSigner, Record, RecordError, SchemaError, store
+from ledger.append import Ledger
 from ledger.errors import KeyFileError
 from ledger.keys import generate_key_file, load_signer
 from ledger.merkle import leaf_hash, root_of
+from ledger.verify import verify_ledger
 from tests.conftest import ORIGIN, Db, make_ledger
 
 

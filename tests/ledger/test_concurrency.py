@@ -6,7 +6,9 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
-from ledger import Ledger, NoteSigner, Record, store, verify_ledger
+from ledger import NoteSigner, Record, store
+from ledger.append import Ledger
+from ledger.verify import verify_ledger
 from tests.conftest import Db, make_ledger
 
 BATCHES, PER_BATCH = 15, 7

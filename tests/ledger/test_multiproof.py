@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import event
 
-from ledger import Ledger, NoteSigner, Record
+from ledger import NoteSigner, Record
+from ledger.append import Ledger
 from ledger.errors import InclusionError, LedgerError, VerificationError
 from ledger.merkle import inclusion_ranges, leaf_hash, node_hash, root_of, verify_inclusion
 from ledger.multiproof import (

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ledger import Ledger, NoteSigner, Record, verify_ledger
+from ledger import NoteSigner, Record
+from ledger.append import Ledger
 from ledger.merkle import leaf_hash, root_of, verify_consistency, verify_inclusion
 from ledger.proofs import consistency_proof, inclusion_proof, root_at
+from ledger.verify import verify_ledger
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ledger import Ledger, LedgerError, LegalHoldError, NoteSigner, Record, verify_ledger
-from ledger.append import CheckpointPolicy
+from ledger import LedgerError, LegalHoldError, NoteSigner, Record
+from ledger.append import CheckpointPolicy, Ledger
 from ledger.retention import (
     active_holds,
     place_hold,
@@ -16,6 +16,7 @@ from ledger.retention import (
     purge_payloads,
     release_hold,
 )
+from ledger.verify import verify_ledger
 from tests.conftest import Db, make_ledger
 
 

@@ -10,17 +10,9 @@ import hashlib
 import pytest
 from sqlalchemy import Connection
 
-from ledger import (
-    DamageError,
-    KeyFileError,
-    Ledger,
-    NoteSigner,
-    Record,
-    RecordError,
-    store,
-    verify_ledger,
-)
-from ledger.append import ROTATION_CONTEXT
+from ledger import DamageError, KeyFileError, NoteSigner, Record, RecordError, store
+from ledger.append import ROTATION_CONTEXT, Ledger
+from ledger.verify import verify_ledger
 from tests.conftest import ORIGIN, Db, make_ledger
 
 

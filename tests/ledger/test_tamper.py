@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection
 
-from ledger import DamageError, Ledger, NoteSigner, Record, store, verify_ledger
+from ledger import DamageError, NoteSigner, Record, store
+from ledger.append import Ledger
 from ledger.checkpoint import Checkpoint
 from ledger.merkle import CompactRange
+from ledger.verify import verify_ledger
 from tests.conftest import ORIGIN, Db, make_ledger
 
 N = 120  # entries after genesis; checkpoints every 10

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ledger import DamageError, Ledger, NoteSigner, Record, store, verify_ledger
+from ledger import DamageError, NoteSigner, Record, store
 from ledger import verify as verify_mod
+from ledger.append import Ledger
 from ledger.scan import CHUNK
+from ledger.verify import verify_ledger
 from tests.conftest import Db, make_ledger
 
 SIZE = 2 * CHUNK + 5_000
