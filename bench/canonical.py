@@ -3,8 +3,8 @@
 Seeded decision records (32 features: counts, ratios, amounts, flags and a few missing values;
 a score skewed towards 0, so that some fall in the 1e-6 decade orjson writes differently) are
 encoded by ``rfc8785.dumps`` (the reference), ``orjson.dumps`` with sorted keys (not JCS: the
-unsafe floor) and ``audit.decide.canonical.canonical_bytes``. Every record is first checked to give
-the reference's bytes, and the share that took the orjson path is printed. A second set holds
+unsafe floor) and ``ledger.jcs.canonical_bytes`` (the ledger's encoder). Every record is first
+checked to give the reference's bytes, and the share that took the orjson path is printed. A second set holds
 the floats orjson lays out differently (-0.0, 1e16.., 1e-6..) in every record.
 Run from the repository root: ``python -m bench.canonical [--quick] [--json PATH]``.
 """
@@ -29,9 +29,9 @@ from typing import Any
 import orjson
 import rfc8785
 
-from audit.decide.canonical import _fast_path_taken, canonical_bytes
 from bench.machine import host_info, probe_ms, version_of
 from bench.report import Row, format_table, write_json
+from ledger.jcs import _fast_path_taken, canonical_bytes
 
 SEED = 8785
 DECISIONS_PER_SECOND = 20_000  # the throughput target the encoder has to fit inside (2 cores)

@@ -5,6 +5,7 @@ A sealed record is the RFC 8785 canonical JSON envelope
 where ``record`` is the kind-specific content. Its keys are already in JCS order, so the
 envelope is assembled from canonical parts. The fixed-width tail (recorded_at, trace_id, v:
 exactly 100 bytes) and the kind prefix let the verifier check the index columns in SQL.
+Bodies are encoded by the ledger's own RFC 8785 encoder, ``ledger.jcs``.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import re
 import secrets
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import orjson
-import rfc8785
 
 from ledger.errors import RecordError
+from ledger.jcs import CanonicalError, Jcs, canonical_bytes
 
 __all__ = ["ENVELOPE_VERSION", "Receipt", "Record", "format_time", "new_trace_ids", "seal",
            "seal_many"]
@@ -46,8 +48,9 @@ def format_time(t: datetime) -> str:
 class Record:
     """One thing to seal: a kind, a JSON object body, and optionally a raw payload.
 
-    ``body`` is canonicalised with RFC 8785. Callers that already hold canonical bytes use
-    ``Record.from_canonical_body`` (the ledger then trusts those bytes to be JCS).
+    ``body`` is canonicalised by ``ledger.jcs``. Callers that already hold canonical bytes use
+    ``Record.from_jcs`` for bytes ``ledger.jcs`` made (not parsed again), and
+    ``Record.from_canonical_body`` for any other (parsed once, then trusted to be JCS).
     """
 
     kind: str
@@ -55,7 +58,7 @@ class Record:
     trace_id: str | None = None
     payload: bytes | None = None
     body_jcs: bytes | None = None
-    body_unchecked: bool = False  # body_jcs is not parsed (see from_canonical_body_unchecked)
+    body_from_jcs: bool = False  # body_jcs came from ledger.jcs: not parsed (see from_jcs)
 
     @classmethod
     def from_canonical_body(
@@ -66,19 +69,29 @@ class Record:
         return cls(kind, None, trace_id, payload, body_jcs)
 
     @classmethod
+    def from_jcs(
+        cls, kind: str, body: Jcs, *, trace_id: str | None = None, payload: bytes | None = None
+    ) -> Record:
+        """A record whose body ``ledger.jcs`` encoded in this process (``canonical_bytes`` of an
+        object, or a filled ``jcs.Template``): sealed without the parse of ``from_canonical_body``
+        (~6 us for a 1.4 kB body), only ``{`` first and ``}`` last checked. The ``Jcs`` type says
+        where the bytes came from; ``Jcs(...)`` around other bytes defeats it, so don't."""
+        return cls(kind, None, trace_id, payload, body, True)
+
+    @classmethod
     def from_canonical_body_unchecked(
         cls, kind: str, body_jcs: bytes, *, trace_id: str | None = None, payload: bytes | None = None
     ) -> Record:
-        """``from_canonical_body`` without the parse (~6 us for a 1.4 kB body): only ``{``
-        first and ``}`` last are checked. Only for bytes that an RFC 8785 encoder in this
-        process made from one JSON object (the decision pipeline's spliced bodies, which its
-        tests parse and compare with rfc8785); bytes from anywhere else MUST go through
-        ``from_canonical_body``."""
+        """Deprecated: ``from_jcs`` for bytes of ``ledger.jcs``, ``from_canonical_body`` for any
+        other. Kept, unparsed as before, for one version."""
+        warnings.warn("Record.from_canonical_body_unchecked is deprecated: use Record.from_jcs for bytes "
+                      "of ledger.jcs, Record.from_canonical_body for any other", DeprecationWarning,
+                      stacklevel=2)
         return cls(kind, None, trace_id, payload, body_jcs, True)
 
     def canonical_body(self) -> bytes:
         if self.body_jcs is not None:
-            if self.body_unchecked:
+            if self.body_from_jcs:
                 if not _braced(self.body_jcs):
                     raise RecordError(f"{self.kind} record: canonical body is not a JSON object")
             else:
@@ -87,8 +100,8 @@ class Record:
         if not isinstance(self.body, Mapping):
             raise RecordError(f"{self.kind} record: body must be a JSON object")
         try:
-            return rfc8785.dumps(dict(self.body))
-        except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+            return canonical_bytes(dict(self.body))
+        except CanonicalError as exc:
             raise RecordError(f"{self.kind} record: body is not JSON-serialisable: {exc}") from exc
 
 
@@ -205,7 +218,7 @@ def seal_many(records: Sequence[Record], recorded_at: str) -> list[tuple[str, by
         body, payload = r.body_jcs, r.payload
         if (
             body is not None and r.trace_id is None and (payload is None or type(payload) is bytes)
-            and r.kind in _KINDS_SEEN and (_braced(body) if r.body_unchecked else _is_object(body))
+            and r.kind in _KINDS_SEEN and (_braced(body) if r.body_from_jcs else _is_object(body))
         ):
             head = heads.get(r.kind)
             if head is None:

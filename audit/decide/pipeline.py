@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from audit.decide.canonical import CanonicalError, canonical_bytes
 from audit.decide.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
@@ -37,16 +36,13 @@ from audit.decide.record import (
     DecisionInputs,
     RuleHit,
     decision_body,
-    jcs_int,
-    jcs_numbers,
-    jcs_rows,
-    jcs_str,
 )
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.schema import FEATURE_SCHEMA
 from ledger import LedgerUnavailableError, Record
 from ledger.append import Ledger
+from ledger.jcs import JCS_NULL, CanonicalError, Jcs, canonical_bytes, jcs_int, jcs_numbers, jcs_rows, jcs_str
 from ledger.records import format_time
 from wasm_rules import OUTCOMES, SandboxFault
 
@@ -55,7 +51,7 @@ __all__ = [
 ]
 
 F64 = np.float64
-_Hits = tuple[tuple[RuleHit, ...], bytes]  # fired rules, and the canonical bytes of the record's "fired"
+_Hits = tuple[tuple[RuleHit, ...], Jcs]  # fired rules, and the canonical bytes of the record's "fired"
 
 
 def _us(t0: float, t1: float) -> int:
@@ -84,7 +80,7 @@ class Pipeline:
         self.velocity_stale = False
         self.rebuild: Callable[[], FeatureExtractor] | None = None  # set by the service
         self._fired_cache: dict[object, Any] = {}  # bitset words -> (hits, canonical "fired")
-        self._principals: dict[object, bytes] = {}  # plain principal -> canonical bytes
+        self._principals: dict[object, Jcs] = {}  # plain principal -> canonical bytes
 
     @property
     def rules(self) -> ActiveRules:
@@ -276,14 +272,13 @@ class Pipeline:
             template = None  # every body on its own then raises where the reference refuses
         records: list[Record] = []
         push = records.append
-        # Every body below comes from our RFC 8785 encoder (canonical_bytes, or the template spliced
-        # with its values' canonical bytes: tests hold both to rfc8785), so the ledger may skip its
-        # parse of each body; bytes from anywhere else keep Record.from_canonical_body.
-        unchecked = Record.from_canonical_body_unchecked
+        # Every body below comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or the
+        # template filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
+        from_jcs = Record.from_jcs
         if template is not None:
             value_bytes = jcs_rows(values)
             score_bytes = jcs_numbers([None if v != v else v for v in score_list])
-            principals: dict[int, bytes] = {}
+            principals: dict[int, Jcs] = {}
             splice = template.body
             for i, s in enumerate(subs):
                 tx = s.transaction
@@ -292,23 +287,23 @@ class Pipeline:
                     if p is None:
                         p = principals[id(s.principal)] = self._principal_bytes(s.principal)
                     f = why[i]
-                    body = splice((jcs_str(ats[i]), jcs_str(outs[i]), b"null" if f is None else jcs_str(f),
+                    body = splice((jcs_str(ats[i]), jcs_str(outs[i]), JCS_NULL if f is None else jcs_str(f),
                                    value_bytes[i], jcs_str(shas[i]), fired[i][1], jcs_str(s.message_format),
                                    jcs_str(tx.message_type), jcs_str(tx.raw_sha256), jcs_str(tx.reference),
                                    jcs_str(tx.sha256), p, score_bytes[i], jcs_int(s.queue_us)))
                 except TypeError:  # a value the splice does not vouch for: the whole-body path decides
                     body = canonical_bytes(decision_body(inputs(i)))
-                push(unchecked(DECISION_KIND, body, payload=s.raw))
+                push(from_jcs(DECISION_KIND, body, payload=s.raw))
         else:
             for i, s in enumerate(subs):
-                push(unchecked(DECISION_KIND, canonical_bytes(decision_body(inputs(i))), payload=s.raw))
+                push(from_jcs(DECISION_KIND, canonical_bytes(decision_body(inputs(i))), payload=s.raw))
         meta = DecisionBatch(inputs, at=ats, principal=[s.principal for s in subs], decision=outs,
                              score=score_list, fired=[f[0] for f in fired], fail_safe=why,
                              ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version,
                              module_sha256=rules.module.sha256)
         return records, meta
 
-    def _principal_bytes(self, principal: dict[str, Any]) -> bytes:
+    def _principal_bytes(self, principal: dict[str, Any]) -> Jcs:
         """Canonical bytes of a principal; remembered by content when it is plain strings."""
         key = _plain_key(principal)
         if key is None:
@@ -335,7 +330,7 @@ class _Prepared:
     why: list[str | None]
 
 
-_NO_HITS: _Hits = ((), b"[]")
+_NO_HITS: _Hits = ((), Jcs(b"[]"))
 _MODULE = ("module",)  # the fired cache's entry naming the module it holds hits for
 _EPOCH64 = np.datetime64(0, "us")
 _YEAR_1000_US, _YEAR_10000_US = -30610224000000000, 253402300800000000

@@ -19,13 +19,34 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-import orjson
+from ledger.jcs import (
+    JCS_NULL,
+    Jcs,
+    Template,
+    canonical_bytes,
+    jcs_int,
+    jcs_numbers,
+    jcs_rows,
+    jcs_str,
+)
 
-from audit.decide.canonical import canonical_bytes
-
-__all__ = ["DECISION_KIND", "DECISION_SCHEMA", "FAIL_SAFE_DECISION", "SLOTS", "BodyTemplate",
-           "DecisionBatch", "DecisionInputs", "RuleHit", "decision_body", "features_from_body", "jcs_int",
-           "jcs_numbers", "jcs_rows", "jcs_str", "slot_parts"]
+__all__ = [
+    "DECISION_KIND",
+    "DECISION_SCHEMA",
+    "FAIL_SAFE_DECISION",
+    "SLOTS",
+    "BodyTemplate",
+    "DecisionBatch",
+    "DecisionInputs",
+    "RuleHit",
+    "decision_body",
+    "features_from_body",
+    "jcs_int",  # jcs_int, jcs_numbers, jcs_rows, jcs_str: ledger.jcs's, still importable from here
+    "jcs_numbers",
+    "jcs_rows",
+    "jcs_str",
+    "slot_parts",
+]
 
 DECISION_KIND = "decision"
 DECISION_SCHEMA = "sealtrail.decision/1"
@@ -142,13 +163,8 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
 
 # --- canonical bytes of a batch's bodies, spliced from parts canonicalised once ----------------
 
-_INT_LIMIT = 2**53 - 1  # RFC 8785 / I-JSON: integers beyond this have no exact JSON number
 SLOTS = ("at", "decision", "fail_safe", "values", "features_sha256", "fired", "format", "message_type",
-          "raw_sha256", "reference", "transaction_sha256", "principal", "score", "queue")
-
-
-def _marker(slot: str) -> str:
-    return f"\x00sealtrail-slot:{slot}\x00"  # JCS writes it as "\u0000sealtrail-slot:...\u0000"
+         "raw_sha256", "reference", "transaction_sha256", "principal", "score", "queue")
 
 
 class BodyTemplate:
@@ -156,23 +172,20 @@ class BodyTemplate:
 
     What the records of a batch share (schema, model, rules, tables, fuel, batch size and the
     stage latencies) is canonicalised once, from ``decision_body`` itself with a marker string in
-    each per-record slot; a record is those bytes with every marker (quotes included) replaced
-    by the canonical bytes of its value. JCS writes an object as ``{`` + its ``"key":value``
-    members in key order + ``}``, and the keys do not change, so replacing a value by the
-    canonical bytes of another value gives exactly the canonical bytes of the changed record
-    (tests/audit/test_record.py checks it against rfc8785 over many records).
+    each per-record slot (``ledger.jcs.Template``); a record is those bytes with every marker
+    replaced by the canonical bytes of its value, which is exactly the canonical bytes of the
+    whole record (tests/audit/test_record.py checks it against rfc8785 over many records).
     """
 
-    def __init__(self, fmt: bytes, order: tuple[int, ...]) -> None:
-        self._fmt = fmt  # the constant bytes, '%' doubled, '%b' at each slot
-        self._order = order  # the slot (index into SLOTS) of each '%b', in output order
+    def __init__(self, template: Template) -> None:
+        self._template = template
 
     @classmethod
     def for_batch(cls, shared: DecisionInputs) -> BodyTemplate | None:
         """The template for records that state what ``shared`` states outside the slots, or None
         when its constant parts cannot be spliced (then canonicalise each body whole)."""
         body = decision_body(shared)
-        marks = {slot: _marker(slot) for slot in SLOTS}
+        marks = {slot: Template.marker(slot) for slot in SLOTS}
         body["at"], body["decision"], body["fail_safe"] = marks["at"], marks["decision"], marks["fail_safe"]
         body["features"] = {**body["features"], "values": marks["values"], "sha256": marks["features_sha256"]}
         body["fired"], body["principal"], body["score"] = marks["fired"], marks["principal"], marks["score"]
@@ -180,72 +193,19 @@ class BodyTemplate:
                          "raw_sha256": marks["raw_sha256"], "reference": marks["reference"],
                          "transaction_sha256": marks["transaction_sha256"]}
         body["latency_us"] = {**body["latency_us"], "queue": marks["queue"]}
-        text = canonical_bytes(body)
-        found: list[tuple[int, int]] = []
-        for i, slot in enumerate(SLOTS):
-            token = orjson.dumps(marks[slot])
-            at = text.find(token)
-            if at < 0 or text.count(token) != 1:
-                return None  # a constant string that holds a marker's text: do not guess
-            found.append((at, i))
-        found.sort()
-        pieces: list[bytes] = []
-        last = 0
-        for at, i in found:
-            pieces += [text[last:at].replace(b"%", b"%%"), b"%b"]
-            last = at + len(orjson.dumps(marks[SLOTS[i]]))
-        pieces.append(text[last:].replace(b"%", b"%%"))
-        return cls(b"".join(pieces), tuple(i for _, i in found))
+        template = Template.of(body, SLOTS)
+        return None if template is None else cls(template)
 
-    def body(self, parts: tuple[bytes, ...]) -> bytes:
+    def body(self, parts: Sequence[Jcs]) -> Jcs:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
-        order = self._order
-        return self._fmt % tuple([parts[i] for i in order])
+        return self._template.fill(parts)
 
 
-def jcs_str(value: object) -> bytes:
-    """Canonical bytes of an exact ``str`` (orjson escapes strings exactly as RFC 8785 does);
-    TypeError for anything else, or for text that is not Unicode (a lone surrogate)."""
-    if type(value) is not str:
-        raise TypeError(f"{type(value).__name__} is not a str")
-    return orjson.dumps(value)
-
-
-def jcs_int(value: object) -> bytes:
-    """Canonical bytes of an exact ``int`` within +-(2**53 - 1); TypeError for anything else."""
-    if type(value) is not int or not -_INT_LIMIT <= value <= _INT_LIMIT:
-        raise TypeError(f"{value!r} is not an integer JSON number")
-    return str(value).encode()
-
-
-def jcs_rows(rows: list[list[float | None]]) -> list[bytes]:
-    """The canonical bytes of each row of numbers (``null`` for None), from one encoder call
-    for all of them: a JCS array is ``[`` + its elements' canonical bytes joined by ``,`` + ``]``,
-    and a number or ``null`` holds no bracket, so the rows of ``[[...],[...]]`` split exactly."""
-    if not rows or any(not r for r in rows):
-        return [canonical_bytes(r) for r in rows]
-    inner = canonical_bytes(rows)[2:-2].split(b"],[")
-    if len(inner) != len(rows):  # pragma: no cover - impossible for numbers; never guess
-        return [canonical_bytes(r) for r in rows]
-    return [b"[" + p + b"]" for p in inner]
-
-
-def jcs_numbers(values: list[float | None]) -> list[bytes]:
-    """The canonical bytes of each number (or None) of ``values``, from one encoder call: the
-    array's elements joined by ``,``, and a number holds no comma."""
-    if not values:
-        return []
-    out = canonical_bytes(values)[1:-1].split(b",")
-    if len(out) != len(values):  # pragma: no cover - impossible for numbers; never guess
-        return [canonical_bytes(v) for v in values]
-    return out
-
-
-def slot_parts(d: DecisionInputs) -> tuple[bytes, ...]:
+def slot_parts(d: DecisionInputs) -> tuple[Jcs, ...]:
     """The canonical bytes of each slot of ``d``, one value at a time, in ``SLOTS`` order (the
     pipeline makes the same bytes a batch at a time; tests hold the two together)."""
     body = decision_body(d)
-    return (jcs_str(d.at), jcs_str(d.decision), b"null" if d.fail_safe is None else jcs_str(d.fail_safe),
+    return (jcs_str(d.at), jcs_str(d.decision), JCS_NULL if d.fail_safe is None else jcs_str(d.fail_safe),
             canonical_bytes(body["features"]["values"]), jcs_str(d.features_sha256),
             canonical_bytes(body["fired"]),
             jcs_str(d.message_format), jcs_str(d.message_type), jcs_str(d.raw_sha256), jcs_str(d.reference),

@@ -1,7 +1,8 @@
-"""audit.decide.canonical: byte-identical to the rfc8785 package, refusing what it refuses, and fast.
+"""ledger.jcs: byte-identical to the rfc8785 package, refusing what it refuses, and fast.
 
 The reference is ``rfc8785.dumps``; RFC 8785's own examples (section 3.2.2, the sorting example
-of 3.2.3 and Appendix B) are checked against both.
+of 3.2.3 and Appendix B) are checked against both. The ledger seals with this encoder, and seals
+its ``Jcs`` bytes (a ``Template`` filled with its pieces included) without parsing them again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import random
 import re
 import struct
 import uuid
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -27,14 +29,22 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit.decide.canonical import (
+from ledger.errors import LedgerError, RecordError
+from ledger.jcs import (
     _OPTIONS,
+    JCS_NULL,
     CanonicalError,
+    Jcs,
+    Template,
     _fast_path_taken,
     canonical_bytes,
     canonical_bytes_reference,
     canonical_sha256,
+    jcs_int,
+    jcs_numbers,
+    jcs_str,
 )
+from ledger.records import Record, seal, seal_many
 
 
 def reference(value: Any) -> bytes | None:
@@ -340,7 +350,9 @@ def test_refusals_name_the_path(path: list[str | int], bad: Any, where: str, why
         canonical_bytes_reference(record)
 
 
-def test_canonical_error_is_a_value_error() -> None:
+def test_canonical_error_is_a_ledger_error_and_still_a_value_error() -> None:
+    with pytest.raises(LedgerError):
+        canonical_bytes([math.nan])
     with pytest.raises(ValueError):
         canonical_bytes([math.nan])
 
@@ -438,3 +450,113 @@ def test_a_string_that_the_rewrite_would_touch_sends_the_value_to_the_reference(
     value: dict[str, Any] = {"note": "ratio 1.0, above", "x": [2.0]}
     assert not _fast_path_taken(value)
     assert canonical_bytes(value) == b'{"note":"ratio 1.0, above","x":[2]}' == rfc8785.dumps(value)
+
+
+def test_the_old_import_paths_give_this_module_with_a_warning() -> None:
+    import importlib
+    import sys
+
+    import ledger.jcs
+
+    for old in ("audit.canonical", "audit.decide.canonical"):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match="ledger.jcs"):
+            assert importlib.import_module(old) is ledger.jcs
+
+
+# --- a value with holes: Template ----------------------------------------------------------------
+
+SLOT_NAMES = ("a", "b", "c")
+slot_values = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(-2**53 + 1, 2**53 - 1) | st.text(max_size=8) | st.sampled_from(ODD_FLOATS[:-3]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.text(max_size=6), slot_values, max_size=4), st.permutations(list(SLOT_NAMES)),
+       st.lists(slot_values, min_size=3, max_size=3))
+def test_a_filled_template_is_the_canonical_bytes_of_the_filled_value(
+        constant: dict[str, Any], keys: list[str], fills: list[Any]) -> None:
+    value: dict[str, Any] = {**constant, "nested": {k: Template.marker(k) for k in keys[:2]},
+                             keys[2]: [Template.marker(keys[2])]}
+    template = Template.of(value, SLOT_NAMES)
+    assert template is not None  # hypothesis' text holds no NUL-framed marker
+    filled = {**constant, "nested": {k: fills[SLOT_NAMES.index(k)] for k in keys[:2]},
+              keys[2]: [fills[SLOT_NAMES.index(keys[2])]]}
+    parts = [canonical_bytes(v) for v in fills]
+    assert template.fill(parts) == rfc8785.dumps(filled)
+
+
+def test_a_template_refuses_a_marker_it_cannot_place_exactly_once() -> None:
+    m = Template.marker
+    assert Template.of({"x": m("a")}, ["a", "b"]) is None  # missing
+    assert Template.of({"x": m("a"), "y": m("a")}, ["a"]) is None  # twice
+    assert Template.of({"x": m("a"), "y": [m("a")]}, ["a"]) is None  # twice, once in an array
+    assert Template.of({m("a"): 1}, ["a"]) is None  # a key: its sorted place would move
+    with pytest.raises(CanonicalError):
+        Template.of({"x": m("a"), "y": math.nan}, ["a"])
+
+
+def test_marker_text_inside_another_string_is_not_a_slot() -> None:
+    m = Template.marker
+    value = {"x": m("a"), "note": m("a") + " too", "q": f'"{m("a")}"'}
+    template = Template.of(value, ["a"])
+    assert template is not None
+    assert template.fill([jcs_str("filled")]) == rfc8785.dumps({**value, "x": "filled"})
+
+
+def test_percent_signs_in_a_template_survive_the_fill() -> None:
+    template = Template.of({"f": "%b %s %%", "x": Template.marker("a")}, ["a"])
+    assert template is not None
+    assert template.fill([jcs_str("%b")]) == rfc8785.dumps({"f": "%b %s %%", "x": "%b"})
+
+
+def test_pieces_are_the_canonical_bytes_of_each_value() -> None:
+    assert jcs_str("é\n\"") == rfc8785.dumps("é\n\"") and rfc8785.dumps(None) == JCS_NULL
+    assert jcs_int(-(2**53 - 1)) == b"-9007199254740991"
+    assert jcs_numbers([1.0, None, 1e-7, -0.0]) == [rfc8785.dumps(v) for v in (1.0, None, 1e-7, -0.0)]
+
+
+# --- the ledger seals with it ---------------------------------------------------------------------
+
+TS = "2026-12-02T11:22:18.123456Z"
+
+
+def test_a_record_body_given_as_an_object_is_encoded_by_this_module() -> None:
+    body: dict[str, Any] = {"score": 1e-7, "z": -0.0, "a": [1.0, "😀\ue000"], "level": Level.HIGH}
+    _, env, _ = seal(Record("test.event", body), TS, "01890a5d-ac96-774b-bcce-b302099a8057")
+    assert orjson.loads(env)["record"] == orjson.loads(rfc8785.dumps(body))
+    assert b'"record":' + canonical_bytes(body) + b',"recorded_at"' in env
+    with pytest.raises(RecordError, match=r"not JSON-serialisable: .*at \$\.x"):
+        seal(Record("test.event", {"x": math.nan}), TS)
+
+
+def test_jcs_bodies_are_sealed_as_they_are_and_the_same_as_parsed_ones() -> None:
+    template = Template.of({"kind": "t", "v": Template.marker("v")}, ["v"])
+    assert template is not None
+    bodies = [canonical_bytes({"b": 1, "a": "x"}), template.fill([canonical_bytes([1.5, None])])]
+    for body in bodies:
+        fast, parsed = Record.from_jcs("test.event", body), Record.from_canonical_body("test.event", body)
+        assert fast.body_from_jcs and not parsed.body_from_jcs
+        tid = "01890a5d-ac96-774b-bcce-b302099a8057"
+        assert seal(fast, TS, tid) == seal(parsed, TS, tid)
+        (tid2, env, _), = seal_many([fast], TS)
+        assert seal(parsed, TS, tid2)[1] == env
+
+
+@pytest.mark.parametrize("body", [b"[1]", b'"x"', b"", b"{"])
+def test_jcs_bodies_must_still_be_braced(body: bytes) -> None:
+    with pytest.raises(RecordError, match="JSON object"):
+        seal_many([Record.from_jcs("test.event", Jcs(body))], TS)
+
+
+def test_the_unchecked_constructor_is_deprecated_and_seals_as_before() -> None:
+    body = canonical_bytes({"a": 1})
+    with pytest.warns(DeprecationWarning, match="from_jcs"):
+        old = Record.from_canonical_body_unchecked("test.event", body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = Record.from_jcs("test.event", body)
+    assert old == new

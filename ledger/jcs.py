@@ -1,4 +1,10 @@
-"""RFC 8785 (JCS) canonical bytes: orjson where that is proven identical, rfc8785 elsewhere.
+"""RFC 8785 (JCS) canonical bytes, the ledger's one encoder: orjson where that is proven
+identical, rfc8785 elsewhere.
+
+Everything sealed is JCS, and every JCS byte the ledger seals comes from here: ``Record`` bodies
+given as objects are encoded with ``canonical_bytes``, and bytes typed ``Jcs`` (what this module
+returns: ``canonical_bytes``, the ``jcs_*`` pieces and a filled ``Template``) may be sealed
+without being parsed again (``Record.from_jcs``). Bytes from anywhere else are parsed once.
 
 ``rfc8785.dumps`` is the reference (pure Python; ~120 us for one decision record here, most of
 it formatting floats). ``orjson.dumps(option=OPT_SORT_KEYS)`` takes ~2-3 us but is not JCS.
@@ -52,14 +58,27 @@ import pickle
 import re
 import threading
 import warnings
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NewType
 
 import orjson
 import rfc8785
 
-__all__ = ["CanonicalError", "canonical_bytes", "canonical_bytes_reference", "canonical_sha256"]
+from ledger.errors import LedgerError
+
+__all__ = ["JCS_NULL", "CanonicalError", "Jcs", "Template", "canonical_bytes", "canonical_bytes_reference",
+           "canonical_sha256", "jcs_int", "jcs_numbers", "jcs_rows", "jcs_str"]
+
+Jcs = NewType("Jcs", bytes)
+"""RFC 8785 bytes of one JSON value, made by this module (its functions are the only places that
+assert the type, each once; ``mypy --strict`` holds every other caller to it)."""
+JCS_NULL = Jcs(b"null")
 
 _INT_LIMIT = 2**53 - 1
+# The two encoders whose output is typed Jcs as it stands, once here, at no cost per call: the
+# reference, and orjson on an exact str (it escapes strings exactly as RFC 8785 does, see above).
+_reference_dumps: Callable[[Any], Jcs] = rfc8785.dumps  # type: ignore[assignment]
+_dumps_str: Callable[[str], Jcs] = orjson.dumps  # type: ignore[assignment]
 _OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_SUBCLASS
             | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
 
@@ -87,8 +106,10 @@ _ASTRAL = re.compile(rb"[\xf0-\xf4]")
 _E000_FFFF = re.compile(rb"[\xee\xef]")
 
 
-class CanonicalError(ValueError):
-    """A value that has no RFC 8785 form; ``path`` points at it (``$.features.values[3]``)."""
+class CanonicalError(LedgerError, ValueError):
+    """A value that has no RFC 8785 form; ``path`` points at it (``$.features.values[3]``).
+
+    A ``ValueError`` too, as it was before the encoder moved into the ledger."""
 
     def __init__(self, reason: str, path: str = "$") -> None:
         super().__init__(f"{reason} at {path}")
@@ -246,10 +267,10 @@ def _find_refusal(obj: Any) -> tuple[str, str] | None:
     return None
 
 
-def canonical_bytes_reference(obj: Any) -> bytes:
+def canonical_bytes_reference(obj: Any) -> Jcs:
     """RFC 8785 bytes by the ``rfc8785`` package alone: the reference the fast path must equal."""
     try:
-        return rfc8785.dumps(obj)
+        return _reference_dumps(obj)
     except RecursionError as e:
         raise CanonicalError("nested deeper than the reference encoder can go") from e
     except (ValueError, TypeError, AttributeError) as e:  # rfc8785 errors, and UnicodeEncodeError
@@ -258,7 +279,7 @@ def canonical_bytes_reference(obj: Any) -> bytes:
         raise CanonicalError(reason, path) from e
 
 
-def canonical_bytes(obj: Any) -> bytes:
+def canonical_bytes(obj: Any) -> Jcs:
     """RFC 8785 (JCS) bytes of a JSON value; raises CanonicalError where it has none.
 
     Byte-identical to ``canonical_bytes_reference``. Like any encoder, it reads ``obj`` more
@@ -267,13 +288,100 @@ def canonical_bytes(obj: Any) -> bytes:
     if _FAST_PATH_ON:
         out = _fast(obj)
         if out is not None:
-            return out
+            return Jcs(out)
     return canonical_bytes_reference(obj)
 
 
 def canonical_sha256(obj: Any) -> str:
     """Lower-case hex SHA-256 of the canonical bytes."""
     return hashlib.sha256(canonical_bytes(obj)).hexdigest()
+
+
+# --- pieces of canonical bytes, and a value spliced from them ----------------------------------
+
+def jcs_str(value: object) -> Jcs:
+    """Canonical bytes of an exact ``str``; TypeError for anything else, or for text that is
+    not Unicode (a lone surrogate)."""
+    if type(value) is not str:
+        raise TypeError(f"{type(value).__name__} is not a str")
+    return _dumps_str(value)
+
+
+def jcs_int(value: object) -> Jcs:
+    """Canonical bytes of an exact ``int`` within +-(2**53 - 1); TypeError for anything else."""
+    if type(value) is not int or not -_INT_LIMIT <= value <= _INT_LIMIT:
+        raise TypeError(f"{value!r} is not an integer JSON number")
+    return Jcs(str(value).encode())
+
+
+def jcs_rows(rows: list[list[float | None]]) -> list[Jcs]:
+    """The canonical bytes of each row of numbers (``null`` for None), from one encoder call
+    for all of them: a JCS array is ``[`` + its elements' canonical bytes joined by ``,`` + ``]``,
+    and a number or ``null`` holds no bracket, so the rows of ``[[...],[...]]`` split exactly."""
+    if not rows or any(not r for r in rows):
+        return [canonical_bytes(r) for r in rows]
+    inner = canonical_bytes(rows)[2:-2].split(b"],[")
+    if len(inner) != len(rows):  # pragma: no cover - impossible for numbers; never guess
+        return [canonical_bytes(r) for r in rows]
+    return [Jcs(b"[" + p + b"]") for p in inner]
+
+
+def jcs_numbers(values: list[float | None]) -> list[Jcs]:
+    """The canonical bytes of each number (or None) of ``values``, from one encoder call: the
+    array's elements joined by ``,``, and a number holds no comma."""
+    if not values:
+        return []
+    out = canonical_bytes(values)[1:-1].split(b",")
+    if len(out) != len(values):  # pragma: no cover - impossible for numbers; never guess
+        return [canonical_bytes(v) for v in values]
+    return out  # type: ignore[return-value]  # each a whole number token, or null
+
+
+class Template:
+    """The canonical bytes of one JSON value with holes, filled many times over.
+
+    Built from a value in which the string value of each slot is ``Template.marker(slot)``:
+    its canonical bytes are made once, and each fill puts the canonical bytes of another value
+    where a marker (quotes included) stood. JCS writes an object as ``{`` + its ``"key":value``
+    members in key order + ``}``; the keys do not change, so the result is exactly the canonical
+    bytes of the value with those values in the slots (tests hold it to rfc8785).
+    """
+
+    def __init__(self, fmt: bytes, order: tuple[int, ...]) -> None:
+        self._fmt = fmt  # the constant bytes, '%' doubled, '%b' at each slot
+        self._order = order  # the slot (index into the slots given to ``of``) of each '%b', in output order
+
+    @staticmethod
+    def marker(slot: str) -> str:
+        """The string to put where ``slot``'s value goes."""
+        return f"\x00sealtrail-slot:{slot}\x00"  # JCS writes it as "\u0000sealtrail-slot:...\u0000"
+
+    @classmethod
+    def of(cls, value: Any, slots: Sequence[str]) -> Template | None:
+        """The template of ``value`` (markers at ``slots``), or None where a slot cannot be found
+        exactly once as a value: a constant string that holds a marker's text, or a marker used
+        as an object key (do not guess). CanonicalError where ``value`` has no RFC 8785 form."""
+        text = canonical_bytes(value)
+        tokens = [orjson.dumps(cls.marker(slot)) for slot in slots]
+        found: list[tuple[int, int]] = []
+        for i, token in enumerate(tokens):
+            at = text.find(token)
+            if at < 0 or text.count(token) != 1 or text[at + len(token):at + len(token) + 1] == b":":
+                return None
+            found.append((at, i))
+        found.sort()
+        pieces: list[bytes] = []
+        last = 0
+        for at, i in found:
+            pieces += [text[last:at].replace(b"%", b"%%"), b"%b"]
+            last = at + len(tokens[i])
+        pieces.append(text[last:].replace(b"%", b"%%"))
+        return cls(b"".join(pieces), tuple(i for _, i in found))
+
+    def fill(self, parts: Sequence[Jcs]) -> Jcs:
+        """The canonical bytes with each slot's value, ``parts`` in the order of the slots."""
+        order = self._order
+        return Jcs(self._fmt % tuple([parts[i] for i in order]))
 
 
 def _self_test() -> bool:
@@ -292,5 +400,5 @@ def _self_test() -> bool:
 _FAST_PATH_ON = True
 if not _self_test():  # pragma: no cover - only with an orjson whose float layout changed
     _FAST_PATH_ON = False
-    warnings.warn("orjson's output no longer matches RFC 8785 as audit.decide.canonical assumes; "
+    warnings.warn("orjson's output no longer matches RFC 8785 as ledger.jcs assumes; "
                   "canonical_bytes uses the rfc8785 package alone", RuntimeWarning, stacklevel=1)
