@@ -31,18 +31,19 @@ import numpy.typing as npt
 from audit.decide.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
-    BodyTemplate,
     DecisionBatch,
+    DecisionColumns,
     DecisionInputs,
     RuleHit,
-    decision_body,
+    decision_bodies,
+    jcs_fired,
 )
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.schema import FEATURE_SCHEMA
 from ledger import LedgerUnavailableError, Record
 from ledger.append import Ledger
-from ledger.jcs import JCS_NULL, CanonicalError, Jcs, canonical_bytes, jcs_int, jcs_numbers, jcs_rows, jcs_str
+from ledger.jcs import Jcs, canonical_bytes
 from ledger.records import format_time
 from wasm_rules import OUTCOMES, SandboxFault
 
@@ -220,8 +221,7 @@ class Pipeline:
             if got is None:
                 hits = tuple(RuleHit(r.id, r.outcome, r.reason) for k, r in enumerate(manifest.rules)
                              if row[k // 64] >> (k % 64) & 1)
-                got = cache[row] = (hits, canonical_bytes([{"id": h.id, "outcome": h.outcome,
-                                                            "reason": h.reason} for h in hits]))
+                got = cache[row] = (hits, jcs_fired(hits))
             out.append(got)
         return out
 
@@ -229,17 +229,12 @@ class Pipeline:
                 outs: list[str], fired: list[_Hits], why: list[str | None],
                 fuel: int, stage: dict[str, int], rules: ActiveRules,
                 ) -> tuple[list[Record], DecisionBatch]:
-        """The batch's records (canonical bodies spliced from a per-batch template, see
-        ``audit.decide.record.BodyTemplate``) and their ``DecisionInputs``, made only if asked for."""
+        """The batch's records (bodies from ``audit.decide.record.decision_bodies``, a batch at a
+        time) and their ``DecisionInputs``, made only if asked for."""
         n = len(subs)
         manifest = rules.module.manifest
         tables = self.extractor.tables.ids
         ats = _times([s.received_at for s in subs])
-        values: list[list[float | None]] = rows.tolist()
-        nan = np.isnan(rows)
-        if nan.any():
-            for i in np.flatnonzero(nan.any(axis=1)).tolist():
-                values[i] = [None if v != v else v for v in values[i]]
         score_list: list[float] = scores.tolist()
 
         def inputs(i: int) -> DecisionInputs:
@@ -266,37 +261,22 @@ class Pipeline:
             module_sha256=rules.module.sha256, ruleset_id=manifest.ruleset_id,
             ruleset_version=manifest.version, decision="", fired=(), fail_safe=None, fuel=fuel, batch_size=n,
             latency_us={"queue": 0, **stage})
-        try:
-            template = BodyTemplate.for_batch(shared)
-        except CanonicalError:
-            template = None  # every body on its own then raises where the reference refuses
-        records: list[Record] = []
-        push = records.append
-        # Every body below comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or the
-        # template filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
-        from_jcs = Record.from_jcs
-        if template is not None:
-            value_bytes = jcs_rows(values)
-            score_bytes = jcs_numbers([None if v != v else v for v in score_list])
-            principals: dict[int, Jcs] = {}
-            splice = template.body
-            for i, s in enumerate(subs):
-                tx = s.transaction
-                try:
-                    p = principals.get(id(s.principal))
-                    if p is None:
-                        p = principals[id(s.principal)] = self._principal_bytes(s.principal)
-                    f = why[i]
-                    body = splice((jcs_str(ats[i]), jcs_str(outs[i]), JCS_NULL if f is None else jcs_str(f),
-                                   value_bytes[i], jcs_str(shas[i]), fired[i][1], jcs_str(s.message_format),
-                                   jcs_str(tx.message_type), jcs_str(tx.raw_sha256), jcs_str(tx.reference),
-                                   jcs_str(tx.sha256), p, score_bytes[i], jcs_int(s.queue_us)))
-                except TypeError:  # a value the splice does not vouch for: the whole-body path decides
-                    body = canonical_bytes(decision_body(inputs(i)))
-                push(from_jcs(DECISION_KIND, body, payload=s.raw))
-        else:
-            for i, s in enumerate(subs):
-                push(from_jcs(DECISION_KIND, canonical_bytes(decision_body(inputs(i))), payload=s.raw))
+        txs = [s.transaction for s in subs]
+        principals: dict[int, Jcs] = {}  # by identity: a batch usually shares one principal object
+        for s in subs:
+            if id(s.principal) not in principals:
+                principals[id(s.principal)] = self._principal_bytes(s.principal)
+        cols = DecisionColumns(
+            at=ats, decision=outs, fail_safe=why, feature_values=rows, features_sha256=shas,
+            fired=[f[1] for f in fired], message_format=[s.message_format for s in subs],
+            message_type=[tx.message_type for tx in txs], raw_sha256=[tx.raw_sha256 for tx in txs],
+            reference=[tx.reference for tx in txs], transaction_sha256=[tx.sha256 for tx in txs],
+            principal=[principals[id(s.principal)] for s in subs], score=score_list,
+            queue_us=[s.queue_us for s in subs])
+        # Every body comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or a template
+        # filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
+        records = [Record.from_jcs(DECISION_KIND, body, payload=s.raw)
+                   for body, s in zip(decision_bodies(shared, cols, inputs), subs, strict=True)]
         meta = DecisionBatch(inputs, at=ats, principal=[s.principal for s in subs], decision=outs,
                              score=score_list, fired=[f[0] for f in fired], fail_safe=why,
                              ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version,

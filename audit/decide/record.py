@@ -10,6 +10,10 @@ in it: names and accounts stay in the purgeable payload.
 
 Feature values are JSON numbers, ``null`` for a missing value (NaN); JSON round-trips float64
 exactly, so replaying the rule module on the recorded values reproduces the outcome.
+
+This module owns the record's layout: ``decision_body`` states it, and ``decision_bodies`` makes
+a whole batch's canonical bodies from columns (spliced into one template per batch, with the
+ledger's own encoder, ``ledger.jcs``); nothing else builds a body field by field.
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
+import numpy as np
+import numpy.typing as npt
+
 from ledger.jcs import (
     JCS_NULL,
+    CanonicalError,
     Jcs,
     Template,
     canonical_bytes,
@@ -37,10 +45,14 @@ __all__ = [
     "SLOTS",
     "BodyTemplate",
     "DecisionBatch",
+    "DecisionColumns",
     "DecisionInputs",
     "RuleHit",
+    "decision_bodies",
     "decision_body",
     "features_from_body",
+    "fired_json",
+    "jcs_fired",
     "jcs_int",  # jcs_int, jcs_numbers, jcs_rows, jcs_str: ledger.jcs's, still importable from here
     "jcs_numbers",
     "jcs_rows",
@@ -146,12 +158,22 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         "rules": {"module_sha256": d.module_sha256, "ruleset_id": d.ruleset_id,
                   "version": d.ruleset_version},
         "decision": d.decision,
-        "fired": [{"id": h.id, "outcome": h.outcome, "reason": h.reason} for h in d.fired],
+        "fired": fired_json(d.fired),
         "fail_safe": d.fail_safe,
         "fuel": d.fuel,
         "batch_size": d.batch_size,
         "latency_us": d.latency_us,
     }
+
+
+def fired_json(hits: Sequence[RuleHit]) -> list[dict[str, str]]:
+    """The record's ``fired`` array."""
+    return [{"id": h.id, "outcome": h.outcome, "reason": h.reason} for h in hits]
+
+
+def jcs_fired(hits: Sequence[RuleHit]) -> Jcs:
+    """The canonical bytes of the record's ``fired`` array (the pipeline keeps them per set of hits)."""
+    return canonical_bytes(fired_json(hits))
 
 
 def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
@@ -163,8 +185,33 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
 
 # --- canonical bytes of a batch's bodies, spliced from parts canonicalised once ----------------
 
+# What differs between the records of a batch: the slots of the template, in the order parts are
+# given to it. Only this module puts a value in a slot.
 SLOTS = ("at", "decision", "fail_safe", "values", "features_sha256", "fired", "format", "message_type",
          "raw_sha256", "reference", "transaction_sha256", "principal", "score", "queue")
+
+
+@dataclass(frozen=True)
+class DecisionColumns:
+    """What differs between the decisions of one batch, one column per field, a value per decision.
+
+    ``principal`` and ``fired`` come already canonical (``canonical_bytes`` of the principal,
+    ``jcs_fired`` of the hits): a batch holds few distinct ones, which the pipeline keeps."""
+
+    at: Sequence[str]
+    decision: Sequence[str]
+    fail_safe: Sequence[str | None]
+    feature_values: npt.NDArray[np.float64]  # one row per decision, NaN for missing
+    features_sha256: Sequence[str]
+    fired: Sequence[Jcs]
+    message_format: Sequence[str]
+    message_type: Sequence[str]
+    raw_sha256: Sequence[str]
+    reference: Sequence[str]
+    transaction_sha256: Sequence[str]
+    principal: Sequence[Jcs]
+    score: Sequence[float]  # NaN when the model did not score
+    queue_us: Sequence[int]
 
 
 class BodyTemplate:
@@ -200,14 +247,54 @@ class BodyTemplate:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
         return self._template.fill(parts)
 
+    def bodies(self, cols: DecisionColumns, whole: Callable[[int], DecisionInputs]) -> list[Jcs]:
+        """The record bytes of each decision of ``cols``; ``whole(i)`` is canonicalised instead
+        where a value is one the splice does not vouch for (the encoder then decides)."""
+        values: list[list[float | None]] = cols.feature_values.tolist()
+        nan = np.isnan(cols.feature_values)
+        if nan.any():
+            for i in np.flatnonzero(nan.any(axis=1)).tolist():
+                values[i] = [None if v != v else v for v in values[i]]
+        value_bytes = jcs_rows(values)
+        score_bytes = jcs_numbers([None if v != v else v for v in cols.score])
+        fill = self._template.fill
+        out: list[Jcs] = []
+        push = out.append
+        rows = zip(cols.at, cols.decision, cols.fail_safe, value_bytes, cols.features_sha256, cols.fired,
+                   cols.message_format, cols.message_type, cols.raw_sha256, cols.reference,
+                   cols.transaction_sha256, cols.principal, score_bytes, cols.queue_us, strict=True)
+        for i, (at, dec, why, vb, fsha, fired, fmt, mtype, raw, ref, tsha, who, sb, queue) in enumerate(rows):
+            try:  # in SLOTS order
+                push(fill((jcs_str(at), jcs_str(dec), JCS_NULL if why is None else jcs_str(why), vb,
+                           jcs_str(fsha), fired, jcs_str(fmt), jcs_str(mtype), jcs_str(raw), jcs_str(ref),
+                           jcs_str(tsha), who, sb, jcs_int(queue))))
+            except TypeError:  # a value the splice does not vouch for: the whole-body path decides
+                push(canonical_bytes(decision_body(whole(i))))
+        return out
+
+
+def decision_bodies(shared: DecisionInputs, cols: DecisionColumns,
+                    whole: Callable[[int], DecisionInputs]) -> list[Jcs]:
+    """The canonical body of each decision of a batch, a batch at a time.
+
+    ``shared`` states what the batch's records share (its per-decision fields are not read),
+    ``cols`` what differs, and ``whole(i)`` gives the full inputs of decision ``i``, for a body
+    that cannot be spliced. Each body equals ``canonical_bytes(decision_body(whole(i)))``."""
+    try:
+        template = BodyTemplate.for_batch(shared)
+    except CanonicalError:
+        template = None  # every body on its own then raises where the encoder refuses
+    if template is None:
+        return [canonical_bytes(decision_body(whole(i))) for i in range(len(cols.at))]
+    return template.bodies(cols, whole)
+
 
 def slot_parts(d: DecisionInputs) -> tuple[Jcs, ...]:
     """The canonical bytes of each slot of ``d``, one value at a time, in ``SLOTS`` order (the
     pipeline makes the same bytes a batch at a time; tests hold the two together)."""
     body = decision_body(d)
     return (jcs_str(d.at), jcs_str(d.decision), JCS_NULL if d.fail_safe is None else jcs_str(d.fail_safe),
-            canonical_bytes(body["features"]["values"]), jcs_str(d.features_sha256),
-            canonical_bytes(body["fired"]),
+            canonical_bytes(body["features"]["values"]), jcs_str(d.features_sha256), jcs_fired(d.fired),
             jcs_str(d.message_format), jcs_str(d.message_type), jcs_str(d.raw_sha256), jcs_str(d.reference),
             jcs_str(d.transaction_sha256), canonical_bytes(d.principal), canonical_bytes(body["score"]),
             jcs_int(d.latency_us["queue"]))
