@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 import migrations
 from ledger import LedgerUnavailableError, NoteSigner, Record, RecordError, SchemaError, store
-from ledger.append import Ledger
+from ledger.append import Ledger, LedgerStatus
 from ledger.errors import KeyFileError
 from ledger.keys import generate_key_file, load_signer
 from ledger.merkle import leaf_hash, root_of
@@ -69,9 +69,13 @@ def test_checkpoints_follow_the_policy(db: Db, signer: NoteSigner) -> None:
         sizes = [int(s) for (s,) in conn.exec_driver_sql(
             "SELECT size FROM ledger_checkpoints ORDER BY size")]
     assert sizes == [1, 13]  # genesis, then the first batch leaving >= 10 entries unsealed
+    assert lg.status()[:2] == (21, 13)  # 8 entries unsealed
     assert lg.checkpoint().checkpoint.size == 21  # on demand
     assert lg.checkpoint().checkpoint.size == 21  # nothing new: the same checkpoint
     assert count(lg, "ledger_checkpoints") == 3
+    with lg.engine.connect() as conn:
+        (signed_at,) = conn.exec_driver_sql("SELECT max(created_at) FROM ledger_checkpoints").one()
+    assert lg.status() == LedgerStatus(21, 21, signed_at)
 
 
 def test_reopened_ledger_continues_the_same_tree(db: Db, signer: NoteSigner) -> None:

@@ -10,7 +10,9 @@ import pytest
 from ledger import LedgerError, LegalHoldError, NoteSigner, Record
 from ledger.append import CheckpointPolicy, Ledger
 from ledger.retention import (
+    Hold,
     active_holds,
+    current_holds,
     place_hold,
     purge_expired,
     purge_payloads,
@@ -76,6 +78,8 @@ def test_legal_hold_blocks_purge_until_released(aged: tuple[Ledger, Clock]) -> N
     place_hold(lg, "CASE-2026-17", 3, 5, "SAR investigation 2026-17")
     with lg.engine.connect() as conn:
         assert [h.hold_id for h in active_holds(conn)] == ["CASE-2026-17"]
+    placed = lg.size() - 1
+    assert current_holds(lg.engine) == [Hold("CASE-2026-17", 3, 5, "SAR investigation 2026-17", placed)]
     res = purge_expired(lg)
     assert sorted(res.held) == sorted(sha(b"old %d" % i) for i in (2, 3, 4))
     assert len(res.purged) == 7 and payload(lg, sha(b"old 3")) == b"old 3"
@@ -85,6 +89,7 @@ def test_legal_hold_blocks_purge_until_released(aged: tuple[Ledger, Clock]) -> N
     with pytest.raises(LedgerError, match="already active"):
         place_hold(lg, "CASE-2026-17", 1, 2, "again")
     release_hold(lg, "CASE-2026-17", "case closed")
+    assert current_holds(lg.engine) == []
     assert len(purge_expired(lg).purged) == 3
     lg.checkpoint()
     assert len(verify_ledger(lg.engine, workers=1).purged) == 10

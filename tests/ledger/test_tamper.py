@@ -108,7 +108,8 @@ def test_merkle_node_rewritten_as_text_is_damage_not_a_crash(
         sqlite_forged: tuple[Ledger, NoteSigner]) -> None:
     lg, signer = sqlite_forged
     with lg.engine.connect() as conn:
-        level, idx = conn.exec_driver_sql("SELECT level, idx FROM ledger_nodes ORDER BY level, idx").first()
+        level, idx = conn.exec_driver_sql(
+            "SELECT level, idx FROM ledger_nodes ORDER BY level, idx LIMIT 1").one()
         conn.exec_driver_sql("UPDATE ledger_nodes SET hash = 'not a hash' "
                              f"WHERE level = {level} AND idx = {idx}")
         conn.commit()

@@ -1,0 +1,80 @@
+"""Key history and rotation: the ledger keeps every public key, the rotation swaps the key file
+only after the rotation record is durable, and an interrupted rotation is never overwritten."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+import migrations
+from ledger import KeyFileError, LedgerError, NoteSigner, Record
+from ledger.database import initialise, open_engine, open_ledger
+from ledger.keys import KeyValidity, key_history, load_signer, rotate_key_file
+from ledger.verify import verify_ledger
+from tests.conftest import ORIGIN, Db
+
+
+@pytest.fixture
+def key_file(db: Db, tmp_path: Path) -> Path:
+    path = tmp_path / "keys" / "signing.key"
+    engine = db.engine()
+    migrations.upgrade(engine)
+    initialise(engine, path, ORIGIN).ledger.engine.dispose()
+    return path
+
+
+def test_rotation_swaps_the_key_file_and_extends_the_history(db: Db, key_file: Path) -> None:
+    old = load_signer(key_file)
+    lg = open_ledger(open_engine(db.url), key_file)
+    lg.append_many([Record("test.event", {"n": i}) for i in range(5)])
+    r = rotate_key_file(lg, key_file)
+    new = load_signer(key_file)
+    assert r.old_vkey == old.verifier.vkey != r.new_vkey == new.verifier.vkey
+    assert r.retired_file.parent == key_file.parent / "retired"
+    assert load_signer(r.retired_file).verifier == old.verifier
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert not key_file.with_suffix(".key.pending").exists()
+    assert key_history(lg.engine) == [KeyValidity(old.verifier.vkey, 1),
+                                      KeyValidity(new.verifier.vkey, r.seq + 1)]
+    lg.append(Record("test.event", {"after": True}))  # the open ledger signs with the new key now
+    assert verify_ledger(lg.engine, [old.verifier], workers=1).keys == [r.old_vkey, r.new_vkey]
+    lg.engine.dispose()
+
+
+def test_an_interrupted_rotation_is_left_for_a_person_to_inspect(db: Db, key_file: Path) -> None:
+    pending = key_file.with_suffix(".key.pending")
+    pending.write_text("PRIVATE+KEY+left+over\n")
+    lg = open_ledger(open_engine(db.url), key_file)
+    with pytest.raises(KeyFileError, match="an earlier rotation was interrupted"):
+        rotate_key_file(lg, key_file)
+    assert pending.read_text() == "PRIVATE+KEY+left+over\n"
+    assert [k.vkey for k in key_history(lg.engine)] == [load_signer(key_file).verifier.vkey]
+    lg.engine.dispose()
+
+
+def test_history_of_a_migrated_but_empty_database_says_to_init(sqlite_db: Db) -> None:
+    engine = sqlite_db.engine()
+    migrations.upgrade(engine)
+    with pytest.raises(LedgerError, match=r"ledger has no keys yet \(run 'sealtrail init'\)"):
+        key_history(engine)
+
+
+def test_initialise_twice_changes_nothing_and_keeps_the_key(db: Db, key_file: Path) -> None:
+    first = load_signer(key_file)
+    again = initialise(open_engine(db.url), key_file, "another/origin")
+    assert again.created is False and again.signer.verifier == first.verifier
+    assert again.ledger.origin == ORIGIN and again.ledger.size() == 1
+    again.ledger.engine.dispose()
+
+
+def test_opening_with_a_key_that_is_not_the_ledgers_is_refused(db: Db, key_file: Path,
+                                                                tmp_path: Path) -> None:
+    other = tmp_path / "other.key"
+    other.write_text(NoteSigner.generate(ORIGIN).skey + "\n")
+    other.chmod(0o600)
+    engine = open_engine(db.url)
+    with pytest.raises(KeyFileError, match="active signing key"):
+        open_ledger(engine, other)
+    engine.dispose()
