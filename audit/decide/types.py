@@ -10,17 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection
 
 from audit.decide.record import DecisionInputs, RuleHit
 from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
 from inference.schema import RULE_FEATURE_NAMES
 from ledger import Receipt
 from wasm_rules import RuleModule
+
+if TYPE_CHECKING:  # a signature only: the offline bundle verifier imports this module without SQLAlchemy
+    from sqlalchemy import Connection
 
 __all__ = ["ActiveRules", "Decision", "DecisionIndex", "Scorer", "Submission"]
 
