@@ -22,13 +22,13 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from audit.decide.canonical import CanonicalError, canonical_bytes
 from audit.decide.principal import Principal
 from audit.decide.record import DECISION_KIND
 from audit.errors import AnnotationError, TraceNotFoundError
 from audit.query.index import ANNOTATION_KIND, write_annotations
 from ledger import Receipt, Record, store
 from ledger.append import Ledger
+from ledger.jcs import CanonicalError, canonical_bytes
 from wasm_rules import OUTCOMES
 
 __all__ = [

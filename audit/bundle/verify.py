@@ -28,7 +28,6 @@ from audit.bundle.proofs import check_previous, start_tree_check, verify_checkpo
 from audit.bundle.reader import MANIFEST, SIGNATURE, BundleArchive, BundleManifest, Limits
 from audit.bundle.records import INDEX, PAYLOADS, RECORDS, Findings, RecordTally, scan_records
 from audit.bundle.replay import Replayer
-from audit.decide.canonical import CanonicalError, canonical_bytes
 from audit.errors import (
     BundleFailed,
     BundleMalformed,
@@ -36,6 +35,7 @@ from audit.errors import (
     BundleUntrusted,
 )
 from ledger.errors import KeyFileError, NoteError
+from ledger.jcs import CanonicalError, canonical_bytes
 from ledger.note import NoteVerifier, open_note
 from ledger.records import format_time
 from wasm_rules import Sandbox

@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection
 
-from audit.decide.canonical import canonical_bytes
 from audit.errors import ExportUnavailableError
 from audit.export.select import EntryRow
 from audit.governance.models import MODEL_REGISTERED
@@ -28,6 +27,7 @@ from audit.governance.state import BOOTSTRAPPED, KINDS, PROPOSED
 from inference.errors import ModelError
 from inference.model import CARD_NAME, ModelFiles, shipped_model_dir
 from ledger import store
+from ledger.jcs import canonical_bytes
 
 __all__ = ["Context", "gather_context", "previous_export"]
 

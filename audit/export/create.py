@@ -37,7 +37,6 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
-from audit.decide.canonical import canonical_bytes
 from audit.decide.principal import Principal
 from audit.errors import ExportFilterError, ExportUnavailableError
 from audit.export.context import Context, gather_context, previous_export
@@ -51,6 +50,7 @@ from audit.export.spool import Progress, Spools, deflate_spools, read_selection
 from ledger import NoteSigner, Record
 from ledger.append import Ledger
 from ledger.checkpoint import SignedCheckpoint
+from ledger.jcs import canonical_bytes
 from ledger.merkle import verify_consistency
 from ledger.multiproof import encode_nodes, frontier
 from ledger.multiproof_store import subtree_hashes

@@ -18,13 +18,13 @@ import orjson
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError
 
-from audit.decide.canonical import canonical_bytes
 from audit.decide.principal import Principal
 from audit.errors import ModelConflictError, ModelRegistryError, UnregisteredModelError
 from inference.backends import available_backends
 from inference.model import ModelFiles
 from ledger import LedgerUnavailableError, Receipt, Record, store
 from ledger.append import Ledger
+from ledger.jcs import canonical_bytes
 
 __all__ = [
     "MODEL_REGISTERED", "MODEL_SCHEMA", "RegisteredModel", "active_model", "register_model",

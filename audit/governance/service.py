@@ -32,7 +32,6 @@ from sqlalchemy import Connection, select
 from sqlalchemy.exc import DBAPIError
 
 import wasm_rules
-from audit.decide.canonical import canonical_bytes
 from audit.decide.principal import Principal
 from audit.decide.types import ActiveRules
 from audit.errors import (
@@ -60,6 +59,7 @@ from audit.governance.state import (
 )
 from ledger import LedgerUnavailableError, Receipt, Record, store
 from ledger.append import Ledger
+from ledger.jcs import canonical_bytes
 from wasm_rules import RuleError, Sandbox, parse_ruleset
 
 __all__ = [

@@ -25,7 +25,6 @@ import orjson
 from sqlalchemy import select
 
 from audit.annotations import annotate
-from audit.decide.canonical import canonical_bytes
 from audit.decide.pipeline import Pipeline
 from audit.decide.principal import Principal
 from audit.governance.models import register_model
@@ -36,6 +35,7 @@ from inference.model import ModelFiles
 from ledger import NoteSigner, store
 from ledger.append import Ledger
 from ledger.checkpoint import Checkpoint
+from ledger.jcs import canonical_bytes
 from ledger.merkle import CompactRange, root_of
 from ledger.multiproof import encode_nodes, frontier
 from ledger.note import sign_note

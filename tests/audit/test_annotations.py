@@ -8,13 +8,13 @@ import orjson
 import pytest
 
 from audit.annotations import ANNOTATION_SCHEMA, Disposition, annotate
-from audit.decide.canonical import canonical_bytes
 from audit.decide.principal import Principal
 from audit.errors import AnnotationError, QueryError, TraceNotFoundError
 from audit.query.index import catch_up
 from audit.query.traces import get_trace
 from ledger import NoteSigner, store
 from ledger.append import Ledger
+from ledger.jcs import canonical_bytes
 from ledger.verify import verify_ledger
 from tests.audit.test_trace_index import (
     dump,
