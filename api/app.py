@@ -18,6 +18,7 @@ from api.config import Settings
 from api.console import install_console, render_error
 from api.csrf import CrossSiteGuard
 from api.metrics import Metrics
+from api.openapi import install_docs
 from api.problems import install_handlers
 from api.roles import RoleMap
 from api.routes import decisions, exports, health, ledger, models, rulesets, traces
@@ -60,11 +61,14 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
             if runtime is None:
                 await run_in_threadpool(rt.close)
 
-    app = FastAPI(title="sealtrail", version="1", description=DESCRIPTION, lifespan=lifespan)
+    # FastAPI's own /openapi.json, /docs and /redoc would need no certificate and load from a CDN.
+    app = FastAPI(title="sealtrail", version="1", description=DESCRIPTION, lifespan=lifespan,
+                  openapi_url=None, docs_url=None, redoc_url=None)
     app.state.auth = auth
     install_handlers(app, on_unavailable=lambda: app.state.metrics.unavailable.inc(), html=render_error)
     for module in (decisions, traces, ledger, rulesets, models, exports, health):
         app.include_router(module.router)
+    install_docs(app)
     install_console(app)
     app.add_middleware(CrossSiteGuard)
     return app

@@ -22,12 +22,13 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from api.deps import authorize
+from api.openapi import body, examples, media, operation, problems, schema_of
 from api.problems import Problem
 from api.runtime import Runtime
 from audit.decide.types import Decision, Submission
 from inference.batcher import Priority
 from inference.messages import MAX_FILE_BYTES, MessageError
-from inference.messages.json_message import MAX_JSON_BYTES, loads_json, transactions_of
+from inference.messages.json_message import MAX_JSON_BYTES, TransactionIn, loads_json, transactions_of
 
 __all__ = ["MAX_BATCH", "router"]
 
@@ -90,14 +91,37 @@ class BatchOut(BaseModel):
     decisions: list[DecisionOut]
 
 
-_BODY_DOC = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"type": "object"}, "example": {
-        "message_type": "json", "reference": "REF20261203-001", "amount": "12500.00", "currency": "EUR",
-        "value_date": "2026-12-03", "originator": {"name": "ACME GmbH", "account": "DE89370400440532013000",
-                                                   "country": "DE"},
-        "beneficiary": {"name": "Jane Roe", "account": "FR1420041010050500013M02606", "country": "FR"}}},
-    "application/x-swift-fin": {"schema": {"type": "string"}, "example": "{1:F01BANKDEFFA5000000000000}..."},
-    "application/xml": {"schema": {"type": "string"}, "example": "<Document xmlns=...pacs.008...>"}}}}
+_CREATE, _BATCH = "decisions.create", "decisions.batch"  # operations of the role matrix
+_TRANSACTION = schema_of(TransactionIn)
+_FIN = {"type": "string", "description": "SWIFT FIN: MT103, MT202 or MT202COV"}
+_PACS008 = {"type": "string", "description": "ISO 20022 pacs.008 (FIToFICstmrCdtTrf)"}
+_PRIORITY = {"parameters": [{"name": "X-Priority", "in": "header", "required": False,
+                             "description": "batcher lane: P0 first, P2 last",
+                             "schema": {"type": "string", "enum": ["P0", "P1", "P2"], "default": "P1"}}]}
+_ONE_DOC = body({
+    "application/json": media(_TRANSACTION, examples.TRANSACTION_JSON),
+    "application/x-swift-fin": media(_FIN, examples.MT103),
+    "application/xml": media(_PACS008, examples.PACS008),
+    "text/xml": media(_PACS008, examples.PACS008)},
+    description="One payment message: the `sealtrail.transaction/1` JSON, a FIN MT103/MT202/MT202COV, "
+                "or a pacs.008 holding one credit transfer")
+_ARRAY = {"type": "array", "items": _TRANSACTION, "minItems": 1, "maxItems": MAX_BATCH}
+_BATCH_DOC = body({
+    "application/json": media(
+        {"oneOf": [_ARRAY, {"type": "object", "properties": {"transactions": _ARRAY},
+                            "required": ["transactions"], "additionalProperties": False}]},
+        examples={"array": ("A JSON array of transactions", examples.BATCH_JSON),
+                  "object": ("The same array under transactions", {"transactions": examples.BATCH_JSON})}),
+    "application/x-swift-fin": media(_FIN, examples.MT103_RJE),
+    "application/xml": media(_PACS008, examples.PACS008),
+    "text/xml": media(_PACS008, examples.PACS008)},
+    description=f"Up to {MAX_BATCH:,} transactions: a JSON array, an RJE file of FIN messages ('$' between "
+                "them), or a pacs.008 with several CdtTrfTxInf")
+_ERRORS = problems(413, 415, 422, 503, notes={
+    413: f"Body over {MAX_FILE_BYTES:,} bytes, or more than {MAX_BATCH:,} transactions",
+    415: f"Content-Type is none of {', '.join(_FORMATS)}",
+    422: "A message refused (or a bad X-Priority): `errors` names each field; nothing was decided",
+    503: "Ledger unavailable: no decision was issued. Retry after `Retry-After` seconds"})
 
 
 def _priority(request: Request) -> Priority:
@@ -220,14 +244,11 @@ def decision_json(d: Decision, reference: str | None, request_us: int) -> dict[s
             "latency_us": {**d.latency_us, "request": request_us}}
 
 
-@router.post("", response_model=DecisionOut, openapi_extra=_BODY_DOC,
-             summary="Decide one transaction; answered once its record is durable",
-             responses={415: {"description": "unsupported Content-Type"},
-                        422: {"description": "message refused (problem+json naming the field)"},
-                        503: {"description": "ledger unavailable: no decision issued (Retry-After)"}})
+@router.post("", response_model=DecisionOut, openapi_extra=operation(_CREATE) | _ONE_DOC | _PRIORITY,
+             summary="Decide one transaction; answered once its record is durable", responses=_ERRORS)
 async def create_decision(request: Request) -> Response:
     t0 = time.perf_counter()
-    caller = authorize(request, "decisions.create")  # before the body is read
+    caller = authorize(request, _CREATE)  # before the body is read
     rt: Runtime = request.app.state.runtime
     fmt, priority = _format(request), _priority(request)
     raw = await _body(request)
@@ -238,14 +259,12 @@ async def create_decision(request: Request) -> Response:
                     media_type="application/json")
 
 
-@router.post("/batch", response_model=BatchOut, openapi_extra=_BODY_DOC,
+@router.post("/batch", response_model=BatchOut, openapi_extra=operation(_BATCH) | _BATCH_DOC | _PRIORITY,
              summary=f"Decide up to {MAX_BATCH:,} transactions in one call (all refused if any is)",
-             responses={413: {"description": "too many transactions or too large a body"},
-                        422: {"description": "some message refused: none decided"},
-                        503: {"description": "ledger unavailable: no decision issued (Retry-After)"}})
+             responses=_ERRORS)
 async def create_batch(request: Request) -> Response:
     t0 = time.perf_counter()
-    caller = authorize(request, "decisions.batch")  # before the body is read
+    caller = authorize(request, _BATCH)  # before the body is read
     rt: Runtime = request.app.state.runtime
     fmt, priority = _format(request), _priority(request)
     raw = await _body(request)

@@ -16,9 +16,10 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import Caller
+from api.bodies import json_model
 from api.deps import RuntimeDep, allow
+from api.openapi import examples, json_body, problems
 from api.problems import Problem
-from api.routes.rulesets import _json_model
 from audit.export.create import ExportFilters, create_bundle, list_exports, uuid7
 from ledger.keys import load_signer
 from ledger.records import now_utc
@@ -26,6 +27,7 @@ from ledger.records import now_utc
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])
+_ZIP = {"type": "string", "format": "binary"}
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -45,10 +47,12 @@ def _item(e: dict[str, Any]) -> dict[str, Any]:
             "checkpoint": r["checkpoint"], "previous": r["previous"], "manifest_sha256": r["manifest_sha256"]}
 
 
-@router.post("", status_code=201, summary="Create a regulator export bundle (sealed as export.created)")
+@router.post("", status_code=201, summary="Create a regulator export bundle (sealed as export.created)",
+             openapi_extra=json_body(ExportIn, examples.EXPORT),
+             responses=problems(409, 422, 503, notes={409: "The export cannot be made from this ledger now"}))
 async def create(request: Request, response: Response, rt: RuntimeDep,
                  caller: Annotated[Caller, allow("exports.create")]) -> dict[str, Any]:
-    body: ExportIn = await _json_model(request, ExportIn, optional=False)
+    body: ExportIn = await json_model(request, ExportIn, optional=False)
     f = ExportFilters.of(body.start, body.end, account=body.account, decision=body.decision, rule=body.rule)
     now = now_utc()
     bundle_id = uuid7(now)
@@ -69,7 +73,8 @@ async def list_all(rt: RuntimeDep, caller: Annotated[Caller, allow("exports.list
 
 
 @router.get("/{bundle_id}", summary="Download a bundle (application/zip)",
-            responses={200: {"content": {"application/zip": {}}}}, response_model=None)
+            responses={200: {"content": {"application/zip": {"schema": _ZIP}}}, **problems(404)},
+            response_model=None)
 async def download(bundle_id: str, rt: RuntimeDep,
                    caller: Annotated[Caller, allow("exports.get")]) -> FileResponse:
     if not _UUID.fullmatch(bundle_id):

@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from api.auth import Caller
 from api.deps import MetricsDep, RuntimeDep, allow
+from api.openapi import problems
 from api.problems import Problem
 
 __all__ = ["router"]
@@ -17,7 +18,8 @@ __all__ = ["router"]
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", summary="Liveness and readiness: the ledger answers and the batcher runs")
+@router.get("/healthz", summary="Liveness and readiness: the ledger answers and the batcher runs",
+            responses=problems(503, notes={503: "The ledger database does not answer (Retry-After)"}))
 def healthz(rt: RuntimeDep, caller: Annotated[Caller, allow("healthz")]) -> dict[str, Any]:
     try:
         size, _ = rt.ledger_state()

@@ -11,16 +11,20 @@ from starlette.responses import PlainTextResponse
 from api import ops
 from api.auth import Caller
 from api.deps import RuntimeDep, allow
+from api.openapi import body, media, problems
 from api.problems import Problem
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/ledger", tags=["ledger"])
+# Verification takes no parameters: it always covers the whole ledger.
+_NO_BODY = body({"application/json": media({"type": "object", "maxProperties": 0}, {})}, required=False,
+                description="None needed: the whole ledger is verified; a body, if sent, is not read")
 
 
 @router.get("/checkpoint", response_class=PlainTextResponse,
             summary="The newest signed checkpoint (C2SP tlog-checkpoint in a signed note)",
-            responses={200: {"content": {"text/plain": {"example":
+            responses={**problems(503), 200: {"content": {"text/plain": {"example":
                 "sealtrail.local/ledger\n5001\nZulFEnR8742JQ1C5X2vlx3CuZn8dyWLWlt5hB+/OF5g=\n\n"
                 "— sealtrail.local/ledger A7ru...\n"}}}})
 def checkpoint(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.checkpoint")]) -> PlainTextResponse:
@@ -30,7 +34,8 @@ def checkpoint(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.checkpoin
     return PlainTextResponse(latest.note, media_type="text/plain; charset=utf-8")
 
 
-@router.get("/consistency", summary="RFC 9162 consistency proof between two tree sizes")
+@router.get("/consistency", summary="RFC 9162 consistency proof between two tree sizes",
+            responses=problems(409, 422, notes={409: "A size beyond the ledger's size"}))
 def consistency(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.consistency")],
                 old: int = Query(..., ge=1, description="older tree size"),
                 new: int = Query(..., ge=1, description="newer tree size")) -> dict[str, Any]:
@@ -40,6 +45,7 @@ def consistency(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.consiste
     return ops.consistency(rt.settings, old, new)
 
 
-@router.post("/verify", summary="Verify the whole ledger now (every leaf, chain, node and signature)")
+@router.post("/verify", summary="Verify the whole ledger now (every leaf, chain, node and signature)",
+             openapi_extra=_NO_BODY)
 async def verify(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.verify")]) -> dict[str, Any]:
     return await run_in_threadpool(ops.verify_now, rt.settings)

@@ -15,7 +15,9 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.responses import Response
 
 from api.auth import Caller
+from api.bodies import json_model
 from api.deps import RuntimeDep, allow
+from api.openapi import body, examples, json_body, media, problems, schema_of
 from api.problems import Problem
 
 __all__ = ["router"]
@@ -38,28 +40,16 @@ class Step(BaseModel):
                                       description="the module you reviewed; refused if it is not this one's")
 
 
-async def _json_model(request: Request, model: type[BaseModel], *, optional: bool) -> Any:
-    raw = await request.body()
-    if not raw.strip():
-        if optional:
-            return model()
-        raise Problem(422, "empty_body", "the request body is empty", [{"field": "body", "message": "empty"}])
-    try:
-        return model.model_validate(orjson.loads(raw))
-    except orjson.JSONDecodeError as exc:
-        raise Problem(422, "invalid_request", f"body is not JSON: {exc}",
-                      [{"field": "body", "message": str(exc)}]) from exc
-    except ValidationError as exc:
-        errors = [{"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]}
-                  for e in exc.errors()]
-        raise Problem(422, "invalid_request", "; ".join(f"{e['field']}: {e['message']}" for e in errors),
-                      errors) from exc
-
-
-_PROPOSE_DOC = {"requestBody": {"required": True, "content": {
-    "application/toml": {"schema": {"type": "string"},
-                         "example": 'id = "aml_core"\nversion = "2026.12.1"\n[[rule]]\nid = "LARGE"\n...'},
-    "application/json": {"schema": Proposal.model_json_schema()}}}}
+_TOML = media({"type": "string", "maxLength": MAX_SOURCE, "description": "the ruleset TOML"},
+              examples.RULESET_TOML)
+_PROPOSE_DOC = body({
+    "application/toml": _TOML, "text/x-toml": _TOML, "text/plain": _TOML,
+    "application/json": media(schema_of(Proposal), {
+        "source": examples.RULESET_TOML, "cases": examples.RULESET_CASES,
+        "comment": "Adds the model score bands; thresholds as documented in the pack."})},
+    description="The ruleset TOML alone, or JSON: the TOML, test cases (JSONL) to run first, a comment")
+_STEP_DOC = json_body(Step, examples.STEP, required=False,
+                      description="Optional: a comment, and the module SHA-256 you reviewed")
 
 
 @router.get("", summary="Every ruleset and its status (proposed, approved, active, retired)")
@@ -70,12 +60,16 @@ def list_rulesets(rt: RuntimeDep, caller: Annotated[Caller, allow("rulesets.list
 
 
 @router.post("", status_code=201, openapi_extra=_PROPOSE_DOC,
-             summary="Propose a ruleset: compiled, its cases run, recorded; answers its module SHA-256")
+             summary="Propose a ruleset: compiled, its cases run, recorded; answers its module SHA-256",
+             responses=problems(409, 413, 415, 422, 503, notes={
+                 409: "A ruleset with this id and version exists",
+                 413: f"Ruleset source over {MAX_SOURCE:,} bytes",
+                 422: "The ruleset does not compile or a case fails: `errors` names the rule, line or case"}))
 async def propose(request: Request, rt: RuntimeDep,
                   caller: Annotated[Caller, allow("rulesets.propose")]) -> Response:
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if ctype == "application/json":
-        p: Proposal = await _json_model(request, Proposal, optional=False)
+        p: Proposal = await json_model(request, Proposal, optional=False)
     elif ctype in ("application/toml", "text/plain", "text/x-toml"):
         raw = await request.body()
         if len(raw) > MAX_SOURCE:
@@ -94,27 +88,32 @@ async def propose(request: Request, rt: RuntimeDep,
                     headers={"Location": f"/v1/rulesets/{view.id}"})
 
 
-@router.get("/{ruleset}", summary="One ruleset's state")
+@router.get("/{ruleset}", summary="One ruleset's state", responses=problems(404))
 def get_ruleset(ruleset: str, rt: RuntimeDep,
                 caller: Annotated[Caller, allow("rulesets.list")]) -> dict[str, Any]:
     out: dict[str, Any] = rt.governance.get(ruleset).to_json()
     return out
 
 
-@router.post("/{ruleset}/approve", summary="Approve (role approver; never the proposer)")
+@router.post("/{ruleset}/approve", summary="Approve (role approver; never the proposer)",
+             openapi_extra=_STEP_DOC, responses=problems(403, 404, 409, 422, 503, notes={
+                 403: "The certificate's roles may not approve, or it proposed this ruleset (four-eyes)",
+                 409: "The ruleset is not proposed, or its module is not the one reviewed"}))
 async def approve(ruleset: str, request: Request, rt: RuntimeDep,
                   caller: Annotated[Caller, allow("rulesets.approve")]) -> dict[str, Any]:
-    step: Step = await _json_model(request, Step, optional=True)
+    step: Step = await json_model(request, Step, optional=True)
     view = await run_in_threadpool(rt.governance.approve, ruleset, caller.principal, step.comment,
                                    module_sha256=step.module_sha256)
     out: dict[str, Any] = view.to_json()
     return out
 
 
-@router.post("/{ruleset}/activate", summary="Activate an approved ruleset: the next batch uses it")
+@router.post("/{ruleset}/activate", summary="Activate an approved ruleset: the next batch uses it",
+             openapi_extra=_STEP_DOC, responses=problems(404, 409, 422, 503, notes={
+                 409: "The ruleset is not approved, or its module is not the one reviewed"}))
 async def activate(ruleset: str, request: Request, rt: RuntimeDep,
                    caller: Annotated[Caller, allow("rulesets.activate")]) -> dict[str, Any]:
-    step: Step = await _json_model(request, Step, optional=True)
+    step: Step = await json_model(request, Step, optional=True)
     view = await run_in_threadpool(rt.governance.activate, ruleset, caller.principal, step.comment,
                                    module_sha256=step.module_sha256)
     await run_in_threadpool(rt.reload_rules)

@@ -13,9 +13,10 @@ from pydantic import BaseModel, Field
 from api import ops
 from api.access import PAYLOAD_ROLES
 from api.auth import Caller
+from api.bodies import json_model
 from api.deps import RuntimeDep, allow
+from api.openapi import examples, json_body, problems
 from api.problems import Problem
-from api.routes.rulesets import _json_model
 from audit.annotations import Disposition, annotate
 from audit.query.traces import MAX_LIMIT, TraceFilter, get_trace, query_traces
 
@@ -45,7 +46,7 @@ _TRACE_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"applicatio
 
 
 @router.get("", summary="Search sealed decisions, newest first, with cursor pagination",
-            responses=_SEARCH_EXAMPLE)
+            responses=_SEARCH_EXAMPLE | problems(422))
 def search(
     rt: RuntimeDep,
     caller: Annotated[Caller, allow("traces.query")],
@@ -80,7 +81,7 @@ def _payload(data: bytes) -> dict[str, Any]:
 
 
 @router.get("/{trace_id}", summary="One sealed record, its payload, inclusion proof and checkpoint",
-            responses=_TRACE_EXAMPLE)
+            responses=_TRACE_EXAMPLE | problems(404, 503))
 async def get(trace_id: str, rt: RuntimeDep,
               caller: Annotated[Caller, allow("traces.get")]) -> dict[str, Any]:
     detail = await run_in_threadpool(get_trace, rt.engine, trace_id)
@@ -111,10 +112,12 @@ class AnnotationIn(BaseModel):
 
 
 @router.post("/{trace_id}/annotations", status_code=201,
-             summary="Annotate a decision: a new ledger record referencing it (never an edit)")
+             summary="Annotate a decision: a new ledger record referencing it (never an edit)",
+             openapi_extra=json_body(AnnotationIn, examples.ANNOTATION),
+             responses=problems(404, 422, 503, notes={404: "No decision with this trace id"}))
 async def add_annotation(trace_id: str, request: Request, rt: RuntimeDep,
                          caller: Annotated[Caller, allow("traces.annotate")]) -> dict[str, Any]:
-    body: AnnotationIn = await _json_model(request, AnnotationIn, optional=False)
+    body: AnnotationIn = await json_model(request, AnnotationIn, optional=False)
     r = await run_in_threadpool(annotate, rt.ledger, trace_id, caller.principal, body.disposition,
                                 body.note, body.correction)
     return {"trace_id": r.trace_id, "seq": r.seq, "leaf_hash": r.leaf_hash, "recorded_at": r.recorded_at,
