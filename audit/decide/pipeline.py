@@ -60,11 +60,16 @@ def _us(t0: float, t1: float) -> int:
 
 
 class Pipeline:
-    """Decides batches; one instance per ledger (it owns the velocity state)."""
+    """Decides batches; one instance per ledger (it owns the velocity state).
+
+    ``rebuild`` returns the velocity windows replayed from the ledger; it is called before the
+    next batch once a failed commit left the windows counting a batch the ledger does not hold.
+    Without it, every batch after such a failure is refused (``LedgerUnavailableError``)."""
 
     def __init__(self, ledger: Ledger, scorer: Scorer, rules: ActiveRules, *,
                  extractor: FeatureExtractor | None = None,
                  index: DecisionIndex | None = None,
+                 rebuild: Callable[[], FeatureExtractor] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.ledger = ledger
         self.scorer = scorer
@@ -79,7 +84,9 @@ class Pipeline:
         self._committing = 0  # the ticket whose turn it is to commit
         self._turn = threading.Condition()
         self.velocity_stale = False
-        self.rebuild: Callable[[], FeatureExtractor] | None = None  # set by the service
+        self._rebuild = rebuild
+        self.sealed = 0  # decisions this pipeline sealed
+        self.sealed_at_rebuild = 0  # self.sealed when the windows were last rebuilt (0: as given)
         self._fired_cache: dict[object, Any] = {}  # bitset words -> (hits, canonical "fired")
         self._principals: dict[object, Jcs] = {}  # plain principal -> canonical bytes
 
@@ -103,10 +110,11 @@ class Pipeline:
             with self._state:
                 stale, epoch = self.velocity_stale, self._epoch
             if stale:  # every batch prepared on the stale windows has failed by now (see _seal)
-                if self.rebuild is None:
+                if self._rebuild is None:
                     raise LedgerUnavailableError("velocity state is stale after a failed commit and "
                                                  "no rebuild is configured")
-                self.extractor = self.rebuild()
+                self.extractor = self._rebuild()
+                self.sealed_at_rebuild = self.sealed  # no batch commits meanwhile: every one failed
                 with self._state:
                     self.velocity_stale = False
                     epoch = self._epoch
@@ -148,6 +156,7 @@ class Pipeline:
             index, meta = self.index, prepared.meta
             alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
             receipts = self.ledger.append_many(prepared.records, alongside=alongside)
+            self.sealed += len(receipts)  # still this batch's turn: one writer
         except BaseException:
             self._invalidate(epoch)
             raise

@@ -1,121 +1,30 @@
-"""api.runtime: a restart computes the same features as the process that stopped, from the
-velocity snapshot plus what follows it, or from the ledger alone when the snapshot cannot be
-trusted."""
+"""api.runtime: for one version, the runtime's old path gives ``audit.decide.runtime.Runtime``
+with a DeprecationWarning; the API opens that runtime from its own ``Settings``."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from api import ops
 from api.config import Settings
-from api.runtime import Runtime
-from audit.decide.principal import Principal
-from audit.decide.types import Submission
-from inference.schema import FEATURE_NAMES
-from inference.simulate import SimConfig, simulate
-from ledger import store
-from tests.conftest import Db
-
-PRINCIPAL = Principal.local("test").to_json()
+from audit.decide.runtime import Runtime
 
 
-def settings(db: Db, tmp: Path, snapshot: Path | None = None) -> Settings:
-    s = Settings(db=db.url, keys=tmp / "keys", velocity_snapshot=snapshot)
-    store.connect(db.url, create_file=True).dispose()
-    ops.initialise(s)
-    return s
+def test_the_old_path_is_the_same_class_with_a_warning() -> None:
+    sys.modules.pop("api.runtime", None)
+    with pytest.warns(DeprecationWarning, match="audit.decide.runtime"):
+        old = importlib.import_module("api.runtime")
+    assert old.Runtime is Runtime
 
 
-def subs(seed: int, n: int) -> list[Submission]:
-    out = []
-    for sim in simulate(SimConfig(seed=seed, n_normal=n, n_accounts=100, days=3))[:n]:
-        (sub,) = Submission.parse(sim.transaction.canonical_bytes(), "json", PRINCIPAL, sim.at)
-        assert isinstance(sub, Submission)
-        out.append(sub)
-    return out
-
-
-def features_next(rt: Runtime, probe: list[Submission]) -> np.ndarray:
-    """The rows the runtime's windows give ``probe`` (advances only this runtime's state)."""
-    return rt.pipeline.extractor.extract([s.transaction for s in probe], [s.received_at for s in probe])
-
-
-def test_a_clean_restart_resumes_from_the_snapshot_with_the_same_features(db: Db, tmp_path: Path) -> None:
-    s = settings(db, tmp_path)
-    batch, probe = subs(31, 400), subs(31, 400)[:50]  # the probe's accounts have history
-    with_history = Runtime.open(s)
-    try:
-        with_history.service.decide(batch, timeout_s=60)
-    finally:
-        with_history.close()
-    assert s.velocity_snapshot_file.exists()
-    assert s.velocity_snapshot_file.stat().st_mode & 0o077 == 0  # it names accounts: owner only
-    resumed = Runtime.open(s)
-    replayed = Runtime.open(Settings(db=db.url, keys=s.keys, velocity_snapshot=tmp_path / "none"))
-    try:
-        assert resumed.velocity_from_snapshot and not replayed.velocity_from_snapshot
-        a, b = features_next(resumed, probe), features_next(replayed, probe)
-        np.testing.assert_array_equal(a, b)
-        assert np.nanmax(a[:, FEATURE_NAMES.index("orig_count_7d")]) > 1  # not trivially equal
-    finally:
-        resumed.service.close()
-        replayed.service.close()
-        resumed.engine.dispose()
-        replayed.engine.dispose()
-
-
-def test_decisions_after_the_snapshot_are_replayed_on_top(db: Db, tmp_path: Path) -> None:
-    s = settings(db, tmp_path)
-    first, second, probe = subs(32, 300), subs(33, 300), subs(32, 300)[:40]
-    rt = Runtime.open(s)
-    rt.service.decide(first, timeout_s=60)
-    rt.close()
-    other = Runtime.open(Settings(db=db.url, keys=s.keys, velocity_snapshot=tmp_path / "other.snap"))
-    other.service.decide(second, timeout_s=60)  # another process seals after the snapshot
-    other.close()
-    resumed = Runtime.open(s)
-    fresh = Runtime.open(Settings(db=db.url, keys=s.keys, velocity_snapshot=tmp_path / "absent"))
-    try:
-        assert resumed.velocity_from_snapshot and resumed.replay.replayed == len(second)
-        np.testing.assert_array_equal(features_next(resumed, probe), features_next(fresh, probe))
-    finally:
-        for r in (resumed, fresh):
-            r.service.close()
-            r.engine.dispose()
-
-
-def test_no_snapshot_is_written_when_another_process_sealed_meanwhile(db: Db, tmp_path: Path) -> None:
-    s = settings(db, tmp_path)
-    a = Runtime.open(s)
-    b = Runtime.open(Settings(db=db.url, keys=s.keys, velocity_snapshot=tmp_path / "b.snap"))
-    try:
-        a.service.decide(subs(34, 100), timeout_s=60)
-        b.service.decide(subs(35, 100), timeout_s=60)  # a's windows never saw these
-    finally:
-        a.close()
-        b.close()
-    assert not s.velocity_snapshot_file.exists()  # a's state is not the replay of the ledger
-    assert not (tmp_path / "b.snap").exists()  # nor b's
-
-
-@pytest.mark.parametrize("damage", ["garbage", "other-ledger"])
-def test_an_untrustworthy_snapshot_is_ignored_and_the_ledger_replayed(db: Db, tmp_path: Path,
-                                                                      damage: str) -> None:
-    s = settings(db, tmp_path)
-    rt = Runtime.open(s)
-    rt.service.decide(subs(36, 100), timeout_s=60)
-    rt.close()
-    if damage == "garbage":
-        s.velocity_snapshot_file.write_bytes(b'{"schema": "sealtrail.velocity-snapshot/1"\nnot json')
-    else:  # a snapshot that claims a different history at the same size
-        data = s.velocity_snapshot_file.read_bytes()
-        head, _, body = data.partition(b"\n")
-        s.velocity_snapshot_file.write_bytes(head.replace(b'"chain":"', b'"chain":"00') + b"\n" + body)
-    again = Runtime.open(s)
-    try:
-        assert not again.velocity_from_snapshot and again.replay.replayed == 100
-    finally:
-        again.close()
+def test_the_api_settings_open_a_runtime_and_stay_readable_on_it(tmp_path: Path) -> None:
+    s = Settings(db=f"sqlite:///{tmp_path / 'ledger.db'}", keys=tmp_path / "keys",
+                 exports_dir=tmp_path / "out")
+    ops.initialise(s)  # creates the SQLite file
+    with Runtime.open(s) as rt:
+        assert rt.settings is s and rt.settings.exports_dir == tmp_path / "out"
+        assert rt.ledger.origin == s.origin

@@ -6,6 +6,7 @@ import hashlib
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,10 +49,11 @@ def submissions(n: int, seed: int = 5) -> list[Submission]:
     return out
 
 
-def make_pipeline(ledger: Ledger, sandbox: Sandbox, wasm: bytes) -> Pipeline:
+def make_pipeline(ledger: Ledger, sandbox: Sandbox, wasm: bytes,
+                  rebuild: Callable[[], FeatureExtractor] | None = None) -> Pipeline:
     files = ModelFiles.open()
     scorer = load_backend("numpy", files.weights_path)
-    return Pipeline(ledger, scorer, ActiveRules.of(sandbox.load(wasm)))
+    return Pipeline(ledger, scorer, ActiveRules.of(sandbox.load(wasm)), rebuild=rebuild)
 
 
 def bodies(engine: Engine) -> list[tuple[int, dict, bytes | None]]:  # type: ignore[type-arg]
@@ -177,18 +179,32 @@ def test_ledger_down_means_no_decision_and_the_windows_are_rebuilt(sqlite_db: Db
                               sandbox, pack_wasm)
     want = reference.decide(subs[:100]) + reference.decide(subs[150:])
     flaky = FailingLedger(ledger)
-    pipe = make_pipeline(ledger, sandbox, pack_wasm)
-    pipe.ledger = flaky  # type: ignore[assignment]
-    pipe.rebuild = lambda: _rebuilt(ledger.engine)
+    pipe = make_pipeline(flaky, sandbox, pack_wasm, rebuild=lambda: _rebuilt(ledger.engine))  # type: ignore[arg-type]
     flaky.fail = False
     pipe.decide(subs[:100])
     flaky.fail = True
     with pytest.raises(LedgerUnavailableError):
         pipe.decide(subs[100:150])  # never answered, never recorded
     assert len(bodies(ledger.engine)) == 100 and pipe.velocity_stale
+    assert (pipe.sealed, pipe.sealed_at_rebuild) == (100, 0)
     flaky.fail = False
     got = pipe.decide(subs[150:])
     assert [(d.decision, d.score) for d in got] == [(d.decision, d.score) for d in want[100:]]
+    assert (pipe.sealed, pipe.sealed_at_rebuild) == (100 + len(got), 100)  # rebuilt after the first 100
+
+
+def test_without_a_rebuild_every_batch_after_a_failed_commit_is_refused(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                       pack_wasm) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    flaky = FailingLedger(ledger)
+    pipe = make_pipeline(flaky, sandbox, pack_wasm)  # type: ignore[arg-type]
+    subs = submissions(60)
+    with pytest.raises(LedgerUnavailableError, match="database is locked"):
+        pipe.decide(subs[:30])
+    flaky.fail = False
+    with pytest.raises(LedgerUnavailableError, match="no rebuild is configured"):
+        pipe.decide(subs[30:])
+    assert bodies(ledger.engine) == [] and pipe.sealed == 0
 
 
 def _rebuilt(engine: Engine) -> FeatureExtractor:
@@ -359,9 +375,7 @@ def test_a_failed_commit_fails_the_batch_prepared_behind_it_and_the_windows_are_
                               sandbox, pack_wasm)
     want = reference.decide(subs[:100]) + reference.decide(subs[200:])
     gated = GatedLedger(ledger)
-    pipe = make_pipeline(ledger, sandbox, pack_wasm)
-    pipe.ledger = gated  # type: ignore[assignment]
-    pipe.rebuild = lambda: _rebuilt(ledger.engine)
+    pipe = make_pipeline(gated, sandbox, pack_wasm, rebuild=lambda: _rebuilt(ledger.engine))  # type: ignore[arg-type]
     gated.gate.set()
     pipe.decide(subs[:100])
     gated.gate.clear()
