@@ -18,7 +18,10 @@ from wasm_rules.errors import RulesetError
 from wasm_rules.language import OUTCOMES
 from wasm_rules.sandbox import BatchResult, Manifest
 
-__all__ = ["Case", "CaseResult", "check_cases", "parse_cases"]
+__all__ = ["MAX_CASES_BYTES", "Case", "CaseResult", "check_cases", "parse_cases"]
+
+MAX_CASES_BYTES = 16 << 20  # a cases file (the HTTP API's limit too); each line's JSON nests at most
+# 1,024 levels (orjson's own limit, checked without recursion)
 
 _SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0}
 
@@ -66,7 +69,10 @@ def _value(v: object, where: str) -> float:
 
 
 def parse_cases(text: bytes | str, features: tuple[str, ...], rule_ids: set[str]) -> list[Case]:
-    """Parse a cases file against a module's features and rules; errors name the line."""
+    """Parse a cases file against a module's features and rules; errors name the line. A file
+    over ``MAX_CASES_BYTES`` is refused before parsing."""
+    if len(text) > MAX_CASES_BYTES:
+        raise RulesetError(f"the cases file is over {MAX_CASES_BYTES:,} bytes (the limit, MAX_CASES_BYTES)")
     try:
         raw = text.decode("utf-8") if isinstance(text, bytes) else text
     except UnicodeDecodeError as exc:

@@ -32,8 +32,10 @@ __all__ = [
     "Not",
     "Rule",
     "Ruleset",
+    "check_ruleset_limits",
     "parse_expression",
     "parse_ruleset",
+    "toml_nesting",
 ]
 
 OUTCOMES = ("ALLOW", "REVIEW", "HOLD", "BLOCK")  # codes 0..3, in order of severity
@@ -43,10 +45,13 @@ MAX_DEPTH = 40
 MAX_NODES = 500
 MAX_RULES = 4_096
 MAX_FEATURES = 1_024
+MAX_RULESET_BYTES = 1 << 20  # a ruleset TOML document (the HTTP API's body limit too)
+MAX_TOML_NESTING = 32  # arrays and inline tables inside each other; a ruleset needs 2
 _RULESET_ID = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _RULE_ID = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _FEATURE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 _FUNCS = {"min": (2, 64), "max": (2, 64), "abs": (1, 1)}
+_TOML_SPECIAL = re.compile(r"""[\[\]{}#"']""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,13 +323,95 @@ def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
         raise RulesetError(f"{where}: unknown key(s) {', '.join(extra)}")
 
 
+def toml_nesting(text: str, stop_above: int | None = None) -> int:
+    """How deep arrays and inline tables (``[``, ``{``) nest in TOML ``text``, outside strings
+    and comments; a table header ``[[a]]`` counts 2. Read as TOML reads strings (basic,
+    literal, multi-line with up to two extra closing quotes), so nothing a parser would nest
+    hides in what looks like a string here. Malformed text gets a number too: the parser says
+    what is wrong with it. With ``stop_above``, the scan ends as soon as the depth exceeds it."""
+    depth = deepest = i = 0
+    n = len(text)
+    while (m := _TOML_SPECIAL.search(text, i)) is not None:
+        i = m.start()
+        c = text[i]
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if stop_above is not None and deepest > stop_above:
+                break
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        elif c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c in "\"'":
+            i = _string_end(text, i)
+            continue
+        i += 1
+    return deepest
+
+
+def _string_end(text: str, i: int) -> int:
+    """The index just past the TOML string that starts at ``text[i]`` (a quote)."""
+    q = text[i]
+    escapes = q == '"'
+    if text.startswith(q * 3, i):  # multi-line: ends at the next unescaped triple quote
+        j = i + 3
+        while True:
+            end = text.find(q * 3, j)
+            if end < 0:
+                return len(text)
+            if escapes and _escaped(text, end):
+                j = end + 1
+                continue
+            end += 3
+            for _ in range(2):  # """a"""" is the string a" : up to two quotes belong to it
+                if end < len(text) and text[end] == q:
+                    end += 1
+            return end
+    j = i + 1
+    while j < len(text) and text[j] != "\n":
+        if escapes and text[j] == "\\":
+            j += 2
+            continue
+        if text[j] == q:
+            return j + 1
+        j += 1
+    return j
+
+
+def _escaped(text: str, at: int) -> bool:
+    """Whether ``text[at]`` follows an odd run of backslashes."""
+    k = at
+    while k > 0 and text[k - 1] == "\\":
+        k -= 1
+    return (at - k) % 2 == 1
+
+
+def check_ruleset_limits(raw: bytes) -> None:
+    """Refuse, before any parsing, a ruleset document larger than ``MAX_RULESET_BYTES`` or
+    nesting deeper than ``MAX_TOML_NESTING`` (a parser recurses per level: 500 levels of
+    ``[`` in 1 KB would exhaust Python's stack). ``RulesetError`` names the limit."""
+    if len(raw) > MAX_RULESET_BYTES:
+        raise RulesetError(f"the ruleset is {len(raw):,} bytes; the limit is {MAX_RULESET_BYTES:,} "
+                           "(MAX_RULESET_BYTES)")
+    if toml_nesting(raw.decode("utf-8", errors="replace"), MAX_TOML_NESTING) > MAX_TOML_NESTING:
+        raise RulesetError(f"arrays or inline tables nest more than {MAX_TOML_NESTING} levels deep "
+                           "(the limit, MAX_TOML_NESTING)")
+
+
 def parse_ruleset(source: bytes | str) -> Ruleset:
-    """Parse and check a ruleset TOML document; every problem is a ``RulesetError``."""
+    """Parse and check a ruleset TOML document; every problem is a ``RulesetError``, including
+    a document over the size or nesting limits (``check_ruleset_limits``)."""
     raw = source.encode() if isinstance(source, str) else source
+    check_ruleset_limits(raw)
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RulesetError(f"not a valid UTF-8 TOML document: {exc}") from exc
+    except RecursionError as exc:  # unreachable under MAX_TOML_NESTING; kept as a backstop
+        raise RulesetError(f"the document nests too deeply to parse (limit {MAX_TOML_NESTING})") from exc
     _check_keys(doc, {"ruleset", "rules"}, "document")
     head = _get(doc, "ruleset", dict, "document")
     _check_keys(head, {"id", "version", "description", "features", "feature_tables"}, "[ruleset]")

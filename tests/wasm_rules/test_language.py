@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import tomllib
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wasm_rules import RulesetError, RuleSyntaxError, parse_ruleset
+from wasm_rules.cases import MAX_CASES_BYTES, parse_cases
 from wasm_rules.language import (
+    MAX_RULESET_BYTES,
     MAX_SOURCE,
+    MAX_TOML_NESTING,
     BoolOp,
     Compare,
     Const,
     Feature,
     InSet,
     parse_expression,
+    toml_nesting,
 )
 
 FEATURES = ("amount_usd", "model_score", "cross_border")
@@ -144,3 +153,94 @@ def test_source_hash_and_tables_are_kept() -> None:
     rs2 = parse_ruleset(GOOD.replace('features = ["a", "b"]',
                                      'features = ["a", "b"]\nfeature_tables = {fx = "ecb-1"}'))
     assert rs2.feature_tables == (("fx", "ecb-1"),) and rs2.source_sha256 != rs.source_sha256
+
+
+# --- document limits, checked before the TOML parser runs -------------------------------------
+
+
+def test_a_deeply_nested_document_is_refused_before_parsing_naming_the_limit() -> None:
+    deep = "junk = " + "[" * 500 + "]" * 500  # about 1 KB; tomllib alone exhausts the stack
+    with pytest.raises(RecursionError):
+        tomllib.loads(deep)
+    with pytest.raises(RulesetError, match=f"more than {MAX_TOML_NESTING} levels.*MAX_TOML_NESTING"):
+        parse_ruleset(deep)
+    inline = "junk = " + "{a = " * 200 + "1" + "}" * 200
+    with pytest.raises(RulesetError, match="MAX_TOML_NESTING"):
+        parse_ruleset(inline)
+
+
+def test_the_limit_is_exact_and_a_real_pack_is_far_below_it() -> None:
+    nested = "[" * MAX_TOML_NESTING + "]" * MAX_TOML_NESTING
+    at_limit = GOOD.replace('version = "1"', f'version = "1"\nx = {nested}')
+    with pytest.raises(RulesetError, match="unknown key"):  # parsed: only the extra key is wrong
+        parse_ruleset(at_limit)
+    with pytest.raises(RulesetError, match="MAX_TOML_NESTING"):
+        parse_ruleset(at_limit.replace("x = [", "x = [["))
+    assert toml_nesting(GOOD) == 2  # [[rules]]
+
+
+def test_a_document_over_the_size_limit_is_refused_naming_it() -> None:
+    big = GOOD + "#" * MAX_RULESET_BYTES
+    with pytest.raises(RulesetError, match="MAX_RULESET_BYTES"):
+        parse_ruleset(big)
+
+
+@pytest.mark.parametrize("text, depth", [
+    ('a = "[[[[{{{{"', 0),
+    ("a = '[[[[{{{{'", 0),
+    (r'a = "\"[[["', 0),  # an escaped quote does not end the string
+    (r'a = """ \""" [[[ """', 0),
+    ("a = '''x'''' , [[ ]]", 2),  # a multi-line string may end with one or two extra quotes
+    ('a = [ """x"""", [[[ 1 ]]] ]', 4),
+    ('a = [ "]", [ "]", [ "]" ] ] ]', 3),  # closing brackets inside strings close nothing
+    ("# [[[[ a comment\nb = {c = [1]}", 2),
+    ('"quoted [key]" = [[1]]', 2),
+])
+def test_nesting_reads_strings_and_comments_as_toml_does(text: str, depth: int) -> None:
+    assert toml_nesting(text) == depth
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+def _basic(text: str, quotes: str) -> str:
+    return quotes + text.replace("\\", "\\\\").replace('"', '\\"') + quotes
+
+
+_TRICKY = st.lists(st.sampled_from(["[", "]", "{", "}", '"', "'", "\\", "#", "a", " ,", '"""', "'''"]),
+                   max_size=8).map("".join)
+_STRINGS = st.one_of(
+    _TRICKY.map(lambda t: _basic(t, '"')),
+    _TRICKY.map(lambda t: _basic(t, '"""')),
+    _TRICKY.filter(lambda t: "'" not in t).map(lambda t: f"'{t}'"),
+    _TRICKY.filter(lambda t: "'''" not in t and not t.endswith("'")).map(lambda t: f"'''{t}'''"),
+)
+_VALUES = st.recursive(
+    st.one_of(st.integers(0, 9).map(str), _STRINGS),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
+        st.lists(inner, max_size=3).map(
+            lambda xs: "{" + ", ".join(f"k{i} = {x}" for i, x in enumerate(xs)) + "}"),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES, st.booleans())
+def test_nesting_matches_what_tomllib_builds(value: str, comment: bool) -> None:
+    """Cross-checked with the parser itself: strings full of brackets, quotes and escapes never
+    hide a level or invent one."""
+    text = f"v = {value}" + ("  # ]]]] [[[[ '''" if comment else "") + "\n"
+    assert toml_nesting(text) == _depth(tomllib.loads(text)["v"])
+
+
+def test_a_cases_file_over_the_size_limit_is_refused_naming_it() -> None:
+    line = b'{"case": "x", "features": {}, "expect": {"decision": "ALLOW"}}\n'
+    with pytest.raises(RulesetError, match="MAX_CASES_BYTES"):
+        parse_cases(line * (MAX_CASES_BYTES // len(line) + 1), ("a",), set())
