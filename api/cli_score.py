@@ -65,8 +65,8 @@ class ScoredFile:
 
 def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
     """Every message of ``path`` as a submission, or ``FileRefusedError`` for the whole file."""
-    from api.problems import Problem
-    from api.routes.decisions import parse_submissions
+    from audit.decide.submissions import parse_submissions
+    from audit.errors import SubmissionRefusedError
 
     with path.open("rb") as f:
         raw = f.read(MAX_FILE_BYTES + 1)
@@ -82,8 +82,8 @@ def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
     try:
         subs = parse_submissions(raw, kind, principal, batch=not _one_json_object(raw, kind),
                                  max_items=None)
-    except Problem as exc:
-        raise FileRefusedError(path, exc.detail, exc.errors) from exc
+    except SubmissionRefusedError as exc:
+        raise FileRefusedError(path, str(exc), [f.to_json() for f in exc.faults]) from exc
     return ScoredFile(path, subs)
 
 

@@ -29,10 +29,13 @@ from audit.errors import (
     ModelRegistryError,
     ModuleIntegrityError,
     NoActiveRulesetError,
+    OneMessageExpectedError,
     PrincipalError,
     QueryError,
     RulesetRefusedError,
     StateError,
+    SubmissionRefusedError,
+    TooManySubmissionsError,
     TraceNotFoundError,
     UnknownRulesetError,
     UnregisteredModelError,
@@ -97,6 +100,9 @@ _AUDIT: dict[type[AuditError], tuple[int, str]] = {
     ModuleIntegrityError: (500, "module_integrity"),
     GovernanceRecordError: (500, "governance_records_damaged"),
     PrincipalError: (401, "bad_certificate"),
+    SubmissionRefusedError: (422, "message_refused"),
+    OneMessageExpectedError: (422, "one_message_expected"),
+    TooManySubmissionsError: (413, "batch_too_large"),
 }
 
 
@@ -110,6 +116,8 @@ def audit_problem(exc: AuditError) -> tuple[int, str, list[dict[str, str]]]:
         where = ".".join(p for p in ("source", exc.rule_id and f"rule[{exc.rule_id}]",
                                      exc.line and f"line {exc.line}") if p)
         errors = [{"field": where, "message": str(exc)}]
+    elif isinstance(exc, SubmissionRefusedError):
+        errors = [f.to_json() for f in exc.faults]
     elif isinstance(exc, QueryError) and status == 422:
         errors = [{"field": exc.field, "message": exc.message}]
     return status, kind, errors

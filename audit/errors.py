@@ -4,8 +4,9 @@ The API maps the tree to HTTP statuses in one place (``api/problems.py``) and th
 codes; each error carries its evidence (the field, the record, the bundle file, what differed).
 Branches: ``QueryError`` (a filter, cursor or id that cannot be used; also a ``ValueError``),
 ``AnnotationError``, ``ExportError``, ``GovernanceError``, ``ModelRegistryError``,
-``PrincipalError`` and ``BundleError`` (the offline verifier's outcomes; also a
-``ledger.VerificationError``, so one ``except`` catches every "does not verify").
+``PrincipalError``, ``SubmissionRefusedError`` (messages the scoring path refused) and
+``BundleError`` (the offline verifier's outcomes; also a ``ledger.VerificationError``, so one
+``except`` catches every "does not verify").
 
 The bundle verifier's errors collect record-level failures (up to a cap) and raise them
 together as ``BundleFailed`` so an examiner sees the extent, not only the first.
@@ -15,6 +16,8 @@ This module imports nothing that needs a database: the offline verifier uses it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import VerificationError
@@ -43,12 +46,16 @@ __all__ = [
     "ModelRegistryError",
     "ModuleIntegrityError",
     "NoActiveRulesetError",
+    "OneMessageExpectedError",
     "PrincipalError",
     "ProofMismatch",
     "QueryError",
     "ReplayMismatch",
     "RulesetRefusedError",
     "StateError",
+    "SubmissionFault",
+    "SubmissionRefusedError",
+    "TooManySubmissionsError",
     "TraceNotFoundError",
     "UnknownRulesetError",
     "UnregisteredModelError",
@@ -267,3 +274,45 @@ class PrincipalError(AuditError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+# -- the scoring path's input --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubmissionFault:
+    """Why one message, or the request's body as a whole, was refused.
+
+    ``index`` is the message's place in a batch (None: the body as a whole, or the single
+    message of a one-decision request); ``field`` the field within it (None: all of it)."""
+
+    index: int | None
+    field: str | None
+    message: str
+
+    @property
+    def where(self) -> str:
+        """``[3].$.currency``, ``[3]``, ``$.currency`` or ``body``: how the API and CLI name it."""
+        if self.index is None:
+            return self.field or "body"
+        return f"[{self.index}]" + (f".{self.field}" if self.field else "")
+
+    def to_json(self) -> dict[str, str]:
+        return {"field": self.where, "message": self.message}
+
+
+class SubmissionRefusedError(AuditError):
+    """Messages that may not be decided, so nothing of the request was decided or recorded.
+    ``faults`` names each refused one (at most the first 100), ``str(err)`` sums them up."""
+
+    def __init__(self, detail: str, faults: Sequence[SubmissionFault]) -> None:
+        super().__init__(detail)
+        self.faults = tuple(faults)
+
+
+class TooManySubmissionsError(SubmissionRefusedError):
+    """More transactions in one request than may be decided at once (API: 413)."""
+
+
+class OneMessageExpectedError(SubmissionRefusedError):
+    """A one-decision request whose body holds no transaction or several."""

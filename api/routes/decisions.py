@@ -7,10 +7,8 @@ commit, the caller gets 503 with Retry-After and no decision exists. A request r
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -24,11 +22,12 @@ from starlette.responses import Response
 from api.deps import authorize
 from api.openapi import body, examples, media, operation, problems, schema_of
 from api.problems import Problem
-from api.runtime import Runtime
-from audit.decide.types import Decision, Submission
+from audit.decide.runtime import Runtime
+from audit.decide.submissions import MAX_BATCH, parse_submissions
+from audit.decide.types import Decision
 from inference.batcher import Priority
-from inference.messages import MAX_FILE_BYTES, MessageError
-from inference.messages.json_message import MAX_JSON_BYTES, TransactionIn, loads_json, transactions_of
+from inference.messages import MAX_FILE_BYTES
+from inference.messages.json_message import TransactionIn
 
 __all__ = ["MAX_BATCH", "router"]
 
@@ -48,7 +47,6 @@ class _RequestRoute(APIRoute):
 
 
 router = APIRouter(prefix="/v1/decisions", tags=["decisions"], route_class=_RequestRoute)
-MAX_BATCH = 10_000
 _FORMATS = {"application/json": "json", "application/x-swift-fin": "mt", "application/xml": "pacs008",
             "text/xml": "pacs008"}
 
@@ -166,74 +164,6 @@ async def _body(request: Request) -> bytes:
     if not raw.strip():
         raise Problem(422, "empty_body", "the request body is empty", [{"field": "body", "message": "empty"}])
     return raw
-
-
-def _refused(errors: list[tuple[int, MessageError]], single: bool) -> Problem:
-    items = [{"field": (e.field or "body") if single else f"[{i}]" + (f".{e.field}" if e.field else ""),
-              "message": e.reason} for i, e in errors[:100]]
-    detail = f"{len(errors)} message(s) refused; nothing was decided or recorded: " + \
-        "; ".join(f"{it['field']}: {it['message']}" for it in items[:5])
-    return Problem(422, "message_refused", detail, items)
-
-
-def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool,
-                      max_items: int | None = MAX_BATCH) -> list[Submission]:
-    """The request's messages as submissions, or a 422 naming every refused one
-    (``max_items`` None: no cap, for offline scoring of whole files)."""
-    now = datetime.now(UTC)
-    subs: list[Submission] = []
-    errors: list[tuple[int, MessageError]] = []
-    if fmt == "json" and batch:
-        # Each element is sealed as its own payload (its compact JSON), so that a payload holds one
-        # transaction and replay or erasure never has to touch the other 9,999. The body is decoded
-        # once, duplicate keys refused anywhere in it; each element's transactions come from its
-        # decoded value, hashed over the payload bytes, as parse_json(payload) would give them.
-        try:
-            doc = loads_json(raw, max_bytes=MAX_FILE_BYTES)
-        except MessageError as exc:
-            field = "body" if exc.field == "$" else exc.field or "body"
-            raise Problem(422, "message_refused", f"body refused: {exc.reason}",
-                          [{"field": field, "message": exc.reason}]) from exc
-        if isinstance(doc, dict) and set(doc) == {"transactions"}:
-            doc = doc["transactions"]
-        if not isinstance(doc, list):
-            raise Problem(422, "message_refused", 'a batch is a JSON array (or {"transactions": [...]})',
-                          [{"field": "body", "message": "expected an array"}])
-        if max_items is not None and len(doc) > max_items:
-            raise _too_many(len(doc))
-        dumps, sha256 = orjson.dumps, hashlib.sha256
-        for i, el in enumerate(doc):
-            try:
-                item = dumps(el)
-                if len(item) > MAX_JSON_BYTES:
-                    raise MessageError(f"message is {len(item)} bytes; the limit is {MAX_JSON_BYTES}",
-                                       field="$")
-                for t in transactions_of(el, sha256(item).hexdigest()):
-                    subs.append(Submission(item, t, "json", principal, now))
-            except MessageError as exc:
-                errors.append((i, exc))
-            except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits
-                errors.append((i, MessageError(f"not JSON: {exc}", field="$")))
-    else:
-        for i, p in enumerate(Submission.parse(raw, fmt, principal, now)):  # type: ignore[arg-type]
-            if isinstance(p, MessageError):
-                errors.append((i, p))
-            else:
-                subs.append(p)
-    if errors:
-        raise _refused(errors, single=not batch)
-    if not batch and len(subs) != 1:
-        raise Problem(422, "one_message_expected",
-                      f"the body holds {len(subs)} transactions; POST several to /v1/decisions/batch",
-                      [{"field": "body", "message": f"{len(subs)} transactions"}])
-    if max_items is not None and len(subs) > max_items:
-        raise _too_many(len(subs))
-    return subs
-
-
-def _too_many(n: int) -> Problem:
-    return Problem(413, "batch_too_large", f"{n:,} transactions in one call; at most {MAX_BATCH:,}",
-                   [{"field": "body", "message": f"more than {MAX_BATCH} transactions"}])
 
 
 def decision_json(d: Decision, reference: str | None, request_us: int) -> dict[str, Any]:

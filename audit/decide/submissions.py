@@ -1,0 +1,106 @@
+"""Message bytes in, submissions out: the scoring path's input, refused whole or taken whole.
+
+``parse_submissions`` turns one request's body (or one file) into the ``Submission``s the
+pipeline decides, or refuses all of it with ``SubmissionRefusedError`` naming every refused
+message (its index in a batch, the field, why): nothing of a refused request is decided or
+recorded. The HTTP API (``POST /v1/decisions``, ``/v1/decisions/batch``), ``sealtrail score``
+and Python callers share it, so one body is refused for the same reasons everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from audit.decide.types import Submission
+from audit.errors import (
+    OneMessageExpectedError,
+    SubmissionFault,
+    SubmissionRefusedError,
+    TooManySubmissionsError,
+)
+from inference.messages import MAX_FILE_BYTES, MessageError
+from inference.messages.json_message import MAX_JSON_BYTES, loads_json, transactions_of
+
+__all__ = ["MAX_BATCH", "parse_submissions"]
+
+MAX_BATCH = 10_000  # transactions one request may hold (the batch endpoint's cap)
+_MAX_FAULTS = 100  # refused messages named one by one; the count says how many in all
+
+
+def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool,
+                      max_items: int | None = MAX_BATCH,
+                      received_at: datetime | None = None) -> list[Submission]:
+    """The messages of ``raw`` (format ``fmt``: json | mt | pacs008 | auto) as
+    submissions of ``principal`` (``Principal.to_json()``), or ``SubmissionRefusedError`` for all.
+
+    ``batch``: a JSON body is an array (or ``{"transactions": [...]}``) whose every element is
+    sealed as its own payload, and refusals name each message's index; otherwise the body must
+    hold exactly one transaction (``OneMessageExpectedError``). ``max_items`` caps the
+    transactions (``TooManySubmissionsError``; None: no cap, for whole files scored offline).
+    ``received_at`` is the event time the features use (default: now, UTC)."""
+    now = datetime.now(UTC) if received_at is None else received_at
+    subs: list[Submission] = []
+    errors: list[tuple[int, MessageError]] = []
+    if fmt == "json" and batch:
+        # Each element is sealed as its own payload (its compact JSON), so that a payload holds one
+        # transaction and replay or erasure never has to touch the other 9,999. The body is decoded
+        # once, duplicate keys refused anywhere in it; each element's transactions come from its
+        # decoded value, hashed over the payload bytes, as parse_json(payload) would give them.
+        try:
+            doc = loads_json(raw, max_bytes=MAX_FILE_BYTES)
+        except MessageError as exc:
+            where = None if exc.field == "$" else exc.field or None
+            raise SubmissionRefusedError(f"body refused: {exc.reason}",
+                                         [SubmissionFault(None, where, exc.reason)]) from exc
+        if isinstance(doc, dict) and set(doc) == {"transactions"}:
+            doc = doc["transactions"]
+        if not isinstance(doc, list):
+            raise SubmissionRefusedError('a batch is a JSON array (or {"transactions": [...]})',
+                                         [SubmissionFault(None, None, "expected an array")])
+        if max_items is not None and len(doc) > max_items:
+            raise _too_many(len(doc), max_items)
+        dumps, sha256 = orjson.dumps, hashlib.sha256
+        for i, el in enumerate(doc):
+            try:
+                item = dumps(el)
+                if len(item) > MAX_JSON_BYTES:
+                    raise MessageError(f"message is {len(item)} bytes; the limit is {MAX_JSON_BYTES}",
+                                       field="$")
+                for t in transactions_of(el, sha256(item).hexdigest()):
+                    subs.append(Submission(item, t, "json", principal, now))
+            except MessageError as exc:
+                errors.append((i, exc))
+            except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits
+                errors.append((i, MessageError(f"not JSON: {exc}", field="$")))
+    else:
+        for i, p in enumerate(Submission.parse(raw, fmt, principal, now)):  # type: ignore[arg-type]
+            if isinstance(p, MessageError):
+                errors.append((i, p))
+            else:
+                subs.append(p)
+    if errors:
+        raise _refused(errors, batch)
+    if not batch and len(subs) != 1:
+        raise OneMessageExpectedError(
+            f"the body holds {len(subs)} transactions; POST several to /v1/decisions/batch",
+            [SubmissionFault(None, None, f"{len(subs)} transactions")])
+    if max_items is not None and len(subs) > max_items:
+        raise _too_many(len(subs), max_items)
+    return subs
+
+
+def _refused(errors: list[tuple[int, MessageError]], batch: bool) -> SubmissionRefusedError:
+    faults = [SubmissionFault(i if batch else None, e.field or None, e.reason)
+              for i, e in errors[:_MAX_FAULTS]]
+    detail = f"{len(errors)} message(s) refused; nothing was decided or recorded: " + \
+        "; ".join(f"{f.where}: {f.message}" for f in faults[:5])
+    return SubmissionRefusedError(detail, faults)
+
+
+def _too_many(n: int, cap: int) -> TooManySubmissionsError:
+    return TooManySubmissionsError(f"{n:,} transactions in one call; at most {cap:,}",
+                                   [SubmissionFault(None, None, f"more than {cap} transactions")])
