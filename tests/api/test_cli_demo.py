@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
+import ssl
+import subprocess
+import sys
 from pathlib import Path
+
+import httpx
 
 from audit.decide.principal import Principal
 from ledger.checkpoint import SignedCheckpoint
@@ -61,3 +69,71 @@ def test_demo_without_a_usable_database_exits_2(tmp_path: Path) -> None:
     cli = Cli(Db("postgresql+nosuchdriver://x/y", "postgresql"), tmp_path / "keys")
     assert cli.json("demo", "--transactions", "5", "--certs", str(tmp_path / "c"), code=2)["ok"] is False
     cli("demo", "--transactions", "0", code=2)
+
+
+def _serving(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """Start a server from ``argv``; (process, URL) once it prints its ready line."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the ready line, or "" if it exited
+    if not line.startswith("sealtrail serving on "):
+        proc.kill()
+        raise AssertionError(f"serve did not start: {line!r} {proc.communicate(timeout=30)}")
+    return proc, line.removeprefix("sealtrail serving on ").strip()
+
+
+def test_the_commands_the_demo_prints_run_as_printed(tmp_path: Path) -> None:
+    """The quick start, copied: ``make demo``'s job in a fresh directory, then each command it
+    prints, exactly as printed, from that directory; the server it suggests (on a free port here)
+    lists the bundle the demo wrote and serves it."""
+    script = Path(sys.executable).parent / "sealtrail"
+    sealtrail = [str(script)] if script.is_file() else [sys.executable, "-m", "api.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALTRAIL_")}
+    demo = subprocess.run([*sealtrail, "demo", "--transactions", "80"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert demo.returncode == 0, demo.stderr
+    verify = re.search(r"check it yourself: (.+)$", demo.stdout, re.MULTILINE)
+    serve = re.search(r"^console     (.+)$", demo.stdout, re.MULTILINE)
+    assert verify is not None and serve is not None, demo.stdout
+    bundle = re.search(r"exports/([0-9a-f-]{36})\.zip", verify.group(1))
+    assert bundle is not None and (tmp_path / "exports" / f"{bundle.group(1)}.zip").is_file()
+
+    checked = subprocess.run(shlex.split(verify.group(1)), cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=600)
+    assert checked.returncode == 0 and checked.stdout.startswith("VERIFIED bundle"), checked.stderr
+
+    argv = shlex.split(serve.group(1))
+    assert argv[argv.index("--port") + 1] == "8443"
+    proc, url = _serving([*argv, "--port", "0"], tmp_path, env)  # the last --port wins
+    try:
+        certs = tmp_path / "demo" / "certs"
+        tls = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        tls.load_cert_chain(str(certs / "officer.pem"), str(certs / "officer.key"))
+        with httpx.Client(base_url=url, verify=tls, timeout=30) as officer:
+            page = officer.get("/console/exports")
+            assert page.status_code == 200
+            assert f'href="/v1/exports/{bundle.group(1)}"' in page.text
+            assert "not on this server" not in page.text
+            download = officer.get(f"/v1/exports/{bundle.group(1)}")
+            assert download.status_code == 200
+            assert download.content == (tmp_path / "exports" / f"{bundle.group(1)}.zip").read_bytes()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
+def test_the_printed_commands_repeat_locations_given_on_the_command_line(tmp_path: Path) -> None:
+    db = Db(f"sqlite:///{tmp_path / 'elsewhere.db'}", "sqlite")
+    cli = Cli(db, tmp_path / "my keys")
+    doc = cli.json("demo", "--transactions", "5", "--certs", str(tmp_path / "c"),
+                   "--exports", str(tmp_path / "bundles"))
+    serve = shlex.split(doc["commands"]["serve"])
+    for option, value in (("--db", db.url), ("--keys", str(tmp_path / "my keys")),
+                          ("--exports-dir", str(tmp_path / "bundles"))):
+        assert serve[serve.index(option) + 1] == value, option
+    assert Path(doc["export"]["file"]).parent == tmp_path / "bundles"
+    verify = shlex.split(doc["commands"]["verify_export"])
+    bundle, key = doc["export"]["file"], doc["init"]["vkey"]
+    assert verify[verify.index("verify") + 1:] == [bundle, "--trusted-key", key]

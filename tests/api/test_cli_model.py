@@ -45,11 +45,20 @@ def test_features_state_file_carries_the_windows_across_runs(tmp_path: Path) -> 
     assert res.exit_code == 2 and "velocity snapshot is malformed" in res.stderr
 
 
-@pytest.mark.parametrize("at, reason", [("yesterday", "not an ISO 8601 time"),
-                                        ("2026-03-07T10:15:00", "has no timezone")])
-def test_features_refuses_a_bad_time(at: str, reason: str) -> None:
-    res = runner.invoke(app, ["features", str(VEC / "mt" / "mt202.fin"), "--at", at])
-    assert res.exit_code == 2 and reason in res.stderr
+def test_features_refuses_a_bad_time() -> None:
+    res = runner.invoke(app, ["features", str(VEC / "mt" / "mt202.fin"), "--at", "yesterday", "--json"])
+    assert res.exit_code == 2 and "not an ISO 8601 time" in res.stderr
+    assert json.loads(res.stdout) == {"ok": False, "error": "usage", "field": "--at",
+                                      "message": res.stderr.strip().removeprefix("error: ")}
+
+
+@pytest.mark.parametrize("at", ["2026-03-07T10:15:00", "2026-03-07T10:15", "2026-03-07T10:15:00Z",
+                                "2026-03-07T11:15:00+01:00"])
+def test_features_reads_times_as_the_console_does(at: str) -> None:
+    """The console's form_time: ISO 8601, and a time without an offset (datetime-local) is UTC."""
+    res = runner.invoke(app, ["features", str(VEC / "mt" / "mt202.fin"), "--at", at, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"][0]["at"] == "2026-03-07T10:15:00+00:00"
 
 
 def test_features_names_a_refused_message_and_exits_1(tmp_path: Path) -> None:

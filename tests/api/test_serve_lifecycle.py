@@ -3,6 +3,9 @@ velocity windows; the next start resumes from them; a bad configuration exits 2 
 
 from __future__ import annotations
 
+import errno
+import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +52,22 @@ def test_serve_refuses_to_start_without_mutual_tls_or_a_ledger(tmp_path: Path) -
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = run_serve(*db, *tls, "--client-ca", str(files.ca), "--roles", str(tmp_path / "missing.toml"))
     assert r.returncode == 2 and "missing.toml" in r.stderr
+
+
+def test_a_taken_port_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
+    files = prepare(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        args = ["--db", files.db, "--keys", str(files.keys), "--port", str(port),
+                "--tls-cert", str(files.pki / "server.pem"), "--tls-key", str(files.pki / "server.key"),
+                "--client-ca", str(files.ca), "--roles", str(files.roles)]
+        r = run_serve(*args)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: the port is already in "
+                                         "use (stop what holds it, or choose another --port)"]
+        r = run_serve(*args, "--json")
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert json.loads(r.stdout) == {"ok": False, "error": "listen", "errno": errno.EADDRINUSE,
+                                        "message": r.stderr.strip().removeprefix("error: ")}

@@ -15,7 +15,6 @@ import pytest
 
 from audit.bundle.reader import Limits
 from audit.bundle.verify import UNPINNED_WARNING, BundleReport, verify_bundle
-from audit.decide.canonical import canonical_bytes
 from audit.decide.pipeline import Pipeline
 from audit.errors import BundleError, BundleMalformed, BundleUnreadable, BundleUntrusted
 from audit.governance.service import Governance
@@ -24,6 +23,7 @@ from inference.backends import load_backend
 from inference.model import MlpModel, ModelFiles, model_npz_bytes
 from ledger import NoteSigner, Record
 from ledger.checkpoint import Checkpoint
+from ledger.jcs import canonical_bytes
 from tests.audit.bundle_fixture import (
     Source,
     created_bundle,
@@ -404,14 +404,11 @@ def test_a_manifest_that_is_not_canonical_is_refused(bundle: Path, source: Sourc
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
-    import typer
     from typer.testing import CliRunner
 
-    from api.cli_export_verify import export_verify
+    from api.cli import app
 
-    app = typer.Typer()
-    app.command()(export_verify)
-    r = CliRunner().invoke(app, list(args))
+    r = CliRunner().invoke(app, ["export", "verify", *args])
     return r.exit_code, r.stdout, r.stderr
 
 

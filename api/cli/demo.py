@@ -7,12 +7,21 @@ scorer certificate's principal, so the records look like served ones. Then a che
 a full verification and a summary. The simulator is seeded with the ledger's size, so each
 run appends new payments, and a run can be repeated exactly on a copy of the same ledger
 (its event times end at the hour the run started).
+
+The bundle goes where the server looks for exports (``--exports``, ``SEALTRAIL_EXPORTS_DIR``,
+default ``./exports``, as ``<bundle_id>.zip``), so the console of the server the demo suggests
+lists it. The commands the demo prints run as printed from the same directory: they start with
+the path of this very ``sealtrail`` (``command_prefix``) and repeat every location option that
+was given on the command line (the environment and the defaults reach ``serve`` by themselves).
 """
 
 from __future__ import annotations
 
 import getpass
 import random
+import shlex
+import shutil
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -20,29 +29,57 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
-import uuid6
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from api.cli_score import DbOpt, KeysOpt, setup_errors
-from api.output import JsonOpt, emit, err, out
-from audit.decide.types import Decision, Submission
-from inference.simulate import SimConfig, SimTx, simulate
-from wasm_rules import OUTCOMES
+from api.cli.common import (
+    DbOpt,
+    JsonOpt,
+    KeysOpt,
+    emit,
+    err,
+    fail,
+    out,
+    setting_option,
+    settings,
+    setup_errors,
+)
 
-__all__ = ["DEFAULT_TRANSACTIONS", "demo", "sim_config", "simulate_exactly", "summarise"]
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from audit.decide.types import Decision, Submission
+    from inference.simulate import SimConfig, SimTx
+
+__all__ = ["DEFAULT_TRANSACTIONS", "command_prefix", "demo", "sim_config", "simulate_exactly", "summarise"]
 
 DEFAULT_TRANSACTIONS = 20_000
 CERTS_DIR = Path("demo/certs")
-EXPORTS_DIR = Path("demo/exports")
 BATCH_TIMEOUT_S = 600.0
+
+
+def command_prefix() -> str:
+    """How to run this ``sealtrail`` again from the current directory, as shell words: plain
+    ``sealtrail`` when that is what PATH finds, else this environment's script by its path
+    (``.venv/bin/sealtrail`` after ``make demo``), else ``python -m api.cli``."""
+    script = Path(sys.executable).parent / "sealtrail"
+    if not script.is_file():
+        return f"{shlex.quote(sys.executable)} -m api.cli"
+    found = shutil.which("sealtrail")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "sealtrail"
+    try:
+        shown = script.absolute().relative_to(Path.cwd())
+    except ValueError:
+        shown = script.absolute()
+    return shlex.quote(str(shown))
 
 
 def sim_config(n: int, seed: int, end: datetime, n_normal: int | None = None) -> SimConfig:
     """A simulation of about ``n`` payments over the days before ``end`` (config minimums kept)."""
+    from inference.simulate import SimConfig
+
     days = min(14, max(3, n // 1000))
     return SimConfig(seed=seed, start=end - timedelta(days=days), days=days,
                      n_accounts=max(100, min(2000, n // 10)),
@@ -52,6 +89,8 @@ def sim_config(n: int, seed: int, end: datetime, n_normal: int | None = None) ->
 def simulate_exactly(n: int, seed: int, end: datetime) -> tuple[SimConfig, list[SimTx]]:
     """Exactly ``n`` simulated payments in time order: more normal traffic until there are
     enough, then a seeded sample (each typology occurs at least once, so small runs overshoot)."""
+    from inference.simulate import simulate
+
     cfg = sim_config(n, seed, end)
     sims = simulate(cfg)
     while len(sims) < n:
@@ -73,6 +112,8 @@ class Scored:
 def score_all(decide: Callable[[list[Submission]], list[Decision]], sims: Sequence[SimTx],
               principal: dict[str, Any], batch: int, advance: Callable[[int], None]) -> Scored:
     """Parse and decide ``sims`` in batches; the next batch is parsed while one is decided."""
+    from audit.decide.types import Submission
+
     t0 = time.perf_counter()
     decisions: list[Decision] = []
     with ThreadPoolExecutor(1, thread_name_prefix="demo-decide") as pool:
@@ -98,6 +139,10 @@ def score_all(decide: Callable[[list[Submission]], list[Decision]], sims: Sequen
 
 def summarise(scored: Scored) -> dict[str, Any]:
     """Outcomes, top rules, latency and throughput of one run (plain data)."""
+    import numpy as np
+
+    from wasm_rules import OUTCOMES
+
     ds, n = scored.decisions, len(scored.decisions)
     counts = Counter(d.decision for d in ds)
     outcomes = {o: {"count": counts.get(o, 0), "percent": round(100 * counts.get(o, 0) / max(1, n), 2)}
@@ -123,81 +168,121 @@ def summarise(scored: Scored) -> dict[str, Any]:
 
 
 def _progress(as_json: bool) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
                     console=err, disable=as_json or not err.is_terminal, transient=False)
 
 
 def demo(
+    ctx: typer.Context,
     transactions: Annotated[int, typer.Option("--transactions", min=1, max=1_000_000,
                                               help="simulated payments to score")] = DEFAULT_TRANSACTIONS,
     db: DbOpt = None,
     keys: KeysOpt = None,
     certs: Annotated[Path, typer.Option("--certs", help="dev certificates (created if absent)")] = CERTS_DIR,
-    exports: Annotated[Path, typer.Option("--exports", help="where the bundle is written")] = EXPORTS_DIR,
+    exports: Annotated[Path | None, setting_option(
+        "exports_dir", "--exports", "--exports-dir",
+        help="where the bundle is written (where serve looks for exports)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Score simulated payments with AML typologies end to end: seal, checkpoint, verify, then
     export the run's decisions as a regulator bundle and verify that offline."""
     from api import ops
     from api.certs import create_dev_pki
-    from api.cli import fail, guarded, settings
-    from api.runtime import Runtime
     from audit.decide.principal import Principal
+    from audit.decide.runtime import Runtime
 
-    def run() -> None:
-        t_start = time.perf_counter()
-        s = settings(db, keys)
-        info = ops.initialise(s)
-        pem = certs / "scorer.pem"
-        created = not pem.exists()
-        if created:
-            create_dev_pki(certs)
-        try:
-            principal = Principal.from_pem(pem.read_bytes())
-            rt = Runtime.open(s, operator=getpass.getuser())
-        except setup_errors() as exc:
-            fail(exc, as_json)
-        try:
-            seed = rt.ledger.size()
-            end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-            t0 = time.perf_counter()
-            cfg, sims = simulate_exactly(transactions, seed, end)
-            sim_s = time.perf_counter() - t0
+    t_start = time.perf_counter()
+    s = settings(db, keys, exports_dir=exports)
+    info = ops.initialise(s)
+    pem = certs / "scorer.pem"
+    created = not pem.exists()
+    if created:
+        create_dev_pki(certs)
+    try:
+        principal = Principal.from_pem(pem.read_bytes())
+        rt = Runtime.open(s, operator=getpass.getuser())
+    except setup_errors() as exc:
+        fail(exc, as_json, code=2)
+    try:
+        seed = rt.ledger.size()
+        end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        t0 = time.perf_counter()
+        cfg, sims = simulate_exactly(transactions, seed, end)
+        sim_s = time.perf_counter() - t0
 
-            def decide(subs: list[Submission]) -> list[Decision]:
-                return rt.service.decide(subs, timeout_s=BATCH_TIMEOUT_S)
+        def decide(subs: list[Submission]) -> list[Decision]:
+            return rt.service.decide(subs, timeout_s=BATCH_TIMEOUT_S)
 
-            with _progress(as_json) as bar:
-                task = bar.add_task("scoring", total=len(sims), rate="")
-                t1, done = time.perf_counter(), [0]
+        with _progress(as_json) as bar:
+            task = bar.add_task("scoring", total=len(sims), rate="")
+            t1, done = time.perf_counter(), [0]
 
-                def advance(k: int) -> None:
-                    done[0] += k
-                    rate = done[0] / max(1e-9, time.perf_counter() - t1)
-                    bar.update(task, advance=k, rate=f"{rate:,.0f}/s")
+            def advance(k: int) -> None:
+                done[0] += k
+                rate = done[0] / max(1e-9, time.perf_counter() - t1)
+                bar.update(task, advance=k, rate=f"{rate:,.0f}/s")
 
-                scored = score_all(decide, sims, principal.to_json(), s.max_batch, advance)
-            first_at = scored.decisions[0].recorded_at if scored.decisions else None
-            cp = rt.ledger.checkpoint()
-        finally:
-            rt.close()
-        report = ops.verify(s, [], None)
-        exported = _export_and_verify(s, first_at, exports) if first_at else None
-        summary = summarise(scored)
-        typologies = Counter(x.typology for x in sims)
-        doc = {"ok": True, "init": info,  # a report means verified: damage raises
-               "certs": {"dir": str(certs), "created": created, "principal": principal.to_json()},
-               "simulation": {"seed": cfg.seed, "start": cfg.start.isoformat(), "days": cfg.days,
-                              "accounts": cfg.n_accounts, "transactions": len(sims),
-                              "typologies": dict(sorted(typologies.items())), "seconds": round(sim_s, 3)},
-               **summary,
-               "ledger_size": cp.checkpoint.size, "checkpoint": cp.note, "verify": report.to_json(),
-               "export": exported,
-               "total_seconds": round(time.perf_counter() - t_start, 3)}
-        emit(doc, as_json, lambda: _human(doc, s.db, s.max_batch))
+            scored = score_all(decide, sims, principal.to_json(), s.max_batch, advance)
+        first_at = scored.decisions[0].recorded_at if scored.decisions else None
+        cp = rt.ledger.checkpoint()
+    finally:
+        rt.close()
+    report = ops.verify(s, [], None)
+    exported = _export_and_verify(s, first_at) if first_at else None
+    summary = summarise(scored)
+    typologies = Counter(x.typology for x in sims)
+    given = {name: _given(ctx, name) for name in ("db", "keys", "exports")}
+    doc = {"ok": True, "init": info,  # a report means verified: damage raises
+           "certs": {"dir": str(certs), "created": created, "principal": principal.to_json()},
+           "simulation": {"seed": cfg.seed, "start": cfg.start.isoformat(), "days": cfg.days,
+                          "accounts": cfg.n_accounts, "transactions": len(sims),
+                          "typologies": dict(sorted(typologies.items())), "seconds": round(sim_s, 3)},
+           **summary,
+           "ledger_size": cp.checkpoint.size, "checkpoint": cp.note, "verify": report.to_json(),
+           "export": exported,
+           "commands": _commands(s, certs, exported, given),
+           "total_seconds": round(time.perf_counter() - t_start, 3)}
+    emit(doc, as_json, lambda: _human(doc, _shown_url(s.db), s.max_batch))
 
-    guarded(as_json, run)
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was typed on the command line (not the environment, not a default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _shown_url(url: str) -> str:
+    """A database URL fit for the screen: its password, if any, as ***."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy reads: the ledger refused it already
+        return url
+
+
+def _commands(s: Any, certs: Path, exported: dict[str, Any] | None, given: dict[str, bool]) -> dict[str, str]:
+    """The next commands to try, exactly as they run from this directory."""
+    q, prefix = shlex.quote, command_prefix()
+    where = ""
+    if given["db"]:
+        where += f" --db {q(s.db)}"
+    if given["keys"]:
+        where += f" --keys {q(str(s.keys))}"
+    c = {name: q(str(certs / name)) for name in ("server.pem", "server.key", "ca.pem", "roles.toml")}
+    serve = (f"{prefix} serve{where} --tls-cert {c['server.pem']} --tls-key {c['server.key']} "
+             f"--client-ca {c['ca.pem']} --roles {c['roles.toml']}"
+             + (f" --exports-dir {q(str(s.exports_dir))}" if given["exports"] else "")
+             + f" --port {s.port}")
+    doc = {"serve": serve, "console": f"https://{s.host}:{s.port}/console",
+           "browser_certificate": str(certs / "officer.p12")}
+    if exported is not None:
+        doc["verify_export"] = (f"{prefix} export verify {q(exported['file'])} "
+                                f"--trusted-key {q(exported['trusted_key'])}")
+    return doc
 
 
 def _human(doc: dict[str, Any], db: str, batch: int) -> None:
@@ -230,18 +315,20 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
         p(f"export      {e['file']}: {e['records']:,} records, {e['size_bytes'] / 2**20:.1f} MiB "
           f"in {e['create_seconds']:.1f}s; verified offline in {e['verify_seconds']:.1f}s "
           f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored) against {e['trusted_key']}")
-        p(f"            check it yourself: sealtrail export verify {e['file']} "
-          f"--trusted-key {e['trusted_key']}")
-    c = doc["certs"]["dir"]
-    p(f"console     sealtrail serve --db {db} --tls-cert {c}/server.pem --tls-key {c}/server.key "
-      f"--client-ca {c}/ca.pem --roles {c}/roles.toml --port 8443")
-    p(f"            then open https://127.0.0.1:8443/console with {c}/officer.p12 imported into the "
+        p(f"            check it yourself: {doc['commands']['verify_export']}")
+    cmd = doc["commands"]
+    p(f"console     {cmd['serve']}")
+    p(f"            then open {cmd['console']} with {cmd['browser_certificate']} imported into the "
       "browser (password sealtrail-dev)")
     p(f"done in {doc['total_seconds']:.1f}s")
 
 
-def _export_and_verify(s: Any, first_at: str, exports: Path) -> dict[str, Any]:
-    """This run's decisions as a regulator bundle, then verified offline with the pinned key."""
+def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
+    """This run's decisions as a regulator bundle where the server keeps exports
+    (``exports_dir/<bundle_id>.zip``, as ``POST /v1/exports`` names it), then verified offline
+    with the pinned key."""
+    import uuid6
+
     from api import ops
     from audit.bundle.verify import verify_bundle
     from audit.decide.principal import Principal
@@ -252,11 +339,12 @@ def _export_and_verify(s: Any, first_at: str, exports: Path) -> dict[str, Any]:
     ledger = ops.open_ledger(s)
     signer = load_signer(s.key_file)
     until = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    exports: Path = s.exports_dir
     exports.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
         bundle_id = str(uuid6.uuid7())
-        summary = create_bundle(ledger.engine, ledger, signer, exports / f"bundle-{bundle_id}.zip",
+        summary = create_bundle(ledger.engine, ledger, signer, exports / f"{bundle_id}.zip",
                                 ExportFilters.of(first_at, until), Principal.local(getpass.getuser()),
                                 bundle_id=bundle_id)
     finally:

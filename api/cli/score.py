@@ -8,45 +8,32 @@ The recorded principal is the local operator (``Principal.local``: empty fingerp
 
 All or nothing at the edge: every file is read and parsed before the runtime opens, so one
 refused message (exit 1, naming the file, the message index and the field) leaves the ledger
-exactly as it was. Exit 2: missing or unmigrated database, missing key (``guarded``).
+exactly as it was. Exit 2: missing or unmigrated database, missing key.
+
+The pipeline's layers are imported in the command body so that ``sealtrail --help`` does not
+load them.
 """
 
 from __future__ import annotations
 
 import getpass
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
 import typer
 
-from api.output import JsonOpt, emit, err, out
-from audit.decide.types import Decision, Submission
-from inference.batcher import Priority
-from inference.messages import MAX_FILE_BYTES, MessageError, detect_format
-from wasm_rules import OUTCOMES
+from api.cli.common import FORMATS, CliError, DbOpt, JsonOpt, KeysOpt, emit, fail, out, settings, setup_errors
 
-__all__ = ["FileRefusedError", "decision_row", "read_file", "score", "setup_errors"]
+if TYPE_CHECKING:
+    from audit.decide.types import Decision, Submission
 
-FORMATS = ("auto", "mt", "pacs008", "json")
+__all__ = ["FileRefusedError", "decision_row", "read_file", "score"]
+
 BATCH_TIMEOUT_S = 600.0  # offline batches are not held to the interactive queue deadline
-
-DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
-KeysOpt = Annotated[Path | None, typer.Option("--keys", help="key directory [env SEALTRAIL_KEYS]")]
-
-
-def setup_errors() -> tuple[type[Exception], ...]:
-    """Errors of opening a runtime that are configuration, not input (exit 2)."""
-    from audit.errors import GovernanceError, ModelRegistryError, PrincipalError
-    from inference.errors import InferenceError
-    from wasm_rules import RuleError
-
-    return GovernanceError, ModelRegistryError, InferenceError, RuleError, PrincipalError
-
 
 class FileRefusedError(Exception):
     """A file none of whose messages may be decided; ``errors`` name ``[index].field``."""
@@ -67,6 +54,7 @@ def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
     """Every message of ``path`` as a submission, or ``FileRefusedError`` for the whole file."""
     from audit.decide.submissions import parse_submissions
     from audit.errors import SubmissionRefusedError
+    from inference.messages import MAX_FILE_BYTES, MessageError, detect_format
 
     with path.open("rb") as f:
         raw = f.read(MAX_FILE_BYTES + 1)
@@ -105,15 +93,10 @@ def decision_row(d: Decision, sub: Submission) -> dict[str, Any]:
             "fail_safe": d.fail_safe, "leaf_hash": d.leaf_hash, "recorded_at": d.recorded_at}
 
 
-def _refused(exc: FileRefusedError, as_json: bool) -> NoReturn:
-    if as_json:
-        doc = {"ok": False, "error": "message_refused", "message": str(exc), "file": str(exc.path),
-               "errors": exc.errors}
-        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
-    err.print(f"error: {exc.path}: refused; nothing was decided or recorded", markup=False)
-    for e in exc.errors[:20]:
-        err.print(f"  {e['field']}: {e['message']}", markup=False)
-    raise typer.Exit(1)
+def _refused(exc: FileRefusedError) -> NoReturn:
+    raise CliError(str(exc), code=1, error="message_refused", file=str(exc.path), errors=exc.errors,
+                   details=["refused; nothing was decided or recorded",
+                            *(f"{e['field']}: {e['message']}" for e in exc.errors[:20])]) from exc
 
 
 def score(
@@ -126,49 +109,45 @@ def score(
     as_json: JsonOpt = False,
 ) -> None:
     """Decide and seal every transaction in FILE... (offline, as the local operator)."""
-    from api.cli import fail, guarded, settings
-    from api.runtime import Runtime
     from audit.decide.principal import Principal
+    from audit.decide.runtime import Runtime
+    from inference.batcher import Priority
+    from wasm_rules import OUTCOMES
 
     if fmt not in FORMATS:
-        err.print(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", markup=False)
-        raise typer.Exit(2)
+        raise CliError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code=2, error="usage",
+                       field="--format")
     try:
         lane = Priority.parse(priority)
     except ValueError as exc:
-        err.print(f"error: --priority: {exc}", markup=False)
-        raise typer.Exit(2) from exc
-
-    def run() -> None:
-        s = settings(db, keys)
-        operator = getpass.getuser()
-        principal = Principal.local(operator).to_json()
-        try:
-            parsed = [read_file(p, fmt, principal) for p in files]
-        except FileRefusedError as exc:
-            _refused(exc, as_json)
-        try:
-            rt = Runtime.open(s, operator=operator)
-        except setup_errors() as exc:
-            fail(exc, as_json)
-        rows: list[dict[str, Any]] = []
-        try:
-            for f in parsed:
-                for i in range(0, len(f.submissions), s.max_batch):
-                    chunk = f.submissions[i:i + s.max_batch]
-                    got = rt.service.decide(chunk, lane, timeout_s=BATCH_TIMEOUT_S)
-                    rows += [{"file": str(f.path), "index": i + k, **decision_row(d, sub)}
-                             for k, (d, sub) in enumerate(zip(got, chunk, strict=True))]
-            size = rt.ledger.size()
-        finally:
-            rt.close()
-        counts = Counter(r["decision"] for r in rows)
-        outcomes = {o: counts.get(o, 0) for o in OUTCOMES}
-        doc = {"ok": True, "count": len(rows), "files": len(parsed), "outcomes": outcomes,
-               "ledger_size": size, "principal": principal, "decisions": rows}
-        emit(doc, as_json, lambda: _human(rows, outcomes, len(parsed), size))
-
-    guarded(as_json, run)
+        raise CliError(f"--priority: {exc}", code=2, error="usage", field="--priority") from exc
+    s = settings(db, keys)
+    operator = getpass.getuser()
+    principal = Principal.local(operator).to_json()
+    try:
+        parsed = [read_file(p, fmt, principal) for p in files]
+    except FileRefusedError as exc:
+        _refused(exc)
+    try:
+        rt = Runtime.open(s, operator=operator)
+    except setup_errors() as exc:
+        fail(exc, as_json, code=2)
+    rows: list[dict[str, Any]] = []
+    try:
+        for f in parsed:
+            for i in range(0, len(f.submissions), s.max_batch):
+                chunk = f.submissions[i:i + s.max_batch]
+                got = rt.service.decide(chunk, lane, timeout_s=BATCH_TIMEOUT_S)
+                rows += [{"file": str(f.path), "index": i + k, **decision_row(d, sub)}
+                         for k, (d, sub) in enumerate(zip(got, chunk, strict=True))]
+        size = rt.ledger.size()
+    finally:
+        rt.close()
+    counts = Counter(r["decision"] for r in rows)
+    outcomes = {o: counts.get(o, 0) for o in OUTCOMES}
+    doc = {"ok": True, "count": len(rows), "files": len(parsed), "outcomes": outcomes,
+           "ledger_size": size, "principal": principal, "decisions": rows}
+    emit(doc, as_json, lambda: _human(rows, outcomes, len(parsed), size))
 
 
 def _human(rows: list[dict[str, Any]], outcomes: dict[str, int], files: int, size: int) -> None:

@@ -3,45 +3,43 @@
 ``query`` pages newest first over the trace index (``audit.query.traces.query_traces``) and prints
 the cursor of the next page; ``show`` reads one trace from the ledger itself: the sealed
 record, the payload's state (its bytes only with ``--payload``) and the annotations that refer
-to it. A refused filter exits 1 naming its option; an unknown trace id exits 1.
+to it. A refused filter exits 1 naming its option; an unknown trace id exits 1. Times are
+read as the console reads them (``common.parse_time``: ISO 8601, without an offset UTC).
+``api.ops`` and the query layer are imported in the command bodies so that ``sealtrail --help``
+does not load them.
 """
 
 from __future__ import annotations
 
 import base64
-import sys
-from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
 import typer
 
-from api.output import JsonOpt, emit, err, out
-from audit.errors import QueryError
-from audit.query.traces import TraceDetail, TraceSummary
+from api.cli.common import CliError, DbOpt, JsonOpt, KeysOpt, emit, out, parse_time, settings
+
+if TYPE_CHECKING:
+    from audit.errors import QueryError
+    from audit.query.traces import TraceDetail, TraceSummary
 
 __all__ = ["detail_json", "summary_json", "traces_app"]
 
 traces_app = typer.Typer(no_args_is_help=True, help="Find sealed decisions; show one in full.")
 
-DbOpt = Annotated[str | None, typer.Option("--db", help="database URL [env SEALTRAIL_DB]")]
-KeysOpt = Annotated[Path | None, typer.Option("--keys", help="key directory [env SEALTRAIL_KEYS]")]
 _OPTION = {"since": "--since", "until": "--until", "decision": "--decision", "rule_id": "--rule",
            "account": "--account", "principal": "--principal", "score_min": "--score-min",
            "score_max": "--score-max", "limit": "--limit", "cursor": "--cursor", "trace_id": "TRACE_ID"}
 
 
-def _refused(exc: QueryError, as_json: bool) -> NoReturn:
+def _refused(exc: QueryError) -> NoReturn:
     name = _OPTION.get(exc.field, exc.field)
-    message = f"{name}: {exc.message}"
-    if as_json:
-        doc = {"ok": False, "error": "QueryError", "field": name, "message": message}
-        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
-    err.print(f"error: {message}", markup=False)
-    raise typer.Exit(1)
+    raise CliError(f"{name}: {exc.message}", code=1, error="QueryError", field=name) from exc
 
 
 def _score(text: str | None, field: str) -> float | None:
+    from audit.errors import QueryError
+
     if text is None:
         return None
     try:
@@ -60,8 +58,9 @@ def summary_json(t: TraceSummary) -> dict[str, Any]:
 
 @traces_app.command("query")
 def traces_query(
-    since: Annotated[str | None, typer.Option(help="recorded_at >= SINCE (ISO 8601 with offset)")] = None,
-    until: Annotated[str | None, typer.Option(help="recorded_at < UNTIL")] = None,
+    since: Annotated[str | None, typer.Option(
+        help="recorded_at >= SINCE (ISO 8601; without an offset: UTC)")] = None,
+    until: Annotated[str | None, typer.Option(help="recorded_at < UNTIL (as --since)")] = None,
     decision: Annotated[str | None, typer.Option(help="ALLOW | REVIEW | HOLD | BLOCK")] = None,
     rule: Annotated[str | None, typer.Option(help="a rule id that fired")] = None,
     account: Annotated[str | None, typer.Option(help="originator or beneficiary account / IBAN")] = None,
@@ -77,37 +76,34 @@ def traces_query(
 ) -> None:
     """Sealed decisions matching every given filter, newest first, one page at a time."""
     from api import ops
-    from api.cli import guarded, settings
+    from audit.errors import QueryError
     from audit.query.traces import TraceFilter, query_traces
-    from ledger import store
 
-    def run() -> None:
-        try:
-            f = TraceFilter(since=since, until=until, decision=decision, rule_id=rule, account=account,
-                            principal=principal, score_min=_score(score_min, "score_min"),
-                            score_max=_score(score_max, "score_max"), limit=limit, cursor=cursor)
-        except QueryError as exc:
-            _refused(exc, as_json)
-        engine = ops.engine_for(settings(db, keys))
-        try:
-            store.require_schema(engine)
-            page = query_traces(engine, f)
-        finally:
-            engine.dispose()
-        doc = {"items": [summary_json(t) for t in page.items], "next_cursor": page.next_cursor}
+    try:
+        f = TraceFilter(since=parse_time(since, "since"), until=parse_time(until, "until"),
+                        decision=decision, rule_id=rule, account=account, principal=principal,
+                        score_min=_score(score_min, "score_min"), score_max=_score(score_max, "score_max"),
+                        limit=limit, cursor=cursor)
+    except QueryError as exc:
+        _refused(exc)
+    engine = ops.engine_for(settings(db, keys))
+    try:
+        ops.require_schema(engine)
+        page = query_traces(engine, f)
+    finally:
+        engine.dispose()
+    doc = {"items": [summary_json(t) for t in page.items], "next_cursor": page.next_cursor}
 
-        def human() -> None:
-            for t in page.items:
-                sc = "-" if t.score is None else f"{t.score:.4f}"
-                fired = ",".join(t.fired) or "-"
-                out.print(f"{t.seq:>8}  {t.trace_id}  {t.recorded_at}  {t.decision:<6}  {sc:>6}  "
-                          f"{fired}  {t.principal_subject}", markup=False)
-            out.print(f"{len(page.items)} trace(s); " + (f"next cursor: {page.next_cursor}"
-                      if page.next_cursor else "last page"), markup=False)
+    def human() -> None:
+        for t in page.items:
+            sc = "-" if t.score is None else f"{t.score:.4f}"
+            fired = ",".join(t.fired) or "-"
+            out.print(f"{t.seq:>8}  {t.trace_id}  {t.recorded_at}  {t.decision:<6}  {sc:>6}  "
+                      f"{fired}  {t.principal_subject}", markup=False)
+        out.print(f"{len(page.items)} trace(s); " + (f"next cursor: {page.next_cursor}"
+                  if page.next_cursor else "last page"), markup=False)
 
-        emit(doc, as_json, human)
-
-    guarded(as_json, run)
+    emit(doc, as_json, human)
 
 
 def detail_json(d: TraceDetail, with_payload: bool) -> dict[str, Any]:
@@ -136,27 +132,23 @@ def traces_show(
 ) -> None:
     """One sealed record in full: what was decided, on what, by whom, and what was said since."""
     from api import ops
-    from api.cli import guarded, settings
+    from audit.errors import QueryError
     from audit.query.traces import get_trace
-    from ledger import store
     from ledger.errors import EntryNotFoundError
 
-    def run() -> None:
-        engine = ops.engine_for(settings(db, keys))
+    engine = ops.engine_for(settings(db, keys))
+    try:
+        ops.require_schema(engine)
         try:
-            store.require_schema(engine)
-            try:
-                d = get_trace(engine, trace_id)
-            except QueryError as exc:
-                _refused(exc, as_json)
-        finally:
-            engine.dispose()
-        if d is None:
-            raise EntryNotFoundError(f"no trace {trace_id}")
-        doc = detail_json(d, payload)
-        emit(doc, as_json, lambda: _human_detail(doc))
-
-    guarded(as_json, run)
+            d = get_trace(engine, trace_id)
+        except QueryError as exc:
+            _refused(exc)
+    finally:
+        engine.dispose()
+    if d is None:
+        raise EntryNotFoundError(f"no trace {trace_id}")
+    doc = detail_json(d, payload)
+    emit(doc, as_json, lambda: _human_detail(doc))
 
 
 def _human_detail(doc: dict[str, Any]) -> None:

@@ -1,4 +1,8 @@
-"""``sealtrail features FILE``, ``sealtrail model train`` and ``sealtrail model card``."""
+"""``sealtrail features FILE``, ``sealtrail model train`` and ``sealtrail model card``.
+
+``inference`` (numpy, the feature tables, the model) is imported in the command bodies so that
+``sealtrail --help`` does not load it.
+"""
 
 from __future__ import annotations
 
@@ -9,46 +13,56 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from api.output import JsonOpt, emit, err, out
-from inference.errors import InferenceError
-from inference.features import FeatureExtractor, features_sha256, row_dict
-from inference.messages import MessageError, Transaction, parse_messages
-from inference.model import ModelFiles, shipped_model_dir
-from inference.state_store import load_state, save_state
+from api.cli.common import (
+    FORMATS,
+    CliError,
+    JsonOpt,
+    emit,
+    emit_failed,
+    err,
+    fail,
+    out,
+    parse_time,
+    read_message_file,
+)
+
+__all__ = ["features", "model_app"]
 
 model_app = typer.Typer(no_args_is_help=True, help="Train the risk model and show its card.")
 
 
 def _parse_at(text: str | None) -> datetime | None:
-    if text is None:
-        return None
+    """``--at`` as the console reads times (ISO 8601; without an offset UTC); exit 2 if no time."""
+    from audit.errors import QueryError
+
     try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        err.print(f"error: --at {text!r} is not an ISO 8601 time (e.g. 2026-03-02T09:30:00Z)", markup=False)
-        raise typer.Exit(2) from None
-    if at.tzinfo is None:
-        err.print(f"error: --at {text!r} has no timezone; add Z or an offset", markup=False)
-        raise typer.Exit(2)
-    return at.astimezone(UTC)
+        at = parse_time(text, "--at")
+    except QueryError as exc:
+        raise CliError(f"--at: {exc.message}", code=2, error="usage", field="--at") from None
+    return None if at is None else at.astimezone(UTC)
 
 
 def features(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
     fmt: Annotated[str, typer.Option("--format", help="auto | mt | pacs008 | json")] = "auto",
     at: Annotated[str | None, typer.Option(
-        "--at", help="event time of every message (ISO 8601 with zone); default: value date 00:00 UTC",
-    )] = None,
+        "--at", help="event time of every message (ISO 8601; without an offset: UTC)",
+        show_default="value date 00:00 UTC")] = None,
     state: Annotated[Path | None, typer.Option(
         "--state", help="velocity state file: read before, written back after (created if missing)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Feature rows (sealtrail.features/1) per message, in file order; exit 1 if any is refused."""
-    if fmt not in ("auto", "mt", "pacs008", "json"):
-        err.print(f"error: --format must be auto, mt, pacs008 or json, not {fmt!r}", markup=False)
-        raise typer.Exit(2)
+    from inference.errors import InferenceError
+    from inference.features import FeatureExtractor, features_sha256, row_dict
+    from inference.messages import MessageError, Transaction, parse_messages
+    from inference.state_store import load_state, save_state
+
+    if fmt not in FORMATS:
+        raise CliError(f"--format must be auto, mt, pacs008 or json, not {fmt!r}", code=2, error="usage",
+                       field="--format")
     when = _parse_at(at)
-    results = parse_messages(file.read_bytes(), fmt)  # type: ignore[arg-type]
+    results = parse_messages(read_message_file(file), fmt)  # type: ignore[arg-type]
     txs = [r for r in results if isinstance(r, Transaction)]
     refused = [r for r in results if isinstance(r, MessageError)]
     times = [when or datetime.combine(t.value_date, time(0), tzinfo=UTC) for t in txs]
@@ -58,8 +72,7 @@ def features(
         if state is not None:
             save_state(state, extractor.state)
     except InferenceError as exc:
-        err.print(f"error: {exc}", markup=False)
-        raise typer.Exit(2) from None
+        fail(exc, code=2)
     items: list[dict[str, Any]] = [
         {"reference": t.reference, "transaction_sha256": t.sha256, "at": a.isoformat(),
          "features": row_dict(r), "features_sha256": features_sha256(r)}
@@ -69,6 +82,8 @@ def features(
         "tables": extractor.tables.ids, "rows": items,
         "errors": [{"message": e.message, "field": e.field, "reason": e.reason} for e in refused],
     }
+    if refused:
+        doc |= {"error": "message_refused", "message": f"{len(refused)} of {len(results)} message(s) refused"}
 
     def human() -> None:
         for item in items:
@@ -81,9 +96,9 @@ def features(
             err.print(f"refused: {e}", markup=False)
         out.print(f"{len(items)} rows, {len(refused)} refused", markup=False)
 
-    emit(doc, as_json, human)
     if refused:
-        raise typer.Exit(1)
+        emit_failed(doc, as_json, human)
+    emit(doc, as_json, human)
 
 
 @model_app.command("train")
@@ -94,6 +109,8 @@ def train_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Train the risk model from the simulator; with the shipped seed it reproduces the shipped files."""
+    from inference.errors import InferenceError
+    from inference.model import ModelFiles
     from inference.train import TrainConfig, train
 
     result = train(TrainConfig(seed=seed), out_dir)
@@ -121,11 +138,13 @@ def card_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """The model card: features, training, metrics and file hashes (checked against the files)."""
+    from inference.errors import InferenceError
+    from inference.model import ModelFiles
+
     try:
         files = ModelFiles.open(model)
     except InferenceError as exc:
-        err.print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
+        fail(exc, code=1)
     emit({**files.card, "directory": str(files.directory)}, as_json, lambda: _print_card(files.card))
 
 
@@ -150,5 +169,3 @@ def _print_card(card: dict[str, Any]) -> None:
         table.add_row(name, digest)
     out.print(table)
 
-
-__all__ = ["features", "model_app", "shipped_model_dir"]

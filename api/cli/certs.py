@@ -2,35 +2,24 @@
 
 Exit codes: 0 written / shown; 1 a certificate that cannot be read; 2 a usage error (files
 exist without ``--force``, a bad host name, an unreadable role map).
+
+``cryptography`` and the principal and role layers are imported in the command bodies so that
+``sealtrail --help`` does not load them.
 """
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
-import orjson
 import typer
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
-from api.certs import create_dev_pki
-from api.output import JsonOpt, emit, err, out
-from api.roles import RoleMap, RoleMapError
-from audit.decide.principal import Principal, verify_chain
-from audit.errors import PrincipalError
+from api.cli.common import JsonOpt, emit, fail, out
+
+__all__ = ["certs_app"]
 
 certs_app = typer.Typer(no_args_is_help=True, help="Development PKI for mutual TLS; inspect certificates.")
-
-
-def _fail(exc: Exception, code: int, as_json: bool) -> NoReturn:
-    if as_json:
-        doc = {"ok": False, "error": type(exc).__name__, "message": str(exc)}
-        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
-    err.print(f"error: {exc}", markup=False)
-    raise typer.Exit(code)
 
 
 @certs_app.command("dev")
@@ -38,17 +27,20 @@ def certs_dev(
     out_dir: Annotated[Path, typer.Option("--out", help="directory to write into (created if missing)")],
     host: Annotated[
         list[str] | None,
-        typer.Option("--host", help="server DNS name or IP (repeatable) [default: localhost, 127.0.0.1]"),
+        typer.Option("--host", help="server DNS name or IP (repeatable)",
+                     show_default="localhost, 127.0.0.1"),
     ] = None,
     days: Annotated[int, typer.Option(min=1, max=3650, help="validity in days")] = 825,
     force: Annotated[bool, typer.Option("--force", help="overwrite existing files")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a dev CA, a server certificate, one client certificate per role and roles.toml."""
+    from api.certs import create_dev_pki
+
     try:
         pki = create_dev_pki(out_dir, hosts=host or ("localhost", "127.0.0.1"), days=days, force=force)
     except (ValueError, OSError) as exc:  # files exist without --force, a bad host, no permission
-        _fail(exc, 2, as_json)
+        fail(exc, as_json, code=2)
 
     def human() -> None:
         out.print(f"dev PKI in {pki.directory} (keys 0600; for development only)")
@@ -80,19 +72,26 @@ def certs_show(
     Without ``--ca`` nothing is verified ("verified": false): the roles are those the
     certificate would get if a server trusting its issuer accepted it.
     """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    from api.roles import RoleMap, RoleMapError
+    from audit.decide.principal import Principal, verify_chain
+    from audit.errors import PrincipalError
+
     try:
         role_map = RoleMap.load(roles) if roles is not None else None
         anchors = [p.read_bytes() for p in ca or []]
         pem = cert.read_bytes()
     except (RoleMapError, OSError) as exc:
-        _fail(exc, 2, as_json)
+        fail(exc, as_json, code=2)
     try:
         principal = Principal.from_pem(pem)
         if anchors:
             der = x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
             principal = verify_chain(der, [], anchors, datetime.now(UTC))
     except PrincipalError as exc:
-        _fail(exc, 1, as_json)
+        fail(exc, as_json, code=1)
     doc: dict[str, Any] = {**principal.to_json(), "not_before": principal.not_before,
                            "not_after": principal.not_after, "verified": bool(anchors)}
     if role_map is not None:

@@ -1,0 +1,163 @@
+"""``sealtrail init`` and ``sealtrail ledger verify|checkpoint|prove|consistency``: create the
+ledger, check it end to end, and print the proofs an examiner checks against a checkpoint.
+
+``api.ops`` (the database layer, Alembic) is imported in the command bodies so that
+``sealtrail --help`` does not load it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from api.cli.common import (
+    CliError,
+    DbOpt,
+    JsonOpt,
+    KeysOpt,
+    emit,
+    env_note,
+    err,
+    out,
+    setting_default,
+    setting_option,
+    settings,
+)
+
+__all__ = ["init", "ledger_app"]
+
+ledger_app = typer.Typer(no_args_is_help=True, help="Verify, checkpoint and prove the ledger.")
+_TRACE_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def print_hashes(hashes: list[str]) -> None:
+    out.print("proof:")
+    for h in hashes:
+        out.print(f"  {h}")
+
+
+def init(
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    origin: Annotated[str | None, setting_option(
+        "origin", "--origin", help="log origin in checkpoints")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create the tables (Alembic), the signing key (0600) and the genesis record."""
+    from api import ops
+
+    s = settings(db, keys, origin=origin)
+    result = ops.initialise(s)
+    emit(result, as_json, lambda: out.print(
+        f"{'initialised' if result['created'] else 'already initialised'}: {s.db}\n"
+        f"origin   {result['origin']}\nkey      {result['vkey']}\nkey file {s.key_file}", markup=False))
+
+
+@ledger_app.command("verify")
+def ledger_verify(
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    trusted_key: Annotated[list[str] | None, typer.Option(
+        "--trusted-key", help=f"pin a verifier key (repeatable) {env_note('SEALTRAIL_TRUSTED_KEY')}",
+        show_default="the public key of --keys")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="processes", show_default="cores")] = None,
+    checkpoint: Annotated[
+        list[Path] | None,
+        typer.Option("--checkpoint", help="a signed checkpoint you hold; must match (repeatable)"),
+    ] = None,
+    max_unsealed: Annotated[int | None, typer.Option(
+        min=0, help=f"fail if more newest entries lack a checkpoint {env_note('SEALTRAIL_CHECKPOINT_EVERY')}",
+        show_default=setting_default("checkpoint_every"))] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recompute every leaf, chain hash, node and root; check every checkpoint signature."""
+    from api import ops
+    from ledger import NoteVerifier
+
+    s = settings(db, keys)
+    pinned = [NoteVerifier.from_vkey(k) for k in trusted_key or []]
+    held = [p.read_text(encoding="utf-8") for p in checkpoint or []]
+    limit = s.checkpoint_every if max_unsealed is None else max_unsealed
+    report = ops.verify(s, pinned, workers, held, limit)
+    doc = report.to_json()
+
+    def human() -> None:
+        out.print(f"[green]verified[/]: {report.size} entries, {report.checkpoints} "
+                  f"checkpoints, latest at size {report.latest_checkpoint_size} "
+                  f"({report.seconds:.2f}s)")
+        out.print(f"trusted key: {report.trusted_key or 'none pinned'}", markup=False)
+        if report.purged:
+            out.print(f"purged payloads: {len(report.purged)} (hashes kept, chain intact)")
+            for p in report.purged[:20]:
+                out.print(f"  {p.sha256}  first seq {p.first_seq}, purged at seq {p.purge_seq}")
+        for w in report.warnings:
+            err.print(f"warning: {w}", markup=False)
+
+    emit(doc, as_json, human)
+
+
+@ledger_app.command("checkpoint")
+def ledger_checkpoint(db: DbOpt = None, keys: KeysOpt = None, as_json: JsonOpt = False) -> None:
+    """Sign a checkpoint of the current size now and print the signed note."""
+    from api import ops
+
+    ledger = ops.open_ledger(settings(db, keys))
+    try:
+        cp = ledger.checkpoint()
+    finally:
+        ledger.engine.dispose()
+    c = cp.checkpoint
+    emit({"origin": c.origin, "size": c.size, "root": c.root.hex(), "note": cp.note},
+         as_json, lambda: out.print(cp.note, end="", markup=False))
+
+
+@ledger_app.command("prove")
+def ledger_prove(
+    target: Annotated[str, typer.Argument(
+        metavar="SEQ|TRACE_ID", help="entry seq number or trace id (UUID)")],
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Inclusion proof of one entry against the latest checkpoint (signs one if needed)."""
+    from api import ops
+
+    if not (target.isdigit() or _TRACE_ID.fullmatch(target)):
+        raise CliError(f"{target!r} is neither a seq number nor a trace id (UUID)", code=2, error="usage",
+                       field="SEQ|TRACE_ID")
+    proof = ops.prove(settings(db, keys), int(target) if target.isdigit() else target.lower())
+    doc = proof.to_json()
+
+    def human() -> None:
+        out.print(f"index     {proof.index}\nsize      {proof.size}")
+        out.print(f"leaf hash {doc['leaf_hash']}")
+        print_hashes(proof.to_json()["hashes"])  # type: ignore[arg-type]
+        out.print("checkpoint:")
+        sys.stdout.write(proof.checkpoint)
+
+    emit(doc, as_json, human)
+
+
+@ledger_app.command("consistency")
+def ledger_consistency(
+    old_size: Annotated[int, typer.Argument(min=0)],
+    new_size: Annotated[int, typer.Argument(min=0)],
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Consistency proof that the tree of OLD_SIZE is a prefix of the tree of NEW_SIZE."""
+    from api import ops
+
+    doc = ops.consistency(settings(db, keys), old_size, new_size)
+
+    def human() -> None:
+        out.print(f"old size {old_size}  root {doc['old_root']}")
+        out.print(f"new size {new_size}  root {doc['new_root']}")
+        print_hashes(doc["hashes"])
+
+    emit(doc, as_json, human)
