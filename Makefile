@@ -19,8 +19,10 @@ $(DEVSTAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(STAMP)
 
+# The commands the demo prints run as printed from here (they name .venv/bin/sealtrail unless
+# sealtrail is on PATH); the bundle goes to ./exports, where `sealtrail serve` lists exports.
 demo: $(STAMP)
-	$(BIN)/sealtrail demo
+	$(BIN)/sealtrail demo $(DEMO_ARGS)
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check .
@@ -46,4 +48,4 @@ screenshots: $(DEVSTAMP)
 	PYTHONPATH=. $(BIN)/python docs/screenshots.py
 
 clean:
-	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) sealtrail.db sealtrail.db-wal sealtrail.db-shm keys demo exports .mypy_cache .ruff_cache .pytest_cache
