@@ -27,7 +27,6 @@ from typing import Annotated, Any, NoReturn
 import orjson
 import typer
 from rich.console import Console
-from typer._click.exceptions import ClickException  # typer vendors click: its errors live here
 from typer.core import TyperGroup
 
 from api.config import Settings
@@ -39,6 +38,11 @@ __all__ = ["FORMATS", "CliError", "ContractGroup", "DbOpt", "Failure", "JsonOpt"
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 ENV_PREFIX = "SEALTRAIL_"
+
+try:  # typer 0.2x vendors click, and click's usage errors with it
+    from typer._click.exceptions import ClickException
+except ImportError:  # an older typer, on click itself
+    from click.exceptions import ClickException  # type: ignore[assignment]
 
 
 # --------------------------------------------------------------------------- options
