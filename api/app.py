@@ -22,7 +22,7 @@ from api.openapi import install_docs
 from api.problems import install_handlers
 from api.roles import RoleMap
 from api.routes import decisions, exports, health, ledger, models, rulesets, traces
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 
 __all__ = ["create_app"]
 

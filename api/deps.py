@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from api.access import ACCESS, may
 from api.auth import Authenticator, AuthError, Caller
 from api.metrics import Metrics
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 
 __all__ = ["Authenticated", "MetricsDep", "RuntimeDep", "allow", "authenticate", "authorize", "operation_of"]
 

@@ -53,13 +53,13 @@ def fill(db: Path, keys: Path, n: int) -> float:
     """A ledger of ``n`` decisions at ``db``; returns the seconds it took."""
     from api import ops
     from api.config import Settings
-    from api.runtime import Runtime
-    from audit.decide.canonical import canonical_bytes
     from audit.decide.principal import Principal
+    from audit.decide.runtime import Runtime
     from audit.decide.types import Submission
     from audit.query.index import catch_up
     from inference.simulate import SimConfig, simulate
     from ledger import Record
+    from ledger.jcs import canonical_bytes
 
     t0 = time.perf_counter()
     s = Settings.model_validate({"db": f"sqlite:///{db}", "keys": keys, "checkpoint_every": 1_000_000_000})

@@ -25,9 +25,9 @@ from api.auth import Caller
 from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.problems import Problem
-from api.runtime import Runtime
 from audit.annotations import ANNOTATION_KIND, Disposition, annotate
 from audit.decide.record import DECISION_KIND
+from audit.decide.runtime import Runtime
 from audit.errors import AnnotationError, QueryError, TraceNotFoundError
 from audit.query.traces import TraceDetail, get_trace
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA

@@ -20,7 +20,7 @@ from api.auth import Caller
 from api.console.forms import form_time, read_form
 from api.console.render import page_caller, render
 from api.deps import RuntimeDep
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 from audit.errors import ExportError, ExportFilterError, QueryError
 from audit.export.create import ExportFilters, create_bundle, list_exports, uuid7
 from ledger.keys import load_signer

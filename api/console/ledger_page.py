@@ -24,7 +24,7 @@ from api import ops
 from api.auth import Caller
 from api.console.render import page_caller, render
 from api.problems import Problem
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 from ledger.checkpoint import SignedCheckpoint
 
 __all__ = ["LedgerHealth", "VerifyOutcome", "clock", "ledger_health", "ledger_page", "router", "since_text",

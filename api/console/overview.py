@@ -20,7 +20,7 @@ from api.auth import AuthError, Caller
 from api.console import charts
 from api.console.forms import form_time
 from api.console.render import page_caller, render
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 from audit.errors import QueryError
 from audit.query import stats
 from wasm_rules import OUTCOMES

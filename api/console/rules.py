@@ -28,7 +28,7 @@ from api.console.rules_data import (
 from api.deps import RuntimeDep
 from api.problems import Problem
 from api.routes.rulesets import MAX_SOURCE
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 from audit.errors import CasesFailedError, DuplicateRulesetError, RulesetRefusedError
 from audit.governance import service as gov
 from wasm_rules import RuleError

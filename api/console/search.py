@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse
 
 from api.console.forms import form_time
 from api.console.render import page_caller, render
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 from audit.errors import QueryError
 from audit.query.traces import TraceFilter, TracePage, query_traces
 from wasm_rules import OUTCOMES

@@ -18,7 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.config import Settings
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 from audit.export.create import EXPORT_KIND
 from ledger.keys import load_signer
 from ledger.note import open_note

@@ -23,8 +23,8 @@ from api import ops
 from api.app import create_app
 from api.certs import create_dev_pki
 from api.config import Settings
-from api.runtime import Runtime
 from api.server import TLS_PEER_DER
+from audit.decide.runtime import Runtime
 from audit.decide.types import ActiveRules
 from inference.simulate import SimConfig, simulate
 from ledger import store

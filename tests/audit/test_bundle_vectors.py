@@ -11,7 +11,7 @@ import pytest
 import rfc8785
 
 from audit.bundle.verify import verify_bundle
-from audit.decide.canonical import canonical_bytes
+from ledger.jcs import canonical_bytes
 from ledger.note import NoteVerifier
 from tests.audit.bundle_fixture import now_fixed
 from wasm_rules import Sandbox

@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.config import Settings
-from api.runtime import Runtime
+from audit.decide.runtime import Runtime
 from tests.api.test_fail_closed import in_process, txs
 from tests.conftest import Db
 
