@@ -139,7 +139,7 @@ def main() -> None:
     wasm = compile_ruleset(parse_ruleset(PACK.read_text()))
     index = None if args.no_index else trace_index()
     configs = [(batch, callers, None) for batch in (256, 1024) for callers in (1, 2)]
-    if index is not None:  # the server's path: api/runtime.py runs the pipeline with a TraceIndex
+    if index is not None:  # the server's path: audit/decide/runtime.py runs the pipeline with a TraceIndex
         configs += [(1024, 1, index), (1024, 2, index)]
     else:
         why = "skipped (--no-index)" if args.no_index else "not present, no index runs"
