@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
-import audit.decide
+import audit.scoring
 from audit.errors import SubmissionRefusedError
 from ledger.database import open_engine
 from ledger.verify import verify_ledger
@@ -78,6 +80,12 @@ def test_the_example_with_a_refused_payment_names_it_and_decides_nothing(
 def test_the_public_face_is_what_the_page_names() -> None:
     for name in ("open_runtime", "parse_submissions", "Runtime", "RuntimeSettings", "Principal",
                  "SubmissionRefusedError", "Decision", "Submission"):
-        assert name in audit.decide.__all__ and getattr(audit.decide, name) is not None
-    with pytest.raises(AttributeError):
-        _ = audit.decide.no_such_name  # type: ignore[attr-defined]
+        assert name in audit.scoring.__all__ and getattr(audit.scoring, name) is not None
+
+
+def test_the_entry_point_imports_first_in_a_fresh_interpreter() -> None:
+    """Either order of import works: no cycle between the runtime and what it opens."""
+    for first in ("audit.scoring", "audit.governance.service", "audit.query.index"):
+        code = f"import {first}; import audit.scoring; print(audit.scoring.open_runtime.__module__)"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "audit.decide.runtime"
