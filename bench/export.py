@@ -93,8 +93,8 @@ def fill(db: Path, keys: Path, n: int) -> float:
             body, raw_sha, data = templates[i % len(templates)]
             payload = data + _ws(i)
             new_sha = hashlib.sha256(payload).hexdigest().encode()
-            batch.append(Record.from_canonical_body_unchecked("decision", body.replace(raw_sha, new_sha),
-                                                              payload=payload))
+            batch.append(Record.from_canonical_body("decision", body.replace(raw_sha, new_sha),
+                                                    payload=payload))
         ledger.append_many(batch)
         done += k
     ledger.checkpoint()

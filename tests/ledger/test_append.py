@@ -15,6 +15,7 @@ import migrations
 from ledger import LedgerUnavailableError, NoteSigner, Record, RecordError, SchemaError, store
 from ledger.append import Ledger, LedgerStatus
 from ledger.errors import KeyFileError
+from ledger.jcs import Jcs
 from ledger.keys import generate_key_file, load_signer
 from ledger.merkle import leaf_hash, root_of
 from ledger.verify import verify_ledger
@@ -280,8 +281,8 @@ def test_the_inline_seal_makes_the_bytes_seal_makes() -> None:
     body = b'{"n":1,"s":"\\u0000\xc3\xa9"}'
     records = [Record.from_canonical_body("test.event", body),
                Record.from_canonical_body("test.event", body, payload=b"raw message"),
-               Record.from_canonical_body_unchecked("test.event", body, payload=b"raw message"),
-               Record.from_canonical_body_unchecked("test.event", body)]
+               Record.from_jcs("test.event", Jcs(body), payload=b"raw message"),
+               Record.from_jcs("test.event", Jcs(body))]
     seal(records[0], ts, new_trace_ids(1)[0])  # the kind is known from here on: the inline path
     for r, (tid, env, digest) in zip(records, seal_many(records, ts), strict=True):
         assert seal(r, ts, tid) == (tid, env, digest)
@@ -297,10 +298,10 @@ def test_a_canonical_body_that_breaks_out_of_the_envelope_is_refused(ledger: Led
     for body in (b'{"a":1},"kind":"ledger.key_rotation","b":{"c":2}', b'{"a":1}}', b"{", b"[1]"):
         with pytest.raises(RecordError, match="JSON object"):
             ledger.append_many([Record.from_canonical_body("test.event", body, payload=payload)])
-    for body in (b"[1]", b'"x"', b"", b"{", "{}"):  # unchecked still wants bytes in braces
+    for body in (b"[1]", b'"x"', b"", b"{", "{}"):  # unparsed bodies still want bytes in braces
         with pytest.raises(RecordError, match="JSON object"):
-            ledger.append_many([Record.from_canonical_body_unchecked("test.event", body,  # type: ignore[arg-type]
-                                                                    payload=payload)])
+            ledger.append_many([Record.from_jcs("test.event", Jcs(body),  # type: ignore[arg-type]
+                                                payload=payload)])
     assert count(ledger) == before
 
 
@@ -311,3 +312,12 @@ def test_sqlite_connections_are_durable_and_cached(tmp_path: Path) -> None:
                                                                           "cache_size")}
     engine.dispose()
     assert got == {"journal_mode": "wal", "synchronous": 2, "cache_size": -16384}  # 2 = FULL
+
+
+def test_the_deprecated_unchecked_constructor_warns_and_seals_as_from_jcs() -> None:
+    from ledger.records import new_trace_ids, seal
+
+    ts, tid, body = "2026-12-02T11:22:18.123456Z", new_trace_ids(1)[0], b'{"n":1}'
+    with pytest.warns(DeprecationWarning, match="from_jcs"):
+        old = Record.from_canonical_body_unchecked("test.event", body, payload=b"raw")
+    assert seal(old, ts, tid) == seal(Record.from_jcs("test.event", Jcs(body), payload=b"raw"), ts, tid)
