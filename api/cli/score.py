@@ -2,7 +2,8 @@
 
 The same path as ``POST /v1/decisions/batch``: each file is parsed by the API's own
 ``parse_submissions`` (a JSON array: one submission, one payload per element), then decided
-in batches by the ``DecisionService`` of a ``Runtime`` and sealed before anything is printed.
+in batches by the ``DecisionService`` of a ``Runtime``; each batch's decisions are printed once
+its commit returns (they are sealed before they are printed).
 The recorded principal is the local operator (``Principal.local``: empty fingerprint, SAN
 ``local:cli``), so a record says plainly that no certificate stood behind it.
 
@@ -10,12 +11,19 @@ All or nothing at the edge: every file is read and parsed before the runtime ope
 refused message (exit 1, naming the file, the message index and the field) leaves the ledger
 exactly as it was. Exit 2: missing or unmigrated database, missing key.
 
+Not all or nothing once deciding starts: each batch is its own commit. If a later batch fails
+(the ledger refuses the commit, say), the output still lists every decision sealed before it
+(``--json``: ``decisions``, with ``"ok": false``), then the error, how many were sealed, the last
+seq, and the first message without a decision (``resume_at``), so that a re-run submits only
+what was not decided instead of deciding the sealed payments twice.
+
 The pipeline's layers are imported in the command body so that ``sealtrail --help`` does not
 load them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +34,20 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import orjson
 import typer
 
-from api.cli.common import FORMATS, CliError, DbOpt, JsonOpt, KeysOpt, emit, fail, out, settings, setup_errors
+from api.cli.common import (
+    FORMATS,
+    CliError,
+    DbOpt,
+    Failure,
+    JsonOpt,
+    KeysOpt,
+    classify,
+    emit,
+    fail,
+    out,
+    settings,
+    setup_errors,
+)
 
 if TYPE_CHECKING:
     from audit.decide.types import Decision, Submission
@@ -132,33 +153,110 @@ def score(
         rt = Runtime.open(s, operator=operator)
     except setup_errors() as exc:
         fail(exc, as_json, code=2)
-    rows: list[dict[str, Any]] = []
+    sealed = _Sealed(as_json)
     try:
         for f in parsed:
             for i in range(0, len(f.submissions), s.max_batch):
                 chunk = f.submissions[i:i + s.max_batch]
+                # One chunk is one batch and one commit (the service's max_batch is s.max_batch and
+                # a chunk is queued under one lock): it is sealed whole or not at all.
+                sealed.in_flight = len(chunk)
                 got = rt.service.decide(chunk, lane, timeout_s=BATCH_TIMEOUT_S)
-                rows += [{"file": str(f.path), "index": i + k, **decision_row(d, sub)}
-                         for k, (d, sub) in enumerate(zip(got, chunk, strict=True))]
+                sealed.add([{"file": str(f.path), "index": i + k, **decision_row(d, sub)}
+                            for k, (d, sub) in enumerate(zip(got, chunk, strict=True))])
         size = rt.ledger.size()
+    except (Exception, KeyboardInterrupt) as exc:
+        with contextlib.suppress(Exception):
+            rt.close()
+        _failed_midway(exc, sealed, parsed, principal, as_json)
     finally:
-        rt.close()
+        rt.close()  # a second call does nothing
+    rows = sealed.rows
     counts = Counter(r["decision"] for r in rows)
     outcomes = {o: counts.get(o, 0) for o in OUTCOMES}
     doc = {"ok": True, "count": len(rows), "files": len(parsed), "outcomes": outcomes,
            "ledger_size": size, "principal": principal, "decisions": rows}
-    emit(doc, as_json, lambda: _human(rows, outcomes, len(parsed), size))
+    emit(doc, as_json, lambda: _summary(len(rows), outcomes, len(parsed), size))
 
 
-def _human(rows: list[dict[str, Any]], outcomes: dict[str, int], files: int, size: int) -> None:
-    out.print(f"{'seq':>8}  {'trace_id':<36}  {'decision':<8}  {'score':>6}  {'reference':<16}  fired",
-              markup=False)
-    for r in rows:
-        sc = "-" if r["score"] is None else f"{r['score']:.4f}"
-        fired = ",".join(r["fired"]) or "-"
-        if r["fail_safe"]:
-            fired += f"  (fail-safe: {r['fail_safe']})"
-        out.print(f"{r['seq']:>8}  {r['trace_id']:<36}  {r['decision']:<8}  {sc:>6}  "
-                  f"{r['reference'] or '-':<16}  {fired}", markup=False)
+_HEADER = f"{'seq':>8}  {'trace_id':<36}  {'decision':<8}  {'score':>6}  {'reference':<16}  fired"
+
+
+class _Sealed:
+    """The decisions sealed so far, in order. Without ``--json`` each batch's rows are printed
+    (and flushed) as soon as its commit returns, so whatever stops the run later, every sealed
+    decision is already on the screen or in the pipe."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.rows: list[dict[str, Any]] = []  # in the order of the files and their messages
+        self.in_flight = 0  # messages of the batch being decided (0: none)
+        if not as_json:
+            out.print(_HEADER, markup=False)
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """A batch is sealed: these are its decisions."""
+        self.rows += rows
+        self.in_flight = 0
+        if self.as_json:
+            return
+        for r in rows:
+            sc = "-" if r["score"] is None else f"{r['score']:.4f}"
+            fired = ",".join(r["fired"]) or "-"
+            if r["fail_safe"]:
+                fired += f"  (fail-safe: {r['fail_safe']})"
+            out.print(f"{r['seq']:>8}  {r['trace_id']:<36}  {r['decision']:<8}  {sc:>6}  "
+                      f"{r['reference'] or '-':<16}  {fired}", markup=False)
+        out.file.flush()
+
+
+def _failed_midway(exc: BaseException, sealed: _Sealed, parsed: list[ScoredFile], principal: dict[str, Any],
+                   as_json: bool) -> NoReturn:
+    """A batch failed after others were sealed: the error, after every sealed decision (listed
+    above, or in ``decisions``), with how many were sealed, the last seq and where to resume.
+    The exit code is the one the error has anywhere else (a ledger that cannot commit: 2); an
+    error nobody foresaw is an internal error with its incident file, as anywhere else."""
+    from api.cli.common import _internal  # the contract's own incident file, for the unforeseen
+    from ledger.errors import LedgerUnavailableError
+    from wasm_rules import OUTCOMES
+
+    known: Failure | None = Failure(1, "aborted", "aborted") if isinstance(exc, KeyboardInterrupt) else None
+    if known is None:
+        try:
+            known = classify(exc)
+        except Exception:  # a layer that cannot even be imported: an internal error
+            known = None
+    failure = known or _internal(exc)
+    rows = sealed.rows
+    last = rows[-1]["seq"] if rows else None
+    # A ledger that refused the commit wrote nothing of the batch (fail-closed); after any
+    # other failure the batch in flight may have been sealed without its decisions reaching us.
+    in_doubt = sealed.in_flight > 0 and not isinstance(exc, LedgerUnavailableError)
+    undecided = sum(len(f.submissions) for f in parsed) - len(rows)
+    resume: dict[str, Any] | None = None
+    skip = len(rows)  # the sealed decisions are the first messages, in order
+    for f in parsed:
+        if skip < len(f.submissions):
+            resume = {"file": str(f.path), "index": skip}
+            break
+        skip -= len(f.submissions)
+    counts = Counter(r["decision"] for r in rows)
+    summary = {"count": len(rows), "last_seq": last, "undecided": undecided, "resume_at": resume,
+               "in_doubt": in_doubt, "files": len(parsed),
+               "outcomes": {o: counts.get(o, 0) for o in OUTCOMES}, "principal": principal, "decisions": rows}
+    where = ("" if not rows else '; each is in "decisions"' if as_json else "; each is listed above")
+    lines = [f"{len(rows)} decision(s) were sealed before the failure"
+             + ("" if last is None else f", the last at seq {last}") + where]
+    if resume is not None:
+        lines.append(f"{undecided} message(s) from {resume['file']} [{resume['index']}] on have no "
+                     "decision: re-submit only those, never the sealed ones (they would be decided twice)")
+    if in_doubt:
+        lines.append(f"the failed batch of {sealed.in_flight} message(s) may have been sealed all the same: "
+                     "look for its decisions (sealtrail traces query) before re-submitting it")
+    raise CliError(failure.message, code=failure.code, error=failure.error,
+                   details=[*failure.details, *lines], **{**failure.extra, **summary}) from exc
+
+
+def _summary(count: int, outcomes: dict[str, int], files: int, size: int) -> None:
     summary = "  ".join(f"{k} {v}" for k, v in outcomes.items())
-    out.print(f"{len(rows)} decided from {files} file(s): {summary}; ledger size {size}", markup=False)
+    out.print(f"{count} decided from {files} file(s): {summary}; ledger size {size}", markup=False)

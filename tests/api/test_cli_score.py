@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
 from inference.messages import Transaction, parse_messages
@@ -169,3 +172,108 @@ def test_usage_and_configuration_errors_exit_2(db: Db, tmp_path: Path) -> None:
     cli("score", str(FIN), "--priority", "P9", code=2)
     cli("score", str(tmp_path / "absent.fin"), code=2)
     assert cli.size() == 1
+
+
+# --------------------------------------------------------------------------- a later batch fails
+
+
+class _RefuseAfter:
+    """The ledger database refuses every batch of entries after the first ``n`` (as a full disk
+    or a dropped connection would): the sequencer's commit fails and writes nothing."""
+
+    def __init__(self, engine: Any, n: int) -> None:
+        self.n, self.seen = n, 0
+        event.listen(engine, "before_cursor_execute", self._check)
+
+    def _check(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO LEDGER_ENTRIES"):
+            self.seen += 1
+            if self.seen > self.n:
+                raise OperationalError(statement[:40], None, Exception("injected: the disk is full"))
+
+
+@pytest.fixture
+def fail_after(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """``fail_after(n)``: the next ``score`` run seals ``n`` batches, then its ledger refuses."""
+    from audit.decide.runtime import Runtime
+
+    original = Runtime.open.__func__  # type: ignore[attr-defined]
+
+    def arm(n: int) -> None:
+        def opened(cls: Any, s: Any, *, operator: str = "sealtrail-serve") -> Any:
+            rt = original(cls, s, operator=operator)
+            _RefuseAfter(rt.engine, n)  # after start-up: only the decision batches are counted
+            return rt
+
+        monkeypatch.setattr(Runtime, "open", classmethod(opened))
+
+    return arm
+
+
+def test_a_later_batch_failing_still_lists_every_decision_sealed_before_it(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_after: Callable[[int], None]) -> None:
+    monkeypatch.setenv("SEALTRAIL_MAX_BATCH", "16")
+    items = sim_array(40)
+    f = tmp_path / "batch.json"
+    f.write_bytes(orjson.dumps(items))
+    fail_after(1)
+    doc = cli.json("score", str(f), code=2)  # the ledger cannot commit: exit 2, as anywhere else
+    assert doc["ok"] is False and doc["error"] == "LedgerUnavailableError"
+    assert "injected: the disk is full" in doc["message"]
+    rows = doc["decisions"]
+    assert [(r["file"], r["index"]) for r in rows] == [(str(f), i) for i in range(16)]  # the first batch
+    assert [r["reference"] for r in rows] == [it["reference"] for it in items[:16]]
+    sealed = cli.entries()
+    assert sorted(sealed) == [r["seq"] for r in rows]  # exactly these were sealed, each with its seq
+    assert_sealed_as_printed(cli, rows)  # ... trace id, decision, score and fired rules
+    assert doc["count"] == 16 and doc["last_seq"] == rows[-1]["seq"] == cli.size() - 1
+    assert doc["resume_at"] == {"file": str(f), "index": 16} and doc["undecided"] == 24
+    assert doc["in_doubt"] is False  # the ledger refused the commit: nothing of that batch exists
+    assert sum(doc["outcomes"].values()) == 16
+
+    fail_after(1)  # the table: the sealed rows on stdout as they were sealed, then the error
+    res = cli("score", str(f), code=2)
+    again = {seq: env for seq, (env, _) in cli.entries().items() if seq not in sealed}
+    assert len(again) == 16
+    for seq, env in again.items():
+        assert env["trace_id"] in res.stdout and str(seq) in res.stdout
+    last = max(again)
+    assert res.stderr.startswith("error: ") and "injected: the disk is full" in res.stderr
+    assert f"16 decision(s) were sealed before the failure, the last at seq {last}" in res.stderr
+    assert f"24 message(s) from {f} [16] on have no decision" in res.stderr
+    assert res.output.index(again[last]["trace_id"]) < res.output.index("error: ")
+
+
+def test_an_unforeseen_failure_after_a_sealed_batch_lists_it_and_flags_the_batch_in_doubt(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from audit.decide.runtime import Runtime
+
+    monkeypatch.setenv("SEALTRAIL_MAX_BATCH", "8")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    original = Runtime.open.__func__  # type: ignore[attr-defined]
+
+    def opened(cls: Any, s: Any, *, operator: str = "sealtrail-serve") -> Any:
+        rt = original(cls, s, operator=operator)
+        real, calls = rt.service.decide, []
+
+        def decide(*args: Any, **kw: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 2:
+                raise ZeroDivisionError("a bug")
+            return real(*args, **kw)
+
+        rt.service.decide = decide
+        return rt
+
+    monkeypatch.setattr(Runtime, "open", classmethod(opened))
+    f = tmp_path / "batch.json"
+    f.write_bytes(orjson.dumps(sim_array(20)))
+    doc = cli.json("score", str(f), code=2)
+    assert doc["error"] == "internal" and doc["exception"] == "ZeroDivisionError"
+    assert Path(doc["traceback_file"]).parent == tmp_path and doc["incident"] in doc["message"]
+    assert [r["index"] for r in doc["decisions"]] == list(range(8))
+    assert_sealed_as_printed(cli, doc["decisions"])
+    assert doc["in_doubt"] is True and doc["resume_at"] == {"file": str(f), "index": 8}
+    assert doc["undecided"] == 12
