@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
@@ -17,13 +18,41 @@ from typing import Any
 
 from wasm_rules import OUTCOMES
 
-__all__ = ["CSV_HEADER", "PURGED_CAP", "ROW_CAP", "ReportStats", "csv_row", "render_report"]
+__all__ = ["CSV_HEADER", "PURGED_CAP", "ROW_CAP", "ReportStats", "csv_cell", "csv_line", "csv_row",
+           "render_report"]
 
 ROW_CAP = 10_000
 PURGED_CAP = 1_000
 CSV_HEADER = ("seq", "trace_id", "recorded_at", "decision", "score", "fired", "fail_safe",
               "principal_subject", "principal_fingerprint_sha256", "ruleset", "module_sha256", "model_sha256",
               "input_format", "message_type", "reference", "payload_state", "annotations")
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# a line that may need more than joining: a formula character opening it or following a comma,
+# or a character that RFC 4180 quotes (comma counted apart: the separators are commas)
+_RISKY = re.compile(r'(?:^|,)[=+\-@\t\r]|["\r\n]')
+
+
+def csv_cell(value: str) -> str:
+    """One ``records.csv`` cell. A value a spreadsheet would run as a formula (one that starts
+    with ``=``, ``+``, ``-``, ``@``, a tab or a CR) is neutralised as OWASP advises: prefixed with
+    a single quote and quoted. A value holding a comma, quote, CR or LF is quoted (RFC 4180,
+    quotes doubled)."""
+    if value.startswith(_FORMULA_START):
+        return "\"'" + value.replace('"', '""') + '"'
+    if "," in value or '"' in value or "\r" in value or "\n" in value:
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def csv_line(fields: list[str]) -> str:
+    """One ``records.csv`` line (with its CRLF): plain joining where no cell needs quoting or
+    neutralising (the usual row), else cell by cell (``csv_cell``)."""
+    line = ",".join(fields)
+    if line.count(",") == len(fields) - 1 and _RISKY.search(line) is None:
+        return line + "\r\n"
+    return ",".join(map(csv_cell, fields)) + "\r\n"
 
 
 def csv_row(seq: int, env: dict[str, Any], payload_state: str, annotations: int) -> list[str]:

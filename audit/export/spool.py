@@ -10,9 +10,7 @@ on two threads. Used by ``audit.export.create``; see its docstring for the whole
 from __future__ import annotations
 
 import bisect
-import csv
 import heapq
-import io
 from array import array
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,16 +31,13 @@ from audit.export.files import (
     payload_line,
     purged_line,
 )
-from audit.export.report import CSV_HEADER, ReportStats, csv_header, csv_row
+from audit.export.report import ReportStats, csv_header, csv_line, csv_row
 from audit.export.select import EntryRow, ExportFilters, iter_pages
 from ledger import store
 
 __all__ = ["Progress", "Spools", "deflate_spools", "read_selection"]
 
 Progress = Callable[[int, int], None]
-
-
-_CSV_FIELDS = len(CSV_HEADER)
 
 
 class Spools:
@@ -76,23 +71,9 @@ class Spools:
         self.seqs.append(row.seq)
 
     def csv_rows(self, rows: list[list[str]]) -> None:
-        """Rows as ``csv.writer`` (minimal quoting, CRLF) writes them: joined by hand where no
-        field needs quotes (no comma beyond the separators, no quote, CR or LF)."""
-        out: list[str] = []
-        buf = io.StringIO(newline="")
-        w = csv.writer(buf, lineterminator="\r\n")
-        seps = _CSV_FIELDS - 1
-        for fields in rows:
-            line = ",".join(fields)
-            if line.count(",") == seps and '"' not in line and "\r" not in line and "\n" not in line:
-                out.append(line)
-                out.append("\r\n")
-            else:
-                buf.seek(0)
-                buf.truncate()
-                w.writerow(fields)
-                out.append(buf.getvalue())
-        self.csv.write("".join(out).encode())
+        """Rows as ``audit.export.report.csv_line`` writes them (RFC 4180, CRLF, formula-like
+        cells neutralised)."""
+        self.csv.write("".join(map(csv_line, rows)).encode())
 
     def close(self) -> tuple[Deflated, Deflated]:
         """Close the raw spools; the compressed payloads and csv members."""

@@ -21,6 +21,7 @@ import pytest
 from audit.annotations import annotate
 from audit.decide.pipeline import Pipeline
 from audit.decide.principal import Principal
+from audit.decide.types import Submission
 from audit.errors import ExportFilterError
 from audit.export.create import EXPORT_KIND, BundleSummary, create_bundle, list_exports, manifest_sig_text
 from audit.export.select import ExportFilters
@@ -331,3 +332,70 @@ def test_the_created_at_and_bundle_id_follow_the_clock(world: World, tmp_path: P
     assert s.created_at == "2031-05-06T07:08:09.123456Z"
     assert int(s.bundle_id.replace("-", "")[:12], 16) == int(now.timestamp() * 1000)
     assert s.bundle_id[14] == "7"
+
+
+# -- records.csv: no cell a spreadsheet would run ----------------------------------------------
+
+# (a tab or CR never gets this far: messages refuse control characters; csv_cell is tested on them)
+HOSTILE_REFERENCES = ['=HYPERLINK("http://e.vil/a","x")', "+1+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0",
+                      "@SUM(1+1)*cmd|' /C calc'!A0", "ORDINARY,WITH \"QUOTES\""]
+
+
+def _with_reference(sub: Submission, reference: str) -> Submission:
+    doc = orjson.loads(sub.transaction.canonical_bytes())
+    doc["reference"] = reference
+    (got,) = Submission.parse(orjson.dumps(doc), "json", sub.principal, sub.received_at)
+    assert isinstance(got, Submission), got
+    return got
+
+
+@pytest.mark.parametrize("value, cell", [
+    ('=HYPERLINK("http://e.vil/a","x")', '"\'=HYPERLINK(""http://e.vil/a"",""x"")"'),
+    ("+1", "\"'+1\""), ("-1", "\"'-1\""), ("@A1", "\"'@A1\""), ("\tx", "\"'\tx\""), ("\rx", "\"'\rx\""),
+    ("a,b", '"a,b"'), ('say "hi"', '"say ""hi"""'), ("line\nbreak", '"line\nbreak"'), ("0.25", "0.25"),
+    ("2026-12-03T10:00:00.000000Z", "2026-12-03T10:00:00.000000Z"), ("", ""), ("a=b", "a=b"),
+])
+def test_csv_cells_are_neutralised_and_quoted(value: str, cell: str) -> None:
+    from audit.export.report import csv_cell, csv_line
+
+    assert csv_cell(value) == cell
+    line = csv_line(["1", value, "x"])
+    assert line == f"1,{cell},x\r\n"
+    (parsed,) = csv.reader(io.StringIO(line, newline=""))
+    assert parsed == ["1", "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value, "x"]
+
+
+def test_formula_like_references_reach_records_csv_neutralised(db: Db, signer: NoteSigner, sandbox: Sandbox,
+                                                              tmp_path: Path) -> None:
+    from audit.bundle.verify import verify_bundle
+
+    ledger = make_ledger(db, signer)
+    op = Principal.local("operator")
+    gov = Governance(ledger)
+    gov.bootstrap_default(principal=op)
+    files = ModelFiles.open()
+    register_model(ledger, files, op, backends=["numpy"])
+    pipe = Pipeline(ledger, load_backend("numpy", files.weights_path), gov.load_active(sandbox),
+                    index=TraceIndex())
+    subs = mixed_submissions(len(HOSTILE_REFERENCES) + 3, seed=17)
+    for i, ref in enumerate(HOSTILE_REFERENCES):
+        subs[i] = _with_reference(subs[i], ref)
+    pipe.decide(subs)
+    w = World(ledger, signer, [], "")
+    try:
+        out = tmp_path / "b.zip"
+        export(w, out)
+        raw = members(out)["records.csv"]
+        assert b'"\'=HYPERLINK(""http://e.vil/a"",""x"")"' in raw
+        rows = list(csv.reader(io.StringIO(raw.decode(), newline="")))
+        references = [r[14] for r in rows[1:]]
+        for ref in HOSTILE_REFERENCES[:-1]:
+            assert "'" + ref in references  # shown as text, the exact value kept after the quote
+        assert HOSTILE_REFERENCES[-1] in references  # an ordinary value with a comma: quoted, not altered
+        for row in rows:  # no cell opens with what a spreadsheet runs
+            assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) for cell in row), row
+        assert len(rows) == len(subs) + 1 and all(len(r) == 17 for r in rows)
+        report = verify_bundle(out, [signer.verifier], sandbox=sandbox)
+        assert report.decisions == len(subs)
+    finally:
+        ledger.engine.dispose()
