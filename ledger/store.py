@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 STRATUM = 4
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 
 metadata = MetaData()
 # On SQLite a 64-bit INTEGER PRIMARY KEY is the rowid itself: no second index to maintain.

@@ -81,3 +81,52 @@ def ledger(db: Db, signer: NoteSigner) -> Iterator[Ledger]:
     lg = make_ledger(db, signer)
     yield lg
     lg.engine.dispose()
+
+
+# --------------------------------------------------------------------------- the app role (PostgreSQL)
+
+APP_ROLE = "sealtrail_app_test"
+
+
+@dataclass
+class AppRoleDb:
+    """One fresh PostgreSQL schema seen twice: ``admin`` connects as the server's superuser (it
+    runs the migrations and owns the tables), ``app`` as ``APP_ROLE``, a LOGIN role with no
+    privilege but what the migrations grant it."""
+
+    admin: Db
+    app: Db
+    role: str = APP_ROLE
+
+
+def _ensure_app_role() -> None:
+    """Create ``APP_ROLE`` if missing, and make sure it is a plain LOGIN role (trust auth on
+    127.0.0.1 lets it connect without a password). It is left in the cluster between runs: it
+    owns nothing, and every grant it holds lives in a test's schema, dropped with the schema."""
+    assert PG_URL
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(
+                f"DO $$ BEGIN CREATE ROLE {APP_ROLE} LOGIN; "
+                "EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$")
+            conn.exec_driver_sql(f"ALTER ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                                 "NOBYPASSRLS NOINHERIT")
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture
+def app_role_db() -> Iterator[AppRoleDb]:
+    """A fresh, empty PostgreSQL schema and a URL for each of the two roles (not migrated:
+    the test migrates it as ``admin`` with ``app_role=APP_ROLE``)."""
+    from sqlalchemy.engine import make_url
+
+    gen = _postgres()  # skips without SEALTRAIL_TEST_POSTGRES_URL
+    admin = next(gen)
+    try:
+        _ensure_app_role()
+        app_url = make_url(admin.url).set(username=APP_ROLE, password=None)
+        yield AppRoleDb(admin, Db(app_url.render_as_string(hide_password=False), "postgresql"))
+    finally:
+        gen.close()
