@@ -7,6 +7,7 @@ here, and no ledger tables: those are ``ledger``'s own business.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +15,8 @@ from sqlalchemy import Engine
 
 import migrations
 from api.config import Settings
+from audit.errors import DerivedRowError
+from audit.query.verify import IndexReport, verify_index
 from ledger import database
 from ledger.append import CheckpointPolicy, Ledger
 from ledger.errors import NotCoveredError, VerificationError
@@ -30,6 +33,7 @@ from ledger.retention import (
 from ledger.verify import VerifyReport, verify_ledger
 
 __all__ = [
+    "FullVerifyReport",
     "NotCoveredError",
     "consistency",
     "engine_for",
@@ -83,14 +87,34 @@ def trusted_keys(s: Settings, pinned: list[NoteVerifier]) -> list[NoteVerifier]:
     return []
 
 
+@dataclass
+class FullVerifyReport(VerifyReport):
+    """The ledger's report and the derived tables' (the trace index) beside it, as ``derived``."""
+
+    derived: IndexReport | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = super().to_json()
+        doc["derived"] = None if self.derived is None else self.derived.to_json()
+        return doc
+
+
 def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None,
-           witnessed: list[str] | None = None, max_unsealed: int | None = None) -> VerifyReport:
+           witnessed: list[str] | None = None, max_unsealed: int | None = None) -> FullVerifyReport:
+    """The ledger end to end (``ledger.verify``), then every derived table row by row against the
+    sealed records (``audit.query.verify``: ``DerivedRowError`` names the table and seq)."""
     engine = engine_for(s)
     try:
-        return verify_ledger(engine, trusted_keys(s, pinned), workers=workers,
-                             witnessed=witnessed or (), max_unsealed=max_unsealed)
+        report = verify_ledger(engine, trusted_keys(s, pinned), workers=workers,
+                               witnessed=witnessed or (), max_unsealed=max_unsealed)
+        derived = verify_index(engine)
     finally:
         engine.dispose()
+    full = FullVerifyReport(**{f.name: getattr(report, f.name) for f in fields(report)}, derived=derived)
+    if derived.accounts_unverifiable:
+        full.warnings.append(f"{derived.accounts_unverifiable} decisions have a purged payload: their "
+                             "account index rows cannot be recomputed and were not checked")
+    return full
 
 
 def verify_now(s: Settings) -> dict[str, Any]:
@@ -103,6 +127,10 @@ def verify_now(s: Settings) -> dict[str, Any]:
                                "message": str(exc)}
         if getattr(exc, "seq", None) is not None:
             doc["seq"] = exc.seq  # type: ignore[attr-defined]
+        if isinstance(exc, DerivedRowError):
+            doc["table"] = exc.table
+            doc["findings"] = [{"table": t, "seq": q, "detail": d} for t, q, d in exc.findings]
+            doc["total"] = exc.total
         return doc
     out: dict[str, Any] = report.to_json()
     return out

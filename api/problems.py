@@ -20,6 +20,7 @@ from api.auth import AuthError
 from audit.errors import (
     AuditError,
     CasesFailedError,
+    DerivedRowError,
     DuplicateRulesetError,
     ExportError,
     FourEyesError,
@@ -86,6 +87,7 @@ _AUDIT: dict[type[AuditError], tuple[int, str]] = {
     TraceNotFoundError: (404, "not_found"),
     QueryError: (422, "invalid_request"),
     ExportError: (409, "export_unavailable"),
+    DerivedRowError: (409, "derived_row_mismatch"),
     ModelRegistryError: (409, "model_registry"),
     UnregisteredModelError: (409, "model_unregistered"),
     ModelConflictError: (409, "model_conflict"),

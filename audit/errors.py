@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger.errors import VerificationError
+from ledger.errors import DamageError, VerificationError
 
 if TYPE_CHECKING:
     from audit.bundle.verify import BundleReport
@@ -35,6 +35,7 @@ __all__ = [
     "BundleUnreadable",
     "BundleUntrusted",
     "CasesFailedError",
+    "DerivedRowError",
     "DuplicateRulesetError",
     "ExportError",
     "ExportFilterError",
@@ -191,6 +192,31 @@ class ExportUnavailableError(ExportError):
 class ExportFilterError(QueryError):
     """A filter that cannot be used as given, or a selection that matches nothing; ``field``
     names it in the bundle's terms (from, to, account, decision, rule, filters)."""
+
+
+class DerivedRowError(AuditError, DamageError):
+    """A derived row (the trace index: ``audit_traces``, ``audit_trace_rules``,
+    ``audit_trace_accounts``, ``audit_annotations``) disagrees with the sealed record it derives
+    from, or has none. ``table``, ``seq`` and ``detail`` name the first; ``findings`` holds up to
+    50 as ``(table, seq, detail)``, ``total`` counts them all. Raised by ``ledger verify`` and by
+    export creation, which selects no evidence through a damaged index (nothing written)."""
+
+    def __init__(self, table: str, seq: int, detail: str, *,
+                 findings: Sequence[tuple[str, int, str]] = (), total: int = 1) -> None:
+        self.table = table
+        self.findings = tuple(findings) or ((table, seq, detail),)
+        self.total = max(total, len(self.findings))
+        more = f" (and {self.total - 1} more)" if self.total > 1 else ""
+        DamageError.__init__(self, "derived row mismatch", seq, f"{table}: {detail}{more}")
+        self.detail = detail
+
+    def __reduce__(self) -> Any:
+        return (_derived, (self.table, self.seq, self.detail, self.findings, self.total))
+
+
+def _derived(table: str, seq: int, detail: str, findings: tuple[tuple[str, int, str], ...],
+             total: int) -> DerivedRowError:
+    return DerivedRowError(table, seq, detail, findings=findings, total=total)
 
 
 # -- governance and the model registry ------------------------------------------------------

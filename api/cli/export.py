@@ -3,7 +3,8 @@ the ``export.created`` record that says who exported what, when; and verify one 
 
 ``create``: the offline creator is the local operator (``Principal.local(getpass.getuser())``).
 A refused filter, a selection that matches nothing or an existing ``--out`` exit 1 naming the
-option; a missing database, key, model file or module exit 2.
+option; a trace-index row that disagrees with its sealed record exits 1 naming the table and seq
+(``derived row mismatch``; nothing written); a missing database, key, model file or module exit 2.
 
 ``verify FILE.zip [--trusted-key VKEY]...``, the examiner's one command: offline, no database;
 ``audit.bundle.verify`` checks signatures, hashes, proofs and replays every decision. Exit 0

@@ -74,7 +74,8 @@ def ledger_verify(
         show_default=setting_default("checkpoint_every"))] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recompute every leaf, chain hash, node and root; check every checkpoint signature."""
+    """Recompute every leaf, chain hash, node and root; check every checkpoint signature; check
+    every derived table (the trace index) row by row against the sealed records."""
     from api import ops
     from ledger import NoteVerifier
 
@@ -82,7 +83,14 @@ def ledger_verify(
     pinned = [NoteVerifier.from_vkey(k) for k in trusted_key or []]
     held = [p.read_text(encoding="utf-8") for p in checkpoint or []]
     limit = s.checkpoint_every if max_unsealed is None else max_unsealed
-    report = ops.verify(s, pinned, workers, held, limit)
+    from audit.errors import DerivedRowError
+
+    try:
+        report = ops.verify(s, pinned, workers, held, limit)
+    except DerivedRowError as exc:  # exit 1 as any damage, with every finding listed
+        raise CliError(str(exc), code=1, error=exc.kind, seq=exc.seq, table=exc.table, total=exc.total,
+                       findings=[{"table": t, "seq": q, "detail": d} for t, q, d in exc.findings],
+                       details=[f"{t} seq {q}: {d}" for t, q, d in exc.findings]) from exc
     doc = report.to_json()
 
     def human() -> None:
@@ -94,6 +102,10 @@ def ledger_verify(
             out.print(f"purged payloads: {len(report.purged)} (hashes kept, chain intact)")
             for p in report.purged[:20]:
                 out.print(f"  {p.sha256}  first seq {p.first_seq}, purged at seq {p.purge_seq}")
+        if report.derived is not None:
+            d = report.derived
+            out.print(f"derived tables: {d.decisions} decisions and {d.annotations} annotations match their "
+                      f"trace index rows ({sum(d.rows.values())} rows, {d.seconds:.2f}s)", markup=False)
         for w in report.warnings:
             err.print(f"warning: {w}", markup=False)
 

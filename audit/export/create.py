@@ -126,9 +126,11 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
                   bundle_id: str | None = None) -> BundleSummary:
     """Write the bundle of ``filters`` to ``out_path`` and seal its ``export.created`` record.
 
-    Refuses (``ExportFilterError``, field ``filters``) a selection with no decision, and
-    (field ``out``) an ``out_path`` that exists. ``signer`` must be the ledger's active key.
-    ``bundle_id`` (a UUIDv7 made from ``now`` by default) lets a caller name the file after it."""
+    Refuses (``ExportFilterError``, field ``filters``) a selection with no decision, (field
+    ``out``) an ``out_path`` that exists, and (``DerivedRowError``, naming the table and seq) a
+    selection through a trace-index row that disagrees with its sealed record; nothing is written.
+    ``signer`` must be the ledger's active key. ``bundle_id`` (a UUIDv7 made from ``now`` by
+    default) lets a caller name the file after it."""
     if signer.verifier.vkey != ledger.active_vkey:
         raise ExportUnavailableError(f"the key given is {signer.verifier.vkey}; the ledger's active "
                                      f"key is {ledger.active_vkey}")
@@ -139,10 +141,7 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
     created_at = format_time(now)
     bundle_id = bundle_id or uuid7(now)
     with engine.connect() as conn:
-        total = count_selected(conn, filters)
-    if total == 0:
-        raise ExportFilterError("filters", f"no decision was recorded between {filters.start} and "
-                                           f"{filters.end} that matches every filter; nothing to export")
+        total = count_selected(conn, filters)  # the index's count: progress only
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_path.parent, prefix=f".{out_path.name}."))
     try:
@@ -158,9 +157,14 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
             compresslevel: int) -> BundleSummary:
     stats = ReportStats()
     sp = Spools(tmp, compresslevel)
+    # one snapshot for the selection: what was checked is what is written
+    opts = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
     try:
-        with engine.connect() as conn:
+        with engine.connect().execution_options(**opts) as conn, conn.begin():
             got = read_selection(conn, filters, sp, stats, total, progress, page_size)
+        if got.decisions == 0:
+            raise ExportFilterError("filters", f"no decision was recorded between {filters.start} and "
+                                               f"{filters.end} that matches every filter; nothing to export")
     except BaseException:
         sp.abort()
         raise

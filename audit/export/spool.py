@@ -32,7 +32,7 @@ from audit.export.files import (
     purged_line,
 )
 from audit.export.report import ReportStats, csv_header, csv_line, csv_row
-from audit.export.select import EntryRow, ExportFilters, iter_pages
+from audit.export.select import EntryRow, ExportFilters, annotation_index, iter_pages, window_bounds
 from ledger import store
 
 __all__ = ["Progress", "Spools", "deflate_spools", "read_selection"]
@@ -101,15 +101,22 @@ class _Pass:
     purge_seqs: set[int] | None = None
 
 
-def _annotations(conn: Connection, page: list[EntryRow]) -> list[tuple[int, EntryRow]]:
+def _annotations(conn: Connection, page: list[EntryRow],
+                 notes_of: dict[int, list[int]]) -> list[tuple[int, EntryRow]]:
+    """``(target seq, annotation entry)`` of every sealed annotation of ``page``'s decisions."""
+    wanted = [(r.seq, s) for r in page for s in notes_of.get(r.seq, ())]
+    if not wanted:
+        return []
     p = store.param(conn)
-    wanted = {r.seq for r in page}
-    rows = conn.exec_driver_sql(
-        "SELECT a.target_seq, e.seq, e.kind, e.record, e.leaf_hash, e.chain_hash, e.trace_id "
-        "FROM audit_annotations a JOIN ledger_entries e ON e.seq = a.seq "
-        f"WHERE a.target_seq >= {p} AND a.target_seq <= {p}", (page[0].seq, page[-1].seq)).all()
-    return [(int(t), EntryRow(int(s), k, bytes(r), bytes(lh), bytes(ch), tid))
-            for t, s, k, r, lh, ch, tid in rows if int(t) in wanted]
+    seqs = [s for _, s in wanted]
+    got: dict[int, EntryRow] = {}
+    for i in range(0, len(seqs), 500):
+        chunk = seqs[i:i + 500]
+        for s, k, r, lh, ch, tid in conn.exec_driver_sql(
+                "SELECT seq, kind, record, leaf_hash, chain_hash, trace_id FROM ledger_entries "
+                f"WHERE seq IN ({', '.join([p] * len(chunk))})", tuple(chunk)):
+            got[int(s)] = EntryRow(int(s), k, bytes(r), bytes(lh), bytes(ch), tid)
+    return [(t, got[s]) for t, s in wanted]
 
 
 def _payload_rows(conn: Connection, shas: list[str]) -> dict[str, tuple[bytes | None, int | None]]:
@@ -166,9 +173,13 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
     purged_seen: set[bytes] = set()
     pending: list[tuple[int, EntryRow]] = []  # annotations, by seq, waiting for their place
     loads = orjson.loads
-    for page in iter_pages(conn, f, page_size):
+    bounds = window_bounds(conn, f)
+    notes_of = annotation_index(conn, *bounds) if bounds[0] <= bounds[1] else {}
+    for page in iter_pages(conn, f, page_size, bounds):
+        if not page:
+            continue
         notes: dict[int, int] = {}
-        for target, row in _annotations(conn, page):
+        for target, row in _annotations(conn, page, notes_of):
             notes[target] = notes.get(target, 0) + 1
             heapq.heappush(pending, (row.seq, row))
         want = sorted({sha for sha in map(_payload_sha, page) if sha is not None

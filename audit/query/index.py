@@ -13,7 +13,12 @@ beneficiary (creditor). That is pseudonymisation, not anonymisation: whoever kno
 can compute its key, which is exactly how the filter works. The accounts themselves live only
 in the purgeable payload store.
 
-The index is derived and rebuildable: ``catch_up(engine)`` indexes every decision and
+The index is derived, never the truth: ``ledger verify`` checks every row against the record it
+derives from (``audit.query.verify``), export selection checks the rows it relies on, and a row
+already in the way of the writer (a forged one) never fails the sealing commit: the decision is
+sealed, the conflict logged and counted (``TraceIndex.conflicts``) and named by verify.
+
+The index is rebuildable: ``catch_up(engine)`` indexes every decision and
 annotation entry that has no index row yet (a ledger written before the index existed, a
 restore, a pipeline run without an index), reading accounts back from the payloads; a purged
 payload yields no account rows (counted). The tables refuse UPDATE and DELETE like the
@@ -26,6 +31,7 @@ payload was purged stays in the index; removing those links means recreating the
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,6 +53,7 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.exc import IntegrityError
 
 from audit.decide.record import DECISION_KIND, DecisionBatch, DecisionInputs
 from inference.messages import Party, Transaction, parse_messages
@@ -56,9 +63,11 @@ from ledger import Receipt, store
 if TYPE_CHECKING:
     from audit.decide.types import Submission
 
-__all__ = ["ACCOUNT_KEY_DOMAIN", "ANNOTATION_KIND", "TABLES", "CatchUpReport", "TraceIndex", "account_key",
-           "catch_up", "metadata", "trace_accounts", "trace_annotations", "trace_rules", "traces",
-           "write_annotations"]
+__all__ = ["ACCOUNT_KEY_DOMAIN", "ANNOTATION_KIND", "TABLES", "TRACE_COLUMNS", "CatchUpReport", "TraceIndex",
+           "account_key", "accounts_of", "annotation_target", "catch_up", "metadata", "payload_data",
+           "record_rows", "trace_accounts", "trace_annotations", "trace_rules", "traces", "write_annotations"]
+
+log = logging.getLogger(__name__)
 
 ANNOTATION_KIND = "annotation"
 ACCOUNT_KEY_DOMAIN = b"sealtrail.account-key/1\n"
@@ -117,6 +126,7 @@ trace_annotations = Table(
 
 TABLES = (traces, trace_rules, trace_accounts, trace_annotations)
 _TRACE_COLS = tuple(c.name for c in traces.columns)
+TRACE_COLUMNS = _TRACE_COLS
 
 
 @lru_cache(maxsize=65536)
@@ -143,6 +153,23 @@ def _trace_row(seq: int, trace_id: str, recorded_at: str, at: str, decision: str
             module)
 
 
+def record_rows(seq: int, env: dict[str, Any]) -> tuple[tuple[Any, ...], list[str]]:
+    """The ``audit_traces`` row and the fired rule ids (``audit_trace_rules``) that the sealed
+    decision envelope ``env`` at ``seq`` stands for: what catch-up writes and what verification
+    expects (the live writer builds the same from the batch; tests hold them equal)."""
+    b = env["record"]
+    ids = list(dict.fromkeys(h["id"] for h in b["fired"]))
+    rules = b["rules"]
+    return (_trace_row(seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], b["score"],
+                       b["fail_safe"], ids, b["principal"], rules["ruleset_id"], rules["version"],
+                       rules["module_sha256"]), ids)
+
+
+def annotation_target(env: dict[str, Any]) -> int:
+    """The seq of the decision a sealed annotation envelope refers to."""
+    return int(env["record"]["refers_to"]["seq"])
+
+
 def _insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[Any], *,
             skip_existing: bool = False) -> None:
     if not rows:
@@ -156,13 +183,46 @@ def _insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[A
 
 
 def write_annotations(conn: Connection, pairs: Sequence[tuple[int, int]], *,
-                      skip_existing: bool = False) -> None:
-    """Index ``(target_seq, annotation_seq)`` pairs (inside the annotation's own commit)."""
-    _insert(conn, trace_annotations, ("target_seq", "seq"), list(pairs), skip_existing=skip_existing)
+                      skip_existing: bool = False) -> int:
+    """Index ``(target_seq, annotation_seq)`` pairs (inside the annotation's own commit). A row
+    already there that is not ours (a forged one) does not fail the commit: it is logged and
+    counted (the return value), and ``ledger verify`` names it."""
+    rows = list(pairs)
+    if skip_existing:
+        _insert(conn, trace_annotations, ("target_seq", "seq"), rows, skip_existing=True)
+        return 0
+    try:
+        with conn.begin_nested():
+            _insert(conn, trace_annotations, ("target_seq", "seq"), rows)
+        return 0
+    except IntegrityError:
+        pass
+    _insert(conn, trace_annotations, ("target_seq", "seq"), rows, skip_existing=True)
+    p = store.param(conn)
+    conflicts = 0
+    for target, seq in rows:
+        held = [int(t) for (t,) in conn.exec_driver_sql(
+            f"SELECT target_seq FROM audit_annotations WHERE seq = {p}", (seq,))]
+        if held != [target]:
+            conflicts += 1
+            log.error("derived row conflict: audit_annotations at seq %d holds target(s) %s, not the "
+                      "sealed annotation's target %d; the annotation is sealed, its index row is not "
+                      "written (run 'sealtrail ledger verify'; rebuild the index to repair)",
+                      seq, held, target)
+    return conflicts
 
 
 class TraceIndex:
-    """Writes the index rows of a batch of decisions inside the ledger's sealing transaction."""
+    """Writes the index rows of a batch of decisions inside the ledger's sealing transaction.
+
+    The ledger entry is the truth and the index is derived from it: a row already in the index
+    where this batch's rows go (a forged one: the tables only take inserts from the writer)
+    never fails the sealing commit. The batch's rows are then written around it, each row that
+    could not be written is logged (``derived row conflict``, naming the seq) and counted in
+    ``conflicts``, and ``ledger verify`` names the row that disagrees with its record."""
+
+    def __init__(self) -> None:
+        self.conflicts = 0  # rows of sealed decisions not written: a foreign row held their place
 
     def write(self, conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
               receipts: Sequence[Receipt]) -> None:
@@ -172,7 +232,7 @@ class TraceIndex:
         if len(subs) != len(inputs) or len(subs) != len(receipts):
             raise ValueError(f"{len(subs)} submissions, {len(inputs)} inputs, {len(receipts)} receipts")
         if not isinstance(inputs, DecisionBatch):
-            _write_items(conn, subs, inputs, receipts)
+            self._store(conn, *_item_rows(subs, inputs, receipts))
             return
         seqs: list[int] = list(map(_SEQ, receipts))
         fired_ids: dict[int, tuple[str, list[str]]] = {}  # id(hits) -> (comma-separated, unique ids)
@@ -213,17 +273,57 @@ class TraceIndex:
                 push((ko, seq))
             if kb is not None and kb != ko:
                 push((kb, seq))
-        store.insert_rows(conn, traces, _TRACE_COLS, rows)
-        store.insert_rows(conn, trace_rules, ("rule_id", "seq"), rules)
-        store.insert_rows(conn, trace_accounts, ("account_key", "seq"), accounts)
+        self._store(conn, rows, rules, accounts)
+
+    def _store(self, conn: Connection, rows: list[tuple[Any, ...]], rules: list[tuple[str, int]],
+               accounts: list[tuple[str, int]]) -> None:
+        """Insert under a savepoint (the usual case: one executemany per table); if a unique key
+        is already taken, roll back to it and write every row that has a free place."""
+        try:
+            with conn.begin_nested():
+                store.insert_rows(conn, traces, _TRACE_COLS, rows)
+                store.insert_rows(conn, trace_rules, ("rule_id", "seq"), rules)
+                store.insert_rows(conn, trace_accounts, ("account_key", "seq"), accounts)
+            return
+        except IntegrityError:
+            pass
+        _insert(conn, traces, _TRACE_COLS, rows, skip_existing=True)
+        _insert(conn, trace_rules, ("rule_id", "seq"), rules, skip_existing=True)  # a taken key: same row
+        _insert(conn, trace_accounts, ("account_key", "seq"), accounts, skip_existing=True)
+        self.conflicts += _report_conflicts(conn, rows)
+
+
+def _report_conflicts(conn: Connection, rows: list[tuple[Any, ...]]) -> int:
+    """Log each trace row of ``rows`` the index does not hold as written; how many."""
+    p = store.param(conn)
+    seqs = [r[0] for r in rows]
+    cols = ", ".join(_TRACE_COLS)
+    held = {int(r[0]): tuple(r) for r in conn.exec_driver_sql(
+        f"SELECT {cols} FROM audit_traces WHERE seq >= {p} AND seq <= {p}", (min(seqs), max(seqs)))}
+    n = 0
+    for row in rows:
+        got = held.get(row[0])
+        if got is not None and got == tuple(row):
+            continue
+        n += 1
+        if got is not None:
+            why = f"seq {row[0]} already holds trace {got[1]} ({got[4]})"
+        else:
+            other = conn.exec_driver_sql(f"SELECT seq FROM audit_traces WHERE trace_id = {p}",
+                                         (row[1],)).scalar()
+            why = f"trace id {row[1]} is already indexed at seq {other}"
+        log.error("derived row conflict: audit_traces row of the decision sealed at seq %d not written: "
+                  "%s, a row the index writer did not write; the decision is sealed (run 'sealtrail "
+                  "ledger verify'; rebuild the index to repair)", row[0], why)
+    return n
 
 
 _SEQ, _TRACE_ID, _RECORDED_AT = itemgetter(0), itemgetter(1), itemgetter(4)  # Receipt fields
 
 
-def _write_items(conn: Connection, subs: Sequence[Submission], inputs: Sequence[DecisionInputs],
-                 receipts: Sequence[Receipt]) -> None:
-    """``TraceIndex.write`` for inputs that are not a ``DecisionBatch``, item by item."""
+def _item_rows(subs: Sequence[Submission], inputs: Sequence[DecisionInputs], receipts: Sequence[Receipt]
+               ) -> tuple[list[tuple[Any, ...]], list[tuple[str, int]], list[tuple[str, int]]]:
+    """``TraceIndex.write``'s rows for inputs that are not a ``DecisionBatch``, item by item."""
     rows: list[tuple[Any, ...]] = []
     rules: list[tuple[str, int]] = []
     accounts: list[tuple[str, int]] = []
@@ -236,9 +336,7 @@ def _write_items(conn: Connection, subs: Sequence[Submission], inputs: Sequence[
         rules += [(i, seq) for i in ids]
         tx = sub.transaction
         accounts += [(k, seq) for k in _party_keys(tx.originator, tx.beneficiary)]
-    store.insert_rows(conn, traces, _TRACE_COLS, rows)
-    store.insert_rows(conn, trace_rules, ("rule_id", "seq"), rules)
-    store.insert_rows(conn, trace_accounts, ("account_key", "seq"), accounts)
+    return rows, rules, accounts
 
 
 @dataclass(frozen=True)
@@ -267,7 +365,9 @@ def _unindexed(conn: Connection, kind: str, table: Table, after: int) -> list[tu
         (kind, after))]
 
 
-def _accounts_of(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
+def accounts_of(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
+    """The account keys of a decision body's transaction, read from its payload ``raw``; None
+    where the payload is gone (purged) or no transaction in it is the sealed one."""
     if raw is None:
         return None
     want = body["input"]["transaction_sha256"]
@@ -276,25 +376,27 @@ def _accounts_of(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
     return None if tx is None else _party_keys(tx.originator, tx.beneficiary)
 
 
-def _index_decisions(conn: Connection, page: list[tuple[int, bytes]]) -> int:
-    envs = [(seq, orjson.loads(rec)) for seq, rec in page]
-    wanted = sorted({env["payload_sha256"] for _, env in envs if "payload_sha256" in env})
+def payload_data(conn: Connection, wanted: Sequence[str]) -> dict[str, bytes | None]:
+    """The stored payloads of ``wanted`` digests (None: purged; absent: no row), 500 a query."""
     data: dict[str, bytes | None] = {}
     p = store.param(conn)
     for i in range(0, len(wanted), 500):
-        chunk = wanted[i:i + 500]
+        chunk = list(wanted[i:i + 500])
         data.update((str(h), None if d is None else bytes(d)) for h, d in conn.exec_driver_sql(
             f"SELECT sha256, data FROM ledger_payloads WHERE sha256 IN ({', '.join([p] * len(chunk))})",
             tuple(chunk)))
+    return data
+
+
+def _index_decisions(conn: Connection, page: list[tuple[int, bytes]]) -> int:
+    envs = [(seq, orjson.loads(rec)) for seq, rec in page]
+    data = payload_data(conn, sorted({env["payload_sha256"] for _, env in envs if "payload_sha256" in env}))
     rows, rules, accounts, missing = [], [], [], 0
     for seq, env in envs:
-        b = env["record"]
-        ids = list(dict.fromkeys(h["id"] for h in b["fired"]))
-        rows.append(_trace_row(seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], b["score"],
-                               b["fail_safe"], ids, b["principal"], b["rules"]["ruleset_id"],
-                               b["rules"]["version"], b["rules"]["module_sha256"]))
+        row, ids = record_rows(seq, env)
+        rows.append(row)
         rules += [(i, seq) for i in ids]
-        keys = _accounts_of(b, data.get(env.get("payload_sha256", "")))
+        keys = accounts_of(env["record"], data.get(env.get("payload_sha256", "")))
         if keys is None:
             missing += 1
         else:
@@ -322,7 +424,7 @@ def catch_up(engine: Engine) -> CatchUpReport:
                 if kind == DECISION_KIND:
                     missing += _index_decisions(conn, page)
                 else:
-                    pairs = [(int(orjson.loads(rec)["record"]["refers_to"]["seq"]), seq) for seq, rec in page]
+                    pairs = [(annotation_target(orjson.loads(rec)), seq) for seq, rec in page]
                     write_annotations(conn, pairs, skip_existing=True)
             counts[kind] += len(page)
             after = page[-1][0]

@@ -1,0 +1,274 @@
+"""Derived-table verification: every row of the trace index checked against the sealed record
+it derives from.
+
+The trace index (``audit.query.index``) decides what a search finds and what an export bundle
+holds, yet it is not sealed. ``verify_index`` walks the sealed decision and annotation entries
+in seq order, a page at a time, beside the index tables read as streams in seq order (one
+snapshot), recomputes each entry's rows with the code that writes them (``record_rows``,
+``accounts_of``, ``annotation_target``) and compares: every decision has exactly its
+``audit_traces`` row, its ``audit_trace_rules`` rows and the ``audit_trace_accounts`` rows of
+the accounts its payload names; every annotation has exactly its ``audit_annotations`` row; no
+index row stands at a seq that is not such an entry. A failure names the table, the seq and
+what differed (``DerivedRowError``, a ``ledger.DamageError``: ``ledger verify`` exits 1).
+
+Known limit: where a payload was purged, the account rows of its decision cannot be recomputed;
+they are counted (``accounts_unverifiable``), not judged. ``check_decisions`` is the same check
+for one page of decisions, used by export selection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Engine
+
+from audit.errors import DerivedRowError
+from audit.query.index import (
+    TRACE_COLUMNS,
+    accounts_of,
+    annotation_target,
+    payload_data,
+    record_rows,
+)
+from inference.messages import MessageError
+
+__all__ = ["MAX_FINDINGS", "Checked", "IndexReport", "check_decisions", "trace_row_difference",
+           "verify_index"]
+
+MAX_FINDINGS = 50
+_PAGE = 2000
+_STREAM = {"stream_results": True, "max_row_buffer": 10_000}
+_TABLES = TRACES, RULES, ACCOUNTS, ANNOTATIONS = ("audit_traces", "audit_trace_rules", "audit_trace_accounts",
+                                                  "audit_annotations")
+
+
+@dataclass
+class IndexReport:
+    """What ``verify_index`` checked."""
+
+    decisions: int = 0
+    annotations: int = 0
+    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_TABLES, 0))  # rows checked, per table
+    accounts_unverifiable: int = 0  # decisions with a purged payload: account rows not recomputable
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verified": True, "decisions": self.decisions, "annotations": self.annotations,
+                "rows": dict(self.rows), "accounts_unverifiable": self.accounts_unverifiable,
+                "seconds": round(self.seconds, 3)}
+
+
+class _Findings:
+    def __init__(self, cap: int) -> None:
+        self.cap, self.items, self.total = cap, list[tuple[str, int, str]](), 0
+
+    def add(self, table: str, seq: int, detail: str) -> None:
+        self.total += 1
+        if len(self.items) < self.cap:
+            self.items.append((table, seq, detail))
+
+    def error(self) -> DerivedRowError:
+        table, seq, detail = self.items[0]
+        return DerivedRowError(table, seq, detail, findings=self.items, total=self.total)
+
+
+def trace_row_difference(got: Sequence[Any] | None, want: Sequence[Any]) -> str | None:
+    """What differs between an ``audit_traces`` row and the one its record stands for (None: equal)."""
+    if got is None:
+        return "no index row for this decision (deleted?)"
+    diffs = [f"{col} is {g!r} in the index, {w!r} in the record"
+             for col, g, w in zip(TRACE_COLUMNS, got, want, strict=True) if g != w]
+    return "; ".join(diffs) or None
+
+
+def _set_difference(what: str, got: set[str], want: set[str]) -> str | None:
+    if got == want:
+        return None
+    parts = []
+    if want - got:
+        parts.append(f"{what} of the record not indexed: {', '.join(sorted(k[:16] for k in want - got))}")
+    if got - want:
+        parts.append(f"indexed {what} not in the record: {', '.join(sorted(k[:16] for k in got - want))}")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One sealed decision with what its record says and what its index rows were checked to be."""
+
+    seq: int
+    recorded_at: str
+    decision: str
+    rules: tuple[str, ...]  # fired rule ids, as the record says
+    accounts: frozenset[str] | None  # account keys its payload names; None: not recomputable (purged)
+    indexed_accounts: frozenset[str]  # the account rows found for it (what stands where ``accounts`` is None)
+
+
+def _accounts(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
+    try:
+        return accounts_of(body, raw)
+    except (MessageError, KeyError, TypeError, ValueError):
+        return None  # a stored payload that no longer parses: nothing to recompute from
+
+
+def check_decisions(conn: Connection, page: Sequence[tuple[int, bytes]], traces_rows: dict[int, Any],
+                    rules: dict[int, set[str]] | None = None, accounts: dict[int, set[str]] | None = None, *,
+                    only_rule: str | None = None, only_account: str | None = None,
+                    found: _Findings | None = None) -> list[Checked]:
+    """Check the index rows given (by seq) of each sealed decision ``(seq, record bytes)`` of
+    ``page`` against its record: the trace row always; the rule rows and account rows where
+    given (None: not checked), restricted to ``only_rule`` / ``only_account`` where the caller
+    read only that rule's or account's rows. Rows are popped as they are matched, so what is
+    left in the dicts stands at no decision of the page. Raises ``DerivedRowError`` at the first
+    difference unless ``found`` collects them."""
+    def fail(table: str, seq: int, detail: str) -> None:
+        if found is None:
+            raise DerivedRowError(table, seq, detail)
+        found.add(table, seq, detail)
+
+    data: dict[str, bytes | None] = {}
+    if accounts is not None:
+        data = payload_data(conn, sorted({sha for _, rec in page if (sha := _payload_sha(rec)) is not None}))
+    out: list[Checked] = []
+    loads = orjson.loads
+    for seq, rec in page:
+        env = loads(rec)  # one at a time: a page of live dicts would keep the GC busy
+        want, ids = record_rows(seq, env)
+        if (diff := trace_row_difference(traces_rows.pop(seq, None), want)) is not None:
+            fail(TRACES, seq, diff)
+        if rules is not None:
+            fired = set(ids) if only_rule is None else set(ids) & {only_rule}
+            if diff := _set_difference("rules", rules.pop(seq, set()), fired):
+                fail(RULES, seq, diff)
+        keys: set[str] | None = None
+        got: set[str] = set()
+        if accounts is not None:
+            got = accounts.pop(seq, set())
+            keys = _accounts(env["record"], data.get(str(env.get("payload_sha256", ""))))
+            if keys is not None:
+                named = keys if only_account is None else keys & {only_account}
+                if diff := _set_difference("account keys", got, named):
+                    fail(ACCOUNTS, seq, diff)
+        out.append(Checked(seq, env["recorded_at"], env["record"]["decision"], tuple(ids),
+                           None if keys is None else frozenset(keys), frozenset(got)))
+    return out
+
+
+_PAYLOAD_AT = b'{"kind":"decision","payload_sha256":"'
+
+
+def _payload_sha(rec: bytes) -> str | None:
+    """The envelope's payload SHA-256: read off its fixed place in the JCS bytes where it is there."""
+    if rec.startswith(_PAYLOAD_AT):
+        return rec[len(_PAYLOAD_AT):len(_PAYLOAD_AT) + 64].decode()
+    sha = orjson.loads(rec).get("payload_sha256")
+    return None if sha is None else str(sha)
+
+
+class _Stream:
+    """The rows of a query ordered by its first column (seq), read as a stream."""
+
+    def __init__(self, conn: Connection, sql: str) -> None:
+        self._it: Iterator[Any] = iter(conn.exec_driver_sql(sql, None, execution_options=_STREAM))
+        self._next = next(self._it, None)
+
+    def upto(self, last: int | None) -> list[Any]:
+        """The rows with seq <= ``last`` (None: every row left)."""
+        out: list[Any] = []
+        nxt, it = self._next, self._it
+        while nxt is not None and (last is None or nxt[0] <= last):
+            out.append(nxt)
+            nxt = next(it, None)
+        self._next = nxt
+        return out
+
+
+def _grouped(rows: Sequence[Any]) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for seq, value in rows:
+        out.setdefault(int(seq), set()).add(str(value))
+    return out
+
+
+def _decision_pages(conn: Connection, page: int) -> Iterator[list[tuple[int, bytes]]]:
+    after = -1
+    while True:
+        rows = [(int(s), bytes(r)) for s, r in conn.exec_driver_sql(
+            f"SELECT seq, record FROM ledger_entries WHERE kind = 'decision' AND seq > {after} "
+            f"ORDER BY seq LIMIT {int(page)}")]
+        if not rows:
+            return
+        yield rows
+        after = rows[-1][0]
+
+
+def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings, page: int) -> None:
+    cols = ", ".join(TRACE_COLUMNS)
+    t = _Stream(conn, f"SELECT {cols} FROM audit_traces ORDER BY seq")
+    r = _Stream(conn, "SELECT seq, rule_id FROM audit_trace_rules ORDER BY seq, rule_id")
+    a = _Stream(conn, "SELECT seq, account_key FROM audit_trace_accounts ORDER BY seq, account_key")
+    n = report.rows
+    for rows in _decision_pages(conn, page):
+        last = rows[-1][0]
+        trace_rows = {int(x[0]): tuple(x) for x in t.upto(last)}
+        rule_rows = _grouped(r.upto(last))
+        account_rows = _grouped(a.upto(last))
+        n[TRACES] += len(trace_rows)
+        n[RULES] += sum(map(len, rule_rows.values()))
+        n[ACCOUNTS] += sum(map(len, account_rows.values()))
+        for c in check_decisions(conn, rows, trace_rows, rule_rows, account_rows, found=found):
+            report.accounts_unverifiable += c.accounts is None
+        report.decisions += len(rows)
+        _strays(found, trace_rows, rule_rows, account_rows)
+    _strays(found, {int(x[0]): x for x in t.upto(None)}, _grouped(r.upto(None)), _grouped(a.upto(None)))
+
+
+def _strays(found: _Findings, *tables: dict[int, Any]) -> None:
+    """Index rows left over after their page: at a seq that holds no decision."""
+    for name, rows in zip((TRACES, RULES, ACCOUNTS), tables, strict=True):
+        for seq in sorted(rows):
+            found.add(name, seq, "an index row at a seq that holds no decision record (forged?)")
+
+
+def _check_annotations(conn: Connection, report: IndexReport, found: _Findings) -> None:
+    entries = _Stream(conn, "SELECT seq, record FROM ledger_entries WHERE kind = 'annotation' ORDER BY seq")
+    index = _Stream(conn, "SELECT seq, target_seq FROM audit_annotations ORDER BY seq, target_seq")
+    for seq, rec in entries.upto(None):
+        seq = int(seq)
+        strays = [int(s) for s, _ in index.upto(seq - 1)]
+        for s in strays:
+            found.add(ANNOTATIONS, s, "an index row at a seq that holds no annotation record (forged?)")
+        got = [int(tg) for _, tg in index.upto(seq)]
+        report.annotations += 1
+        report.rows[ANNOTATIONS] += len(got) + len(strays)
+        try:
+            want = annotation_target(orjson.loads(bytes(rec)))
+        except (KeyError, TypeError, ValueError) as exc:
+            found.add(ANNOTATIONS, seq, f"the sealed annotation names no target: {exc!r}")
+            continue
+        if got != [want]:
+            found.add(ANNOTATIONS, seq, f"the record refers to seq {want}; the index says {got or 'nothing'}")
+    for s, tg in index.upto(None):
+        report.rows[ANNOTATIONS] += 1
+        found.add(ANNOTATIONS, int(s), f"an index row (target {tg}) at a seq that holds no annotation record "
+                                       "(forged?)")
+
+
+def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS) -> IndexReport:
+    """Check every trace-index row against the sealed records (one snapshot); the report, or
+    ``DerivedRowError`` naming up to ``cap`` differences (table, seq, what) and counting all."""
+    started = time.perf_counter()
+    report = IndexReport()
+    found = _Findings(cap)
+    opts = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
+    with engine.connect().execution_options(**opts) as conn, conn.begin():
+        _check_all_decisions(conn, report, found, page)
+        _check_annotations(conn, report, found)
+    if found.total:
+        raise found.error()
+    report.seconds = time.perf_counter() - started
+    return report
