@@ -115,7 +115,7 @@ def audit_problem(exc: AuditError) -> tuple[int, str, list[dict[str, str]]]:
     if isinstance(exc, CasesFailedError):
         errors = [{"field": f"cases[{f.get('line', '?')}]", "message": str(f)} for f in exc.failures[:50]]
     elif isinstance(exc, RulesetRefusedError):
-        where = ".".join(p for p in ("source", exc.rule_id and f"rule[{exc.rule_id}]",
+        where = ".".join(p for p in ("source", exc.field, exc.rule_id and f"rule[{exc.rule_id}]",
                                      exc.line and f"line {exc.line}") if p)
         errors = [{"field": where, "message": str(exc)}]
     elif isinstance(exc, SubmissionRefusedError):

@@ -34,6 +34,7 @@ from typing import Any
 from cryptography import x509
 
 from audit.decide.principal import Principal
+from wasm_rules.language import check_toml_nesting
 
 __all__ = ["MATCHERS", "ROLES", "RoleEntry", "RoleMap", "RoleMapError", "normalise_subject", "role_map_toml"]
 
@@ -113,6 +114,7 @@ class RoleMap:
     @classmethod
     def from_toml(cls, text: str) -> RoleMap:
         try:
+            check_toml_nesting(text, RoleMapError)  # before tomllib, which recurses per level
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise RoleMapError(f"not valid TOML: {exc}") from exc

@@ -229,12 +229,13 @@ class GovernanceError(AuditError):
 
 class RulesetRefusedError(GovernanceError):
     """The ruleset does not parse, compile or fit the pipeline (API: 422). ``rule_id``,
-    ``line`` and ``column`` are set when the compiler named them."""
+    ``line`` and ``column`` are set when the compiler named them, ``field`` when the parser
+    named a key (``ruleset.version``)."""
 
     def __init__(self, message: str, *, rule_id: str | None = None, line: int | None = None,
-                 column: int | None = None) -> None:
+                 column: int | None = None, field: str | None = None) -> None:
         super().__init__(message)
-        self.rule_id, self.line, self.column = rule_id, line, column
+        self.rule_id, self.line, self.column, self.field = rule_id, line, column, field
 
 
 class CasesFailedError(RulesetRefusedError):

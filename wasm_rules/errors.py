@@ -22,6 +22,8 @@ class RuleError(Exception):
 class RulesetError(RuleError):
     """The ruleset file is malformed (TOML, missing keys, duplicate ids, bad outcome, ...)."""
 
+    field: str | None = None  # the key at fault where one is named: "ruleset.version", "rules[2].id"
+
 
 class RuleSyntaxError(RulesetError):
     """A ``when`` expression is refused; names the rule, line and column and the reason."""

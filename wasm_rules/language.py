@@ -19,6 +19,7 @@ from typing import Any, Literal
 from wasm_rules.errors import RulesetError, RuleSyntaxError
 
 __all__ = [
+    "IDENTIFIER",
     "OUTCOMES",
     "Arith",
     "BoolOp",
@@ -33,6 +34,7 @@ __all__ = [
     "Rule",
     "Ruleset",
     "check_ruleset_limits",
+    "check_toml_nesting",
     "parse_expression",
     "parse_ruleset",
     "toml_nesting",
@@ -47,6 +49,9 @@ MAX_RULES = 4_096
 MAX_FEATURES = 1_024
 MAX_RULESET_BYTES = 1 << 20  # a ruleset TOML document (the HTTP API's body limit too)
 MAX_TOML_NESTING = 32  # arrays and inline tables inside each other; a ruleset needs 2
+# What may name a version (and a feature table's version): it becomes part of the ruleset id
+# "{id}@{version}", which is a path segment of the HTTP API and a key of sealed records.
+IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _RULESET_ID = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _RULE_ID = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _FEATURE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
@@ -317,6 +322,26 @@ def _get(table: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _at(field: str, message: str) -> RulesetError:
+    """A refusal naming the key at fault (``RulesetError.field``)."""
+    err = RulesetError(message)
+    err.field = field
+    return err
+
+
+def _shown(value: str) -> str:
+    """``value`` as a refusal quotes it: escaped (no control character reaches a log or page), cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:76] + "...'"
+
+
+def _identifier(value: str, pattern: re.Pattern[str], field: str, what: str) -> str:
+    """``value`` if it matches ``pattern`` in full, else a refusal naming ``field``."""
+    if not pattern.fullmatch(value):
+        raise _at(field, f"{what} {_shown(value)} ({len(value)} characters) must match {pattern.pattern}")
+    return value
+
+
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
@@ -389,16 +414,23 @@ def _escaped(text: str, at: int) -> bool:
     return (at - k) % 2 == 1
 
 
+def check_toml_nesting(text: str, error: type[Exception] = RulesetError) -> None:
+    """Refuse, before a TOML parser sees it, ``text`` nesting deeper than ``MAX_TOML_NESTING``
+    (``tomllib`` recurses per level: 500 levels of ``[`` in 1 KB exhaust Python's stack).
+    ``error`` (default ``RulesetError``) is raised with a message naming the limit; other TOML
+    files (the role map) pass their own."""
+    if toml_nesting(text, MAX_TOML_NESTING) > MAX_TOML_NESTING:
+        raise error(f"arrays or inline tables nest more than {MAX_TOML_NESTING} levels deep "
+                    "(the limit, MAX_TOML_NESTING)")
+
+
 def check_ruleset_limits(raw: bytes) -> None:
     """Refuse, before any parsing, a ruleset document larger than ``MAX_RULESET_BYTES`` or
-    nesting deeper than ``MAX_TOML_NESTING`` (a parser recurses per level: 500 levels of
-    ``[`` in 1 KB would exhaust Python's stack). ``RulesetError`` names the limit."""
+    nesting deeper than ``MAX_TOML_NESTING``. ``RulesetError`` names the limit."""
     if len(raw) > MAX_RULESET_BYTES:
         raise RulesetError(f"the ruleset is {len(raw):,} bytes; the limit is {MAX_RULESET_BYTES:,} "
                            "(MAX_RULESET_BYTES)")
-    if toml_nesting(raw.decode("utf-8", errors="replace"), MAX_TOML_NESTING) > MAX_TOML_NESTING:
-        raise RulesetError(f"arrays or inline tables nest more than {MAX_TOML_NESTING} levels deep "
-                           "(the limit, MAX_TOML_NESTING)")
+    check_toml_nesting(raw.decode("utf-8", errors="replace"))
 
 
 def parse_ruleset(source: bytes | str) -> Ruleset:
@@ -415,12 +447,11 @@ def parse_ruleset(source: bytes | str) -> Ruleset:
     _check_keys(doc, {"ruleset", "rules"}, "document")
     head = _get(doc, "ruleset", dict, "document")
     _check_keys(head, {"id", "version", "description", "features", "feature_tables"}, "[ruleset]")
-    rid = _get(head, "id", str, "[ruleset]")
-    if not _RULESET_ID.fullmatch(rid):
-        raise RulesetError(f"[ruleset]: id {rid!r} must match {_RULESET_ID.pattern}")
+    rid = _identifier(_get(head, "id", str, "[ruleset]"), _RULESET_ID, "ruleset.id", "[ruleset]: id")
     version = _get(head, "version", str, "[ruleset]").strip()
     if not version:
-        raise RulesetError("[ruleset]: version is empty")
+        raise _at("ruleset.version", "[ruleset]: version is empty")
+    _identifier(version, IDENTIFIER, "ruleset.version", "[ruleset]: version")
     description = head.get("description", "")
     if not isinstance(description, str):
         raise RulesetError("[ruleset]: description must be a string")
@@ -435,6 +466,10 @@ def parse_ruleset(source: bytes | str) -> Ruleset:
     tables = head.get("feature_tables", {})
     if not isinstance(tables, dict) or not all(isinstance(v, str) for v in tables.values()):
         raise RulesetError("[ruleset.feature_tables]: values must be version strings")
+    for name, table_version in tables.items():
+        _identifier(name, _FEATURE, "ruleset.feature_tables", "[ruleset.feature_tables]: table name")
+        _identifier(table_version, IDENTIFIER, f"ruleset.feature_tables.{name}",
+                    f"[ruleset.feature_tables]: {name}")
     rules_raw = doc.get("rules")
     if not isinstance(rules_raw, list) or not rules_raw:
         raise RulesetError("a ruleset needs at least one [[rules]] table")
@@ -447,9 +482,7 @@ def parse_ruleset(source: bytes | str) -> Ruleset:
         if not isinstance(r, dict):
             raise RulesetError(f"{where}: must be a table")
         _check_keys(r, {"id", "when", "outcome", "reason", "severity"}, where)
-        rule_id = _get(r, "id", str, where)
-        if not _RULE_ID.fullmatch(rule_id):
-            raise RulesetError(f"{where}: rule id {rule_id!r} must match {_RULE_ID.pattern}")
+        rule_id = _identifier(_get(r, "id", str, where), _RULE_ID, f"rules[{n - 1}].id", f"{where}: rule id")
         if rule_id in seen:
             raise RulesetError(f"{where}: duplicate rule id {rule_id}")
         seen.add(rule_id)

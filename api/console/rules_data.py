@@ -46,8 +46,8 @@ def file_line(source: str, rule_id: str, line: int) -> int | None:
         rules = tomllib.loads(source).get("rules", [])
         when = next(str(r["when"]) for r in rules if isinstance(r, dict) and r.get("id") == rule_id)
         line = max(1, min(line, when.count("\n") + 1))
-    except (tomllib.TOMLDecodeError, StopIteration, KeyError):
-        return None
+    except (tomllib.TOMLDecodeError, RecursionError, StopIteration, KeyError):
+        return None  # (RecursionError: unreachable, the source passed MAX_TOML_NESTING to get here)
     lines = source.splitlines()
     ident = re.compile(rf"\s*id\s*=\s*([\"']){re.escape(rule_id)}\1\s*(#.*)?$")
     start = next((i for i, text in enumerate(lines) if ident.match(text)), None)
@@ -74,7 +74,9 @@ def compile_errors(exc: GovernanceError, source: str) -> list[dict[str, Any]]:
         return [{"rule": exc.rule_id, "line": at if at is not None else exc.line,
                  "where": "source" if at is not None else "when expression", "column": exc.column,
                  "message": str(exc)}]
-    return [{"rule": getattr(exc, "rule_id", None), "line": getattr(exc, "line", None), "where": "source",
+    field = getattr(exc, "field", None)
+    return [{"rule": getattr(exc, "rule_id", None), "line": getattr(exc, "line", None),
+             "where": f"source.{field}" if field else "source",
              "column": getattr(exc, "column", None), "message": str(exc)}]
 
 
@@ -89,8 +91,9 @@ class Approval:
 def approval(caller: Caller, view: gov.RulesetView, may_approve: bool) -> Approval:
     """Four-eyes on the page: only a proposed ruleset, only an approver, never its proposer
     (same certificate or same subject, as governance decides); the server refuses it anyway."""
-    proposer = {"subject": view.proposed.subject, "fingerprint_sha256": view.proposed.fingerprint_sha256}
-    mine = not view.bootstrapped and gov.same_person(proposer, caller.principal.to_json())
+    proposer = {"subject": view.proposed.subject, "fingerprint_sha256": view.proposed.fingerprint_sha256,
+                "spki_sha256": view.proposed.spki_sha256}
+    mine = not view.bootstrapped and gov.same_person(proposer, gov.recorded_principal(caller.principal))
     return Approval(may_approve and view.status == "proposed" and not view.bootstrapped and not mine, mine)
 
 

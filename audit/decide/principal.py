@@ -14,13 +14,16 @@ its only SAN is ``local:cli``, so a record says plainly that nothing was verifie
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import ClientVerifier, PolicyBuilder, Store
 from cryptography.x509.verification import VerificationError as _X509VerificationError
@@ -56,6 +59,15 @@ def _san(name: x509.GeneralName) -> str:
     raise PrincipalError("malformed", f"unsupported subjectAltName entry {name!r}")
 
 
+def _spki_sha256(cert: x509.Certificate) -> str:
+    """SHA-256 of the certificate's SubjectPublicKeyInfo; "" for a key type cryptography cannot load."""
+    try:
+        return hashlib.sha256(cert.public_key().public_bytes(
+            Encoding.DER, PublicFormat.SubjectPublicKeyInfo)).hexdigest()
+    except UnsupportedAlgorithm:
+        return ""
+
+
 def _sans(cert: x509.Certificate) -> tuple[str, ...]:
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -75,6 +87,7 @@ class Principal:
     serial: str  # lower-case hex; "" for local
     not_before: str  # ISO 8601 UTC ("...Z"); "" for local
     not_after: str
+    spki_sha256: str = ""  # SHA-256 of the SubjectPublicKeyInfo (lower-case hex); "" for local
 
     @classmethod
     def from_certificate(cls, cert: x509.Certificate) -> Principal:
@@ -88,6 +101,7 @@ class Principal:
                 serial=format(cert.serial_number, "x"),
                 not_before=_time(cert.not_valid_before_utc),
                 not_after=_time(cert.not_valid_after_utc),
+                spki_sha256=_spki_sha256(cert),
             )
         except PrincipalError:
             raise

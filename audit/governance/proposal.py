@@ -16,7 +16,7 @@ import numpy as np
 
 from audit.errors import CasesFailedError, RulesetRefusedError
 from inference.schema import RULE_FEATURE_NAMES
-from wasm_rules import RuleError, RuleSyntaxError, Sandbox, compile_ruleset, parse_ruleset
+from wasm_rules import RuleError, RulesetError, RuleSyntaxError, Sandbox, compile_ruleset, parse_ruleset
 from wasm_rules.cases import CaseResult, check_cases, parse_cases, rows_of
 from wasm_rules.reference import evaluate_rows
 
@@ -35,7 +35,7 @@ def refused(exc: RuleError) -> RulesetRefusedError:
     """The compiler's error as governance's refusal, keeping the rule id and position it named."""
     if isinstance(exc, RuleSyntaxError):
         return RulesetRefusedError(str(exc), rule_id=exc.rule_id, line=exc.line, column=exc.column)
-    return RulesetRefusedError(str(exc))
+    return RulesetRefusedError(str(exc), field=exc.field if isinstance(exc, RulesetError) else None)
 
 
 def build_proposal(toml_text: str, cases_text: str | None, sandbox: Sandbox | None) -> BuiltRuleset:

@@ -5,7 +5,8 @@ Each step is a sealed record (``ruleset.proposed``, ``ruleset.approved``, ``rule
 plainly that nobody approved it). The state is derived from those records, never kept in a
 mutable table. A proposal carries the TOML source and the compiled module itself, so replay
 years later runs exactly the bytes that decided. Approval needs a principal other than the
-proposer (four-eyes: neither the same certificate fingerprint nor the same subject DN); only
+proposer (four-eyes: not the same certificate, not the same subject DN as RFC 4518 compares
+names, not the same public key: ``audit.governance.state.same_person``); only
 an approved (or bootstrapped) module can become active, and scoring loads only the active one.
 
 Each transition is checked twice: before compiling (a clean refusal, nothing computed), and
@@ -64,12 +65,22 @@ from wasm_rules import RuleError, Sandbox, parse_ruleset
 
 __all__ = [
     "ACTIVATED", "APPROVED", "BOOTSTRAPPED", "DEFAULT_PACK", "KINDS", "PROPOSED", "Governance",
-    "RulesetView", "Step", "same_person"
+    "RulesetView", "Step", "recorded_principal", "same_person"
 ]
 
 DEFAULT_PACK = Path(wasm_rules.__file__).parent / "packs" / "aml_core.toml"
 BOOTSTRAP_NOTE = ("operator install of the shipped default pack at init; NOT four-eyes approved "
                   "(no second principal reviewed it)")
+
+
+def recorded_principal(principal: Principal) -> dict[str, Any]:
+    """A principal as governance records keep it: ``Principal.to_json()`` and, for a certificate,
+    ``spki_sha256`` (SHA-256 of its SubjectPublicKeyInfo), so four-eyes also knows one key
+    presented under two certificates."""
+    out = principal.to_json()
+    if principal.spki_sha256:
+        out["spki_sha256"] = principal.spki_sha256
+    return out
 
 
 def _read(conn: Connection, below: int | None = None) -> list[tuple[int, dict[str, Any]]]:
@@ -88,27 +99,37 @@ class Governance:
         self.ledger = ledger
         self._sandbox = sandbox  # runs proposals' cases; a short-lived one when None
 
-    def _state(self) -> Ledgered:
+    def _rows(self) -> list[tuple[int, dict[str, Any]]]:
         try:
             with self.ledger.engine.connect() as conn:
-                return derive(_read(conn))
+                return _read(conn)
         except DBAPIError as exc:
             raise LedgerUnavailableError(f"cannot read governance records: {exc.orig}") from exc
 
-    def _append(self, kind: str, body: dict[str, Any], check: Callable[[Ledgered], None]) -> Receipt:
-        """Seal one record if ``check`` (which the caller already ran outside the lock) still
-        passes on the log as it is under the sequencer lock.
+    def _state(self) -> Ledgered:
+        return derive(self._rows())
+
+    def _append(self, rows: list[tuple[int, dict[str, Any]]], kind: str, body: dict[str, Any],
+                check: Callable[[Ledgered], None]) -> RulesetView:
+        """Seal one record if ``check`` (which the caller already ran on ``rows``, outside the
+        lock) still passes on the log as it is under the sequencer lock; the view of its ruleset.
 
         The recheck runs as ``alongside``: after the entry is inserted, in the same
         transaction, reading only entries before it; a refusal rolls everything back. It must
-        not raise a ``LookupError`` (the ledger reports those as damage), hence our own tree."""
+        not raise a ``LookupError`` (the ledger reports those as damage), hence our own tree.
+
+        The view answered is derived in memory from ``rows`` and the record just sealed, not
+        read back: once the record is durable, nothing that can fail (a read, a lost
+        connection) stands between it and the caller's answer, so a sealed step is never
+        reported as failed (and retried into a 409)."""
         record = Record.from_canonical_body(kind, canonical_bytes(body))
 
         def under_lock(conn: Connection, receipts: list[Receipt]) -> None:
             check(derive(_read(conn, below=receipts[0].seq)))
 
         (receipt,) = self.ledger.append_many([record], alongside=under_lock)
-        return receipt
+        sealed = {"kind": kind, "recorded_at": receipt.recorded_at, "record": body}
+        return derive([*rows, (receipt.seq, sealed)]).views[str(body["id"])]
 
     def list(self) -> list[RulesetView]:
         """Every ruleset ever proposed, in the order proposed."""
@@ -137,17 +158,17 @@ class Governance:
             if rid in s.views:
                 raise DuplicateRulesetError(f"ruleset {rid} was already proposed (seq "
                                             f"{s.views[rid].proposed.seq}); give it a new version")
-        fresh(self._state())
+        rows = self._rows()
+        fresh(derive(rows))
         built = build_proposal(toml_text, cases, self._sandbox)
         body = {"schema": "sealtrail.ruleset.proposed/1", **built.body,
-                "proposer": principal.to_json(), "comment": comment}
-        self._append(PROPOSED, body, fresh)
-        return self.get(rid)
+                "proposer": recorded_principal(principal), "comment": comment}
+        return self._append(rows, PROPOSED, body, fresh)
 
     def approve(self, ruleset: str, principal: Principal, comment: str | None = None, *,
                 module_sha256: str | None = None) -> RulesetView:
         """Record a second principal's approval; ``module_sha256``, if given, must be the proposal's."""
-        who = principal.to_json()
+        who = recorded_principal(principal)
 
         def check(s: Ledgered) -> None:
             v = known(s, ruleset, module_sha256)
@@ -159,12 +180,12 @@ class Governance:
             if same_person(s.proposers[ruleset], who):
                 raise FourEyesError(f"{principal.subject} proposed ruleset {ruleset} and cannot "
                                     "approve it: a second principal must (four-eyes)")
-        s = self._state()
+        rows = self._rows()
+        s = derive(rows)
         check(s)
-        self._append(APPROVED, {"schema": "sealtrail.ruleset.approved/1", "id": ruleset,
-                                "module_sha256": s.views[ruleset].module_sha256, "approver": who,
-                                "comment": comment}, check)
-        return self.get(ruleset)
+        return self._append(rows, APPROVED, {"schema": "sealtrail.ruleset.approved/1", "id": ruleset,
+                                             "module_sha256": s.views[ruleset].module_sha256,
+                                             "approver": who, "comment": comment}, check)
 
     def activate(self, ruleset: str, principal: Principal, comment: str | None = None, *,
                  module_sha256: str | None = None) -> RulesetView:
@@ -176,13 +197,13 @@ class Governance:
                                  "can become active")
             if s.active == ruleset:
                 raise StateError(f"ruleset {ruleset} is already active")
-        s = self._state()
+        rows = self._rows()
+        s = derive(rows)
         check(s)
-        self._append(ACTIVATED, {"schema": "sealtrail.ruleset.activated/1", "id": ruleset,
-                                 "module_sha256": s.views[ruleset].module_sha256,
-                                 "activator": principal.to_json(), "previous_active": s.active,
-                                 "comment": comment}, check)
-        return self.get(ruleset)
+        return self._append(rows, ACTIVATED, {"schema": "sealtrail.ruleset.activated/1", "id": ruleset,
+                                              "module_sha256": s.views[ruleset].module_sha256,
+                                              "activator": recorded_principal(principal),
+                                              "previous_active": s.active, "comment": comment}, check)
 
     def bootstrap_default(self, pack_path: Path | None = None, *, principal: Principal,
                           cases_path: Path | None = None) -> RulesetView | None:
@@ -192,7 +213,8 @@ class Governance:
         if cases_path is None:
             beside = pack.with_name(f"{pack.stem}_cases.jsonl")
             cases_path = beside if beside.exists() else None
-        if self._state().ever_active:
+        rows = self._rows()
+        if derive(rows).ever_active:
             return None
         built = build_proposal(pack.read_text(encoding="utf-8"),
                        None if cases_path is None else cases_path.read_text(encoding="utf-8"),
@@ -205,12 +227,11 @@ class Governance:
             if rid in s.views:
                 raise DuplicateRulesetError(f"ruleset {rid} was already proposed")
         try:
-            self._append(BOOTSTRAPPED, {"schema": "sealtrail.ruleset.bootstrapped/1", **built.body,
-                                        "operator": principal.to_json(), "four_eyes": False,
-                                        "note": BOOTSTRAP_NOTE}, first)
+            return self._append(rows, BOOTSTRAPPED, {"schema": "sealtrail.ruleset.bootstrapped/1",
+                                                     **built.body, "operator": recorded_principal(principal),
+                                                     "four_eyes": False, "note": BOOTSTRAP_NOTE}, first)
         except StateError:
             return None  # another replica bootstrapped meanwhile
-        return self.get(rid)
 
     def proposal(self, ruleset: str) -> dict[str, Any]:
         """The body of the ruleset's proposal (or bootstrap) record: its TOML source, description,

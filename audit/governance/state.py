@@ -8,15 +8,19 @@ Reading the records is the service's job (``audit.governance.service``); nothing
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
+
+from cryptography import x509
 
 from audit.errors import GovernanceRecordError, StateError, UnknownRulesetError
 
 __all__ = [
     "ACTIVATED", "APPROVED", "BOOTSTRAPPED", "KINDS", "PROPOSED", "Ledgered", "RulesetView", "Step",
-    "derive", "known", "same_person",
+    "derive", "known", "normalised_dn", "same_person",
 ]
 
 PROPOSED, APPROVED, ACTIVATED, BOOTSTRAPPED = (
@@ -33,6 +37,7 @@ class Step:
     subject: str
     fingerprint_sha256: str  # "" for a local (unverified) principal
     comment: str | None
+    spki_sha256: str = ""  # of the certificate's public key; "" for a local principal or an older record
 
 
 @dataclass(frozen=True)
@@ -70,15 +75,50 @@ class RulesetView:
 
 
 def same_person(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two recorded principals (``Principal.to_json()``) are one person: the same
-    certificate, or the same subject DN under another certificate. Local principals have no
-    fingerprint and are compared whole (which includes their subject)."""
+    """Whether two recorded principals (``Principal.to_json()``, with ``spki_sha256`` where a
+    governance record keeps it) are one person: the same certificate, the same public key under
+    another certificate, or the same subject DN as a directory compares names
+    (``normalised_dn``: ``CN=Alice,O=Example  Bank`` is ``O=example bank,CN=ALICE``). Local
+    principals have no fingerprint and are compared whole, or by subject."""
     fa, fb = a.get("fingerprint_sha256", ""), b.get("fingerprint_sha256", "")
     if fa and fa == fb:
         return True
-    if not fa or not fb:
-        return dict(a) == dict(b) or a.get("subject") == b.get("subject")
-    return bool(a.get("subject") == b.get("subject"))
+    ka, kb = a.get("spki_sha256", ""), b.get("spki_sha256", "")
+    if ka and ka == kb:
+        return True
+    if (not fa or not fb) and dict(a) == dict(b):
+        return True
+    return normalised_dn(str(a.get("subject", ""))) == normalised_dn(str(b.get("subject", "")))
+
+
+_SPACE = frozenset("\t\n\v\f\r\x85")
+
+
+def _fold(value: str) -> str:
+    """An attribute value as RFC 4518 prepares it for caseIgnoreMatch, near enough: NFKC,
+    case-folded, format and control characters mapped to nothing (spaces to a space), and
+    leading, trailing and repeated spaces insignificant."""
+    out = []
+    for c in unicodedata.normalize("NFKC", value).casefold():
+        cat = unicodedata.category(c)
+        if c in _SPACE or cat == "Zs":
+            out.append(" ")
+        elif cat not in ("Cc", "Cf"):
+            out.append(c)
+    return " ".join("".join(out).split())
+
+
+@lru_cache(maxsize=1024)
+def normalised_dn(subject: str) -> tuple[tuple[str, str], ...]:
+    """An RFC 4514 subject as the sorted (attribute type OID, folded value) pairs of all its
+    RDNs: two subjects that differ in case, spacing, attribute order or the spelling of a type
+    (``CN`` or ``2.5.4.3``) are one name. Text that does not parse as RFC 4514 is one folded value."""
+    try:
+        name = x509.Name.from_rfc4514_string(subject)
+    except ValueError:
+        return (("", _fold(subject)),)
+    return tuple(sorted((a.oid.dotted_string, _fold(a.value if isinstance(a.value, str) else a.value.hex()))
+                        for a in name))
 
 
 # -- derivation: records in seq order -> state (pure) ------------------------------------------
@@ -97,7 +137,7 @@ class Ledgered:
 def _step(seq: int, env: Mapping[str, Any], who: str) -> Step:
     body, p = env["record"], env["record"][who]
     return Step(seq, str(env["recorded_at"]), str(p["subject"]), str(p["fingerprint_sha256"]),
-                body.get("comment"))
+                body.get("comment"), str(p.get("spki_sha256", "")))
 
 
 def derive(rows: list[tuple[int, dict[str, Any]]]) -> Ledgered:

@@ -28,11 +28,13 @@ from audit.errors import (
     StateError,
     UnknownRulesetError,
 )
-from audit.governance.service import DEFAULT_PACK, KINDS, Governance, same_person
+from audit.governance.service import DEFAULT_PACK, KINDS, Governance, recorded_principal, same_person
+from audit.governance.state import normalised_dn
 from inference.backends import load_backend
 from inference.model import ModelFiles
 from ledger import NoteSigner, Record, store
 from ledger.append import Ledger
+from ledger.jcs import canonical_bytes
 from ledger.verify import verify_ledger
 from tests.audit.test_pipeline import submissions
 from tests.conftest import Db, make_ledger
@@ -44,10 +46,11 @@ VERSION = parse_ruleset(PACK_TEXT).version
 OPERATOR = Principal.local("operator")
 
 
-def cert_principal(cn: str, role: str) -> Principal:
-    """A real certificate's principal (fresh key, so a fresh fingerprint each call)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "sealtrail dev"),
+def cert_principal(cn: str, role: str, *, org: str = "sealtrail dev",
+                   key: ec.EllipticCurvePrivateKey | None = None) -> Principal:
+    """A real certificate's principal (a fresh key unless given, so a fresh fingerprint each call)."""
+    key = ec.generate_private_key(ec.SECP256R1()) if key is None else key
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org),
                       x509.NameAttribute(NameOID.COMMON_NAME, cn)])
     now = datetime(2026, 1, 1, tzinfo=UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
@@ -114,11 +117,12 @@ def test_full_lifecycle_two_principals_every_step_a_record(gov: Governance, ledg
     assert b_boot["four_eyes"] is False and "NOT four-eyes" in b_boot["note"]
     assert b_boot["operator"] == OPERATOR.to_json()
     assert b_prop["schema"] == "sealtrail.ruleset.proposed/1" and b_prop["source"] == pack("2027.1.0")
-    assert b_prop["proposer"] == OFFICER.to_json() and b_prop["comment"] == "raise nothing, new version"
+    assert b_prop["proposer"] == {**OFFICER.to_json(), "spki_sha256": OFFICER.spki_sha256}  # and its key
+    assert len(OFFICER.spki_sha256) == 64 and b_prop["comment"] == "raise nothing, new version"
     assert b_prop["rules"][0] == {"id": "STRUCTURING_ORIG_24H", "outcome": "HOLD"}
     assert b_appr == {"schema": "sealtrail.ruleset.approved/1", "id": p.id, "module_sha256": p.module_sha256,
-                      "approver": APPROVER.to_json(), "comment": "reviewed"}
-    assert b_act["previous_active"] == boot.id and b_act["activator"] == APPROVER.to_json()
+                      "approver": recorded_principal(APPROVER), "comment": "reviewed"}
+    assert b_act["previous_active"] == boot.id and b_act["activator"] == recorded_principal(APPROVER)
     verify_ledger(ledger.engine, [signer.verifier])
 
 
@@ -143,6 +147,75 @@ def test_four_eyes_rule_by_principal_kind() -> None:
     alice, bob = Principal.local("alice").to_json(), Principal.local("bob").to_json()
     assert same_person(alice, Principal.local("alice").to_json()) and not same_person(alice, bob)
     assert not same_person(alice, b)  # empty fingerprints never match each other's certificate
+
+
+@pytest.mark.parametrize(("proposer", "approver"), [
+    (("SEALTRAIL-OFFICER", "sealtrail dev"), ("sealtrail-officer", "sealtrail dev")),  # case
+    (("Alice  Smith", "Example Bank"), (" alice smith ", "EXAMPLE   BANK")),  # spaces
+    (("\uff21lice", "sealtrail dev"), ("alice", "sealtrail dev")),  # a full-width A (NFKC)
+    (("ali\u00adce", "sealtrail dev"), ("alice", "sealtrail dev")),  # a soft hyphen (mapped to nothing)
+])
+def test_four_eyes_compares_subject_dns_as_a_directory_does(
+        gov: Governance, ledger: Ledger, proposer: tuple[str, str], approver: tuple[str, str]) -> None:
+    p = gov.propose(pack("2027.2.1"), cert_principal(proposer[0], "officer", org=proposer[1]))
+    size = ledger.size()
+    second = cert_principal(approver[0], "approver", org=approver[1])
+    assert second.subject != gov.get(p.id).proposed.subject  # not byte for byte the same...
+    with pytest.raises(FourEyesError, match="four-eyes"):  # ...but the same name
+        gov.approve(p.id, second)
+    assert ledger.size() == size and gov.get(p.id).status == "proposed"
+
+
+def test_four_eyes_refuses_the_proposers_key_under_another_name(gov: Governance, ledger: Ledger) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    p = gov.propose(pack("2027.2.2"), cert_principal("alice", "officer", key=key))
+    size = ledger.size()
+    with pytest.raises(FourEyesError):
+        gov.approve(p.id, cert_principal("mallory", "approver", org="elsewhere", key=key))
+    assert ledger.size() == size
+    assert gov.approve(p.id, APPROVER).status == "approved"  # another name and another key may
+
+
+def test_normalised_dns_and_keys_in_same_person() -> None:
+    assert normalised_dn("CN=alice,O=Example Bank") == normalised_dn("O=example  bank,CN=ALICE")
+    assert normalised_dn("CN=alice") == normalised_dn("2.5.4.3=alice")  # a type by name or by OID
+    assert normalised_dn("CN=alice,OU=ops") != normalised_dn("CN=ops,OU=alice")  # types stay paired
+    assert normalised_dn("CN=alice") != normalised_dn("CN=alice,O=Example Bank")
+    a, b = recorded_principal(OFFICER), recorded_principal(APPROVER)
+    assert not same_person(a, b)
+    assert same_person(a, {**b, "subject": a["subject"].upper()})
+    assert same_person(a, {**b, "spki_sha256": a["spki_sha256"]})  # one key, two certificates
+    older = {k: v for k, v in b.items() if k != "spki_sha256"}  # a record written before keys were kept
+    assert not same_person(a, older) and same_person(a, {**older, "subject": a["subject"]})
+
+
+def test_a_sealed_case_variant_self_approval_makes_governance_underivable(
+        gov: Governance, ledger: Ledger) -> None:
+    p = gov.propose(pack("2027.2.3"), OFFICER)
+    shouting = {**OFFICER.to_json(), "subject": OFFICER.subject.upper(), "fingerprint_sha256": "ab" * 32}
+    body = {"schema": "sealtrail.ruleset.approved/1", "id": p.id, "module_sha256": p.module_sha256,
+            "approver": shouting, "comment": None}
+    ledger.append_many([Record.from_canonical_body("ruleset.approved", canonical_bytes(body))])
+    with pytest.raises(GovernanceRecordError, match="self-approval"):
+        gov.list()
+
+
+@pytest.mark.parametrize("version", ["2027.1-\u2603", "2027.1\x00", "2027.1\x1b", "2027/1", "2" * 65, ".1",
+                                     "1 2"])
+def test_a_version_outside_the_identifier_set_is_refused_before_anything_is_sealed(
+        gov: Governance, ledger: Ledger, version: str) -> None:
+    size = ledger.size()
+    escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04X}" for c in version)
+    with pytest.raises(RulesetRefusedError, match="version") as info:
+        gov.propose(pack(escaped), OFFICER)
+    assert info.value.field == "ruleset.version"
+    assert ledger.size() == size and gov.list() == []
+
+
+def test_a_version_of_64_identifier_characters_is_proposed(gov: Governance) -> None:
+    version = "2027.1.0-rc_1." + "9" * 50
+    assert len(version) == 64
+    assert gov.propose(pack(version), OFFICER).id == f"aml_core@{version}"
 
 
 def test_local_principals_can_approve_each_other_but_not_themselves(gov: Governance) -> None:
