@@ -40,6 +40,9 @@ ANNOTATION_SCHEMA = "sealtrail.annotation/1"
 MAX_NOTE = 10_000
 MAX_REASON = 2_000
 _PRINCIPAL_KEYS = {"subject": str, "sans": list, "issuer": str, "fingerprint_sha256": str, "serial": str}
+# Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they make a
+# note display in another order than it is sealed in (the "Trojan Source" reordering).
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class Disposition(enum.StrEnum):
@@ -77,9 +80,12 @@ def _text(value: object, name: str, most: int) -> str:
         raise AnnotationError(name, "must be non-empty text")
     if len(value) > most:
         raise AnnotationError(name, f"is {len(value):,} characters, more than {most:,}")
-    bad = next((c for c in value if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0), None)
-    if bad is not None:  # sealed for years and read by people and parsers: no NUL, escapes or C1 codes
-        raise AnnotationError(name, f"holds the control character U+{ord(bad):04X} at {value.index(bad)}")
+    bad = next((c for c in value if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0
+                or c in _BIDI_CONTROLS), None)
+    if bad is not None:  # sealed for years and read by people and parsers: no NUL, escapes, C1
+        # codes, nor a bidi control that shows the note in another order than it is sealed in
+        what = "bidirectional control" if bad in _BIDI_CONTROLS else "control character"
+        raise AnnotationError(name, f"holds the {what} U+{ord(bad):04X} at {value.index(bad)}")
     return value
 
 

@@ -38,8 +38,9 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
     submissions of ``principal`` (``Principal.to_json()``), or ``SubmissionRefusedError`` for all.
 
     ``batch``: a JSON body is an array (or ``{"transactions": [...]}``) whose every element is
-    sealed as its own payload, and refusals name each message's index; otherwise the body must
-    hold exactly one transaction (``OneMessageExpectedError``). ``max_items`` caps the
+    sealed as its own payload, and refusals name each message's index; a batch holding no
+    transaction is refused (at ``body``); otherwise the body must hold exactly one transaction
+    (``OneMessageExpectedError``). ``max_items`` caps the
     transactions (``TooManySubmissionsError``; None: no cap, for whole files scored offline).
     ``received_at`` is the event time the features use (default: now, UTC)."""
     now = datetime.now(UTC) if received_at is None else received_at
@@ -84,6 +85,9 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
                 subs.append(p)
     if errors:
         raise _refused(errors, batch)
+    if batch and not subs:  # as the one-decision endpoint refuses a body that holds none
+        raise SubmissionRefusedError("the batch holds no transaction; nothing was decided or recorded",
+                                     [SubmissionFault(None, None, "no transactions (an empty batch)")])
     if not batch and len(subs) != 1:
         raise OneMessageExpectedError(
             f"the body holds {len(subs)} transactions; POST several to /v1/decisions/batch",

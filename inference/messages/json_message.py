@@ -8,6 +8,12 @@ UETR, dates). ``message_type`` and ``raw_sha256`` in the input describe the mess
 JSON was derived from: checked for shape, not carried. The Transaction says ``json`` and
 hashes these bytes. ``r16`` and ``iban`` are derived; where given they must match. Errors
 name the field as a JSONPath, e.g. ``$[2].originator.country``.
+
+Text is refused where it holds a control character (C0, DEL, C1) or a lone surrogate, as the
+SWIFT parser refuses every character outside its X set: a name or reference with a NUL or
+an ESC in it would be screened, sealed and shown as something other than what it says. Only
+``remittance`` and ``sender_to_receiver`` may hold line breaks (newline only), as MT fields
+70 and 72 do.
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ __all__ = ["MAX_JSON_BYTES", "AgentIn", "IdentifierIn", "PartyIn", "R16In", "Tra
 
 MAX_JSON_BYTES = 1 << 20
 _RATE = re.compile(r"[0-9]{1,11}(?:\.[0-9]{1,10})?")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_LINES = frozenset({"remittance", "sender_to_receiver"})  # free text of several lines (MT :70:, :72:)
+_TEXT_DEPTH = 4  # levels of objects and arrays below a transaction's keys that may hold text
 
 Ref = Annotated[StrictStr, StringConstraints(min_length=1, max_length=35)]
 Text = Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
@@ -161,6 +171,8 @@ def _no_constant(name: str) -> None:
 def _transaction(item: object, p: str, sha: str) -> Transaction:
     if not isinstance(item, dict):
         raise MessageError(f"expected an object, not {type(item).__name__}", field=p)
+    for key, value in item.items():
+        _refuse_controls(value, f"{p}.{key}", _CONTROL_BUT_NEWLINE if key in _LINES else _CONTROL)
     try:
         t = TransactionIn.model_validate(item)
     except ValidationError as exc:
@@ -195,6 +207,26 @@ def _transaction(item: object, p: str, sha: str) -> Transaction:
         remittance=t.remittance, charges=t.charges, sender_to_receiver=t.sender_to_receiver,
         raw_sha256=sha, r16=r16,
     )
+
+
+def _refuse_controls(value: object, p: str, bad: re.Pattern[str] = _CONTROL, depth: int = 0) -> None:
+    """``MessageError`` at the first string under ``value`` holding a character ``bad`` matches.
+    Text sits at most 3 levels below a transaction's keys (``originator.identifiers[0].value``);
+    deeper values are left to the schema, which refuses them, so this never recurses far."""
+    if isinstance(value, str):
+        m = bad.search(value)
+        if m is not None:
+            c = ord(m.group())
+            what = "a lone surrogate (not a character)" if 0xD800 <= c <= 0xDFFF else "a control character"
+            raise MessageError(f"holds U+{c:04X}, {what}, at offset {m.start()}", field=p)
+    elif depth >= _TEXT_DEPTH:
+        return
+    elif isinstance(value, dict):
+        for key, v in value.items():
+            _refuse_controls(v, f"{p}.{key}", depth=depth + 1)
+    elif isinstance(value, list):
+        for n, v in enumerate(value):
+            _refuse_controls(v, f"{p}[{n}]", depth=depth + 1)
 
 
 def _amount(text: str, ccy: str, where: str, ccy_where: str) -> tuple[Decimal, str]:

@@ -78,6 +78,11 @@ def test_an_annotation_is_sealed_and_listed_with_its_decision(decided: tuple[Led
     ({"note": "nul \x00 inside"}, "note"),
     ({"note": "an \x1b[31m escape"}, "note"),
     ({"note": "C1 \x85 next line"}, "note"),
+    ({"note": "approved \u202eDELIF RTS\u202c"}, "note"),  # a right-to-left override (Trojan Source)
+    ({"note": "see \u2066case 12\u2069"}, "note"),  # a left-to-right isolate
+    ({"note": "\u202a\u202b\u202d embeddings"}, "note"),
+    ({"disposition": "CORRECTION", "correction": {"decision": "HOLD", "reason": "per \u2067policy\u2069"}},
+     "correction.reason"),
     ({"principal": {"subject": "CN=x"}}, "principal"),
     ({"correction": {"decision": "HOLD", "reason": "r"}}, "correction"),  # only with CORRECTION
     ({"disposition": "CORRECTION"}, "correction"),
@@ -100,6 +105,13 @@ def test_a_bad_annotation_is_refused_naming_the_field_and_nothing_is_written(
 def test_a_note_keeps_its_lines_and_tabs(decided: tuple[Ledger, list[str]]) -> None:
     ledger, tids = decided
     r = annotate(ledger, tids[0], principal=OFFICER, disposition="NOTE", note="line one\n\tline two")
+    assert r.seq == ledger.size() - 1
+
+
+def test_a_note_keeps_right_to_left_text_and_its_marks(decided: tuple[Ledger, list[str]]) -> None:
+    ledger, tids = decided  # Arabic and Hebrew, and the LRM/RLM marks, are text, not overrides
+    note = "\u0645\u0631\u0627\u062c\u0639\u0629 \u200f\u05d1\u05d3\u05d9\u05e7\u05d4\u200e ok"
+    r = annotate(ledger, tids[0], OFFICER, "NOTE", note)
     assert r.seq == ledger.size() - 1
 
 

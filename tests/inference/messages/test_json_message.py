@@ -267,6 +267,31 @@ def test_bad_value(path: str, value: object, field: str, reason: str) -> None:
     assert e.field == field and reason in e.reason, (e.field, e.reason)
 
 
+@pytest.mark.parametrize(("path", "value", "field"), [
+    ("reference", "REF\x00991", "$.reference"),
+    ("originator.name", "M\u00fcller\x1b[2J GmbH", "$.originator.name"),
+    ("beneficiary.name", "Atelier\x7f", "$.beneficiary.name"),
+    ("beneficiary.name", "Atelier\u0085Lef\u00e8vre", "$.beneficiary.name"),  # C1 NEXT LINE
+    ("beneficiary.name", "Atelier\nLef\u00e8vre", "$.beneficiary.name"),  # a name is one line
+    ("originator.address_lines", ["Industriestra\u00dfe 7", "70565\tStuttgart"],
+     "$.originator.address_lines[1]"),
+    ("originator.identifiers", [{"scheme": "NIDN", "value": "12\x003"}], "$.originator.identifiers[0].value"),
+    ("remittance", "invoice 12\r\n13", "$.remittance"),  # lines, but newline only
+    ("related_reference", "lone \ud800", "$.related_reference"),
+])
+def test_control_characters_are_refused_as_the_swift_parser_refuses_them(
+        path: str, value: object, field: str) -> None:
+    e = refuse(json.dumps(with_(path, value)).encode())  # ASCII, \u-escaped: as a client may send a NUL
+    assert e.field == field, (e.field, e.reason)
+    assert "control character" in e.reason or "surrogate" in e.reason
+
+
+def test_remittance_and_sender_to_receiver_keep_their_lines() -> None:
+    doc = with_("sender_to_receiver", "/ACC/line one\n//line two", with_("remittance", "INV 1\nINV 2"))
+    (t,) = parse_json(dumps(doc))
+    assert (t.remittance, t.sender_to_receiver) == ("INV 1\nINV 2", "/ACC/line one\n//line two")
+
+
 def test_instructed_currency_checked() -> None:
     doc = with_("instructed_currency", "XYZ", with_("instructed_amount", "10"))
     e = refuse(dumps(doc))
