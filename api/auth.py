@@ -1,16 +1,18 @@
 """Who is asking: the X.509 principal of a request, and the roles the role map grants it.
 
 By default the principal is the verified peer certificate of the request's own TLS
-connection (``api.server`` puts it in the ASGI TLS extension). Behind a TLS-terminating proxy
-(nginx, Envoy) the certificate may come in a header instead, but only when that is enabled,
-only from the configured proxy addresses, and the forwarded chain is verified again against
-the client CA: a header from anywhere else is refused, not ignored.
+connection (``api.server`` puts it in the ASGI TLS extension); its extendedKeyUsage must name
+clientAuth. Behind a TLS-terminating proxy (nginx, Envoy) the certificate may come in a header
+instead, but only when that is enabled, only from the configured proxy addresses, only on a
+connection that presented no certificate of its own (a peer certificate always wins: a header
+never overrides it), and the forwarded chain is verified again against the client CA. A header
+from anywhere else is refused, not ignored. Of Envoy's ``X-Forwarded-Client-Cert`` only the last
+element counts: the one the trusted proxy appended; earlier ones are whatever reached that proxy.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,9 +28,11 @@ from api.server import TLS_PEER_DER
 from audit.decide.principal import ChainVerifier, Principal
 from audit.errors import PrincipalError
 
-__all__ = ["AuthError", "Authenticator", "Caller", "ProxyTrust", "parse_forwarded_certs"]
+__all__ = ["CALLER_SCOPE_KEY", "AuthError", "Authenticator", "Caller", "ProxyTrust", "parse_forwarded_certs",
+           "split_xfcc"]
 
-_XFCC_FIELD = re.compile(r'(By|Hash|Cert|Chain|Subject|URI|DNS)=("(?:[^"\\]|\\.)*"|[^;,]*)')
+# Where api.limits leaves the caller it authenticated, so that the route does not do it again.
+CALLER_SCOPE_KEY = "sealtrail.caller"
 
 
 class AuthError(Exception):
@@ -80,10 +84,53 @@ def _pem_ders(text: str) -> list[bytes]:
     return [c.public_bytes(Encoding.DER) for c in certs]
 
 
+def split_xfcc(value: str) -> list[dict[str, str]]:
+    """The elements of an ``X-Forwarded-Client-Cert`` value, in order, each as its ``key=value``
+    pairs (quotes and backslash escapes removed). Commas and semicolons inside a quoted value
+    (``Subject="CN=a,O=b"``) split nothing. Raises ``ValueError`` on an unclosed quote."""
+    elements: list[dict[str, str]] = []
+    pairs: dict[str, str] = {}
+    token: list[str] = []
+    quoted = escaped = False
+
+    def end_pair() -> None:
+        text = "".join(token).strip()
+        token.clear()
+        if text:
+            key, _, val = text.partition("=")
+            pairs[key.strip()] = val
+
+    for ch in value:
+        if escaped:
+            token.append(ch)
+            escaped = False
+        elif quoted and ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+        elif quoted:
+            token.append(ch)
+        elif ch == ";":
+            end_pair()
+        elif ch == ",":
+            end_pair()
+            elements.append(dict(pairs))
+            pairs.clear()
+        else:
+            token.append(ch)
+    if quoted or escaped:
+        raise ValueError("an unclosed quote in the XFCC value")
+    end_pair()
+    elements.append(dict(pairs))
+    return elements
+
+
 def parse_forwarded_certs(value: str) -> tuple[bytes, list[bytes]]:
     """The leaf and intermediates (DER) in a proxy header: Envoy's XFCC (``Cert="..."``,
-    ``Chain="..."``, URL-encoded PEM; the first element, the one closest to us) or a bare
-    URL-encoded PEM (nginx ``$ssl_client_escaped_cert``). Raises ``ValueError`` if unreadable."""
+    ``Chain="..."``, URL-encoded PEM), of which only the LAST element is read (Envoy appends its
+    own element after whatever the request already carried, so earlier ones may be the client's
+    own writing), or a bare URL-encoded PEM (nginx ``$ssl_client_escaped_cert``).
+    Raises ``ValueError`` if unreadable."""
     value = value.strip()
     if not value:
         raise ValueError("the header is empty")
@@ -92,16 +139,15 @@ def parse_forwarded_certs(value: str) -> tuple[bytes, list[bytes]]:
         if not ders:
             raise ValueError("no certificate in the header")
         return ders[0], ders[1:]
-    first = value.split(",", 1)[0]  # XFCC: comma-separated elements, one per proxy hop
-    fields = {k: v.strip('"') for k, v in _XFCC_FIELD.findall(first)}
-    if "Cert" in fields:
-        leaf = _pem_ders(unquote(fields["Cert"]))
-        chain = _pem_ders(unquote(fields["Chain"])) if "Chain" in fields else []
+    last = split_xfcc(value)[-1]  # never an earlier element: no fallback to what the client wrote
+    if "Cert" in last:
+        leaf = _pem_ders(unquote(last["Cert"]))
+        chain = _pem_ders(unquote(last["Chain"])) if "Chain" in last else []
         if not leaf:
             raise ValueError("XFCC Cert= holds no certificate")
         rest = [d for d in (*leaf[1:], *chain) if d != leaf[0]]
         return leaf[0], rest
-    raise ValueError("neither a URL-encoded PEM certificate nor an XFCC element with Cert=")
+    raise ValueError("neither a URL-encoded PEM certificate nor an XFCC value whose last element has Cert=")
 
 
 class Authenticator:
@@ -121,27 +167,34 @@ class Authenticator:
 
     def caller(self, scope: Mapping[str, Any], headers: Mapping[str, str],
                now: datetime | None = None) -> Caller:
+        """The caller of one request, or ``AuthError`` (401). A caller ``api.limits`` already
+        authenticated for this very request (``scope[CALLER_SCOPE_KEY]``) is returned as it is."""
+        known = scope.get(CALLER_SCOPE_KEY)
+        if isinstance(known, Caller):
+            return known
         tls = (scope.get("extensions") or {}).get("tls")
         der = tls.get(TLS_PEER_DER) if tls else None
-        forwarded = headers.get(self.proxy.header) if self.proxy is not None else None
-        if der:
-            # A TLS client's own certificate wins; a proxy header on a direct connection is refused
-            # so that nobody believes it was used.
-            if forwarded is not None and not (self.proxy and self.proxy.trusts(_host(scope))):
-                raise AuthError(401, "untrusted_proxy",
-                                f"header {self.proxy.header if self.proxy else ''} came from "
+        proxy = self.proxy
+        forwarded = headers.get(proxy.header) if proxy is not None else None
+        if forwarded is not None and proxy is not None:
+            if not proxy.trusts(_host(scope)):
+                # Refused, even beside a TLS certificate of the caller's own, so that nobody
+                # believes the header was used.
+                raise AuthError(401, "untrusted_proxy", f"header {proxy.header} came from "
                                 f"{_host(scope)}, which is not a trusted proxy")
-            if forwarded is None:
-                return self._direct(der)
-        if forwarded is not None and self.proxy is not None:
-            if not self.proxy.trusts(_host(scope)):
-                raise AuthError(401, "untrusted_proxy", f"header {self.proxy.header} came from "
-                                f"{_host(scope)}, which is not a trusted proxy")
-            return self._forwarded(forwarded, now or datetime.now(UTC))
+            getlist = getattr(headers, "getlist", None)
+            count = len(getlist(proxy.header)) if callable(getlist) else 1
+            if count > 1:  # which one would the proxy have written? Neither is taken.
+                raise AuthError(401, "bad_forwarded_certificate",
+                                f"header {proxy.header} appears {count} times; a proxy sends it once")
         if der:
+            # The connection's own certificate always wins: a header never overrides it, not even
+            # from a trusted proxy's address (a client there can write any header it likes).
             return self._direct(der)
+        if forwarded is not None and proxy is not None:
+            return self._forwarded(forwarded, now or datetime.now(UTC))
         raise AuthError(401, "no_certificate", "no client certificate: connect with mutual TLS"
-                        + (f" or through a trusted proxy setting {self.proxy.header}" if self.proxy else ""))
+                        + (f" or through a trusted proxy setting {proxy.header}" if proxy else ""))
 
     def _direct(self, der: bytes) -> Caller:
         hit = self._cache.get(der)
@@ -149,7 +202,7 @@ class Authenticator:
             self._cache.move_to_end(der)
             return hit
         try:
-            p = Principal.from_der(der)
+            p = Principal.client_from_der(der)  # extendedKeyUsage must name clientAuth
         except PrincipalError as exc:
             raise AuthError(401, exc.reason, str(exc)) from exc
         return self._remember(der, Caller(p, self.roles.roles_for(p), "tls"))

@@ -31,7 +31,7 @@ from cryptography.x509.verification import VerificationError as _X509Verificatio
 from audit.errors import PrincipalError
 
 __all__ = [
-    "LOCAL_SAN", "ChainVerifier", "Principal", "verify_chain"
+    "LOCAL_SAN", "ChainVerifier", "Principal", "require_client_auth", "verify_chain"
 ]
 
 LOCAL_SAN = "local:cli"
@@ -114,6 +114,16 @@ class Principal:
         return cls.from_certificate(_load_der(der))
 
     @classmethod
+    def client_from_der(cls, der: bytes) -> Principal:
+        """Parse the DER certificate a TLS client presented and refuse it (``not_client``) unless
+        its extendedKeyUsage names clientAuth: a certificate issued for something else (a server,
+        or for no stated purpose) does not name a caller."""
+        cert = _load_der(der)
+        principal = cls.from_certificate(cert)
+        require_client_auth(cert, principal.subject or f"serial {principal.serial}")
+        return principal
+
+    @classmethod
     def from_pem(cls, pem: bytes | str) -> Principal:
         """Parse exactly one PEM certificate."""
         return cls.from_certificate(_load_one_pem(pem))
@@ -141,6 +151,25 @@ class Principal:
         """The ``principal`` object of a decision record (stable keys)."""
         return {"subject": self.subject, "sans": list(self.sans), "issuer": self.issuer,
                 "fingerprint_sha256": self.fingerprint_sha256, "serial": self.serial}
+
+
+def require_client_auth(cert: x509.Certificate, who: str) -> None:
+    """Raise ``PrincipalError("not_client")`` unless ``cert``'s extendedKeyUsage includes clientAuth.
+
+    An absent extension is refused too: RFC 5280 reads it as "any purpose", and OpenSSL's
+    handshake lets such a certificate through, but a client principal must be issued as one."""
+    try:
+        eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        raise PrincipalError("not_client", f"certificate {who} has no extendedKeyUsage; a client "
+                                           "certificate must name clientAuth") from None
+    except (ValueError, x509.DuplicateExtension) as exc:
+        raise PrincipalError("malformed",
+                             f"certificate {who}: extendedKeyUsage cannot be read: {exc}") from exc
+    if ExtendedKeyUsageOID.CLIENT_AUTH not in eku:
+        have = ", ".join(getattr(u, "_name", u.dotted_string) for u in eku) or "none"
+        raise PrincipalError("not_client", f"certificate {who} is not for client authentication "
+                                           f"(extendedKeyUsage lacks clientAuth; it names {have})")
 
 
 def _load_der(der: bytes) -> x509.Certificate:
@@ -216,10 +245,9 @@ class ChainVerifier:
         try:
             eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         except x509.ExtensionNotFound:
-            eku = None
-        if eku is not None and ExtendedKeyUsageOID.CLIENT_AUTH not in eku:
-            raise PrincipalError("not_client", f"certificate {who} is not for client authentication "
-                                               "(extendedKeyUsage lacks clientAuth)")
+            eku = None  # refused below, once the chain is known to be ours
+        if eku is not None:
+            require_client_auth(leaf, who)
         known = {c.subject for c in (*self.anchors, *intermediates)}
         if leaf.issuer not in known:
             raise PrincipalError("unknown_ca", f"certificate {who} was issued by {principal.issuer}, "
@@ -229,6 +257,8 @@ class ChainVerifier:
         except _X509VerificationError as exc:
             raise PrincipalError("untrusted", f"certificate {who} (issuer {principal.issuer}) "
                                               f"does not chain to a trusted CA: {exc}") from exc
+        if eku is None:  # path validation accepts a leaf without the extension; a client must have it
+            require_client_auth(leaf, who)
         return principal
 
 
