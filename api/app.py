@@ -3,11 +3,15 @@
 The runtime (ledger, model, rules, batcher) opens in the app's lifespan, so a process that
 cannot open its ledger or key fails at start-up, not on the first request. Tests may hand in a
 runtime of their own.
+
+Every request passes, outermost first: the cross-site guard (``api.csrf``), the gate
+(``api.limits``: the caller authenticated once, its rate limit, the body cap of the endpoint),
+then the 500 catch-all (``api.problems.InternalErrors``) around the routes.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -17,12 +21,15 @@ from api.auth import Authenticator, ProxyTrust
 from api.config import Settings
 from api.console import install_console, render_error
 from api.csrf import CrossSiteGuard
+from api.limits import Gate, RateLimiter
 from api.metrics import Metrics
 from api.openapi import install_docs
 from api.problems import install_handlers
+from api.readiness import CommitHealth
 from api.roles import RoleMap
 from api.routes import decisions, exports, health, ledger, models, rulesets, traces
 from audit.decide.runtime import Runtime
+from audit.decide.types import Decision
 
 __all__ = ["create_app"]
 
@@ -47,12 +54,19 @@ def authenticator(s: Settings) -> Authenticator:
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     auth = authenticator(settings)
+    limiter = RateLimiter(settings.rate_limits)  # an unknown role in the settings fails here
+    commit_health = CommitHealth(settings.commit_failure_hold_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         rt = runtime if runtime is not None else await run_in_threadpool(Runtime.open, settings)
         metrics = Metrics(rt.ledger_state)
-        rt.service.on_batch = metrics.observe_batch
+
+        def on_batch(decisions: Sequence[Decision]) -> None:  # a committed batch
+            metrics.observe_batch(decisions)
+            commit_health.committed()
+
+        rt.service.on_batch = on_batch
         app.state.runtime = rt
         app.state.metrics = metrics
         try:
@@ -65,10 +79,18 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app = FastAPI(title="sealtrail", version="1", description=DESCRIPTION, lifespan=lifespan,
                   openapi_url=None, docs_url=None, redoc_url=None)
     app.state.auth = auth
-    install_handlers(app, on_unavailable=lambda: app.state.metrics.unavailable.inc(), html=render_error)
+    app.state.commit_health = commit_health
+    app.state.rate_limiter = limiter
+
+    def on_unavailable() -> None:  # a 503: the ledger could not commit (or be read)
+        app.state.metrics.unavailable.inc()
+        commit_health.failed()
+
+    install_handlers(app, on_unavailable=on_unavailable, html=render_error)
     for module in (decisions, traces, ledger, rulesets, models, exports, health):
         app.include_router(module.router)
     install_docs(app)
     install_console(app)
+    app.add_middleware(Gate, auth=auth, limiter=limiter, html=render_error)
     app.add_middleware(CrossSiteGuard)
     return app

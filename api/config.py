@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DB = "sqlite:///./sealtrail.db"
+
+
+class RateLimit(BaseModel):
+    """One principal's token bucket: ``per_second`` requests sustained, ``burst`` at once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    per_second: float = Field(gt=0, description="requests a second, sustained")
+    burst: int = Field(ge=1, description="requests at once, after a quiet spell")
+
+
+# Per role; "*" is any caller none of whose roles is listed (a certificate granted no role).
+# The scorer's is far above what one process decides (a few thousand requests a second, see
+# docs/performance.md), so only a runaway or hostile client meets it; people and their tools
+# (console pages, queries, exports) stay far below theirs.
+DEFAULT_RATE_LIMITS: MappingProxyType[str, RateLimit] = MappingProxyType({
+    "scorer": RateLimit(per_second=20_000, burst=20_000),
+    "officer": RateLimit(per_second=200, burst=1_000),
+    "approver": RateLimit(per_second=200, burst=1_000),
+    "regulator": RateLimit(per_second=200, burst=1_000),
+    "admin": RateLimit(per_second=200, burst=1_000),
+    "*": RateLimit(per_second=50, burst=100),
+})
 
 
 class Settings(BaseSettings):
@@ -44,6 +67,15 @@ class Settings(BaseSettings):
         None, description="velocity windows saved at a clean stop, so a restart replays only what "
                           "follows [default: KEYS/velocity.snapshot, mode 0600: it names accounts]")
     decision_timeout_ms: float = Field(250.0, gt=0, description="queue deadline before a fail-safe HOLD")
+    rate_limits: dict[str, RateLimit] = Field(
+        default_factory=dict,
+        description='per-principal request rates by role, JSON: {"scorer": {"per_second": 20000, '
+                    '"burst": 20000}, "*": {...}}; "*" is a caller whose roles have none; roles not '
+                    "named keep their defaults (scorer 20000/s, other roles 200/s burst 1000, * 50/s "
+                    "burst 100); over it: 429 with Retry-After")
+    commit_failure_hold_s: float = Field(
+        10.0, gt=0, description="after a failed ledger commit, /healthz answers 503 until a commit "
+                                "succeeds or this many seconds pass without another failure")
 
     @property
     def key_file(self) -> Path:

@@ -2,18 +2,22 @@
 
 Every error body has ``type`` (a stable URN naming the kind), ``title``, ``status`` and
 ``detail``; refused input also names the offending field(s) in ``errors[{field, message}]``.
+An error nothing here maps is a 500 ``internal`` problem with an ``incident`` id that the
+server log repeats beside the traceback; the exception's own text never reaches the client.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from api.auth import AuthError
@@ -44,7 +48,8 @@ from audit.errors import (
 from ledger import LedgerUnavailableError
 from ledger.errors import EntryNotFoundError, KeyFileError, RefusedError
 
-__all__ = ["PROBLEM_JSON", "Problem", "audit_problem", "install_handlers", "problem_response"]
+__all__ = ["PROBLEM_JSON", "HtmlErrors", "InternalErrors", "Problem", "audit_problem", "install_handlers",
+           "problem_response"]
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger("sealtrail.api")
@@ -66,18 +71,21 @@ class Problem(Exception):
 
 _TITLES = {400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
            405: "Method not allowed", 409: "Conflict", 413: "Too large", 415: "Unsupported media type",
-           422: "Refused input", 503: "Ledger unavailable"}
+           422: "Refused input", 429: "Too many requests", 500: "Internal error", 503: "Ledger unavailable"}
 
 
 def problem_response(status: int, kind: str, detail: str, errors: Sequence[dict[str, str]] = (),
-                     headers: dict[str, str] | None = None, instance: str | None = None) -> Response:
-    """An RFC 9457 problem+json response."""
+                     headers: dict[str, str] | None = None, instance: str | None = None,
+                     extra: Mapping[str, Any] | None = None) -> Response:
+    """An RFC 9457 problem+json response; ``extra`` adds members (``incident``, ``retry_after_s``)."""
     body: dict[str, Any] = {"type": f"urn:sealtrail:problem:{kind}", "title": _TITLES.get(status, kind),
                             "status": status, "detail": detail}
     if errors:
         body["errors"] = list(errors)
     if instance:
         body["instance"] = instance
+    if extra:
+        body.update(extra)
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -131,6 +139,51 @@ def _loc(loc: Sequence[Any]) -> str:
 
 
 HtmlErrors = Callable[[Request, int, str, str, list[dict[str, str]]], Response]
+InternalError = Callable[[Request, Exception], Awaitable[Response]]
+
+
+def new_incident() -> str:
+    """An id for one unexpected error: in the answer and in the log line that holds the traceback."""
+    return uuid.uuid4().hex
+
+
+class InternalErrors:
+    """ASGI middleware, innermost of the app's own: an exception no handler mapped is answered by
+    ``render`` (a 500 problem with an incident id) and logged there, once, with its traceback.
+
+    Starlette's outermost ``ServerErrorMiddleware`` would answer ``text/plain`` "Internal Server
+    Error" unless a handler is installed, and re-raises to the server, which logs it a second
+    time without the incident. A client that went away mid-request (``ClientDisconnect``) is
+    nobody to answer. An exception after the response began cannot be answered: it is logged with
+    an incident and re-raised so that the server drops the connection."""
+
+    def __init__(self, app: Any, render: InternalError) -> None:
+        self.app = app
+        self.render = render
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:
+            log.debug("client went away during %s %s", scope.get("method"), scope.get("path"))
+        except Exception as exc:
+            if started:
+                log.error("incident %s: %s %s failed after its response began", new_incident(),
+                          scope.get("method"), scope.get("path"), exc_info=exc)
+                raise
+            response = await self.render(Request(scope, receive), exc)
+            await response(scope, receive, send)
 
 
 def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors | None = None,
@@ -138,15 +191,29 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors 
     """Map every error the API can meet to problem+json; ``on_unavailable()`` counts 503s.
 
     Under ``html_prefix`` (the console) the same errors are rendered by ``html(request, status,
-    title, detail, errors)`` as pages instead, with the same status codes."""
+    title, detail, errors)`` as pages instead, with the same status codes. Anything else becomes
+    a 500 ``internal`` problem with an incident id (``InternalErrors``, added here as the app's
+    innermost middleware; the handler of ``Exception`` covers what fails outside it)."""
 
     def respond(request: Request, status: int, kind: str, detail: str,
-                errors: Sequence[dict[str, str]] = (), headers: dict[str, str] | None = None) -> Response:
+                errors: Sequence[dict[str, str]] = (), headers: dict[str, str] | None = None,
+                extra: Mapping[str, Any] | None = None) -> Response:
         if html is not None and request.url.path.startswith(html_prefix):
             page = html(request, status, _TITLES.get(status, kind), detail, list(errors))
             page.headers.update(headers or {})
             return page
-        return problem_response(status, kind, detail, errors, headers, request.url.path)
+        return problem_response(status, kind, detail, errors, headers, request.url.path, extra)
+
+    async def _internal(request: Request, exc: Exception) -> Response:
+        incident = new_incident()
+        log.error("incident %s: unexpected %s on %s %s", incident, type(exc).__name__, request.method,
+                  request.url.path, exc_info=exc)
+        return respond(request, 500, "internal",
+                       f"an unexpected error; nothing about it is told here: the operator finds "
+                       f"incident {incident} in the server log", extra={"incident": incident})
+
+    app.add_exception_handler(Exception, _internal)
+    app.add_middleware(InternalErrors, render=_internal)
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> Response:
@@ -190,7 +257,13 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors 
     async def _audit(request: Request, exc: AuditError) -> Response:
         status, kind, errors = audit_problem(exc)
         if status == 500:
-            log.error("audit error: %s", exc)
+            incident = new_incident()
+            log.error("incident %s: audit error %s on %s %s", incident, kind, request.method,
+                      request.url.path, exc_info=exc)
+            if type(exc) is AuditError:  # no kind of its own: its text was written for no reader
+                return respond(request, 500, kind, f"an unexpected error; the operator finds incident "
+                               f"{incident} in the server log", extra={"incident": incident})
+            return respond(request, status, kind, str(exc), errors, extra={"incident": incident})
         return respond(request, status, kind, str(exc), errors)
 
     @app.exception_handler(StarletteHTTPException)
