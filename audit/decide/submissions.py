@@ -71,7 +71,7 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
                 if len(item) > MAX_JSON_BYTES:
                     raise MessageError(f"message is {len(item)} bytes; the limit is {MAX_JSON_BYTES}",
                                        field="$")
-                for t in transactions_of(el, sha256(item).hexdigest()):
+                for t in transactions_of(el, sha256(item).hexdigest(), text=item):
                     subs.append(Submission(item, t, "json", principal, now))
             except MessageError as exc:
                 errors.append((i, exc))

@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from inference.messages.errors import MessageError
@@ -284,6 +285,26 @@ def test_control_characters_are_refused_as_the_swift_parser_refuses_them(
     e = refuse(json.dumps(with_(path, value)).encode())  # ASCII, \u-escaped: as a client may send a NUL
     assert e.field == field, (e.field, e.reason)
     assert "control character" in e.reason or "surrogate" in e.reason
+
+
+@pytest.mark.parametrize("encode", [
+    lambda d: json.dumps(d).encode(), lambda d: json.dumps(d, ensure_ascii=False).encode(), orjson.dumps,
+], ids=["ascii", "utf-8", "orjson"])
+def test_every_control_character_is_refused_however_the_json_spells_it(encode: Any) -> None:
+    """Clean text skips the search (nothing in it can decode to a control character): every C0,
+    DEL, C1 code and surrogate, escaped or raw as each encoder writes it, must still be found."""
+    codes = [*range(0x20), *range(0x7F, 0xA0), 0xD800, 0xDBFF, 0xDC00, 0xDFFF]
+    for c in codes:
+        try:
+            data = encode(with_("originator.name", f"A{chr(c)}B"))
+        except (TypeError, UnicodeEncodeError):  # UTF-8 holds no lone surrogate: only \uD800 can
+            assert 0xD800 <= c <= 0xDFFF
+            continue
+        with pytest.raises(MessageError) as info:
+            parse_json(data)
+        assert info.value.field == "$.originator.name", (hex(c), info.value)
+    (t,) = parse_json(encode(with_("originator.name", "Caf\u00e9 \u00a0\u2028 \U0001f600")))
+    assert t.originator.name == "Caf\u00e9 \u00a0\u2028 \U0001f600"  # text, not control codes
 
 
 def test_remittance_and_sender_to_receiver_keep_their_lines() -> None:
