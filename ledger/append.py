@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,11 +35,15 @@ from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record, format_time, now_utc, seal, seal_many
 
-__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "Ledger", "LedgerStatus"]
+__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "KeySource", "Ledger", "LedgerStatus"]
+
+log = logging.getLogger(__name__)
 
 ZERO_CHAIN = bytes(32)
 ROTATION_CONTEXT = b"sealtrail key rotation v1\n"
 Effect = Callable[[Connection, list[Receipt]], None]
+KeySource = Callable[[str], NoteSigner]
+"""Given the vkey the ledger now signs with, its signer from the key store, or ``KeyFileError``."""
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,18 @@ class Ledger:
         *,
         policy: CheckpointPolicy | None = None,
         clock: Callable[[], datetime] = now_utc,
+        key_source: KeySource | None = None,
     ) -> None:
+        """``key_source``, if given, is where a rotation done by another process (or replica) is
+        picked up: when the ledger's active key is no longer ``signer``'s, the new signer is taken
+        from it, once the rotation records chain the new key to this one (see ``_adopt``)."""
         store.require_schema(engine)
         self.engine = engine
         self.policy = policy or CheckpointPolicy()
         self.clock = clock
         self._signer = signer
+        self._key_source = key_source
+        self._key_problem: KeyFileError | None = None  # the last signing-key failure, until one works
         self._lock = threading.Lock()
         self._cache: tuple[int, bytes, list[bytes]] | None = None
         with self._read() as conn:
@@ -90,12 +101,25 @@ class Ledger:
             raise LedgerError("ledger has no genesis record (run 'sealtrail init')")
 
         self.origin: str = orjson.loads(genesis)["record"]["origin"]
-        self.active_vkey: str = key_row
+        if signer is not None and signer.verifier.vkey != key_row and key_source is not None:
+            # opened in the middle of a rotation (the key file not yet swapped), or after one
+            self._signer = signer = key_source(key_row)
         if signer is not None and signer.verifier.vkey != key_row:
             raise KeyFileError(
                 f"the key file holds {signer.verifier.vkey}, "
                 f"but the ledger's active signing key is {key_row}"
             )
+
+    @property
+    def active_vkey(self) -> str:
+        """The ledger's active signing key now (its newest key record), whichever process rotated
+        it; this process signs with it from its next commit on."""
+        with self._read() as conn:
+            vkey = conn.exec_driver_sql(
+                "SELECT vkey FROM ledger_keys ORDER BY valid_from_size DESC LIMIT 1").scalar()
+        if vkey is None:
+            raise LedgerError("ledger has no keys (run 'sealtrail init')")
+        return str(vkey)
 
     # -- set-up -------------------------------------------------------------------------
 
@@ -174,6 +198,7 @@ class Ledger:
         extra_signers: Sequence[NoteSigner] = (),
         force_checkpoint: bool = False,
         before: Callable[[Connection], None] | None = None,
+        adopt: bool = True,
     ) -> list[Receipt]:
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
@@ -190,7 +215,7 @@ class Ledger:
             try:
                 with self._writer() as conn:
                     size, chain, active, cp_size, cp_at = store.head(conn)
-                    self._check_active_key(active)
+                    self._check_active_key(conn, active, adopt)
                     if before is not None:
                         before(conn)  # checks that must see the log as it was, under the lock
                     cr = self._compact_range(conn, size, chain)
@@ -227,13 +252,57 @@ class Ledger:
             self._cache = (cr.size, prev, list(cr.hashes))
         return receipts
 
-    def _check_active_key(self, active: str | None) -> None:
-        """Under the sequencer lock: another replica may have rotated the key meanwhile."""
+    def _check_active_key(self, conn: Connection, active: str | None, adopt: bool = True) -> None:
+        """Under the sequencer lock: another replica may have rotated the key meanwhile. If so,
+        take the new key up (``adopt``) or refuse; never sign with a key whose retirement is sealed."""
         assert self._signer is not None
-        if active != self._signer.verifier.vkey:
+        if active == self._signer.verifier.vkey:
+            return
+        if not adopt or active is None:
             raise KeyFileError(
                 f"the ledger's active signing key is now {active}; this process holds "
                 f"{self._signer.verifier.vkey} (rotated elsewhere? reload the key file)")
+        self._adopt(conn, active)
+
+    def _adopt(self, conn: Connection, active: str) -> None:
+        """Sign with ``active`` from now on: the ledger's rotation records must chain it to the key
+        this process holds (each endorsed by the one before), and the key source must hold it.
+        ``KeyFileError`` otherwise, remembered so that ``require_signer`` fails fast until fixed."""
+        assert self._signer is not None
+        held = self._signer.verifier.vkey
+        try:
+            if self._key_source is None:
+                raise KeyFileError(
+                    f"the ledger's active signing key is now {active}; this process holds "
+                    f"{held} (rotated elsewhere? reload the key file)")
+            _check_handover(conn, held, active)
+            signer = self._key_source(active)
+            if signer.verifier.vkey != active:  # a key source that does not keep its contract
+                raise KeyFileError(f"the key store gave {signer.verifier.vkey}, not {active}")
+        except KeyFileError as exc:
+            self._key_problem = exc
+            raise
+        self._signer = signer
+        self._key_problem = None
+        log.warning("signing key rotated elsewhere: now signing with %s (was %s)", active, held)
+
+    def require_signer(self) -> None:
+        """Raise ``KeyFileError`` now if this process cannot sign for the ledger: a caller checks
+        before work that is wasted without a commit (the serving runtime, before it replays its
+        velocity windows).
+
+        Free while signing works. After a signing-key failure each call looks again at the
+        ledger's newest key and the key source, so the process recovers once the key is back."""
+        if self._signer is None:
+            raise KeyFileError("this ledger was opened without its signing key (read-only)")
+        if self._key_problem is None:
+            return
+        with self._lock, self._read() as conn:
+            active = store.head(conn)[2]
+            if active is not None and active == self._signer.verifier.vkey:
+                self._key_problem = None
+                return
+            self._check_active_key(conn, active)
 
     def _compact_range(self, conn: Connection, size: int, chain: bytes | None) -> CompactRange:
         if self._cache is not None and self._cache[0] == size and self._cache[1] == chain:
@@ -274,7 +343,7 @@ class Ledger:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
         with self._lock, self._writer() as conn:
             size, chain, active, cp_size, cp_at = store.head(conn)
-            self._check_active_key(active)
+            self._check_active_key(conn, active)
             cr = self._compact_range(conn, size, chain)
             self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True, (cp_size, cp_at))
         latest = self.latest_checkpoint()
@@ -320,12 +389,43 @@ class Ledger:
             self._signer = new  # the checkpoint for this batch is signed by new (+ old)
 
         try:
-            (receipt,) = self._commit([Record("ledger.key_rotation", body)], effect, [old], True)
+            # adopt=False: rotating away from a key another process already retired is refused
+            (receipt,) = self._commit([Record("ledger.key_rotation", body)], effect, [old], True,
+                                      adopt=False)
         except BaseException:
             self._signer = old
             raise
-        self.active_vkey = new.verifier.vkey
         return receipt
+
+
+def _check_handover(conn: Connection, held: str, active: str) -> None:
+    """``KeyFileError`` unless the ledger's key history runs from ``held`` to ``active`` through
+    rotation records each endorsed by the key before it (what ``ledger verify`` checks in full)."""
+    rows = [(str(v), int(s)) for v, s in conn.exec_driver_sql(
+        "SELECT vkey, introduced_seq FROM ledger_keys ORDER BY valid_from_size")]
+    vkeys = [v for v, _ in rows]
+    if held not in vkeys or vkeys[-1] != active:
+        raise KeyFileError(f"the ledger's key history {vkeys} does not lead from this process's key "
+                           f"{held} to the active key {active}")
+    prev = NoteVerifier.from_vkey(held)
+    p = store.param(conn)
+    for vkey, seq in rows[vkeys.index(held) + 1:]:
+        row = conn.exec_driver_sql(
+            f"SELECT kind, record FROM ledger_entries WHERE seq = {p}", (seq,)).first()
+        endorsed = False
+        if row is not None and row[0] == "ledger.key_rotation":
+            try:
+                body = orjson.loads(bytes(row[1]))["record"]
+                endorsed = (body["old_vkey"] == prev.vkey and body["new_vkey"] == vkey
+                            and prev.verify(ROTATION_CONTEXT + vkey.encode() + b"\n",
+                                            base64.b64decode(body["endorsement"], validate=True)))
+            except (KeyError, TypeError, ValueError):  # binascii.Error and JSONDecodeError among them
+                endorsed = False
+        if not endorsed:
+            raise KeyFileError(f"the ledger's key {vkey} is not endorsed by {prev.vkey} (no valid "
+                               f"ledger.key_rotation record at seq {seq}): not signing with it; "
+                               "run 'sealtrail ledger verify'")
+        prev = NoteVerifier.from_vkey(vkey)
 
 
 _ENTRY_COLS = ("seq", "kind", "record", "leaf_hash", "chain_hash", "recorded_at", "trace_id")

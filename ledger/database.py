@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from ledger import store
 from ledger.append import CheckpointPolicy, Ledger
-from ledger.keys import generate_key_file, load_signer
+from ledger.keys import generate_key_file, load_signer, signer_for
 from ledger.note import NoteSigner
 
 __all__ = ["Initialised", "initialise", "open_engine", "open_ledger", "require_schema"]
@@ -37,10 +37,13 @@ def open_engine(url: str, *, create_file: bool = False) -> Engine:
 def open_ledger(engine: Engine, key_file: Path, policy: CheckpointPolicy | None = None) -> Ledger:
     """The ledger in ``engine``'s database, signing with the key at ``key_file``.
 
+    A rotation done meanwhile by another process (``sealtrail keys rotate``, another replica) is
+    picked up from ``key_file`` at the next commit, without a restart (``ledger.keys.signer_for``).
     ``SchemaError`` on an unmigrated database, ``KeyFileError`` on a missing or unsafe key file
     or one that is not the ledger's active key."""
     store.require_schema(engine)
-    return Ledger(engine, load_signer(key_file), policy=policy)
+    return Ledger(engine, load_signer(key_file), policy=policy,
+                  key_source=lambda vkey: signer_for(key_file, vkey))
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ __all__ = [
     "load_signer",
     "replace_key_file",
     "rotate_key_file",
+    "signer_for",
 ]
 
 KEY_FILE_NAME = "signing.key"
@@ -91,6 +92,37 @@ def load_signer(path: Path) -> NoteSigner:
         raise KeyFileError(f"{path}: {exc}") from exc
 
 
+def _pending(path: Path) -> Path:
+    """Where a rotation writes the new key before it commits (``signing.key.pending``)."""
+    return path.with_suffix(".key.pending")
+
+
+def signer_for(path: Path, vkey: str) -> NoteSigner:
+    """The signer of the ledger's active key ``vkey`` from the key store at ``path``: a running
+    process picks a rotation up through this (``Ledger(key_source=...)``).
+
+    The key file, or, while a rotation is between its commit and the file swap, the pending key
+    beside it; read as file, pending, file, so a swap happening meanwhile is seen one way or the
+    other. ``KeyFileError`` if none holds ``vkey``. ``retired/`` is never read."""
+    pending = _pending(path)
+    seen: list[str] = []
+    for candidate in (path, pending, path):
+        try:
+            signer = load_signer(candidate)
+        except KeyFileError as exc:
+            if candidate == pending and not pending.exists():
+                continue  # no rotation under way: the usual case
+            note = str(exc)
+        else:
+            if signer.verifier.vkey == vkey:
+                return signer
+            note = f"{candidate} holds {signer.verifier.vkey}"
+        if note not in seen:
+            seen.append(note)
+    raise KeyFileError(f"no key file holds the ledger's active signing key {vkey} "
+                       f"({'; '.join(seen)}); was it rotated with another key file?")
+
+
 @dataclass(frozen=True)
 class KeyValidity:
     """One key of the log's history: it signs alone from tree size ``valid_from_size`` on."""
@@ -128,7 +160,7 @@ def rotate_key_file(ledger: Ledger, path: Path) -> KeyRotation:
     pending key is already there (an interrupted rotation to look at first)."""
     old = load_signer(path)
     new = NoteSigner.generate(old.name)
-    pending = path.with_suffix(".key.pending")
+    pending = _pending(path)
     if pending.exists():
         raise KeyFileError(f"{pending} exists: an earlier rotation was interrupted; inspect it")
     fd = os.open(pending, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -136,7 +168,11 @@ def rotate_key_file(ledger: Ledger, path: Path) -> KeyRotation:
         f.write(new.skey + "\n")
         f.flush()
         os.fsync(f.fileno())
-    receipt = ledger.rotate_key(new)
+    try:
+        receipt = ledger.rotate_key(new)
+    except KeyFileError:
+        pending.unlink()  # refused before anything was written (another process rotated first)
+        raise
     retired = replace_key_file(path, new)
     pending.unlink()
     return KeyRotation(receipt.seq, old.verifier.vkey, new.verifier.vkey, retired)

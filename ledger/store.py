@@ -9,7 +9,11 @@ while an append writes about one node row per ``2**STRATUM - 1`` entries.
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -47,6 +51,8 @@ __all__ = [
     "payloads",
     "require_schema",
 ]
+
+log = logging.getLogger(__name__)
 
 STRATUM = 4
 SCHEMA_REVISION = "0004"
@@ -137,14 +143,19 @@ def _sqlite_begin(conn: Connection) -> None:
 
 
 def connect(url: str, *, create_file: bool = False) -> Engine:
-    """An engine for ``url`` with durable settings (SQLite: WAL + synchronous=FULL)."""
-    if url.startswith("sqlite") and not create_file:
-        path = url.split("///", 1)[-1].split("?", 1)[0]
-        if path and path != ":memory:":
-            from pathlib import Path
+    """An engine for ``url`` with durable settings (SQLite: WAL + synchronous=FULL).
 
-            if not Path(path).exists():
+    A SQLite file is created (``create_file``) with mode 0600, as the signing key is: it holds the
+    payment payloads. SQLite gives its ``-wal`` and ``-shm`` files the database file's mode. An
+    existing file is never chmod-ed; if group or others may read it, a warning says so, once."""
+    path = _sqlite_file(url)
+    if path is not None:
+        if not path.exists():
+            if not create_file:
                 raise SchemaError(f"database {path} does not exist (run 'sealtrail init')")
+            _create_private(path)
+        else:
+            _warn_if_shared(path)
     try:
         engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
     except (ArgumentError, _NoSuchModuleError) as exc:
@@ -153,6 +164,48 @@ def connect(url: str, *, create_file: bool = False) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for another dialect, memory, or a ``file:`` URI."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[-1].split("?", 1)[0]
+    if not path or path == ":memory:" or path.startswith("file:") or "://" in path:
+        return None
+    return Path(path)
+
+
+def _create_private(path: Path) -> None:
+    """An empty file (SQLite takes it as a new database) that only its owner may read."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return  # another process made it first: it is theirs to have made right
+    except OSError as exc:
+        raise LedgerUnavailableError(f"cannot create database file {path}: {exc.strerror}") from exc
+    os.close(fd)
+
+
+_warned: set[Path] = set()
+
+
+def _warn_if_shared(path: Path) -> None:
+    """Log once per file (and process) that group or others may read the database or its WAL."""
+    shared = []
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            mode = stat.S_IMODE(p.stat().st_mode)
+        except OSError:
+            continue
+        if mode & 0o077:
+            shared.append(f"{p} ({mode:04o})")
+    key = path.resolve()
+    if shared and key not in _warned:
+        _warned.add(key)
+        log.warning("database files readable beyond their owner: %s; they hold payment payloads: "
+                    "chmod 600 them (sealtrail creates new ones 0600 and never changes an existing "
+                    "file's mode)", ", ".join(shared))
 
 
 def require_schema(engine: Engine) -> None:

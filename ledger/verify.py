@@ -161,7 +161,8 @@ def verify_ledger(
 ) -> VerifyReport:
     """Recompute and check everything; raise ``DamageError`` at the first damage found.
 
-    ``witnessed`` are signed checkpoints the examiner already holds: each must verify and
+    ``witnessed`` are signed checkpoints the examiner already holds: each must be signed by the
+    key the ledger's history says was active at its size (a rotation since does not matter), and
     match the log. ``max_unsealed`` bounds how many newest entries may lack a checkpoint
     (entries no checkpoint covers are authenticated by nothing)."""
     store.require_schema(engine)
@@ -232,7 +233,7 @@ def verify_ledger(
         last = cp_size
         report.checkpoints += 1
     _check_key_handovers(history, {c: n for c, _, n in cps})
-    _check_witnessed(witnessed, history, roots, size, trusted)
+    _check_witnessed(witnessed, history, roots, size)
     for level, max_idx in node_extent:
         if (int(max_idx) + 1) << int(level) > size:
             raise DamageError("stray Merkle node", int(max_idx) << int(level),
@@ -284,18 +285,27 @@ def _check_key_handovers(history: _History, notes: dict[int, str]) -> None:
 
 
 def _check_witnessed(witnessed: Sequence[str], history: _History, roots: dict[int, bytes],
-                     size: int, trusted: Sequence[NoteVerifier]) -> None:
-    keys = list(trusted) or [v for _, v in history.keys]
+                     size: int) -> None:
+    """Each held checkpoint must carry the signature of the key that was active at its size, as
+    the ledger's own key history proves it (genesis key, then each rotation endorsed by the key
+    before it; ``_conclude`` ties that history to the pinned key). So a note kept from before a
+    rotation verifies after it, and a retired key cannot vouch for a size after its retirement."""
     for note in witnessed:
         try:
-            text, _ = open_note(note, keys)
+            claimed = SignedCheckpoint.parse_unverified(note).checkpoint
+        except NoteError as exc:
+            raise DamageError("forged checkpoint", None, f"a witnessed checkpoint: {exc}") from exc
+        if claimed.origin != history.origin:
+            raise DamageError("forged checkpoint", None,
+                              f"witnessed checkpoint is for {claimed.origin!r}, not this log")
+        key = history.active(claimed.size)
+        try:
+            text, _ = open_note(note, [key])
             cp = Checkpoint.from_text(text)
         except NoteError as exc:
             raise DamageError("forged checkpoint", None,
-                              f"a witnessed checkpoint does not verify: {exc}") from exc
-        if cp.origin != history.origin:
-            raise DamageError("forged checkpoint", None,
-                              f"witnessed checkpoint is for {cp.origin!r}, not this log")
+                              f"a witnessed checkpoint of size {claimed.size} is not signed by "
+                              f"{key.vkey}, the ledger's key at that size: {exc}") from exc
         if cp.size > size:
             raise DamageError("truncated log", size,
                               f"a witnessed checkpoint covers {cp.size} entries, {size} are stored")

@@ -25,10 +25,15 @@ def keys_show(db: DbOpt = None, keys: KeysOpt = None, as_json: JsonOpt = False) 
 
 @keys_app.command("rotate")
 def keys_rotate(db: DbOpt = None, keys: KeysOpt = None, as_json: JsonOpt = False) -> None:
-    """Start signing with a new key; the rotation is itself a ledger record."""
+    """Start signing with a new key; the rotation is itself a ledger record.
+
+    Running servers and score runs on the same ledger and key directory take the new key up at
+    their next commit, without a restart."""
     from api import ops
 
     doc = ops.keys_rotate(settings(db, keys))
     emit(doc, as_json, lambda: out.print(
         f"rotated at seq {doc['seq']}\nold {doc['old_vkey']}\nnew {doc['new_vkey']}\n"
-        f"old private key moved to {doc['retired_file']}", markup=False))
+        f"old private key moved to {doc['retired_file']}\n"
+        "running servers using this key directory sign with the new key from their next commit",
+        markup=False))

@@ -97,12 +97,16 @@ S = TypeVar("S", bound=RuntimeSettings, default=Any)
 class _Windows:
     """Where the velocity windows were last rebuilt from the ledger: the pipeline's ``rebuild``."""
 
-    def __init__(self, engine: Engine, origin: str, covered: int) -> None:
-        self._engine, self._origin = engine, origin
+    def __init__(self, engine: Engine, origin: str, covered: int, ledger: Ledger) -> None:
+        self._engine, self._origin, self._ledger = engine, origin, ledger
         self.covered = covered  # ledger size the windows were last replayed up to
 
     def rebuild(self) -> FeatureExtractor:
-        """After a failed commit: the windows again from the ledger (called by the pipeline)."""
+        """After a failed commit: the windows again from the ledger (called by the pipeline).
+
+        Not while the signing key is unusable (``KeyFileError`` at once): a replay takes seconds,
+        and every batch would pay it only to fail at its commit again."""
+        self._ledger.require_signer()
         r = velocity_snapshot.restore(None, self._engine, self._origin)
         self.covered = r.covered
         return r.extractor
@@ -155,7 +159,7 @@ class Runtime(Generic[S]):
             rules = governance.load_active(sandbox)
             restored = velocity_snapshot.restore(s.velocity_snapshot_file, engine, ledger.origin)
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
-            windows = _Windows(engine, ledger.origin, restored.covered)
+            windows = _Windows(engine, ledger.origin, restored.covered, ledger)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
                                 rebuild=windows.rebuild)
             service = DecisionService(pipeline, max_batch=s.max_batch,

@@ -12,6 +12,7 @@ import migrations
 from ledger import KeyFileError, LedgerError, NoteSigner, Record
 from ledger.database import initialise, open_engine, open_ledger
 from ledger.keys import KeyValidity, key_history, load_signer, rotate_key_file
+from ledger.note import parse_note
 from ledger.verify import verify_ledger
 from tests.conftest import ORIGIN, Db
 
@@ -78,3 +79,87 @@ def test_opening_with_a_key_that_is_not_the_ledgers_is_refused(db: Db, key_file:
     with pytest.raises(KeyFileError, match="active signing key"):
         open_ledger(engine, other)
     engine.dispose()
+
+
+# -- a rotation done by another process: picked up at the next commit, no restart ----------------
+
+
+def _signers_of(note: str) -> set[str]:
+    """The key ids (hex) of a signed note's signature lines."""
+    _, sigs = parse_note(note)
+    return {s.key_id.hex() for s in sigs}
+
+
+def test_a_running_ledger_picks_up_a_rotation_done_by_another_process(db: Db, key_file: Path) -> None:
+    first = load_signer(key_file)
+    running = open_ledger(open_engine(db.url), key_file)  # a server, opened before the rotation
+    running.append(Record("test.event", {"n": 0}))
+    operator = open_ledger(open_engine(db.url), key_file)  # `sealtrail keys rotate`
+    r = rotate_key_file(operator, key_file)
+    operator.engine.dispose()
+    new = load_signer(key_file)
+    receipt = running.append(Record("test.event", {"n": 1}))  # was KeyFileError until a restart
+    assert receipt.seq == r.seq + 1 and running.active_vkey == new.verifier.vkey
+    cp = running.checkpoint()
+    assert cp.checkpoint.size == r.seq + 2
+    assert _signers_of(cp.note) == {new.verifier.key_id.hex()}  # the new key alone, not the retired
+    report = verify_ledger(running.engine, [first.verifier], workers=1)
+    assert report.keys == [first.verifier.vkey, new.verifier.vkey]
+    running.engine.dispose()
+
+
+def test_between_the_rotations_commit_and_the_file_swap_the_pending_key_signs(db: Db, key_file: Path) -> None:
+    running = open_ledger(open_engine(db.url), key_file)
+    operator = open_ledger(open_engine(db.url), key_file)
+    new = NoteSigner.generate(ORIGIN)
+    pending = key_file.with_suffix(".key.pending")
+    pending.write_text(new.skey + "\n")
+    pending.chmod(0o600)
+    operator.rotate_key(new)  # committed; the key file still holds the old key
+    running.append(Record("test.event", {"n": 1}))
+    assert running.active_vkey == new.verifier.vkey
+    assert _signers_of(running.checkpoint().note) == {new.verifier.key_id.hex()}
+    # and a process started in that same moment opens with the pending key
+    started = open_ledger(open_engine(db.url), key_file)
+    assert started.active_vkey == new.verifier.vkey
+    started.append(Record("test.event", {"n": 2}))
+    for lg in (running, operator, started):
+        lg.engine.dispose()
+
+
+def test_a_retired_key_put_back_is_refused_and_nothing_is_written(db: Db, key_file: Path) -> None:
+    running = open_ledger(open_engine(db.url), key_file)
+    old_text = key_file.read_text()
+    operator = open_ledger(open_engine(db.url), key_file)
+    r = rotate_key_file(operator, key_file)
+    operator.engine.dispose()
+    new_text = key_file.read_text()
+    key_file.write_text(old_text)  # someone restores the retired key from a backup
+    size = running.size()
+    with pytest.raises(KeyFileError, match="no key file holds the ledger's active signing key") as info:
+        running.append(Record("test.event", {"n": 1}))
+    assert r.old_vkey in str(info.value)  # says what it found instead
+    assert running.size() == size
+    with pytest.raises(KeyFileError):
+        running.require_signer()  # fails fast from now on, before any work
+    key_file.write_text(new_text)  # the operator puts the right key back
+    running.require_signer()
+    running.append(Record("test.event", {"n": 2}))
+    assert running.active_vkey == r.new_vkey
+    verify_ledger(running.engine, workers=1)
+    running.engine.dispose()
+
+
+def test_a_second_rotation_from_a_stale_process_is_refused_and_leaves_no_pending_key(
+    db: Db, key_file: Path
+) -> None:
+    a = open_ledger(open_engine(db.url), key_file)
+    b = open_ledger(open_engine(db.url), key_file)
+    rotate_key_file(a, key_file)
+    with pytest.raises(KeyFileError, match="rotated elsewhere"):
+        rotate_key_file(b, key_file)  # b would seal "rotates away from a key not in use"
+    assert len(key_history(a.engine)) == 2
+    assert not key_file.with_suffix(".key.pending").exists()
+    verify_ledger(a.engine, workers=1)
+    for lg in (a, b):
+        lg.engine.dispose()
