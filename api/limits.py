@@ -198,11 +198,16 @@ class Gate:
 
 
 def _content_length(scope: Mapping[str, Any]) -> int | None:
+    """The declared body length; None where there is none, or where a Transfer-Encoding makes it
+    meaningless (RFC 9112 6.3: the encoding wins), so that the body is counted as it arrives."""
+    declared = None
     for k, v in scope["headers"]:
+        if k == b"transfer-encoding":
+            return None
         if k == b"content-length":
             text = v.decode("latin-1").strip()
-            return int(text) if text.isdigit() else None
-    return None
+            declared = int(text) if text.isdigit() else None
+    return declared
 
 
 def _replaying(body: bytes, receive: Any) -> Any:

@@ -158,7 +158,8 @@ def test_every_post_refuses_a_declared_oversized_body_unread(served: App) -> Non
     assert served.size() == before
 
 
-def _endless_post(served: App, path: str, role: str, chunk: bytes, give_up_at: int) -> tuple[int, int]:
+def _endless_post(served: App, path: str, role: str, chunk: bytes, give_up_at: int,
+                  more_headers: tuple[tuple[bytes, bytes], ...] = ()) -> tuple[int, int]:
     """POST to ``path`` a chunked body that ends only after ``give_up_at`` bytes, straight into the
     ASGI app; (the status answered, how many bytes the app pulled)."""
     pulled = 0
@@ -176,7 +177,7 @@ def _endless_post(served: App, path: str, role: str, chunk: bytes, give_up_at: i
              "scheme": "https", "path": path, "raw_path": path.encode(), "root_path": "",
              "query_string": b"", "server": ("testserver", 443), "client": ("127.0.0.1", 50000),
              "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
-                         (b"transfer-encoding", b"chunked")],
+                         (b"transfer-encoding", b"chunked"), *more_headers],
              "extensions": {"tls": {TLS_PEER_DER: served.ders[role]}}, "state": {}}
     assert served.client.portal is not None
 
@@ -201,6 +202,15 @@ def test_every_post_stops_reading_a_chunked_body_at_its_cap(served: App) -> None
         status, pulled = _endless_post(served, path, role, chunk, give_up_at=cap + 16 * len(chunk))
         assert status == 413 and pulled <= cap + len(chunk), (path, status, pulled, cap)
     assert served.size() == before
+
+
+def test_a_small_content_length_beside_chunked_encoding_does_not_let_a_big_body_through(served: App) -> None:
+    # RFC 9112: Transfer-Encoding wins over Content-Length, so the declared length is no limit.
+    path, chunk = "/v1/traces/00000000-0000-7000-8000-000000000000/annotations", b" " * (64 << 10)
+    cap = body_cap("POST", path)
+    status, pulled = _endless_post(served, path, "officer", chunk, give_up_at=64 * cap,
+                                   more_headers=((b"content-length", b"2"),))
+    assert status == 413 and pulled <= cap + len(chunk)
 
 
 def test_the_caps_are_sized_by_endpoint_kind() -> None:
