@@ -42,7 +42,10 @@ certificates (mutual TLS); roles come from the role map. Errors are RFC 9457 pro
 
 
 def authenticator(s: Settings) -> Authenticator:
-    """The role map and, only where configured, the trusted proxy."""
+    """The role map and, only where configured, the trusted proxy. The per-role rate limits are
+    checked here too (``ValueError`` naming a role that does not exist), so that ``serve`` refuses
+    them before it opens anything."""
+    RateLimiter(s.rate_limits)
     roles = RoleMap.load(s.roles_file) if s.roles_file is not None else RoleMap(())
     proxy = None
     if s.proxy_cert_header:
