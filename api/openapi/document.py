@@ -45,9 +45,13 @@ STATUS: Mapping[int, str] = {
     403: "The certificate's roles may not call this operation",
     404: "Not found",
     409: "Refused by the ledger's current state",
-    413: "Body too large",
+    413: "Body over this endpoint's cap (`limit_bytes`); nothing was read past it, decided or written",
     415: "Unsupported Content-Type",
     422: "Refused input: `errors` names each field at fault",
+    429: "Over the principal's rate limit for its role; nothing was read or written. Retry after "
+         "`Retry-After` seconds",
+    500: "An unexpected error: the body names an `incident` id that the server log holds; nothing "
+         "half-written",
     503: "Unavailable: the ledger cannot commit or the signing key cannot be read; nothing was decided "
          "or written. Retry after `Retry-After` seconds",
 }
@@ -73,6 +77,11 @@ class ProblemDetails(BaseModel):
                                   "originator.country: 'XX' is not an ISO 3166 country code"])
     instance: str | None = Field(None, description="the request path", examples=["/v1/decisions"])
     errors: list[FieldError] | None = Field(None, description="the fields at fault, where input was refused")
+    incident: str | None = Field(None, description="on a 500: the id of the server log line that holds the "
+                                                   "traceback (the client never sees the exception text)")
+    limit_bytes: int | None = Field(None, description="on a 413: the body cap of this endpoint")
+    retry_after_s: int | None = Field(None, description="on a 429: seconds until the principal's rate "
+                                                        "limit admits another request (also Retry-After)")
 
 
 def operation(name: str) -> dict[str, Any]:
@@ -140,6 +149,7 @@ def complete(doc: dict[str, Any], routes: Iterable[BaseRoute]) -> dict[str, Any]
         for method in sorted(route.methods):
             op = doc["paths"][route.path_format][method.lower()]
             _roles(op, _operation_name(route, op))
+            _body_cap(op)
             _errors(op)
     _hoist_defs(doc["paths"], schemas)
     problem = ProblemDetails.model_json_schema(ref_template=_REF + "{model}")
@@ -191,6 +201,14 @@ def _roles(op: dict[str, Any], name: str) -> None:
     responses.setdefault("401", {"description": STATUS[401]})
     if roles:
         responses.setdefault("403", {"description": STATUS[403]})
+    responses.setdefault("429", {"description": STATUS[429]})  # api.limits: every operation, per principal
+    responses.setdefault("500", {"description": STATUS[500]})  # api.problems: any unmapped error
+
+
+def _body_cap(op: dict[str, Any]) -> None:
+    """A request with a body may meet the body cap (api.limits) before the route runs."""
+    if "requestBody" in op:
+        op["responses"].setdefault("413", {"description": STATUS[413]})
 
 
 def _errors(op: dict[str, Any]) -> None:
@@ -203,7 +221,7 @@ def _errors(op: dict[str, Any]) -> None:
         if response.get("description") in (None, "", "Validation Error", HTTPStatus(status).phrase):
             response["description"] = STATUS.get(status, HTTPStatus(status).phrase)
         response["content"] = {PROBLEM_JSON: {"schema": {"$ref": _REF + "Problem"}}}
-        if status == 503:
+        if status in (429, 503):
             response.setdefault("headers", {}).update(_RETRY_AFTER)
     op["responses"] = dict(sorted(responses.items()))
 

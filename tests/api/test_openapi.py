@@ -165,3 +165,20 @@ def test_the_examples_are_accepted_by_the_api_and_the_pages_are_served(sqlite_db
                 assert url.startswith(ASSETS_URL + "/"), url  # nothing from another origin
                 assert client.get(url, headers={"x-test-role": "regulator"}).status_code == 200, url
         assert client.get(f"{ASSETS_URL}/nope.js", headers={"x-test-role": "admin"}).status_code == 404
+
+
+def test_every_operation_documents_the_limits_and_the_500_it_can_meet(doc: dict[str, Any]) -> None:
+    """The rate limit (429) and unmapped errors (500) reach every operation; the body cap (413)
+    every operation with a body (api.limits, api.problems)."""
+    for method, path, op in operations(doc):
+        codes = set(op["responses"])
+        assert {"429", "500"} <= codes, (method, path)
+        assert "Retry-After" in op["responses"]["429"]["headers"], (method, path)
+        if "requestBody" in op:
+            assert "413" in codes, (method, path)
+
+
+def test_the_problem_schema_names_the_members_limits_and_incidents_add() -> None:
+    for extra in ({"incident": "01a2"}, {"limit_bytes": 262144}, {"retry_after_s": 2}):
+        r = problem_response(500, "internal", "x", extra=extra)
+        assert set(orjson.loads(bytes(r.body))) <= set(ProblemDetails.model_fields), extra
