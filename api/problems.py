@@ -241,6 +241,8 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors 
     @app.exception_handler(KeyFileError)
     async def _key(request: Request, exc: KeyFileError) -> Response:
         log.error("signing key unavailable: %s", exc)  # the path stays in the log, not in the answer
+        if on_unavailable is not None:
+            on_unavailable()
         return respond(request, 503, "signing_key_unavailable",
                        "the ledger's signing key is unavailable on this server; the operator has the detail",
                        headers={"Retry-After": str(RETRY_AFTER_S)})

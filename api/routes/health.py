@@ -18,6 +18,7 @@ from api.deps import MetricsDep, RuntimeDep, allow
 from api.openapi import problems
 from api.problems import problem_response
 from api.readiness import CommitHealth
+from ledger.errors import KeyFileError
 
 __all__ = ["router"]
 
@@ -27,8 +28,8 @@ log = logging.getLogger("sealtrail.api")
 
 @router.get("/healthz", summary="Liveness and readiness: the ledger answers, its commits succeed",
             response_model=dict[str, Any],
-            responses=problems(503, notes={503: "The ledger database does not answer, or its last commit "
-                                                "failed (Retry-After)"}))
+            responses=problems(503, notes={503: "The ledger database does not answer, its last commit "
+                                                "failed, or the signing key is unusable (Retry-After)"}))
 def healthz(request: Request, rt: RuntimeDep, m: MetricsDep,
             caller: Annotated[Caller, allow("healthz")]) -> Any:
     # Answered here rather than raised: a 503 of /healthz is a report, not a failed commit.
@@ -40,6 +41,15 @@ def healthz(request: Request, rt: RuntimeDep, m: MetricsDep,
         return problem_response(503, "ledger_unavailable", "the ledger database does not answer "
                                 "(the server log says why)", headers={"Retry-After": "1"},
                                 instance=request.url.path)
+    try:
+        rt.ledger.require_signer()  # free while signing works; after a key failure, looks again
+    except KeyFileError as exc:
+        m.unavailable.inc()
+        log.warning("/healthz: the signing key is unusable: %s", exc)  # the path stays in the log
+        return problem_response(503, "signing_key_unavailable", "the ledger's signing key is unavailable "
+                                "on this server (the server log says why); nothing can be sealed",
+                                headers={"Retry-After": "1"}, instance=request.url.path,
+                                extra={"ledger_size": size})
     health: CommitHealth = request.app.state.commit_health
     down = health.unready()
     if down is not None:
