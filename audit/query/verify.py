@@ -80,6 +80,8 @@ def trace_row_difference(got: Sequence[Any] | None, want: Sequence[Any]) -> str 
     """What differs between an ``audit_traces`` row and the one its record stands for (None: equal)."""
     if got is None:
         return "no index row for this decision (deleted?)"
+    if tuple(got) == tuple(want):
+        return None
     diffs = [f"{col} is {g!r} in the index, {w!r} in the record"
              for col, g, w in zip(TRACE_COLUMNS, got, want, strict=True) if g != w]
     return "; ".join(diffs) or None
