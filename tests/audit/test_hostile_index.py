@@ -477,3 +477,35 @@ def test_a_rebuilt_index_verifies(world: World) -> None:
     assert verify_index(world.ledger.engine).decisions == 103
     with world.ledger.engine.connect() as conn:
         assert conn.execute(traces.select()).first() is not None
+
+
+def test_export_create_cli_exits_1_naming_the_seq_and_writes_nothing(db: Db, tmp_path: Path, sandbox: Sandbox,
+                                                                     pack_wasm: bytes) -> None:
+    from api import ops
+    from api.cli import app
+    from api.config import Settings
+
+    keys = tmp_path / "keys"
+    args = ["--db", db.url, "--keys", str(keys)]
+    assert runner.invoke(app, ["init", *args]).exit_code == 0
+    settings = Settings.model_validate({"db": db.url, "keys": keys})
+    ledger = ops.open_ledger(settings)
+    try:
+        operator = Principal.local("operator")
+        gov = Governance(ledger)
+        gov.bootstrap_default(principal=operator)
+        files = ModelFiles.open()
+        register_model(ledger, files, operator, backends=["numpy"])
+        Pipeline(ledger, load_backend("numpy", files.weights_path), gov.load_active(sandbox),
+                 index=TraceIndex()).decide(mixed_submissions(103, seed=23)[:103])
+        damage = tamper(ledger.engine)
+    finally:
+        ledger.engine.dispose()
+    out = tmp_path / "exports" / "b.zip"
+    res = runner.invoke(app, ["export", "create", "--from", ALL[0], "--to", ALL[1], "--out", str(out),
+                              "--decision", "HOLD", "--json", *args])
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    first = min(damage.rewritten + damage.no_trace)
+    assert doc["ok"] is False and doc["error"] == "derived row mismatch" and doc["seq"] == first
+    assert not out.exists() and (not out.parent.exists() or list(out.parent.iterdir()) == [])
