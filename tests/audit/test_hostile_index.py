@@ -509,3 +509,21 @@ def test_export_create_cli_exits_1_naming_the_seq_and_writes_nothing(db: Db, tmp
     first = min(damage.rewritten + damage.no_trace)
     assert doc["ok"] is False and doc["error"] == "derived row mismatch" and doc["seq"] == first
     assert not out.exists() and (not out.parent.exists() or list(out.parent.iterdir()) == [])
+
+
+def test_a_purged_payload_leaves_its_account_rows_counted_not_judged(world: World) -> None:
+    """The documented limit: with the payload gone, nothing sealed names the accounts."""
+    from ledger.retention import purge_payloads
+
+    engine = world.ledger.engine
+    seq, env = min(decisions(engine).items())
+    purge_payloads(world.ledger, [env["payload_sha256"]], "erasure order 7")
+    report = verify_index(engine)
+    assert report.accounts_unverifiable == 1 and report.decisions == 103
+    drop_index_guards(engine)
+    sql(engine, "DELETE FROM audit_trace_accounts WHERE seq = ?", seq)
+    assert verify_index(engine).accounts_unverifiable == 1  # not judged: no payload to recompute from
+    sql(engine, "DELETE FROM audit_trace_accounts WHERE seq = ?", seq + 1)  # a neighbour with its payload
+    with pytest.raises(DerivedRowError) as caught:
+        verify_index(engine)
+    assert [(t, s) for t, s, _ in caught.value.findings] == [("audit_trace_accounts", seq + 1)]
