@@ -107,7 +107,7 @@ def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None,
     try:
         report = verify_ledger(engine, trusted_keys(s, pinned), workers=workers,
                                witnessed=witnessed or (), max_unsealed=max_unsealed)
-        derived = verify_index(engine)
+        derived = verify_index(engine, workers=workers)
     finally:
         engine.dispose()
     full = FullVerifyReport(**{f.name: getattr(report, f.name) for f in fields(report)}, derived=derived)

@@ -18,8 +18,10 @@ for one page of decisions, used by export selection.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,27 +119,58 @@ def _accounts(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
         return None  # a stored payload that no longer parses: nothing to recompute from
 
 
+AccountsOf = Callable[[list[tuple[dict[str, Any], bytes | None]]], list[set[str] | None]]
+
+
+def _accounts_many(items: list[tuple[dict[str, Any], bytes | None]]) -> list[set[str] | None]:
+    """``accounts_of`` of each ``(decision body, payload)``: re-parsing the payloads is most of
+    what verification costs, so ``_PoolAccounts`` runs this on worker processes."""
+    return [_accounts(body, raw) for body, raw in items]
+
+
+class _PoolAccounts:
+    """``_accounts_many`` of a page split over worker processes, results in order."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool = ProcessPoolExecutor(max_workers=workers)
+
+    def __call__(self, items: list[tuple[dict[str, Any], bytes | None]]) -> list[set[str] | None]:
+        step = max(1, -(-len(items) // (2 * self.workers)))
+        parts = self.pool.map(_accounts_many, [items[i:i + step] for i in range(0, len(items), step)])
+        return [keys for part in parts for keys in part]
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
 def check_decisions(conn: Connection, page: Sequence[tuple[int, bytes]], traces_rows: dict[int, Any],
                     rules: dict[int, set[str]] | None = None, accounts: dict[int, set[str]] | None = None, *,
                     only_rule: str | None = None, only_account: str | None = None,
-                    found: _Findings | None = None) -> list[Checked]:
+                    found: _Findings | None = None, accounts_many: AccountsOf | None = None) -> list[Checked]:
     """Check the index rows given (by seq) of each sealed decision ``(seq, record bytes)`` of
     ``page`` against its record: the trace row always; the rule rows and account rows where
     given (None: not checked), restricted to ``only_rule`` / ``only_account`` where the caller
     read only that rule's or account's rows. Rows are popped as they are matched, so what is
     left in the dicts stands at no decision of the page. Raises ``DerivedRowError`` at the first
-    difference unless ``found`` collects them."""
+    difference unless ``found`` collects them. ``accounts_many`` computes the account keys of
+    the page's payloads (default: here, in this process)."""
     def fail(table: str, seq: int, detail: str) -> None:
         if found is None:
             raise DerivedRowError(table, seq, detail)
         found.add(table, seq, detail)
 
-    data: dict[str, bytes | None] = {}
+    loads = orjson.loads
+    key_sets: list[set[str] | None] = []
     if accounts is not None:
         data = payload_data(conn, sorted({sha for _, rec in page if (sha := _payload_sha(rec)) is not None}))
+        items = []
+        for _, rec in page:
+            env = loads(rec)
+            items.append(({"input": env["record"]["input"]}, data.get(str(env.get("payload_sha256", "")))))
+        key_sets = (accounts_many or _accounts_many)(items)
     out: list[Checked] = []
-    loads = orjson.loads
-    for seq, rec in page:
+    for i, (seq, rec) in enumerate(page):
         env = loads(rec)  # one at a time: a page of live dicts would keep the GC busy
         want, ids = record_rows(seq, env)
         if (diff := trace_row_difference(traces_rows.pop(seq, None), want)) is not None:
@@ -150,7 +183,7 @@ def check_decisions(conn: Connection, page: Sequence[tuple[int, bytes]], traces_
         got: set[str] = set()
         if accounts is not None:
             got = accounts.pop(seq, set())
-            keys = _accounts(env["record"], data.get(str(env.get("payload_sha256", ""))))
+            keys = key_sets[i]
             if keys is not None:
                 named = keys if only_account is None else keys & {only_account}
                 if diff := _set_difference("account keys", got, named):
@@ -208,24 +241,35 @@ def _decision_pages(conn: Connection, page: int) -> Iterator[list[tuple[int, byt
         after = rows[-1][0]
 
 
-def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings, page: int) -> None:
+def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings, page: int,
+                         workers: int | None) -> None:
     cols = ", ".join(TRACE_COLUMNS)
     t = _Stream(conn, f"SELECT {cols} FROM audit_traces ORDER BY seq")
     r = _Stream(conn, "SELECT seq, rule_id FROM audit_trace_rules ORDER BY seq, rule_id")
     a = _Stream(conn, "SELECT seq, account_key FROM audit_trace_accounts ORDER BY seq, account_key")
     n = report.rows
-    for rows in _decision_pages(conn, page):
-        last = rows[-1][0]
-        trace_rows = {int(x[0]): tuple(x) for x in t.upto(last)}
-        rule_rows = _grouped(r.upto(last))
-        account_rows = _grouped(a.upto(last))
-        n[TRACES] += len(trace_rows)
-        n[RULES] += sum(map(len, rule_rows.values()))
-        n[ACCOUNTS] += sum(map(len, account_rows.values()))
-        for c in check_decisions(conn, rows, trace_rows, rule_rows, account_rows, found=found):
-            report.accounts_unverifiable += c.accounts is None
-        report.decisions += len(rows)
-        _strays(found, trace_rows, rule_rows, account_rows)
+    # workers: None = one process per core (at most 4) once the ledger proves big (two full pages)
+    want = workers if workers is not None else min(os.cpu_count() or 1, 4)
+    pool: _PoolAccounts | None = None
+    try:
+        for rows in _decision_pages(conn, page):
+            if pool is None and want > 1 and (workers is not None or report.decisions >= 2 * page):
+                pool = _PoolAccounts(want)
+            last = rows[-1][0]
+            trace_rows = {int(x[0]): tuple(x) for x in t.upto(last)}
+            rule_rows = _grouped(r.upto(last))
+            account_rows = _grouped(a.upto(last))
+            n[TRACES] += len(trace_rows)
+            n[RULES] += sum(map(len, rule_rows.values()))
+            n[ACCOUNTS] += sum(map(len, account_rows.values()))
+            for c in check_decisions(conn, rows, trace_rows, rule_rows, account_rows, found=found,
+                                     accounts_many=pool):
+                report.accounts_unverifiable += c.accounts is None
+            report.decisions += len(rows)
+            _strays(found, trace_rows, rule_rows, account_rows)
+    finally:
+        if pool is not None:
+            pool.close()
     _strays(found, {int(x[0]): x for x in t.upto(None)}, _grouped(r.upto(None)), _grouped(a.upto(None)))
 
 
@@ -260,15 +304,18 @@ def _check_annotations(conn: Connection, report: IndexReport, found: _Findings) 
                                        "(forged?)")
 
 
-def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS) -> IndexReport:
+def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS,
+                 workers: int | None = None) -> IndexReport:
     """Check every trace-index row against the sealed records (one snapshot); the report, or
-    ``DerivedRowError`` naming up to ``cap`` differences (table, seq, what) and counting all."""
+    ``DerivedRowError`` naming up to ``cap`` differences (table, seq, what) and counting all.
+    ``workers`` processes re-parse the payloads for their account keys (default: one per core,
+    at most 4, once the ledger holds more than two pages of decisions; 1: this process only)."""
     started = time.perf_counter()
     report = IndexReport()
     found = _Findings(cap)
     opts = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
     with engine.connect().execution_options(**opts) as conn, conn.begin():
-        _check_all_decisions(conn, report, found, page)
+        _check_all_decisions(conn, report, found, page, workers)
         _check_annotations(conn, report, found)
     if found.total:
         raise found.error()

@@ -527,3 +527,15 @@ def test_a_purged_payload_leaves_its_account_rows_counted_not_judged(world: Worl
     with pytest.raises(DerivedRowError) as caught:
         verify_index(engine)
     assert [(t, s) for t, s, _ in caught.value.findings] == [("audit_trace_accounts", seq + 1)]
+
+
+def test_worker_processes_find_what_one_process_finds(world: World) -> None:
+    engine = world.ledger.engine
+    assert verify_index(engine, page=16, workers=2).decisions == 103
+    damage = tamper(engine)
+    got = []
+    for workers in (1, 2):
+        with pytest.raises(DerivedRowError) as caught:
+            verify_index(engine, page=16, workers=workers)
+        got.append(caught.value.findings)
+    assert got[0] == got[1] and {(t, s) for t, s, _ in got[1]} == damage.expected()
