@@ -9,14 +9,18 @@ review, and the record says ``MODEL_ERROR``), and a request whose deadline passe
 queue is recorded as a fail-safe HOLD (``DEADLINE_EXCEEDED``) without being scored.
 
 Every recorded transaction, scored or not, advances the velocity windows in ledger order, so
-replaying the ledger's recent decisions rebuilds the same state (``rebuild_velocity``). When a
-commit fails after the windows advanced, the pipeline marks them stale and rebuilds them from
-the ledger before the next batch.
+replaying the ledger's recent decisions rebuilds the same state (``audit.state.replay``). Each
+batch journals what it adds to the windows (``VelocityState.begin_journal``); when a commit
+fails after the windows advanced, the pipeline marks them stale and, before the next batch,
+takes back exactly what the batches that were not committed added (the failed one and any
+prepared behind it): the windows are again the replay of the ledger, at the cost of the failed
+batches alone, never a replay of the whole window.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import threading
 import time
@@ -41,6 +45,7 @@ from audit.decide.record import (
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.schema import FEATURE_SCHEMA
+from inference.velocity import Journal, VelocityState
 from ledger import LedgerUnavailableError, Record
 from ledger.append import Ledger
 from ledger.jcs import Jcs, canonical_bytes
@@ -52,6 +57,7 @@ __all__ = [
 ]
 
 F64 = np.float64
+log = logging.getLogger(__name__)
 _Hits = tuple[tuple[RuleHit, ...], Jcs]  # fired rules, and the canonical bytes of the record's "fired"
 
 
@@ -62,9 +68,11 @@ def _us(t0: float, t1: float) -> int:
 class Pipeline:
     """Decides batches; one instance per ledger (it owns the velocity state).
 
-    ``rebuild`` returns the velocity windows replayed from the ledger; it is called before the
-    next batch once a failed commit left the windows counting a batch the ledger does not hold.
-    Without it, every batch after such a failure is refused (``LedgerUnavailableError``)."""
+    After a failed commit the windows count batches the ledger does not hold; before the next
+    batch the pipeline takes back what those batches added (their journals). ``rebuild``, which
+    returns the velocity windows replayed from the ledger, is only the fallback where that is
+    impossible (a state that keeps no journal); without it, every batch after such a failure is
+    then refused (``LedgerUnavailableError``)."""
 
     def __init__(self, ledger: Ledger, scorer: Scorer, rules: ActiveRules, *,
                  extractor: FeatureExtractor | None = None,
@@ -87,6 +95,9 @@ class Pipeline:
         self._rebuild = rebuild
         self.sealed = 0  # decisions this pipeline sealed
         self.sealed_at_rebuild = 0  # self.sealed when the windows were last rebuilt (0: as given)
+        self.rolled_back = 0  # batches whose additions to the windows were taken back (not committed)
+        self._pending: dict[int, Journal | None] = {}  # ticket -> its journal, until it commits
+        self._journals_usable = True  # False once taking one back failed: then only a rebuild will do
         self._fired_cache: dict[object, Any] = {}  # bitset words -> (hits, canonical "fired")
         self._principals: dict[object, Jcs] = {}  # plain principal -> canonical bytes
 
@@ -109,29 +120,62 @@ class Pipeline:
         with self._lock:  # one batch at a time advances the windows: the order of the ledger
             with self._state:
                 stale, epoch = self.velocity_stale, self._epoch
-            if stale:  # every batch prepared on the stale windows has failed by now (see _seal)
-                if self._rebuild is None:
-                    raise LedgerUnavailableError("velocity state is stale after a failed commit and "
-                                                 "no rebuild is configured")
-                self.extractor = self._rebuild()
-                self.sealed_at_rebuild = self.sealed  # no batch commits meanwhile: every one failed
+            if stale:  # every batch prepared on the stale windows fails or is refused (see _seal)
+                self._recover()
                 with self._state:
                     self.velocity_stale = False
                     epoch = self._epoch
             t0 = self._clock()
-            rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs])
-            try:  # the windows have advanced: from here on, no commit means stale windows
+            state = self.extractor.state
+            journal = state.begin_journal() if isinstance(state, VelocityState) else None
+            try:  # the windows advance: from here on, no commit means stale windows
+                rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs])
                 prepared = self._prepare(subs, rows, t0)
             except BaseException:
-                self._invalidate(epoch)
+                if journal is None or not self._take_back([journal]):  # the latest batch: back at once
+                    self._invalidate(epoch)
                 raise
+            finally:
+                if journal is not None:
+                    state.end_journal()
             ticket = self._tickets
             self._tickets += 1
+            with self._state:
+                self._pending[ticket] = journal
         return self._seal(subs, prepared, ticket, epoch)
 
+    def _recover(self) -> None:
+        """Under ``_lock``, the windows stale: take back what every batch not committed added
+        (each is refused or failed: it was prepared on the stale windows); else rebuild them."""
+        with self._state:
+            pending, self._pending = self._pending, {}
+        journals = [pending[t] for t in sorted(pending)]
+        if (self._journals_usable and all(j is not None for j in journals)
+                and self._take_back([j for j in journals if j is not None])):
+            return
+        if self._rebuild is None:
+            with self._state:
+                self._pending = pending  # still to take back: the next batch tries again
+            raise LedgerUnavailableError("velocity state is stale after a failed commit and "
+                                         "no rebuild is configured")
+        self.extractor = self._rebuild()
+        self.sealed_at_rebuild = self.sealed  # no batch commits meanwhile: every one failed
+        self._journals_usable = True
+
+    def _take_back(self, journals: list[Journal]) -> bool:
+        """Undo what ``journals`` (the latest, in order) added to the windows; False if it cannot."""
+        try:
+            self.extractor.state.rollback(journals)
+        except Exception:  # a bug, never expected: the windows are rebuilt from the ledger instead
+            log.exception("velocity windows: taking back %d uncommitted batch(es) failed", len(journals))
+            self._journals_usable = False
+            return False
+        self.rolled_back += len(journals)
+        return True
+
     def _invalidate(self, epoch: int) -> None:
-        """The windows of ``epoch`` counted a batch the ledger does not hold: rebuild before the
-        next batch, and fail every batch already prepared on them."""
+        """The windows of ``epoch`` counted a batch the ledger does not hold: recover before the
+        next batch (``_recover``), and fail every batch already prepared on them."""
         with self._state:
             if self._epoch == epoch:
                 self._epoch += 1
@@ -157,6 +201,8 @@ class Pipeline:
             alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
             receipts = self.ledger.append_many(prepared.records, alongside=alongside)
             self.sealed += len(receipts)  # still this batch's turn: one writer
+            with self._state:
+                self._pending.pop(ticket, None)  # in the ledger: its additions stay
         except BaseException:
             self._invalidate(epoch)
             raise

@@ -25,6 +25,7 @@ from inference.backends import load_backend
 from inference.features import FeatureExtractor, features_sha256
 from inference.messages import MessageError
 from inference.model import ModelFiles
+from inference.schema import FEATURE_NAMES
 from inference.simulate import SimConfig, simulate
 from inference.velocity import VelocityState
 from ledger import LedgerUnavailableError, store
@@ -171,30 +172,48 @@ class FailingLedger:
         return self.inner.append_many(records, alongside=alongside)
 
 
-def test_ledger_down_means_no_decision_and_the_windows_are_rebuilt(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
-                                                                   pack_wasm) -> None:
-    ledger = make_ledger(sqlite_db, signer)
+def _never_rebuilt() -> FeatureExtractor:
+    raise AssertionError("the windows were replayed from the ledger: the failed batch alone "
+                         "should have been taken back")
+
+
+def _as_replayed(pipe: Pipeline, engine: Engine, *parts: list[Submission]) -> None:
+    """The pipeline's windows are bit for bit those of a fresh process replaying the ledger, and
+    the feature rows the ledger holds are those a process that saw only ``parts`` computes."""
+    assert pipe.extractor.state.snapshot() == _rebuilt(engine).state.snapshot()
+    fresh = FeatureExtractor()
+    want = np.vstack([fresh.extract([s.transaction for s in p], [s.received_at for s in p]) for p in parts])
+    got = np.array([features_from_body(env["record"])[0] for _, env, _ in bodies(engine)])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_ledger_down_means_no_decision_and_only_the_failed_batch_is_taken_back(  # type: ignore[no-untyped-def]
+        db: Db, signer, sandbox, pack_wasm) -> None:
+    ledger = make_ledger(db, signer)
     subs = submissions(200)
-    reference = make_pipeline(make_ledger(Db(sqlite_db.url.replace("ledger.db", "ref.db"), "sqlite"), signer),
-                              sandbox, pack_wasm)
-    want = reference.decide(subs[:100]) + reference.decide(subs[150:])
+    a, b, c = subs[:100], subs[100:150], subs[150:]
     flaky = FailingLedger(ledger)
-    pipe = make_pipeline(flaky, sandbox, pack_wasm, rebuild=lambda: _rebuilt(ledger.engine))  # type: ignore[arg-type]
+    pipe = make_pipeline(flaky, sandbox, pack_wasm, rebuild=_never_rebuilt)  # type: ignore[arg-type]
     flaky.fail = False
-    pipe.decide(subs[:100])
+    pipe.decide(a)
     flaky.fail = True
     with pytest.raises(LedgerUnavailableError):
-        pipe.decide(subs[100:150])  # never answered, never recorded
+        pipe.decide(b)  # never answered, never recorded
     assert len(bodies(ledger.engine)) == 100 and pipe.velocity_stale
-    assert (pipe.sealed, pipe.sealed_at_rebuild) == (100, 0)
     flaky.fail = False
-    got = pipe.decide(subs[150:])
-    assert [(d.decision, d.score) for d in got] == [(d.decision, d.score) for d in want[100:]]
-    assert (pipe.sealed, pipe.sealed_at_rebuild) == (100 + len(got), 100)  # rebuilt after the first 100
+    got = pipe.decide(c)  # on the windows of a alone: b's additions taken back, nothing replayed
+    assert len(got) == len(c) and not pipe.velocity_stale
+    assert (pipe.sealed, pipe.sealed_at_rebuild, pipe.rolled_back) == (100 + len(c), 0, 1)
+    _as_replayed(pipe, ledger.engine, a, c)
+    # not trivially equal: c's accounts have history in a, and b's transactions touched them too
+    counts = np.array([features_from_body(env["record"])[0] for _, env, _ in bodies(ledger.engine)[100:]])
+    assert np.nanmax(counts[:, FEATURE_NAMES.index("orig_count_7d")]) > 1
+    touched = {s.transaction.originator.iban for s in b} & {s.transaction.originator.iban for s in c}
+    assert touched - {None}
 
 
-def test_without_a_rebuild_every_batch_after_a_failed_commit_is_refused(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
-                                                                       pack_wasm) -> None:
+def test_without_a_rebuild_the_batch_after_a_failed_commit_is_decided_all_the_same(  # type: ignore[no-untyped-def]
+        sqlite_db: Db, signer, sandbox, pack_wasm) -> None:
     ledger = make_ledger(sqlite_db, signer)
     flaky = FailingLedger(ledger)
     pipe = make_pipeline(flaky, sandbox, pack_wasm)  # type: ignore[arg-type]
@@ -202,9 +221,39 @@ def test_without_a_rebuild_every_batch_after_a_failed_commit_is_refused(sqlite_d
     with pytest.raises(LedgerUnavailableError, match="database is locked"):
         pipe.decide(subs[:30])
     flaky.fail = False
-    with pytest.raises(LedgerUnavailableError, match="no rebuild is configured"):
-        pipe.decide(subs[30:])
-    assert bodies(ledger.engine) == [] and pipe.sealed == 0
+    assert len(pipe.decide(subs[30:])) == len(subs) - 30
+    _as_replayed(pipe, ledger.engine, subs[30:])
+
+
+@pytest.mark.parametrize("rebuild", [True, False])
+def test_when_taking_back_fails_the_windows_are_rebuilt_or_every_batch_refused(  # type: ignore[no-untyped-def]
+        sqlite_db: Db, signer, sandbox, pack_wasm, monkeypatch: pytest.MonkeyPatch, caplog,
+        rebuild: bool) -> None:
+    ledger = make_ledger(sqlite_db, signer)
+    flaky = FailingLedger(ledger)
+    pipe = make_pipeline(flaky, sandbox, pack_wasm,  # type: ignore[arg-type]
+                         rebuild=(lambda: _rebuilt(ledger.engine)) if rebuild else None)
+    subs = submissions(90)
+    flaky.fail = False
+    pipe.decide(subs[:30])
+    flaky.fail = True
+    with pytest.raises(LedgerUnavailableError):
+        pipe.decide(subs[30:60])
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("rollback bug")
+
+    monkeypatch.setattr(pipe.extractor.state, "rollback", broken)
+    flaky.fail = False
+    if rebuild:
+        assert len(pipe.decide(subs[60:])) == len(subs) - 60
+        assert pipe.sealed_at_rebuild == 30 and "taking back 1 uncommitted batch(es) failed" in caplog.text
+        _as_replayed(pipe, ledger.engine, subs[:30], subs[60:])
+    else:
+        for _ in range(2):
+            with pytest.raises(LedgerUnavailableError, match="no rebuild is configured"):
+                pipe.decide(subs[60:])
+        assert len(bodies(ledger.engine)) == 30 and pipe.sealed == 30
 
 
 def _rebuilt(engine: Engine) -> FeatureExtractor:
@@ -367,7 +416,7 @@ def test_batches_from_two_threads_commit_in_the_order_their_windows_advanced(sql
     verify_ledger(ledger.engine, [signer.verifier])
 
 
-def test_a_failed_commit_fails_the_batch_prepared_behind_it_and_the_windows_are_rebuilt(  # type: ignore[no-untyped-def]
+def test_a_failed_commit_fails_the_batch_prepared_behind_it_and_both_are_taken_back(  # type: ignore[no-untyped-def]
         sqlite_db: Db, signer, sandbox, pack_wasm) -> None:
     ledger = make_ledger(sqlite_db, signer)
     subs = submissions(300)
@@ -375,13 +424,13 @@ def test_a_failed_commit_fails_the_batch_prepared_behind_it_and_the_windows_are_
                               sandbox, pack_wasm)
     want = reference.decide(subs[:100]) + reference.decide(subs[200:])
     gated = GatedLedger(ledger)
-    pipe = make_pipeline(gated, sandbox, pack_wasm, rebuild=lambda: _rebuilt(ledger.engine))  # type: ignore[arg-type]
+    pipe = make_pipeline(gated, sandbox, pack_wasm, rebuild=_never_rebuilt)  # type: ignore[arg-type]
     gated.gate.set()
     pipe.decide(subs[:100])
     gated.gate.clear()
     gated.entered.clear()
     gated.fail = True
-    errors: list[BaseException] = []
+    errors: list[BaseException | None] = []
 
     def first() -> None:
         try:
@@ -404,8 +453,10 @@ def test_a_failed_commit_fails_the_batch_prepared_behind_it_and_the_windows_are_
     assert len(errors) == 2 and all(isinstance(e, LedgerUnavailableError) for e in errors)
     assert gated.calls == 2 and len(bodies(ledger.engine)) == 100  # the second never reached the ledger
     gated.fail = False
-    got = pipe.decide(subs[200:])  # rebuilt from the ledger first
+    got = pipe.decide(subs[200:])  # both batches' additions taken back first, nothing replayed
     assert [(d.decision, d.score) for d in got] == [(d.decision, d.score) for d in want[100:]]
+    assert pipe.rolled_back == 2
+    _as_replayed(pipe, ledger.engine, subs[:100], subs[200:])
 
 
 def _raises(pipe: Pipeline, subs: list[Submission]) -> BaseException | None:
