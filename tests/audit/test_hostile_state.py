@@ -1,0 +1,161 @@
+"""Hostile cases for the decision state on disk: the velocity snapshot names no account in clear
+(an erasure order must not leave a copy behind), an old clear snapshot is converted rather than
+trusted or crashed on, and a snapshot under a lost or foreign key is replayed from the ledger."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from sqlalchemy import inspect, text
+
+from audit.decide.runtime import Runtime
+from audit.decide.types import Submission
+from audit.state import snapshot as velocity_snapshot
+from audit.state.snapshot import KEY_FILE_NAME
+from inference.schema import FEATURE_NAMES
+from ledger import database
+from tests.audit.test_runtime import Settings, features_next, settings, subs
+from tests.conftest import Db
+
+PAYLOADS = "ledger_payloads"
+
+
+def identifiers(batch: list[Submission]) -> set[str]:
+    """Every account identifier the batch names (IBANs and account numbers, both parties)."""
+    out: set[str] = set()
+    for s in batch:
+        for party in (s.transaction.originator, s.transaction.beneficiary):
+            out.update(v for v in (party.iban, party.account) if v and len(v) >= 8)
+    return out
+
+
+def clear_in_files(folder: Path, names: set[str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = f.read_bytes()
+        hits = [n for n in names if n.encode() in data]
+        if hits:
+            found[f.name] = hits
+    return found
+
+
+def clear_in_tables(url: str, names: set[str]) -> dict[str, list[str]]:
+    """Identifiers found in any table but the payload store (which erasure empties)."""
+    engine = database.open_engine(url)
+    found: dict[str, list[str]] = {}
+    try:
+        with engine.connect() as conn:
+            for table in inspect(conn).get_table_names():
+                if table == PAYLOADS:
+                    continue
+                dump = repr(conn.execute(text(f'SELECT * FROM "{table}"')).all())
+                hits = [n for n in names if n in dump]
+                if hits:
+                    found[table] = hits
+    finally:
+        engine.dispose()
+    return found
+
+
+def probe_equal(s: Settings, tmp: Path, probe: list[Submission]) -> Runtime[Settings]:
+    """Open ``s`` (from its snapshot) beside a process replaying the ledger from scratch; the
+    probe's feature rows must be the same. Returns the runtime opened from ``s``, still open."""
+    resumed = Runtime.open(s)
+    fresh = Runtime.open(Settings(db=s.db, keys=s.keys, velocity_snapshot=tmp / "replay-only" / "none"))
+    try:
+        a, b = features_next(resumed, probe), features_next(fresh, probe)
+        np.testing.assert_array_equal(a, b)
+        assert np.nanmax(a[:, FEATURE_NAMES.index("orig_count_7d")]) > 1  # the probe's accounts have history
+    finally:
+        fresh.close()
+    return resumed
+
+
+def test_the_snapshot_names_no_account_in_clear_and_restarts_to_the_same_features(db: Db,
+                                                                                  tmp_path: Path) -> None:
+    s = settings(db, tmp_path)
+    batch, probe = subs(41, 300), subs(41, 300)[:40]
+    names = identifiers(batch)
+    assert len(names) > 50
+    rt = Runtime.open(s)
+    try:
+        rt.service.decide(batch, timeout_s=60)
+    finally:
+        rt.close()
+    assert clear_in_files(s.keys, names) == {}  # signing key, velocity key, snapshot: no account
+    head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
+    assert head["schema"] == "sealtrail.velocity-snapshot/2"
+    assert (s.keys / KEY_FILE_NAME).stat().st_mode & 0o077 == 0
+    assert clear_in_tables(s.db, names) == {}  # outside the payload store, none either
+    resumed = probe_equal(s, tmp_path, probe)
+    try:
+        assert resumed.velocity_from_snapshot and resumed.replay.replayed == 0
+        assert not any(n.encode() in resumed.pipeline.extractor.state.snapshot() for n in names)
+    finally:
+        resumed.close()
+    assert clear_in_files(s.keys, names) == {}  # saved again at the stop: still keyed
+
+
+def test_a_snapshot_written_in_clear_still_restores_and_is_rewritten_keyed(
+        db: Db, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    s = settings(db, tmp_path)
+    batch, probe = subs(42, 300), subs(42, 300)[:40]
+    names = identifiers(batch)
+    rt = Runtime.open(s)
+    try:
+        rt.service.decide(batch, timeout_s=60)
+        origin = rt.ledger.origin
+    finally:
+        rt.close()
+    # the file as a release before keyed snapshots wrote it: the same head, accounts in clear
+    head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
+    clear = velocity_snapshot.restore(None, database.open_engine(s.db), origin).extractor.state
+    assert clear.key_id is None
+    s.velocity_snapshot_file.write_bytes(orjson.dumps({**head, "schema": "sealtrail.velocity-snapshot/1"})
+                                         + b"\n" + clear.snapshot())
+    assert clear_in_files(s.keys, names)  # the old file does name them
+    with caplog.at_level(logging.WARNING, logger="audit.state.snapshot"):
+        resumed = probe_equal(s, tmp_path, probe)
+    try:
+        assert resumed.velocity_from_snapshot and resumed.replay.replayed == 0
+        assert "held accounts in clear: rewritten keyed" in caplog.text
+        assert clear_in_files(s.keys, names) == {}  # rewritten at the start, not only at the next stop
+    finally:
+        resumed.close()
+
+
+@pytest.mark.parametrize("damage", ["another key", "key lost", "key of the wrong length"])
+def test_a_snapshot_under_a_key_it_was_not_written_with_is_replayed_never_trusted(
+        db: Db, tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str) -> None:
+    s = settings(db, tmp_path)
+    batch, probe = subs(43, 200), subs(43, 200)[:40]
+    rt = Runtime.open(s)
+    try:
+        rt.service.decide(batch, timeout_s=60)
+    finally:
+        rt.close()
+    key = s.keys / KEY_FILE_NAME
+    if damage == "another key":
+        key.write_bytes(bytes(32))
+    elif damage == "key lost":
+        key.unlink()
+    else:
+        key.write_bytes(b"short")
+    with caplog.at_level(logging.WARNING):
+        resumed = probe_equal(s, tmp_path, probe)  # never a crash, and the same features
+    try:
+        assert not resumed.velocity_from_snapshot and resumed.replay.replayed == len(batch)
+        want = "velocity key unusable" if damage == "key of the wrong length" else "hashed under key"
+        assert want in caplog.text
+    finally:
+        resumed.close()
+    if damage == "key of the wrong length":  # nothing saved under a key that cannot be read
+        assert "velocity snapshot not saved" in caplog.text and key.read_bytes() == b"short"
+    else:  # saved again, keyed under the key now in place
+        assert velocity_snapshot.load_key(key) == key.read_bytes()
+        head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
+        assert head["schema"] == "sealtrail.velocity-snapshot/2"
