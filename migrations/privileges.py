@@ -49,6 +49,7 @@ HEAD: Grants = {
     "audit_trace_rules": _APPEND,
     "audit_trace_accounts": _APPEND,
     "audit_annotations": _APPEND,
+    "audit_idempotency_keys": _APPEND,  # revision 0005
 }
 
 

@@ -15,7 +15,10 @@ Not all or nothing once deciding starts: each batch is its own commit. If a late
 (the ledger refuses the commit, say), the output still lists every decision sealed before it
 (``--json``: ``decisions``, with ``"ok": false``), then the error, how many were sealed, the last
 seq, and the first message without a decision (``resume_at``), so that a re-run submits only
-what was not decided instead of deciding the sealed payments twice.
+what was not decided instead of deciding the sealed payments twice. A payment decided before (the
+same idempotency key: its UETR, else its reference, with the same content) is not decided again:
+its row is the existing decision, marked ``already_decided`` (``(already decided)`` in the table),
+and the summary counts them, so re-running a file after a failure decides only what was missing.
 
 The pipeline's layers are imported in the command body so that ``sealtrail --help`` does not
 load them.
@@ -111,7 +114,8 @@ def decision_row(d: Decision, sub: Submission) -> dict[str, Any]:
     """What ``score`` prints per transaction (``--json``: one element of ``decisions``)."""
     return {"trace_id": d.trace_id, "seq": d.seq, "reference": sub.transaction.reference,
             "decision": d.decision, "score": d.score, "fired": [h.id for h in d.fired],
-            "fail_safe": d.fail_safe, "leaf_hash": d.leaf_hash, "recorded_at": d.recorded_at}
+            "fail_safe": d.fail_safe, "leaf_hash": d.leaf_hash, "recorded_at": d.recorded_at,
+            "already_decided": d.replayed}
 
 
 def _refused(exc: FileRefusedError) -> NoReturn:
@@ -174,9 +178,10 @@ def score(
     rows = sealed.rows
     counts = Counter(r["decision"] for r in rows)
     outcomes = {o: counts.get(o, 0) for o in OUTCOMES}
-    doc = {"ok": True, "count": len(rows), "files": len(parsed), "outcomes": outcomes,
-           "ledger_size": size, "principal": principal, "decisions": rows}
-    emit(doc, as_json, lambda: _summary(len(rows), outcomes, len(parsed), size))
+    before = sum(1 for r in rows if r["already_decided"])
+    doc = {"ok": True, "count": len(rows), "already_decided": before, "files": len(parsed),
+           "outcomes": outcomes, "ledger_size": size, "principal": principal, "decisions": rows}
+    emit(doc, as_json, lambda: _summary(len(rows), outcomes, len(parsed), size, before))
 
 
 _HEADER = f"{'seq':>8}  {'trace_id':<36}  {'decision':<8}  {'score':>6}  {'reference':<16}  fired"
@@ -205,6 +210,8 @@ class _Sealed:
             fired = ",".join(r["fired"]) or "-"
             if r["fail_safe"]:
                 fired += f"  (fail-safe: {r['fail_safe']})"
+            if r.get("already_decided"):
+                fired += "  (already decided)"
             out.print(f"{r['seq']:>8}  {r['trace_id']:<36}  {r['decision']:<8}  {sc:>6}  "
                       f"{r['reference'] or '-':<16}  {fired}", markup=False)
         out.file.flush()
@@ -247,9 +254,12 @@ def _failed_midway(exc: BaseException, sealed: _Sealed, parsed: list[ScoredFile]
     where = ("" if not rows else '; each is in "decisions"' if as_json else "; each is listed above")
     lines = [f"{len(rows)} decision(s) were sealed before the failure"
              + ("" if last is None else f", the last at seq {last}") + where]
+    before = sum(1 for r in rows if r["already_decided"])
+    if before:
+        lines.append(f"{before} of them were already decided before this run (not decided again)")
     if resume is not None:
         lines.append(f"{undecided} message(s) from {resume['file']} [{resume['index']}] on have no "
-                     "decision: re-submit only those, never the sealed ones (they would be decided twice)")
+                     "decision: re-submit them (a sealed payment submitted again gets its existing decision)")
     if in_doubt:
         lines.append(f"the failed batch of {sealed.in_flight} message(s) may have been sealed all the same: "
                      "look for its decisions (sealtrail traces query) before re-submitting it")
@@ -257,6 +267,7 @@ def _failed_midway(exc: BaseException, sealed: _Sealed, parsed: list[ScoredFile]
                    details=[*failure.details, *lines], **{**failure.extra, **summary}) from exc
 
 
-def _summary(count: int, outcomes: dict[str, int], files: int, size: int) -> None:
+def _summary(count: int, outcomes: dict[str, int], files: int, size: int, before: int = 0) -> None:
     summary = "  ".join(f"{k} {v}" for k, v in outcomes.items())
-    out.print(f"{count} decided from {files} file(s): {summary}; ledger size {size}", markup=False)
+    already = f"; {before} of them already decided before (not decided again)" if before else ""
+    out.print(f"{count} decided from {files} file(s): {summary}; ledger size {size}{already}", markup=False)

@@ -3,6 +3,9 @@
 The answer leaves only after the decision's ledger record is durable; if the ledger cannot
 commit, the caller gets 503 with Retry-After and no decision exists. A request refused as input
 (unreadable message, wrong content type, bad X-Priority) is refused whole: nothing is written.
+A payment decided before (the same idempotency key: ``Idempotency-Key``, else its UETR, else its
+reference, with the same content) is answered with its existing decision, marked ``replayed``
+(and, on ``POST /v1/decisions``, the response header ``Idempotent-Replayed: true``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from starlette.responses import Response
 from api.deps import authorize
 from api.openapi import body, examples, media, operation, problems, schema_of
 from api.problems import Problem
+from audit.decide.idempotency import HEADER_KEY
 from audit.decide.runtime import Runtime
 from audit.decide.submissions import MAX_BATCH, parse_submissions
 from audit.decide.types import Decision
@@ -73,6 +77,9 @@ class DecisionOut(BaseModel):
     ledger: LedgerRef
     latency_us: dict[str, int] = Field(description="queue, features, model, rules, seal, ledger, total; "
                                                    "request: the whole request inside the server")
+    replayed: bool = Field(False, description="present and true when this payment (its idempotency key, "
+                                              "same content) was decided before: the answer is that "
+                                              "existing decision, and nothing new was sealed")
 
     model_config = {"json_schema_extra": {"examples": [{
         "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "decision": "REVIEW", "score": 0.71,
@@ -96,6 +103,12 @@ _PACS008 = {"type": "string", "description": "ISO 20022 pacs.008 (FIToFICstmrCdt
 _PRIORITY = {"parameters": [{"name": "X-Priority", "in": "header", "required": False,
                              "description": "batcher lane: P0 first, P2 last",
                              "schema": {"type": "string", "enum": ["P0", "P1", "P2"], "default": "P1"}}]}
+_IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                "description": "the payment's idempotency key (1-255 visible ASCII characters; default: "
+                               "its UETR, else its reference); a key already decided with the same content "
+                               "answers the existing decision (Idempotent-Replayed: true)",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255}}
+_ONE_PARAMS = {"parameters": [*_PRIORITY["parameters"], _IDEMPOTENCY]}
 _ONE_DOC = body({
     "application/json": media(_TRANSACTION, examples.TRANSACTION_JSON),
     "application/x-swift-fin": media(_FIN, examples.MT103),
@@ -166,27 +179,39 @@ async def _body(request: Request) -> bytes:
     return raw
 
 
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is not None and not HEADER_KEY.fullmatch(key):
+        msg = "Idempotency-Key must be 1 to 255 visible ASCII characters"
+        raise Problem(422, "invalid_idempotency_key", msg, [{"field": "Idempotency-Key", "message": msg}])
+    return key
+
+
 def decision_json(d: Decision, reference: str | None, request_us: int) -> dict[str, Any]:
-    return {"trace_id": d.trace_id, "decision": d.decision, "score": d.score,
-            "fired": [{"id": h.id, "outcome": h.outcome, "reason": h.reason} for h in d.fired],
-            "fail_safe": d.fail_safe, "reference": reference, "recorded_at": d.recorded_at,
-            "ledger": {"seq": d.seq, "leaf_hash": d.leaf_hash},
-            "latency_us": {**d.latency_us, "request": request_us}}
+    out = {"trace_id": d.trace_id, "decision": d.decision, "score": d.score,
+           "fired": [{"id": h.id, "outcome": h.outcome, "reason": h.reason} for h in d.fired],
+           "fail_safe": d.fail_safe, "reference": reference, "recorded_at": d.recorded_at,
+           "ledger": {"seq": d.seq, "leaf_hash": d.leaf_hash},
+           "latency_us": {**d.latency_us, "request": request_us}}
+    if d.replayed:
+        out["replayed"] = True
+    return out
 
 
-@router.post("", response_model=DecisionOut, openapi_extra=operation(_CREATE) | _ONE_DOC | _PRIORITY,
+@router.post("", response_model=DecisionOut, openapi_extra=operation(_CREATE) | _ONE_DOC | _ONE_PARAMS,
              summary="Decide one transaction; answered once its record is durable", responses=_ERRORS)
 async def create_decision(request: Request) -> Response:
     t0 = time.perf_counter()
     caller = authorize(request, _CREATE)  # before the body is read
     rt: Runtime = request.app.state.runtime
-    fmt, priority = _format(request), _priority(request)
+    fmt, priority, key = _format(request), _priority(request), _idempotency_key(request)
     raw = await _body(request)
-    subs = parse_submissions(raw, fmt, caller.principal.to_json(), batch=False)
+    subs = parse_submissions(raw, fmt, caller.principal.to_json(), batch=False, idempotency_key=key)
     (d,) = await rt.service.decide_async(subs, priority)
     us = round((time.perf_counter() - t0) * 1e6)
     return Response(orjson.dumps(decision_json(d, subs[0].transaction.reference, us)),
-                    media_type="application/json")
+                    media_type="application/json",
+                    headers={"Idempotent-Replayed": "true"} if d.replayed else None)
 
 
 @router.post("/batch", response_model=BatchOut, openapi_extra=operation(_BATCH) | _BATCH_DOC | _PRIORITY,

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from audit.decide.idempotency import with_keys
 from audit.decide.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
@@ -199,6 +200,7 @@ class Pipeline:
                                              "counted it; nothing written")
             index, meta = self.index, prepared.meta
             alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
+            alongside = with_keys(subs, alongside)  # idempotency keys: checked and written under the lock
             receipts = self.ledger.append_many(prepared.records, alongside=alongside)
             self.sealed += len(receipts)  # still this batch's turn: one writer
             with self._state:
@@ -302,7 +304,7 @@ class Pipeline:
                 backend=self.scorer.name, score=score_list[i], module_sha256=rules.module.sha256,
                 ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version, decision=outs[i],
                 fired=fired[i][0], fail_safe=why[i], fuel=fuel, batch_size=n,
-                latency_us={"queue": s.queue_us, **stage})
+                latency_us={"queue": s.queue_us, **stage}, idempotency=s.idempotency)
 
         le = np.ascontiguousarray(rows, dtype="<f8")
         width = le.shape[1] * 8
@@ -327,7 +329,8 @@ class Pipeline:
             message_type=[tx.message_type for tx in txs], raw_sha256=[tx.raw_sha256 for tx in txs],
             reference=[tx.reference for tx in txs], transaction_sha256=[tx.sha256 for tx in txs],
             principal=[principals[id(s.principal)] for s in subs], score=score_list,
-            queue_us=[s.queue_us for s in subs])
+            queue_us=[s.queue_us for s in subs],
+            idempotency=[s.idempotency for s in subs] if any(s.idempotency for s in subs) else None)
         # Every body comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or a template
         # filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
         records = [Record.from_jcs(DECISION_KIND, body, payload=s.raw)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, overload
 
 import numpy as np
@@ -47,6 +47,7 @@ __all__ = [
     "DecisionBatch",
     "DecisionColumns",
     "DecisionInputs",
+    "IdempotencyKey",
     "RuleHit",
     "decision_bodies",
     "decision_body",
@@ -70,6 +71,28 @@ class RuleHit:
     id: str
     outcome: str
     reason: str
+
+
+@dataclass(frozen=True)
+class IdempotencyKey:
+    """The idempotency key a decision record seals (``idempotency`` in the body; records sealed
+    before the field existed have none). ``key_sha256`` is SHA-256 of the key's text (its source,
+    a colon, the value); ``first_seq`` is set when the same principal's key was decided before on
+    different content: this decision is then a second one, and says so (``finding``)."""
+
+    key_sha256: str
+    source: str  # uetr | reference (derived from the message) | header (sent by the caller)
+    first_seq: int | None = None
+
+    @property
+    def finding(self) -> str | None:
+        if self.first_seq is None:
+            return None
+        return f"idempotency key reused with different content: first decided at seq {self.first_seq}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key_sha256": self.key_sha256, "source": self.source, "first_seq": self.first_seq,
+                "finding": self.finding}
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,7 @@ class DecisionInputs:
     fuel: int  # fuel the rule module used for the whole batch
     batch_size: int
     latency_us: dict[str, int]
+    idempotency: IdempotencyKey | None = None  # the sealed key; None: the body has no "idempotency"
 
 
 class DecisionBatch(Sequence[DecisionInputs]):
@@ -145,7 +169,7 @@ def _num(v: float) -> float | None:
 
 def decision_body(d: DecisionInputs) -> dict[str, Any]:
     """The record body as a JSON object (canonicalised by the caller)."""
-    return {
+    body: dict[str, Any] = {
         "schema": DECISION_SCHEMA,
         "at": d.at,
         "principal": d.principal,
@@ -164,6 +188,9 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         "batch_size": d.batch_size,
         "latency_us": d.latency_us,
     }
+    if d.idempotency is not None:  # additive: bodies without a key stay as they always were
+        body["idempotency"] = d.idempotency.to_json()
+    return body
 
 
 def fired_json(hits: Sequence[RuleHit]) -> list[dict[str, str]]:
@@ -212,6 +239,7 @@ class DecisionColumns:
     principal: Sequence[Jcs]
     score: Sequence[float]  # NaN when the model did not score
     queue_us: Sequence[int]
+    idempotency: Sequence[IdempotencyKey | None] | None = None  # None: no decision of the batch has a key
 
 
 class BodyTemplate:
@@ -224,8 +252,9 @@ class BodyTemplate:
     whole record (tests/audit/test_record.py checks it against rfc8785 over many records).
     """
 
-    def __init__(self, template: Template) -> None:
+    def __init__(self, template: Template, keyed: bool = False) -> None:
         self._template = template
+        self.keyed = keyed  # its bodies hold "idempotency" (a slot after SLOTS)
 
     @classmethod
     def for_batch(cls, shared: DecisionInputs) -> BodyTemplate | None:
@@ -240,8 +269,13 @@ class BodyTemplate:
                          "raw_sha256": marks["raw_sha256"], "reference": marks["reference"],
                          "transaction_sha256": marks["transaction_sha256"]}
         body["latency_us"] = {**body["latency_us"], "queue": marks["queue"]}
-        template = Template.of(body, SLOTS)
-        return None if template is None else cls(template)
+        keyed = shared.idempotency is not None
+        slots: tuple[str, ...] = SLOTS
+        if keyed:
+            slots = (*SLOTS, "idempotency")
+            body["idempotency"] = Template.marker("idempotency")
+        template = Template.of(body, slots)
+        return None if template is None else cls(template, keyed)
 
     def body(self, parts: Sequence[Jcs]) -> Jcs:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
@@ -263,11 +297,21 @@ class BodyTemplate:
         rows = zip(cols.at, cols.decision, cols.fail_safe, value_bytes, cols.features_sha256, cols.fired,
                    cols.message_format, cols.message_type, cols.raw_sha256, cols.reference,
                    cols.transaction_sha256, cols.principal, score_bytes, cols.queue_us, strict=True)
+        keys = cols.idempotency
+        keyed = self.keyed
         for i, (at, dec, why, vb, fsha, fired, fmt, mtype, raw, ref, tsha, who, sb, queue) in enumerate(rows):
+            key = None if keys is None else keys[i]
+            if (key is not None) is not keyed:  # a body the template does not shape: made whole
+                push(canonical_bytes(decision_body(whole(i))))
+                continue
             try:  # in SLOTS order
-                push(fill((jcs_str(at), jcs_str(dec), JCS_NULL if why is None else jcs_str(why), vb,
-                           jcs_str(fsha), fired, jcs_str(fmt), jcs_str(mtype), jcs_str(raw), jcs_str(ref),
-                           jcs_str(tsha), who, sb, jcs_int(queue))))
+                parts: tuple[Jcs, ...] = (
+                    jcs_str(at), jcs_str(dec), JCS_NULL if why is None else jcs_str(why), vb,
+                    jcs_str(fsha), fired, jcs_str(fmt), jcs_str(mtype), jcs_str(raw), jcs_str(ref),
+                    jcs_str(tsha), who, sb, jcs_int(queue))
+                if key is not None:
+                    parts = (*parts, canonical_bytes(key.to_json()))
+                push(fill(parts))
             except TypeError:  # a value the splice does not vouch for: the whole-body path decides
                 push(canonical_bytes(decision_body(whole(i))))
         return out
@@ -280,6 +324,9 @@ def decision_bodies(shared: DecisionInputs, cols: DecisionColumns,
     ``shared`` states what the batch's records share (its per-decision fields are not read),
     ``cols`` what differs, and ``whole(i)`` gives the full inputs of decision ``i``, for a body
     that cannot be spliced. Each body equals ``canonical_bytes(decision_body(whole(i)))``."""
+    keys = cols.idempotency
+    if keys is not None and any(k is not None for k in keys):  # a template for the keyed bodies
+        shared = replace(shared, idempotency=IdempotencyKey("", ""))
     try:
         template = BodyTemplate.for_batch(shared)
     except CanonicalError:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
+from audit.decide.idempotency import decide_keyed
 from audit.decide.pipeline import Pipeline
 from audit.decide.types import Decision, Submission
 from inference.batcher import Batcher, DeadlineExceeded, Priority
@@ -53,8 +54,9 @@ class DecisionService:
     def _process(self, reqs: list[_Req]) -> list[Decision]:
         now = self._clock()
         subs = [replace(s, queue_us=round((now - t) * 1e6)) for s, t in reqs]
-        decisions = self.pipeline.decide(subs)
-        self.decided += len(decisions)
+        pipeline = self.pipeline  # a payment decided before is answered from the ledger, not again
+        decisions = decide_keyed(pipeline.decide, lambda: pipeline.ledger.engine, subs)
+        self.decided += sum(not getattr(d, "replayed", False) for d in decisions)  # sealed here
         if self.on_batch is not None:
             self.on_batch(decisions)
         return decisions

@@ -10,11 +10,13 @@ and Python callers share it, so one body is refused for the same reasons everywh
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
+from audit.decide.idempotency import derived_key, header_key
 from audit.decide.types import Submission
 from audit.errors import (
     OneMessageExpectedError,
@@ -33,7 +35,8 @@ _MAX_FAULTS = 100  # refused messages named one by one; the count says how many 
 
 def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool,
                       max_items: int | None = MAX_BATCH,
-                      received_at: datetime | None = None) -> list[Submission]:
+                      received_at: datetime | None = None,
+                      idempotency_key: str | None = None) -> list[Submission]:
     """The messages of ``raw`` (format ``fmt``: json | mt | pacs008 | auto) as
     submissions of ``principal`` (``Principal.to_json()``), or ``SubmissionRefusedError`` for all.
 
@@ -42,7 +45,11 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
     transaction is refused (at ``body``); otherwise the body must hold exactly one transaction
     (``OneMessageExpectedError``). ``max_items`` caps the
     transactions (``TooManySubmissionsError``; None: no cap, for whole files scored offline).
-    ``received_at`` is the event time the features use (default: now, UTC)."""
+    ``received_at`` is the event time the features use (default: now, UTC).
+    Each submission carries its idempotency key (``audit.decide.idempotency``): the caller's
+    ``idempotency_key`` (one transaction only: ``OneMessageExpectedError`` otherwise; ``ValueError``
+    for a malformed key), else the one derived from its message (UETR, else its reference)."""
+    given = None if idempotency_key is None else header_key(idempotency_key)
     now = datetime.now(UTC) if received_at is None else received_at
     subs: list[Submission] = []
     errors: list[tuple[int, MessageError]] = []
@@ -72,7 +79,7 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
                     raise MessageError(f"message is {len(item)} bytes; the limit is {MAX_JSON_BYTES}",
                                        field="$")
                 for t in transactions_of(el, sha256(item).hexdigest(), text=item):
-                    subs.append(Submission(item, t, "json", principal, now))
+                    subs.append(Submission(item, t, "json", principal, now, idempotency=derived_key(t)))
             except MessageError as exc:
                 errors.append((i, exc))
             except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits
@@ -82,7 +89,7 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
             if isinstance(p, MessageError):
                 errors.append((i, p))
             else:
-                subs.append(p)
+                subs.append(replace(p, idempotency=derived_key(p.transaction)))
     if errors:
         raise _refused(errors, batch)
     if batch and not subs:  # as the one-decision endpoint refuses a body that holds none
@@ -94,6 +101,12 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
             [SubmissionFault(None, None, f"{len(subs)} transactions")])
     if max_items is not None and len(subs) > max_items:
         raise _too_many(len(subs), max_items)
+    if given is not None:
+        if len(subs) != 1:
+            raise OneMessageExpectedError(
+                f"an Idempotency-Key names one payment; the body holds {len(subs)} transactions",
+                [SubmissionFault(None, "Idempotency-Key", f"{len(subs)} transactions")])
+        return [replace(subs[0], idempotency=given)]
     return subs
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from audit.decide.record import DecisionInputs, RuleHit
+from audit.decide.record import DecisionInputs, IdempotencyKey, RuleHit
 from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
 from inference.schema import RULE_FEATURE_NAMES
 from ledger import Receipt
@@ -71,6 +71,7 @@ class Submission:
     received_at: datetime  # event time for the features (UTC)
     expired: bool = False  # its deadline passed in the queue: record a fail-safe HOLD
     queue_us: int = 0
+    idempotency: IdempotencyKey | None = None  # sealed in its record (audit.decide.idempotency)
 
     @classmethod
     def parse(cls, raw: bytes, message_format: Format, principal: dict[str, Any],
@@ -93,3 +94,4 @@ class Decision:
     fired: tuple[RuleHit, ...]
     fail_safe: str | None
     latency_us: dict[str, int] = field(default_factory=dict)
+    replayed: bool = False  # an earlier decision of the same payment, returned again (idempotency)

@@ -10,6 +10,10 @@ snapshot), recomputes each entry's rows with the code that writes them (``record
 the accounts its payload names; every annotation has exactly its ``audit_annotations`` row; no
 index row stands at a seq that is not such an entry. A failure names the table, the seq and
 what differed (``DerivedRowError``, a ``ledger.DamageError``: ``ledger verify`` exits 1).
+The idempotency keys (``audit_idempotency_keys``) are checked in the same walk: each keyed
+decision record seals its key; the table must hold, per (principal, key), exactly the first
+decision sealed under it (its seq and transaction SHA-256), and a later decision under the same
+key must say which seq decided it first.
 
 Known limit: where a payload was purged, the account rows of its decision cannot be recomputed;
 they are counted (``accounts_unverifiable``), not judged. ``check_decisions`` is the same check
@@ -28,6 +32,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
+from audit.decide.idempotency import principal_fp
 from audit.errors import DerivedRowError
 from audit.query.index import (
     TRACE_COLUMNS,
@@ -46,6 +51,7 @@ _PAGE = 2000
 _STREAM = {"stream_results": True, "max_row_buffer": 10_000}
 _TABLES = TRACES, RULES, ACCOUNTS, ANNOTATIONS = ("audit_traces", "audit_trace_rules", "audit_trace_accounts",
                                                   "audit_annotations")
+KEYS = "audit_idempotency_keys"
 
 
 @dataclass
@@ -54,7 +60,7 @@ class IndexReport:
 
     decisions: int = 0
     annotations: int = 0
-    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_TABLES, 0))  # rows checked, per table
+    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys((*_TABLES, KEYS), 0))  # rows checked
     accounts_unverifiable: int = 0  # decisions with a purged payload: account rows not recomputable
     seconds: float = 0.0
 
@@ -251,8 +257,10 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
     # workers: None = one process per core (at most 4) once the ledger proves big (two full pages)
     want = workers if workers is not None else min(os.cpu_count() or 1, 4)
     pool: _PoolAccounts | None = None
+    keys = _Keys()
     try:
         for rows in _decision_pages(conn, page):
+            keys.add(found, rows)
             if pool is None and want > 1 and (workers is not None or report.decisions >= 2 * page):
                 pool = _PoolAccounts(want)
             last = rows[-1][0]
@@ -271,6 +279,55 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
         if pool is not None:
             pool.close()
     _strays(found, {int(x[0]): x for x in t.upto(None)}, _grouped(r.upto(None)), _grouped(a.upto(None)))
+    keys.finish(conn, found, report)
+
+
+_KEY_AT = b'"idempotency":{'  # in a keyed record's JCS bytes (a string value would escape the quote)
+
+
+class _Keys:
+    """The idempotency keys the sealed decisions state, and the table checked against them."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple[str, str], tuple[int, str]] = {}  # (principal, key) -> (seq, transaction)
+
+    def add(self, found: _Findings, page: Sequence[tuple[int, bytes]]) -> None:
+        for seq, rec in page:
+            if _KEY_AT not in rec:
+                continue  # no key: records sealed before keys existed, or a message without one
+            try:
+                body = orjson.loads(rec)["record"]
+                k = body["idempotency"]
+                pair = (principal_fp(body["principal"]), str(k["key_sha256"]))
+                first_seq, tx = k["first_seq"], str(body["input"]["transaction_sha256"])
+            except (KeyError, TypeError, ValueError) as exc:
+                found.add(KEYS, seq, f"the sealed idempotency key cannot be read: {exc!r}")
+                continue
+            first = self.first.get(pair)
+            if first is None:
+                if first_seq is not None:
+                    found.add(KEYS, seq, f"the record says its key was first decided at seq {first_seq}, "
+                                         "but no earlier decision holds that key")
+                self.first[pair] = (seq, tx)
+            elif first_seq != first[0]:
+                found.add(KEYS, seq, f"a second decision under the key first decided at seq {first[0]}, "
+                                     f"and its record says {first_seq!r}")
+
+    def finish(self, conn: Connection, found: _Findings, report: IndexReport) -> None:
+        for fp, key, seq, req in conn.exec_driver_sql(
+                f"SELECT principal_fp, key_sha256, seq, request_sha256 FROM {KEYS} ORDER BY seq"):
+            seq = int(seq)
+            report.rows[KEYS] += 1
+            want = self.first.pop((str(fp), str(key)), None)
+            if want is None:
+                found.add(KEYS, seq, f"a key row ({str(key)[:16]}) that no sealed decision's key stands for "
+                                     "(forged?)")
+            elif want != (seq, str(req)):
+                found.add(KEYS, want[0], f"the key row says seq {seq}, transaction {str(req)[:16]}; the "
+                                         f"record at seq {want[0]} first sealed the key, transaction "
+                                         f"{want[1][:16]}")
+        for seq, _ in sorted(self.first.values()):
+            found.add(KEYS, seq, "no key row for this decision's idempotency key (deleted?)")
 
 
 def _strays(found: _Findings, *tables: dict[int, Any]) -> None:

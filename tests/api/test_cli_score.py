@@ -231,16 +231,17 @@ def test_a_later_batch_failing_still_lists_every_decision_sealed_before_it(
     assert doc["in_doubt"] is False  # the ledger refused the commit: nothing of that batch exists
     assert sum(doc["outcomes"].values()) == 16
 
-    fail_after(1)  # the table: the sealed rows on stdout as they were sealed, then the error
+    fail_after(1)  # re-run: the 16 sealed come back already decided, the next batch is sealed, then the error
     res = cli("score", str(f), code=2)
     again = {seq: env for seq, (env, _) in cli.entries().items() if seq not in sealed}
-    assert len(again) == 16
+    assert len(again) == 16  # messages 16..31: none of the first 16 was decided twice
     for seq, env in again.items():
         assert env["trace_id"] in res.stdout and str(seq) in res.stdout
     last = max(again)
     assert res.stderr.startswith("error: ") and "injected: the disk is full" in res.stderr
-    assert f"16 decision(s) were sealed before the failure, the last at seq {last}" in res.stderr
-    assert f"24 message(s) from {f} [16] on have no decision" in res.stderr
+    assert f"32 decision(s) were sealed before the failure, the last at seq {last}" in res.stderr
+    assert "16 of them were already decided before this run" in res.stderr
+    assert f"8 message(s) from {f} [32] on have no decision" in res.stderr
     assert res.output.index(again[last]["trace_id"]) < res.output.index("error: ")
 
 

@@ -1,0 +1,218 @@
+"""Idempotency keys: a payment submitted again returns the decision it already has.
+
+A submission's key is the caller's (HTTP ``Idempotency-Key``), else derived from the message:
+its UETR, else its own reference (MT ``:20:``, ISO 20022 ``EndToEndId``; never ``NOTPROVIDED``).
+Keys are per principal (the certificate fingerprint the record seals). The record of a keyed
+decision seals ``idempotency.key_sha256`` (``audit.decide.record.IdempotencyKey``), and the table
+``audit_idempotency_keys`` holds, per (principal, key), the seq and transaction SHA-256 of the
+first decision sealed under it: a derived table, checked against the records by ``ledger verify``.
+
+``decide_keyed`` looks the keys up before a batch is prepared, so a repeated payment is normally
+answered from the ledger (``Decision.replayed``) without touching the velocity windows; a key
+already decided on *different* content is decided again, its record saying so (``finding``:
+"idempotency key reused with different content: first decided at seq N"), never merged. The
+same check runs again inside the sealing transaction, under the sequencer lock (``with_keys``,
+the pipeline's ``alongside`` effect): if another writer sealed the key since the lookup, the
+commit is refused (``KeyRaceError``: nothing written; the pipeline takes back what the batch
+added to the windows, as after any failed commit) and ``decide_keyed`` looks again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from audit.decide.record import IdempotencyKey, RuleHit
+from audit.decide.types import Decision, Submission
+from ledger import LedgerUnavailableError, Receipt
+from ledger.store import param
+
+if TYPE_CHECKING:  # the offline verifier imports no database code through this module
+    from sqlalchemy import Connection, Engine
+
+    from inference.messages import Transaction
+
+__all__ = ["HEADER_KEY", "TABLE", "KeyRaceError", "decide_keyed", "derived_key", "header_key", "key_rows",
+           "principal_fp", "with_keys"]
+
+TABLE = "audit_idempotency_keys"
+COLUMNS = ("principal_fp", "key_sha256", "seq", "request_sha256")
+HEADER_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as the IETF draft's examples
+_CHUNK = 500  # keys per IN (...) lookup
+_RACE_TRIES = 5
+
+Effect = Callable[["Connection", list[Receipt]], None]
+
+
+class KeyRaceError(LedgerUnavailableError):
+    """A key of the batch was sealed by another writer after it was looked up: nothing was
+    written (``decide_keyed`` looks again; escaping it, the API answers 503)."""
+
+
+def _key(source: str, value: str) -> IdempotencyKey:
+    return IdempotencyKey(hashlib.sha256(f"{source}:{value}".encode()).hexdigest(), source)
+
+
+def derived_key(tx: Transaction) -> IdempotencyKey | None:
+    """The key of a parsed message: its UETR, else its reference; None where it has neither."""
+    if tx.uetr:
+        return _key("uetr", tx.uetr.strip().lower())
+    ref = tx.reference.strip()
+    if ref and ref.upper() != "NOTPROVIDED":
+        return _key("reference", ref)
+    return None
+
+
+def header_key(value: str) -> IdempotencyKey:
+    """The key a caller sent; ``ValueError`` unless 1 to 255 visible ASCII characters."""
+    if not HEADER_KEY.fullmatch(value):
+        raise ValueError("Idempotency-Key must be 1 to 255 visible ASCII characters")
+    return _key("header", value)
+
+
+def principal_fp(principal: dict[str, Any]) -> str:
+    """Whose key: the principal's certificate fingerprint as sealed ('' for offline runs)."""
+    fp = principal.get("fingerprint_sha256")
+    return fp if isinstance(fp, str) else ""
+
+
+_Pair = tuple[str, str]  # (principal_fp, key_sha256)
+
+
+def key_rows(conn: Connection, pairs: Iterable[_Pair]) -> dict[_Pair, tuple[int, str]]:
+    """The table's (seq, request SHA-256) for each of ``pairs`` that it holds."""
+    wanted = set(pairs)
+    keys = sorted({k for _, k in wanted})
+    p = param(conn)
+    out: dict[_Pair, tuple[int, str]] = {}
+    for i in range(0, len(keys), _CHUNK):
+        part = keys[i:i + _CHUNK]
+        sql = (f"SELECT principal_fp, key_sha256, seq, request_sha256 FROM {TABLE} "
+               f"WHERE key_sha256 IN ({', '.join([p] * len(part))})")
+        for fp, key, seq, req in conn.exec_driver_sql(sql, tuple(part)):
+            if (fp, key) in wanted:
+                out[(fp, key)] = (int(seq), str(req))
+    return out
+
+
+def with_keys(subs: Sequence[Submission], effect: Effect | None) -> Effect | None:
+    """``effect`` preceded by the key check and insert of ``subs`` (run under the sequencer lock,
+    in the sealing transaction); ``effect`` itself where no submission has a key."""
+    keyed = [(i, s, s.idempotency) for i, s in enumerate(subs) if s.idempotency is not None]
+    if not keyed:
+        return effect
+
+    def run(conn: Connection, receipts: list[Receipt]) -> None:
+        have = key_rows(conn, [(principal_fp(s.principal), k.key_sha256) for _, s, k in keyed])
+        rows: list[tuple[str, str, int, str]] = []
+        mine: set[_Pair] = set()
+        for i, s, k in keyed:
+            pair = (principal_fp(s.principal), k.key_sha256)
+            got = have.get(pair)
+            if k.first_seq is None:
+                if got is not None or pair in mine:
+                    raise KeyRaceError(f"idempotency key {k.key_sha256[:16]} was decided at seq "
+                                       f"{got[0] if got else receipts[i].seq} meanwhile; nothing written")
+                mine.add(pair)
+                rows.append((pair[0], pair[1], receipts[i].seq, s.transaction.sha256))
+            elif got is None or got[0] != k.first_seq:
+                raise KeyRaceError(f"idempotency key {k.key_sha256[:16]} is not at seq {k.first_seq} as "
+                                   "looked up; nothing written")
+        if rows:
+            p = param(conn)
+            conn.exec_driver_sql(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({p}, {p}, {p}, {p})",
+                                 rows)
+        if effect is not None:
+            effect(conn, receipts)
+
+    return run
+
+
+def decided_at(conn: Connection, seqs: Iterable[int]) -> dict[int, Decision]:
+    """The sealed decisions at ``seqs``, as answered again (``replayed``)."""
+    wanted = sorted(set(seqs))
+    out: dict[int, Decision] = {}
+    p = param(conn)
+    for i in range(0, len(wanted), _CHUNK):
+        part = wanted[i:i + _CHUNK]
+        sql = (f"SELECT seq, record, leaf_hash FROM ledger_entries WHERE kind = 'decision' "
+               f"AND seq IN ({', '.join([p] * len(part))})")
+        for seq, rec, leaf in conn.exec_driver_sql(sql, tuple(part)):
+            env = orjson.loads(bytes(rec))
+            body = env["record"]
+            out[int(seq)] = Decision(
+                env["trace_id"], int(seq), bytes(leaf).hex(), env["recorded_at"], body["decision"],
+                body["score"], tuple(RuleHit(h["id"], h["outcome"], h["reason"]) for h in body["fired"]),
+                body["fail_safe"], {}, replayed=True)
+    missing = set(wanted) - set(out)
+    if missing:  # a key row at a seq that holds no decision: the table was tampered with
+        raise KeyRaceError(f"idempotency key rows point at seq {min(missing)}, which holds no decision "
+                           "(run ledger verify)")
+    return out
+
+
+def decide_keyed(decide: Callable[[list[Submission]], list[Decision]], engine: Callable[[], Engine],
+                 subs: Sequence[Submission]) -> list[Decision]:
+    """``decide(subs)`` with every keyed submission whose payment was already decided answered
+    from the ledger (``replayed``) instead, in order. Within ``subs``, a payment given twice is
+    decided once; the same key on different content waits for a following round, then is
+    decided with the finding. ``engine()`` is the ledger's, asked for only when a key is there."""
+    if all(getattr(s, "idempotency", None) is None for s in subs):  # (test doubles may lack the field)
+        return decide(list(subs))
+    out: list[Decision | None] = [None] * len(subs)
+    todo = list(range(len(subs)))
+    races = 0
+    while todo:
+        pairs = {i: (principal_fp(subs[i].principal), k.key_sha256)
+                 for i in todo if (k := subs[i].idempotency) is not None}
+        with engine().connect() as conn:
+            have = key_rows(conn, pairs.values()) if pairs else {}
+            replay = {i: have[pairs[i]][0] for i in pairs if pairs[i] in have
+                      and have[pairs[i]][1] == subs[i].transaction.sha256}
+            answered = decided_at(conn, replay.values()) if replay else {}
+        now: list[int] = []
+        batch: list[Submission] = []
+        later: list[int] = []
+        same: dict[int, int] = {}  # a repeat within this round -> the submission decided for it
+        first: dict[_Pair, int] = {}
+        for i in todo:
+            s, k = subs[i], subs[i].idempotency
+            if i in replay:
+                out[i] = answered[replay[i]]
+                continue
+            if k is not None:
+                pair = pairs[i]
+                if pair in have:  # decided before, on other content: decided again, and says so
+                    s = replace(s, idempotency=replace(k, first_seq=have[pair][0]))
+                elif pair in first:
+                    j = first[pair]
+                    if subs[j].transaction.sha256 == s.transaction.sha256:
+                        same[i] = j
+                    else:
+                        later.append(i)  # decided next round, against the seq this round seals
+                    continue
+                else:
+                    first[pair] = i
+                    s = replace(s, idempotency=replace(k, first_seq=None))
+            now.append(i)
+            batch.append(s)
+        try:
+            decided = decide(batch) if batch else []
+        except KeyRaceError:
+            races += 1
+            if races >= _RACE_TRIES:
+                raise
+            continue  # sealed by another writer meanwhile: look again
+        for i, d in zip(now, decided, strict=True):
+            out[i] = d
+        for i, j in same.items():
+            once = out[j]
+            assert once is not None
+            out[i] = replace(once, replayed=True)
+        todo = later
+    return [d for d in out if d is not None]
