@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledger.errors import DamageError, VerificationError
+from ledger.errors import DamageError, LedgerUnavailableError, VerificationError
 
 if TYPE_CHECKING:
     from audit.bundle.verify import BundleReport
@@ -43,6 +43,7 @@ __all__ = [
     "FourEyesError",
     "GovernanceError",
     "GovernanceRecordError",
+    "IdempotencyRaceError",
     "ModelConflictError",
     "ModelRegistryError",
     "ModuleIntegrityError",
@@ -343,3 +344,9 @@ class TooManySubmissionsError(SubmissionRefusedError):
 
 class OneMessageExpectedError(SubmissionRefusedError):
     """A one-decision request whose body holds no transaction or several."""
+
+
+class IdempotencyRaceError(LedgerUnavailableError, AuditError):
+    """An idempotency key of the batch was sealed by another writer after it was looked up, so
+    the commit was refused and nothing written (``audit.decide.idempotency`` looks again). A
+    ``LedgerUnavailableError`` first: should it escape, the API answers 503 with Retry-After."""

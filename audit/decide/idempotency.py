@@ -13,8 +13,9 @@ already decided on *different* content is decided again, its record saying so (`
 "idempotency key reused with different content: first decided at seq N"), never merged. The
 same check runs again inside the sealing transaction, under the sequencer lock (``with_keys``,
 the pipeline's ``alongside`` effect): if another writer sealed the key since the lookup, the
-commit is refused (``KeyRaceError``: nothing written; the pipeline takes back what the batch
-added to the windows, as after any failed commit) and ``decide_keyed`` looks again.
+commit is refused (``audit.errors.IdempotencyRaceError``: nothing written; the pipeline takes
+back what the batch added to the windows, as after any failed commit) and ``decide_keyed``
+looks again.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import orjson
 
 from audit.decide.record import IdempotencyKey, RuleHit
 from audit.decide.types import Decision, Submission
-from ledger import LedgerUnavailableError, Receipt
+from audit.errors import DerivedRowError, IdempotencyRaceError
+from ledger import Receipt
 from ledger.store import param
 
 if TYPE_CHECKING:  # the offline verifier imports no database code through this module
@@ -37,7 +39,7 @@ if TYPE_CHECKING:  # the offline verifier imports no database code through this 
 
     from inference.messages import Transaction
 
-__all__ = ["HEADER_KEY", "TABLE", "KeyRaceError", "decide_keyed", "derived_key", "header_key", "key_rows",
+__all__ = ["HEADER_KEY", "TABLE", "decide_keyed", "derived_key", "header_key", "key_rows",
            "principal_fp", "with_keys"]
 
 TABLE = "audit_idempotency_keys"
@@ -47,11 +49,6 @@ _CHUNK = 500  # keys per IN (...) lookup
 _RACE_TRIES = 5
 
 Effect = Callable[["Connection", list[Receipt]], None]
-
-
-class KeyRaceError(LedgerUnavailableError):
-    """A key of the batch was sealed by another writer after it was looked up: nothing was
-    written (``decide_keyed`` looks again; escaping it, the API answers 503)."""
 
 
 def _key(source: str, value: str) -> IdempotencyKey:
@@ -116,13 +113,14 @@ def with_keys(subs: Sequence[Submission], effect: Effect | None) -> Effect | Non
             got = have.get(pair)
             if k.first_seq is None:
                 if got is not None or pair in mine:
-                    raise KeyRaceError(f"idempotency key {k.key_sha256[:16]} was decided at seq "
-                                       f"{got[0] if got else receipts[i].seq} meanwhile; nothing written")
+                    at = got[0] if got else receipts[i].seq
+                    raise IdempotencyRaceError(f"idempotency key {k.key_sha256[:16]} was decided at seq {at} "
+                                               "meanwhile; nothing written")
                 mine.add(pair)
                 rows.append((pair[0], pair[1], receipts[i].seq, s.transaction.sha256))
             elif got is None or got[0] != k.first_seq:
-                raise KeyRaceError(f"idempotency key {k.key_sha256[:16]} is not at seq {k.first_seq} as "
-                                   "looked up; nothing written")
+                raise IdempotencyRaceError(f"idempotency key {k.key_sha256[:16]} is not at seq "
+                                           f"{k.first_seq} as looked up; nothing written")
         if rows:
             p = param(conn)
             conn.exec_driver_sql(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({p}, {p}, {p}, {p})",
@@ -151,8 +149,8 @@ def decided_at(conn: Connection, seqs: Iterable[int]) -> dict[int, Decision]:
                 body["fail_safe"], {}, replayed=True)
     missing = set(wanted) - set(out)
     if missing:  # a key row at a seq that holds no decision: the table was tampered with
-        raise KeyRaceError(f"idempotency key rows point at seq {min(missing)}, which holds no decision "
-                           "(run ledger verify)")
+        raise DerivedRowError(TABLE, min(missing), "a key row at a seq that holds no decision (forged?); "
+                              "run ledger verify")
     return out
 
 
@@ -203,7 +201,7 @@ def decide_keyed(decide: Callable[[list[Submission]], list[Decision]], engine: C
             batch.append(s)
         try:
             decided = decide(batch) if batch else []
-        except KeyRaceError:
+        except IdempotencyRaceError:
             races += 1
             if races >= _RACE_TRIES:
                 raise
