@@ -181,6 +181,8 @@ def test_two_concurrent_submissions_of_one_payment_seal_one_decision(
     assert results[0].seq == results[1].seq and sorted(d.replayed for d in results) == [False, True]
     (later,) = decide(pipe, payments(2, 45)[1:])  # the windows recovered: deciding goes on
     assert later.seq == size + 1
+    if not two_deciders:  # the refused batch's additions to the windows were taken back, not kept
+        assert pipe.rolled_back == 1
     verify_index(engine)
 
 
