@@ -27,6 +27,9 @@ __all__ = ["MAX_XML_BYTES", "parse_pacs008"]
 
 _CODE = re.compile(r"[A-Z0-9]{1,4}")  # external code lists (ISO 20022 ExternalCode, 1-4 chars)
 _CTRL_SUM = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,17})?")
+# Control characters (C0 with tab, CR and LF, DEL, C1): refused in every text value, as the JSON and
+# SWIFT parsers refuse them; the ISO 20022 text types carry one line each (remittance is lines of Ustrd).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CHARGES = frozenset({"DEBT", "CRED", "SHAR", "SLEV"})
 _SETTLEMENT = frozenset({"INDA", "INGA", "COVE", "CLRG"})
 _INSTRUCTING = (("InstgAgt", "instructing"), ("InstdAgt", "instructed"))
@@ -283,6 +286,9 @@ def _value(el: Element, path: str, max_len: int) -> str:
                            field=f"{path}/{el.tag}".lstrip("/"))
     if len(text) > max_len:
         raise MessageError(f"{el.tag} is {len(text)} characters; at most {max_len} are allowed",
+                           field=f"{path}/{el.tag}".lstrip("/"))
+    if (bad := _CONTROL.search(text)) is not None:
+        raise MessageError(f"{el.tag} holds the control character U+{ord(bad.group()):04X}",
                            field=f"{path}/{el.tag}".lstrip("/"))
     return text
 

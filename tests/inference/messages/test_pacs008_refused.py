@@ -233,3 +233,18 @@ def test_mangled_input_is_always_a_message_error() -> None:
         for mangled in (data[:cut], data[:cut] + b"\x00" + data[cut + 1:], data[cut:]):
             with pytest.raises(MessageError):
                 parse_pacs008(mangled)
+
+
+@pytest.mark.parametrize("char", ["&#x9;", "&#xA;", "&#xD;", "\t", "\x7f", "\x85", "\x9b"])
+def test_a_control_character_in_a_name_is_refused_naming_the_element(char: str) -> None:
+    """As the JSON and SWIFT parsers refuse them: a tab, line break, DEL or C1 code (an ANSI
+    escape introducer, U+009B) inside a name reaches no record, however the XML spells it."""
+    e = refuse(sub("sepa_eur_ibans.xml", "Müller Werkzeugbau", f"Müller{char}Werkzeugbau"))
+    assert e.field.endswith("/Nm") and "control character" in e.reason
+
+
+def test_a_control_character_in_remittance_is_refused() -> None:
+    data = read("sepa_eur_ibans.xml").decode()
+    start = data.index("<Ustrd>") + len("<Ustrd>")
+    e = refuse((data[:start] + "x&#xA;y " + data[start:]).encode())
+    assert e.field.endswith("/Ustrd") and "U+000A" in e.reason
