@@ -29,6 +29,7 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.canonical import typical_record
 from ledger.errors import LedgerError, RecordError
 from ledger.jcs import (
     _OPTIONS,
@@ -175,32 +176,6 @@ def test_decision_records_match_the_reference_on_the_fast_path(record: dict[str,
     assert canonical_bytes(record) == rfc8785.dumps(record)
     if not any(DOCUMENTED_TEXTS.search(s) for s in strings_in(record)):
         assert _fast_path_taken(record)
-
-
-def typical_record(rng: random.Random) -> dict[str, Any]:
-    def hx() -> str:
-        return rng.randbytes(32).hex()
-
-    values: list[float | None] = []
-    for i in range(32):
-        kind = i % 4
-        values.append(None if rng.random() < 0.05 else float(rng.randint(0, 20)) if kind == 0
-                      else rng.random() * 10 ** rng.randint(-3, 6) if kind == 1
-                      else round(rng.uniform(0, 99999), 2) if kind == 2 else rng.choice([0.0, 1.0]))
-    bits = rng.getrandbits(128) & ~(0xF << 76 | 0x3 << 62) | 7 << 76 | 2 << 62  # UUIDv7 layout
-    return {"trace_id": str(uuid.UUID(int=bits)),
-            "recorded_at": "2026-12-02T20:15:28.123456Z",
-            "principal": {"subject": "CN=scorer,O=Bank", "sans": ["URI:spiffe://bank.example/ns/aml/sa/scorer"],
-                          "issuer": "CN=Bank Issuing CA,O=Bank", "fingerprint_sha256": hx()},
-            "input": {"raw_sha256": hx(), "transaction_sha256": hx()},
-            "features": {"values": values, "sha256": hx()},
-            "model": {"sha256": hx(), "backend": "numpy"},
-            "score": rng.random() ** 8,  # many near 0, some in the 1e-6 decade
-            "rules": {"module_sha256": hx(), "ruleset_id": "aml_core", "version": "2026.12.0"},
-            "decision": "HOLD",
-            "fired": [{"id": "high_amount", "reason": REASONS[0], "outcome": "HOLD"}],
-            "fuel": rng.randint(0, 10**6),
-            "latency_us": {"features": 41, "model": 120, "rules": 35, "ledger": 800}}
 
 
 def test_typical_records_take_the_fast_path() -> None:
