@@ -57,6 +57,7 @@ __all__ = [
     "StateError",
     "SubmissionFault",
     "SubmissionRefusedError",
+    "SummaryError",
     "TooManySubmissionsError",
     "TraceNotFoundError",
     "UnknownRulesetError",
@@ -193,6 +194,11 @@ class ExportUnavailableError(ExportError):
 class ExportFilterError(QueryError):
     """A filter that cannot be used as given, or a selection that matches nothing; ``field``
     names it in the bundle's terms (from, to, account, decision, rule, filters)."""
+
+
+class SummaryError(AuditError, ValueError):
+    """A ``decision.summary`` body that does not follow ``sealtrail.decision.summary/1``, or a
+    summary that disagrees with the decisions it speaks for (``audit.decide.summary``)."""
 
 
 class DerivedRowError(AuditError, DamageError):

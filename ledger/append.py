@@ -35,13 +35,15 @@ from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record, format_time, now_utc, seal, seal_many
 
-__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "KeySource", "Ledger", "LedgerStatus"]
+__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "KeySource", "Ledger", "LedgerStatus", "Tail"]
 
 log = logging.getLogger(__name__)
 
 ZERO_CHAIN = bytes(32)
 ROTATION_CONTEXT = b"sealtrail key rotation v1\n"
 Effect = Callable[[Connection, list[Receipt]], None]
+Tail = Callable[[Connection, int], Record]
+"""Given the sequencer's connection and the seq the record will get, one record to seal last."""
 KeySource = Callable[[str], NoteSigner]
 """Given the vkey the ledger now signs with, its signer from the key store, or ``KeyFileError``."""
 
@@ -175,7 +177,8 @@ class Ledger:
     def append(self, record: Record) -> Receipt:
         return self.append_many([record])[0]
 
-    def append_many(self, records: Sequence[Record], *, alongside: Effect | None = None) -> list[Receipt]:
+    def append_many(self, records: Sequence[Record], *, alongside: Effect | None = None,
+                    tail: Tail | None = None) -> list[Receipt]:
         """Seal ``records`` in order, in one transaction; durable when this returns.
 
         ``alongside(conn, receipts)``, if given, runs inside that same transaction once the
@@ -184,12 +187,22 @@ class Ledger:
         tables (entries before ``receipts[0].seq`` are the log as it was) and MUST NOT write them;
         if it raises, nothing is written.
 
+        ``tail(conn, seq)``, if given, is asked under the sequencer lock for one more record, sealed
+        last at ``seq`` (the seq after ``records``): a record whose body depends on the log as it
+        is when the batch commits (a link to the newest entry of a kind). Its receipt is the last
+        one returned (``alongside`` gets those of ``records`` only). Same rules as ``alongside``:
+        it may read, MUST NOT write; if it raises, nothing is written.
+
+        Every entry of one commit carries one ``recorded_at``, never earlier than the last
+        entry's: ``recorded_at`` does not decrease along the log (a clock that stepped back, or
+        another writer that stamped later and committed first, gets the log's last time).
+
         Kinds ``ledger.*`` are the ledger's own (genesis, key rotation, purges, holds) and
         are refused here: only the ledger's own methods may write them."""
         for i, r in enumerate(records):
             if isinstance(r.kind, str) and r.kind.startswith("ledger."):
                 raise RecordError(f"record {i}: kind {r.kind!r} is reserved for the ledger itself")
-        return self._commit(records, alongside)
+        return self._commit(records, alongside, tail=tail)
 
     def _commit(
         self,
@@ -199,10 +212,11 @@ class Ledger:
         force_checkpoint: bool = False,
         before: Callable[[Connection], None] | None = None,
         adopt: bool = True,
+        tail: Tail | None = None,
     ) -> list[Receipt]:
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
-        if not records:
+        if not records and tail is None:
             return []
         now = self.clock()
         ts = format_time(now)
@@ -214,10 +228,23 @@ class Ledger:
         with self._lock:
             try:
                 with self._writer() as conn:
-                    size, chain, active, cp_size, cp_at = store.head(conn)
+                    size, chain, active, cp_size, cp_at, last_at = store.head(conn)
                     self._check_active_key(conn, active, adopt)
                     if before is not None:
                         before(conn)  # checks that must see the log as it was, under the lock
+                    if last_at is not None and last_at > ts:  # rare: sealed again under the lock
+                        ts = last_at
+                        sealed = seal_many(records, ts)
+                        leaves = [sha(b"\x00" + rec).digest() for _, rec, _ in sealed]
+                    batch = list(records)
+                    if tail is not None:
+                        last = tail(conn, size + len(records))
+                        if isinstance(last.kind, str) and last.kind.startswith("ledger."):
+                            raise RecordError(f"tail record: kind {last.kind!r} is reserved for the ledger")
+                        (one,) = seal_many([last], ts)
+                        sealed = [*sealed, one]
+                        leaves = [*leaves, sha(b"\x00" + one[1]).digest()]
+                        batch.append(last)
                     cr = self._compact_range(conn, size, chain)
                     prev = chain or ZERO_CHAIN
                     chains: list[bytes] = []
@@ -225,22 +252,22 @@ class Ledger:
                     for leaf in leaves:
                         prev = sha(prev + leaf).digest()
                         push(prev)
-                    seqs = range(size, size + len(records))
+                    seqs = range(size, size + len(batch))
                     tids = [t for t, _, _ in sealed]
                     stamp = repeat(ts)
-                    rows = list(zip(seqs, [r.kind for r in records], [e for _, e, _ in sealed],
+                    rows = list(zip(seqs, [r.kind for r in batch], [e for _, e, _ in sealed],
                                     leaves, chains, stamp, tids, strict=False))
                     # tuple.__new__ builds each NamedTuple in C: a third of the loop's cost
                     receipts: list[Receipt] = list(map(
                         tuple.__new__, repeat(Receipt), zip(seqs, tids, leaves, chains, stamp, strict=False)))
                     pay_rows = [(d, r.payload, seq, now_us) for (_, _, d), r, seq
-                                in zip(sealed, records, seqs, strict=True) if d is not None]
+                                in zip(sealed, batch, seqs, strict=True) if d is not None]
                     node_rows = cr.extend(leaves, store.STRATUM)
                     store.insert_rows(conn, store.entries, _ENTRY_COLS, rows)
                     store.insert_rows(conn, store.nodes, ("level", "idx", "hash"), node_rows)
                     _insert_payloads(conn, pay_rows)
                     if effect is not None:
-                        effect(conn, receipts)
+                        effect(conn, receipts if tail is None else receipts[:-1])
                     self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint,
                                            (cp_size, cp_at))
             except IntegrityError as exc:
@@ -342,7 +369,7 @@ class Ledger:
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
         with self._lock, self._writer() as conn:
-            size, chain, active, cp_size, cp_at = store.head(conn)
+            size, chain, active, cp_size, cp_at, _ = store.head(conn)
             self._check_active_key(conn, active)
             cr = self._compact_range(conn, size, chain)
             self._maybe_checkpoint(conn, cr, _us(self.clock()), (), True, (cp_size, cp_at))
@@ -364,7 +391,7 @@ class Ledger:
     def status(self) -> LedgerStatus:
         """Size and newest checkpoint in one read (for monitoring: how much is unsealed, since when)."""
         with self._read() as conn:
-            size, _, _, cp_size, cp_at = store.head(conn)
+            size, _, _, cp_size, cp_at, _ = store.head(conn)
         return LedgerStatus(size, cp_size, cp_at or None)
 
     def rotate_key(self, new: NoteSigner) -> Receipt:

@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -55,7 +55,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STRATUM = 4
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 
 metadata = MetaData()
 # On SQLite a 64-bit INTEGER PRIMARY KEY is the rowid itself: no second index to maintain.
@@ -253,19 +253,44 @@ def lock_sequencer(conn: Connection) -> None:
     # SQLite: the transaction was opened with BEGIN IMMEDIATE (one writer at a time).
 
 
-def head(conn: Connection) -> tuple[int, bytes | None, str | None, int, int]:
-    """(size, last chain hash, active key's vkey, latest checkpoint size and its time) in one
-    round trip: the sequencer asks this once per batch, under its lock."""
+class Head(NamedTuple):
+    """The log's end as the sequencer sees it under its lock."""
+
+    size: int
+    chain: bytes | None  # chain hash of the last entry
+    vkey: str | None  # the active key
+    checkpoint_size: int
+    checkpoint_at: int  # µs since the epoch; 0 before any checkpoint
+    recorded_at: str | None  # the last entry's recorded_at
+
+
+def head(conn: Connection) -> Head:
+    """The log's end (size, last chain hash and recorded_at, active key, latest checkpoint size
+    and time) in one round trip: the sequencer asks this once per batch, under its lock."""
     row = conn.exec_driver_sql(
         "SELECT (SELECT seq FROM ledger_entries ORDER BY seq DESC LIMIT 1), "
         "(SELECT chain_hash FROM ledger_entries ORDER BY seq DESC LIMIT 1), "
         "(SELECT vkey FROM ledger_keys ORDER BY valid_from_size DESC LIMIT 1), "
         "(SELECT size FROM ledger_checkpoints ORDER BY size DESC LIMIT 1), "
-        "(SELECT created_at FROM ledger_checkpoints ORDER BY size DESC LIMIT 1)"
+        "(SELECT created_at FROM ledger_checkpoints ORDER BY size DESC LIMIT 1), "
+        "(SELECT recorded_at FROM ledger_entries ORDER BY seq DESC LIMIT 1)"
     ).one()
-    seq, chain, vkey, cp_size, cp_at = row
-    return (0 if seq is None else int(seq) + 1, None if chain is None else bytes(chain),
-            vkey, int(cp_size or 0), int(cp_at or 0))
+    seq, chain, vkey, cp_size, cp_at, at = row
+    return Head(0 if seq is None else int(seq) + 1, None if chain is None else bytes(chain),
+                vkey, int(cp_size or 0), int(cp_at or 0), None if at is None else str(at))
+
+
+def last_of_kind(conn: Connection, kind: str, below: int | None = None) -> tuple[int, bytes] | None:
+    """(seq, leaf hash) of the newest entry of ``kind`` (before seq ``below``, if given), or None;
+    an index seek on ``(kind, seq)``."""
+    p = param(conn)
+    sql = f"SELECT seq, leaf_hash FROM ledger_entries WHERE kind = {p}"
+    args: tuple[object, ...] = (kind,)
+    if below is not None:
+        sql += f" AND seq < {p}"
+        args = (kind, below)
+    row = conn.exec_driver_sql(sql + " ORDER BY seq DESC LIMIT 1", args).first()
+    return None if row is None else (int(row[0]), bytes(row[1]))
 
 
 def tail(conn: Connection) -> tuple[int, bytes | None]:

@@ -50,6 +50,7 @@ HEAD: Grants = {
     "audit_trace_accounts": _APPEND,
     "audit_annotations": _APPEND,
     "audit_idempotency_keys": _APPEND,  # revision 0005
+    "audit_account_secret": ("SELECT",),  # revision 0006: made by the migration, never written after
 }
 
 

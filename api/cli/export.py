@@ -136,7 +136,9 @@ def _verify_doc(report: Any, failures: list[Any], warnings: list[str], dropped: 
     return {"ok": not failures, "verified": not failures, "bundle_id": getattr(report, "bundle_id", None),
             "records": getattr(report, "records", None), "replayed": getattr(report, "replayed", None),
             "warnings": warnings, "failures": [f.to_json() for f in failures],
-            "report": None if report is None else report.to_json(), "dropped": dropped}
+            "report": None if report is None else report.to_json(), "dropped": dropped,
+            "completeness": None if getattr(report, "completeness", None) is None
+            else report.completeness.to_json()}
 
 
 def _print_failures(failures: list[Any], dropped: int) -> None:
@@ -154,7 +156,16 @@ def _print_report(r: Any) -> None:
               markup=False)
     out.print(f"signed by   {', '.join(r.signed_by)}" + ("" if r.pinned else "  (NOT PINNED)"), markup=False)
     out.print(f"records     {r.records} ({r.decisions} decisions, {r.annotations} annotations, "
-              f"{r.context} context), each with its inclusion proof", markup=False)
+              f"{r.context} context, {r.summaries} summaries), each with its inclusion proof", markup=False)
+    c = r.completeness
+    if c is not None and c.proven and c.window is not None:
+        out.print(f"complete    PROVEN for decisions recorded in [{c.window[0]}, {c.window[1]}): "
+                  f"{c.summaries} "
+                  f"summaries, {c.checked} decisions matched to them", markup=False)
+    elif c is not None:
+        out.print("complete    NOT PROVEN", markup=False)
+    for note in () if c is None else c.notes:
+        out.print(f"            {note}", markup=False)
     out.print(f"replayed    {r.replayed} through their rule module, {r.rescored} rescored by the numpy "
               f"model, {r.fail_safe} fail-safe holds checked", markup=False)
     out.print(f"payloads    {r.payloads_present} present, {r.payloads_purged} purged", markup=False)

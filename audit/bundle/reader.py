@@ -15,7 +15,7 @@ import hashlib
 import re
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,9 +23,11 @@ import orjson
 
 from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 
-__all__ = ["BUNDLE_SCHEMA", "BundleArchive", "BundleManifest", "Counts", "Limits", "LineStream", "Previous"]
+__all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "Completeness", "Counts",
+           "Limits", "LineStream", "Previous"]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/1"
+BUNDLE_SCHEMA = "sealtrail.bundle/2"
+BUNDLE_SCHEMAS = ("sealtrail.bundle/1", BUNDLE_SCHEMA)  # every version this verifier reads
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -176,6 +178,20 @@ class Counts:
     payloads_present: int
     payloads_purged: int
     by_decision: dict[str, int]
+    summaries: int = 0  # format 2
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """``manifest.completeness`` (format 2): the summaries that bracket the window."""
+
+    summaries: int
+    first_summary_seq: int | None
+    last_summary_seq: int | None
+    left: int | None
+    right: int | None
+    account_key_id: str | None
+    account_key: str | None
 
 
 @dataclass(frozen=True)
@@ -196,6 +212,9 @@ class BundleManifest:
     models: tuple[str, ...]
     files: dict[str, str]
     raw: dict[str, Any]
+    version: int = 1
+    completeness: Completeness | None = None  # format 2
+    filters: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, data: bytes) -> BundleManifest:
@@ -205,8 +224,10 @@ class BundleManifest:
         except orjson.JSONDecodeError as exc:
             raise _bad(f"is not JSON: {exc}") from None
         m = _Obj(doc, "manifest")
-        if m.text("schema") != BUNDLE_SCHEMA:
-            raise _bad(f"schema is {doc.get('schema')!r}, this verifier reads {BUNDLE_SCHEMA!r}")
+        schema = m.text("schema")
+        if schema not in BUNDLE_SCHEMAS:
+            raise _bad(f"schema is {schema!r}, this verifier reads {' and '.join(BUNDLE_SCHEMAS)}")
+        version = BUNDLE_SCHEMAS.index(schema) + 1
         log, cp, rng, counts = m.obj("log"), m.obj("checkpoint"), m.obj("range"), m.obj("counts")
         prev_doc = doc.get("previous")
         previous = None
@@ -227,10 +248,29 @@ class BundleManifest:
             checkpoint_root=cp.b64("root"), checkpoint_file=cp.text("file"), previous=previous,
             counts=Counts(counts.num("records"), counts.num("decisions"), counts.num("annotations"),
                           counts.num("context"), counts.num("payloads_present"),
-                          counts.num("payloads_purged"), {k: by.num(k) for k in by.doc}),
+                          counts.num("payloads_purged"), {k: by.num(k) for k in by.doc},
+                          counts.num("summaries") if version >= 2 else 0),
             first_seq=rng.num("first_seq"), last_seq=rng.num("last_seq"), contiguous=rng.flag("contiguous"),
             rules=tuple(_hexes(m.texts("rules"), "rules")), models=tuple(_hexes(m.texts("models"), "models")),
-            files=listed, raw=doc)
+            files=listed, raw=doc, version=version,
+            completeness=_completeness(m.obj("completeness")) if version >= 2 else None,
+            filters=_filters(m.obj("filters")))
+
+
+def _filters(f: _Obj) -> dict[str, Any]:
+    out: dict[str, Any] = {"from": f.text("from"), "to": f.text("to")}
+    for k in ("account", "decision", "rule"):
+        v = f.doc.get(k)
+        if v is not None and not isinstance(v, str):
+            raise _bad(f"filters.{k} is not a string or null")
+        out[k] = v
+    return out
+
+
+def _completeness(c: _Obj) -> Completeness:
+    return Completeness(c.num("summaries"), c.opt_num("first_summary_seq"), c.opt_num("last_summary_seq"),
+                        c.opt_num("left"), c.opt_num("right"), c.opt_text("account_key_id"),
+                        c.opt_text("account_key"))
 
 
 def _bad(detail: str) -> BundleMalformed:
@@ -276,6 +316,12 @@ class _Obj:
         if v < 0:
             raise _bad(f"{self.path}.{key} is negative: {v}")
         return v
+
+    def opt_num(self, key: str) -> int | None:
+        return None if self.doc.get(key, 0) is None else self.num(key)
+
+    def opt_text(self, key: str) -> str | None:
+        return None if self.doc.get(key, "") is None else self.text(key)
 
     def texts(self, key: str) -> list[str]:
         v = self._get(key, list, "a list")

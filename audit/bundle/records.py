@@ -23,8 +23,10 @@ from typing import Any
 
 import orjson
 
+from audit.bundle.completeness import CompletenessCheck
 from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
 from audit.bundle.replay import Replayer
+from audit.decide.summary import SUMMARY_KIND
 from audit.errors import BundleError, BundleMalformed, BundleTampered
 
 __all__ = ["CONTEXT_KINDS", "Findings", "LeafHashes", "RecordTally", "SeqSet", "scan_records"]
@@ -114,6 +116,7 @@ class RecordTally:
     decisions: int = 0
     annotations: int = 0
     context: int = 0
+    summaries: int = 0
     by_decision: Counter[str] = field(default_factory=Counter)
     payloads_present: int = 0
     payloads_purged: int = 0
@@ -135,8 +138,9 @@ def _fail(cls: type[BundleError], kind: str, detail: str, file: str = RECORDS, s
 
 
 def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Replayer, found: Findings,
-                 progress: Progress | None = None) -> RecordTally:
-    """Stream the three line files once; failures go to ``found``, the tally comes back."""
+                 progress: Progress | None = None, check: CompletenessCheck | None = None) -> RecordTally:
+    """Stream the three line files once; failures go to ``found``, the tally comes back. Decisions
+    and summaries also go to ``check`` (format 2), in seq order."""
     t = RecordTally()
     records, index = LineStream(bundle, RECORDS), LineStream(bundle, INDEX)
     payloads = LineStream(bundle, PAYLOADS)
@@ -229,6 +233,9 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             if not isinstance(ref, dict) or ref.get("seq") not in t.decision_seqs:
                 found.add(_fail(BundleTampered, "annotation.refers_to", "the annotation refers to no "
                                 f"exported decision: {ref!r}"[:300], seq=seq, trace_id=tid))
+        elif kind == SUMMARY_KIND and check is not None:
+            t.summaries += 1
+            check.summary(seq, tid, env, leaf)
         elif kind in CONTEXT_KINDS:
             t.context += 1
             t.entries[seq] = env
@@ -243,6 +250,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             found.add(_fail(BundleTampered, "record.kind", f"kind {kind!r} has no place in a bundle",
                             seq=seq, trace_id=tid))
         ps = env.get("payload_sha256")
+        data = None
         if ps is not None:
             try:
                 key = bytes.fromhex(ps)
@@ -250,7 +258,9 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 key = str(ps).encode()
             if key not in seen_payloads:
                 seen_payloads.add(key)
-                _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
+                data = _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
+        if kind == "decision" and check is not None:
+            check.decision(seq, tid, env, data)
     for leftover, name in ((next(idx_iter, None), INDEX), (next(pay_iter, None), PAYLOADS)):
         if leftover is not None:
             found.add(_fail(BundleTampered, "lines.extra", f"{name} has more lines than {RECORDS} needs",
@@ -270,20 +280,24 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
 
 
 def _payload(t: RecordTally, line: bytes | None, sha: str, seq: int, tid: str,
-             pending: dict[int, list[tuple[str, int, str]]], found: Findings) -> None:
-    """Check the ``payloads.jsonl`` line that must describe payload ``sha`` (first named here)."""
+             pending: dict[int, list[tuple[str, int, str]]], found: Findings) -> bytes | None:
+    """Check the ``payloads.jsonl`` line that must describe payload ``sha`` (first named here);
+    its bytes if present and they hash to ``sha``."""
     def fail(kind: str, detail: str) -> None:
         found.add(_fail(BundleTampered, kind, detail, PAYLOADS, seq, tid))
 
     if line is None:
-        return fail("payload.missing", f"payload {sha} is named but {PAYLOADS} has no line for it")
+        fail("payload.missing", f"payload {sha} is named but {PAYLOADS} has no line for it")
+        return None
     try:
         doc = orjson.loads(line)
         state, named = doc["state"], doc["sha256"]
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        return fail("payload.line", f"the payload line does not parse: {exc}")
+        fail("payload.line", f"the payload line does not parse: {exc}")
+        return None
     if named != sha:
-        return fail("payload.order", f"the next payload line is for {named!r}, the entry names {sha}")
+        fail("payload.order", f"the next payload line is for {named!r}, the entry names {sha}")
+        return None
     if state == "present":
         t.payloads_present += 1  # the manifest counts lines by their state
         try:
@@ -292,15 +306,20 @@ def _payload(t: RecordTally, line: bytes | None, sha: str, seq: int, tid: str,
             if enc not in ("utf-8", "base64"):
                 raise ValueError(f"encoding {enc!r}")
         except (KeyError, AttributeError, ValueError, binascii.Error, UnicodeEncodeError) as exc:
-            return fail("payload.line", f"payload {sha} data cannot be decoded: {exc}")
+            fail("payload.line", f"payload {sha} data cannot be decoded: {exc}")
+            return None
         got = hashlib.sha256(data).hexdigest()
         if got != sha:
             fail("payload.hash", f"payload {sha} bytes hash to {got}")
-    elif state == "purged" and type(doc.get("purge_seq")) is int:
+            return None
+        return data
+    if state == "purged" and type(doc.get("purge_seq")) is int:
         t.payloads_purged += 1
         pseq = doc["purge_seq"]
         if pseq <= seq:
-            return fail("payload.purge", f"payload {sha} is said purged by seq {pseq}, before it was named")
+            fail("payload.purge", f"payload {sha} is said purged by seq {pseq}, before it was named")
+            return None
         pending.setdefault(pseq, []).append((sha, seq, tid))
-    else:
-        fail("payload.line", f"payload {sha}: state {state!r} / purge_seq {doc.get('purge_seq')!r}")
+        return None
+    fail("payload.line", f"payload {sha}: state {state!r} / purge_seq {doc.get('purge_seq')!r}")
+    return None

@@ -1,4 +1,5 @@
-"""The offline bundle verifier: a ``sealtrail.bundle/1`` ZIP in, a report or a ``BundleError`` out.
+"""The offline bundle verifier: a ``sealtrail.bundle/2`` (or ``/1``) ZIP in, a report or a
+``BundleError`` out.
 
 No database and no network: everything is checked from the ZIP and the keys the examiner pins
 (docs/bundle-format.md). In order: the member list (safe names, no bombs, nothing unlisted or
@@ -6,7 +7,9 @@ missing); ``manifest.sig`` by a trusted key over the canonical ``manifest.json``
 SHA-256; ``checkpoint.txt`` by a trusted key for the manifest's log; then one streamed pass over
 the records (leaf and index, chain, payloads, replay of every decision), the multiproof to the
 checkpoint root and every record's own inclusion path, the consistency proof from the previous
-export, and the context the decisions name (rule modules, their governance, models). Failures
+export, and the context the decisions name (rule modules, their governance, models). A format-2
+bundle's decision summaries prove the selection complete (``audit.bundle.completeness``); a
+format-1 bundle verifies as before, reported "completeness not proven". Failures
 that concern records are collected (up to ``Limits.max_failures``) and raised together as
 ``BundleFailed``; one that leaves nothing to trust (a bad signature, an unsafe ZIP) is raised at once.
 """
@@ -23,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from audit.bundle.completeness import CompletenessCheck, CompletenessReport, not_proven_v1
 from audit.bundle.context import check_context
 from audit.bundle.proofs import check_previous, start_tree_check, verify_checkpoint
 from audit.bundle.reader import MANIFEST, SIGNATURE, BundleArchive, BundleManifest, Limits
@@ -74,9 +78,14 @@ class BundleReport:
     previous: dict[str, Any] | None
     verified_at: str
     warnings: tuple[str, ...] = field(default=())
+    format: int = 2
+    completeness: CompletenessReport | None = None  # what the decision summaries proved
+    summaries: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        out["completeness"] = None if self.completeness is None else self.completeness.to_json()
+        return out
 
 
 def _trusted(manifest: BundleManifest, pinned: Sequence[NoteVerifier]) -> list[NoteVerifier]:
@@ -144,6 +153,7 @@ def _check_counts(m: BundleManifest, t: RecordTally, found: Findings) -> None:
     c = m.counts
     by = {k: t.by_decision.get(k, 0) for k in c.by_decision} | dict(t.by_decision)
     pairs = [("records", c.records, t.records), ("decisions", c.decisions, t.decisions),
+             ("summaries", c.summaries, t.summaries),
              ("annotations", c.annotations, t.annotations), ("context", c.context, t.context),
              ("payloads_present", c.payloads_present, t.payloads_present),
              ("payloads_purged", c.payloads_purged, t.payloads_purged),
@@ -193,7 +203,9 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         try:
             replayer = Replayer(sb, lambda sha: bundle.read(f"rules/{sha}.wasm"),
                                 lambda sha: bundle.read(f"models/{sha}/weights.npz"))
-            tally = scan_records(bundle, manifest, replayer, found, progress)
+            check = CompletenessCheck(manifest, found) if manifest.version >= 2 else None
+            tally = scan_records(bundle, manifest, replayer, found, progress, check)
+            completeness = not_proven_v1() if check is None else check.finish()
         except BaseException:
             tree.cancel()
             raise
@@ -215,7 +227,8 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         replayed=replayer.replayed, rescored=replayer.rescored, fail_safe=replayer.fail_safe,
         payloads_present=tally.payloads_present, payloads_purged=tally.payloads_purged, previous=previous,
         verified_at=format_time((now or (lambda: datetime.now(UTC)))()),
-        warnings=() if trusted_keys else (UNPINNED_WARNING,))
+        warnings=() if trusted_keys else (UNPINNED_WARNING,), format=manifest.version,
+        completeness=completeness, summaries=tally.summaries)
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

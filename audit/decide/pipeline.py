@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from audit.decide.account_secret import load_keyer
 from audit.decide.idempotency import with_keys
 from audit.decide.record import (
     DECISION_KIND,
@@ -43,11 +44,13 @@ from audit.decide.record import (
     decision_bodies,
     jcs_fired,
 )
+from audit.decide.summary import SUMMARY_KIND, AccountKeyer, entries_jcs
+from audit.decide.summary import tail as summary_tail
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.schema import FEATURE_SCHEMA
 from inference.velocity import Journal, VelocityState
-from ledger import LedgerUnavailableError, Record
+from ledger import LedgerUnavailableError, Record, store
 from ledger.append import Ledger
 from ledger.jcs import Jcs, canonical_bytes
 from ledger.records import format_time
@@ -79,8 +82,12 @@ class Pipeline:
                  extractor: FeatureExtractor | None = None,
                  index: DecisionIndex | None = None,
                  rebuild: Callable[[], FeatureExtractor] | None = None,
+                 keyer: AccountKeyer | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
+        """``keyer`` keys the accounts of the ``decision.summary`` sealed with each batch; by
+        default the ledger's own (``audit.decide.account_secret``), read at the first batch."""
         self.ledger = ledger
+        self._keyer = keyer
         self.scorer = scorer
         self._rules = rules
         self.extractor = extractor if extractor is not None else FeatureExtractor()
@@ -201,7 +208,8 @@ class Pipeline:
             index, meta = self.index, prepared.meta
             alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
             alongside = with_keys(subs, alongside)  # idempotency keys: checked and written under the lock
-            receipts = self.ledger.append_many(prepared.records, alongside=alongside)
+            tail = summary_tail(prepared.key_id, prepared.summary, _last_summary)
+            receipts = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)[:-1]
             self.sealed += len(receipts)  # still this batch's turn: one writer
             with self._state:
                 self._pending.pop(ticket, None)  # in the ledger: its additions stay
@@ -262,7 +270,17 @@ class Pipeline:
             if s.expired:
                 fired[i] = _NO_HITS
         records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules)
-        return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why)
+        keyer = self._keyer
+        if keyer is None:
+            keyer = self._keyer = load_keyer(self.ledger.engine)
+        ids: dict[int, Jcs] = {}  # id(hits) -> canonical array of its rule ids
+        for hits, _ in fired:
+            if id(hits) not in ids:
+                ids[id(hits)] = canonical_bytes([h.id for h in hits])
+        txs = [s.transaction for s in subs]
+        summary = entries_jcs(outs, [ids[id(h)] for h, _ in fired],
+                              [keyer.keys((tx.originator.account, tx.beneficiary.account)) for tx in txs])
+        return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why, keyer.key_id, summary)
 
     def _fired(self, rules: ActiveRules, words: npt.NDArray[np.uint64]) -> list[_Hits]:
         """Each row's fired rules and their canonical ``fired`` array, by the row's bitset words
@@ -366,6 +384,12 @@ class _Prepared:
     scores: list[float]
     fired: list[_Hits]
     why: list[str | None]
+    key_id: str  # the account secret's id, and the batch's canonical summary entries
+    summary: Jcs
+
+
+def _last_summary(conn: Any) -> tuple[int, bytes] | None:
+    return store.last_of_kind(conn, SUMMARY_KIND)
 
 
 _NO_HITS: _Hits = ((), Jcs(b"[]"))

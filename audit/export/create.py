@@ -1,8 +1,9 @@
-"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/1``): creation.
+"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/2``): creation.
 
 ``create_bundle`` streams the selected decisions (``audit.export.select``), the annotations that
 refer to them and their context (governance, model registration and purge entries) into a ZIP,
-with payloads, rule modules, model files, the signed checkpoint, the multiproof, the
+with the decision summaries that bracket the window (``audit.export.completeness``: they prove
+the selection complete), payloads, rule modules, model files, the signed checkpoint, the multiproof, the
 consistency proof from the previous export, a report, ``manifest.json`` (every file's SHA-256,
 computed while writing) and ``manifest.sig``; then seals an ``export.created`` record.
 
@@ -39,6 +40,7 @@ from sqlalchemy import Connection, Engine
 
 from audit.decide.principal import Principal
 from audit.errors import ExportFilterError, ExportUnavailableError
+from audit.export.completeness import bracket, check_selection, seal_right_edge
 from audit.export.context import Context, gather_context, previous_export
 from audit.export.files import (
     VERIFY_MD,
@@ -64,7 +66,7 @@ __all__ = [
     "list_exports", "manifest_sig_text", "uuid7"
 ]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/1"
+BUNDLE_SCHEMA = "sealtrail.bundle/2"
 EXPORT_KIND = "export.created"
 EXPORT_SCHEMA = "sealtrail.export.created/1"
 
@@ -142,6 +144,7 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
     bundle_id = bundle_id or uuid7(now)
     with engine.connect() as conn:
         total = count_selected(conn, filters)  # the index's count: progress only
+    seal_right_edge(engine, ledger, filters)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_path.parent, prefix=f".{out_path.name}."))
     try:
@@ -162,9 +165,12 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     try:
         with engine.connect().execution_options(**opts) as conn, conn.begin():
             got = read_selection(conn, filters, sp, stats, total, progress, page_size)
-        if got.decisions == 0:
-            raise ExportFilterError("filters", f"no decision was recorded between {filters.start} and "
-                                               f"{filters.end} that matches every filter; nothing to export")
+            if got.decisions == 0:
+                raise ExportFilterError("filters", f"no decision was recorded between {filters.start} "
+                                                   f"and {filters.end} that matches every filter; "
+                                                   "nothing to export")
+            summaries = bracket(conn, engine, filters)
+            check_selection(summaries, got.decision_seqs)
     except BaseException:
         sp.abort()
         raise
@@ -173,7 +179,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     with engine.connect() as conn:
         ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs)
         prev = previous_export(conn)
-    extra = sorted(ctx.entries, key=lambda r: r.seq)
+    extra = sorted([*ctx.entries, *summaries.rows], key=lambda r: r.seq)
     seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
     cp = _checkpoint(ledger, signer, seqs[-1])
     size, root = cp.checkpoint.size, cp.checkpoint.root
@@ -196,14 +202,15 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         vkeys = [str(v) for (v,) in conn.exec_driver_sql(
             "SELECT vkey FROM ledger_keys ORDER BY valid_from_size")]
     counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
-              "context": len(extra), "payloads_present": got.present, "payloads_purged": got.purged,
+              "context": len(ctx.entries), "summaries": len(summaries.rows), "payloads_present": got.present,
+              "payloads_purged": got.purged,
               "by_decision": {o: stats.by_decision[o] for o in OUTCOMES}}
     manifest: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA, "bundle_id": bundle_id, "created_at": created_at,
         "creator": creator.to_json(),
         "filters": filters.to_json(), "log": {"origin": ledger.origin, "verifier_keys": vkeys},
         "checkpoint": {"size": size, "root": b64(root).decode(), "file": "checkpoint.txt"},
-        "previous": prev, "counts": counts,
+        "previous": prev, "counts": counts, "completeness": summaries.manifest(),
         "range": {"first_seq": seqs[0], "last_seq": seqs[-1],
                   "contiguous": seqs[-1] - seqs[0] + 1 == len(seqs)},
         "rules": sorted(set(got.rulesets.values())), "models": sorted(got.models)}

@@ -14,7 +14,7 @@ import heapq
 from array import array
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -99,6 +99,7 @@ class _Pass:
     rulesets: dict[str, str] | None = None  # "id@version" -> module sha256
     models: set[str] | None = None
     purge_seqs: set[int] | None = None
+    decision_seqs: array[int] = field(default_factory=lambda: array("q"))  # ascending
 
 
 def _annotations(conn: Connection, page: list[EntryRow],
@@ -227,6 +228,7 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
             res.rulesets[f"{r['ruleset_id']}@{r['version']}"] = r["module_sha256"]
             res.models.add(b["model"]["sha256"])
             res.decisions += 1
+            res.decision_seqs.append(row.seq)
         sp.csv_rows(rows)
         if progress is not None:
             progress(res.decisions, total)

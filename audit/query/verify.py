@@ -41,6 +41,7 @@ from audit.query.index import (
     payload_data,
     record_rows,
 )
+from audit.query.summary_check import SummaryWalk
 from inference.messages import MessageError
 
 __all__ = ["MAX_FINDINGS", "Checked", "IndexReport", "check_decisions", "trace_row_difference",
@@ -62,11 +63,14 @@ class IndexReport:
     annotations: int = 0
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys((*_TABLES, KEYS), 0))  # rows checked
     accounts_unverifiable: int = 0  # decisions with a purged payload: account rows not recomputable
+    summaries: int = 0  # decision summaries checked against their decisions
+    unsummarised: int = 0  # decisions sealed before the first summary
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"verified": True, "decisions": self.decisions, "annotations": self.annotations,
                 "rows": dict(self.rows), "accounts_unverifiable": self.accounts_unverifiable,
+                "summaries": self.summaries, "unsummarised": self.unsummarised,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -258,6 +262,9 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
     want = workers if workers is not None else min(os.cpu_count() or 1, 4)
     pool: _PoolAccounts | None = None
     keys = _Keys()
+    walk = SummaryWalk(found.add)
+    summaries = _Stream(conn, "SELECT seq, record, leaf_hash FROM ledger_entries "
+                              "WHERE kind = 'decision.summary' ORDER BY seq")
     try:
         for rows in _decision_pages(conn, page):
             keys.add(found, rows)
@@ -273,12 +280,19 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
             for c in check_decisions(conn, rows, trace_rows, rule_rows, account_rows, found=found,
                                      accounts_many=pool):
                 report.accounts_unverifiable += c.accounts is None
+                walk.decision(c.seq, c.recorded_at, c.decision, c.rules)
+            for s, rec, leaf in summaries.upto(last):
+                walk.summary(int(s), bytes(rec), bytes(leaf))
             report.decisions += len(rows)
             _strays(found, trace_rows, rule_rows, account_rows)
     finally:
         if pool is not None:
             pool.close()
     _strays(found, {int(x[0]): x for x in t.upto(None)}, _grouped(r.upto(None)), _grouped(a.upto(None)))
+    for s, rec, leaf in summaries.upto(None):
+        walk.summary(int(s), bytes(rec), bytes(leaf))
+    walk.finish()
+    report.summaries, report.unsummarised = walk.summaries, walk.unsummarised
     keys.finish(conn, found, report)
 
 

@@ -40,6 +40,18 @@ class Cli(LedgerCli):
         finally:
             engine.dispose()
 
+    def kinds(self, start: int, stop: int) -> list[str]:
+        """The kinds of the entries sealed at seqs ``start`` .. ``stop - 1``, in seq order."""
+        engine = self.db.engine()
+        e = store.entries
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(e.select().with_only_columns(e.c.kind)
+                                    .where(e.c.seq >= start, e.c.seq < stop).order_by(e.c.seq)).all()
+        finally:
+            engine.dispose()
+        return [str(k) for (k,) in rows]
+
     def entries(self) -> Entries:
         """seq -> (envelope, payload bytes) of every decision record."""
         engine = self.db.engine()
@@ -226,7 +238,9 @@ def test_a_later_batch_failing_still_lists_every_decision_sealed_before_it(
     sealed = cli.entries()
     assert sorted(sealed) == [r["seq"] for r in rows]  # exactly these were sealed, each with its seq
     assert_sealed_as_printed(cli, rows)  # ... trace id, decision, score and fired rules
-    assert doc["count"] == 16 and doc["last_seq"] == rows[-1]["seq"] == cli.size() - 1
+    assert doc["count"] == 16 and doc["last_seq"] == rows[-1]["seq"]
+    # ... and after the last of them only that batch's summary, sealed in its commit
+    assert cli.kinds(doc["last_seq"] + 1, cli.size()) == ["decision.summary"]
     assert doc["resume_at"] == {"file": str(f), "index": 16} and doc["undecided"] == 24
     assert doc["in_doubt"] is False  # the ledger refused the commit: nothing of that batch exists
     assert sum(doc["outcomes"].values()) == 16

@@ -38,7 +38,9 @@ def test_a_forged_index_row_at_a_future_seq_stops_no_payment(served: Served) -> 
     answers = [served.post(tx) for tx in payments[1:]]
     assert [r.status_code for r in answers] == [200] * 5, [r.text for r in answers]
     seqs = [r.json()["ledger"]["seq"] for r in answers]
-    assert seqs == list(range(size, size + 5)) and served.size() == size + 5
+    # each payment its own batch: its decision, then that batch's summary
+    assert seqs == list(range(size, size + 10, 2)) and served.size() == size + 10
+    assert forged_at in seqs  # the forged row stood at the seq a later decision was sealed at
     doc = ops.verify_now(served.settings)
     assert doc["verified"] is False and doc["error"] == "derived row mismatch"
     assert doc["seq"] == forged_at and doc["table"] == "audit_traces"

@@ -18,6 +18,7 @@ from wasm_rules import Sandbox
 
 VECTORS = Path(__file__).parents[1] / "vectors"
 V1 = VECTORS / "bundle-v1"
+V2 = VECTORS / "bundle-v2"
 
 
 def _member(path: Path, name: str) -> bytes:
@@ -32,6 +33,30 @@ def test_a_version_1_bundle_verifies_with_its_pinned_key(sandbox: Sandbox) -> No
     assert (doc["pinned"], doc["warnings"]) == (True, [])
     assert (doc["records"], doc["decisions"], doc["replayed"], doc["rescored"]) == (47, 43, 43, 43)
     assert (doc["annotations"], doc["payloads_present"], doc["payloads_purged"]) == (1, 42, 1)
+    assert doc["format"] == 1
+    assert doc["completeness"]["proven"] is False  # format 1 carries no summaries: said, not failed
+    assert "completeness not proven" in doc["completeness"]["notes"][0]
+
+
+def test_a_version_2_bundle_verifies_and_proves_its_window_complete(sandbox: Sandbox) -> None:
+    key = NoteVerifier.from_vkey((V2 / "trusted.vkey").read_text().strip())
+    report = verify_bundle(V2 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed)
+    doc = report.to_json()
+    got = (doc["format"], doc["records"], doc["decisions"], doc["summaries"], doc["replayed"])
+    assert got == (2, 19, 12, 3, 12)
+    c = doc["completeness"]
+    assert (c["proven"], c["summaries"], c["checked"], c["notes"]) == (True, 3, 12, [])
+    manifest = orjson.loads(_member(V2 / "bundle.zip", "manifest.json"))
+    assert (c["from"], c["until"]) == (manifest["filters"]["from"], manifest["filters"]["to"])
+
+
+def test_version_2_records_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> None:
+    records = _member(V2 / "bundle.zip", "records.jsonl").splitlines()
+    index = [orjson.loads(x) for x in _member(V2 / "bundle.zip", "index.jsonl").splitlines()]
+    assert [e["kind"] for e in index].count("decision.summary") == 3
+    for line, entry in zip(records, index, strict=True):
+        assert canonical_bytes(orjson.loads(line)) == line == rfc8785.dumps(orjson.loads(line)), entry["seq"]
+        assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
 
 
 def test_a_version_1_bundle_fails_under_another_key(sandbox: Sandbox) -> None:

@@ -315,8 +315,12 @@ def test_a_failure_midway_leaves_no_file_and_no_record(world: World, tmp_path: P
 def test_a_failed_seal_leaves_no_file(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ledger import LedgerUnavailableError
 
-    def down(*a: Any, **k: Any) -> Any:
-        raise LedgerUnavailableError("injected: commit failed")
+    real = world.ledger.append_many
+
+    def down(records: Any, **k: Any) -> Any:
+        if any(r.kind == "export.created" for r in records):
+            raise LedgerUnavailableError("injected: commit failed")
+        return real(records, **k)  # the summary sealed at the window's right edge still commits
 
     monkeypatch.setattr(world.ledger, "append_many", down)
     with pytest.raises(LedgerUnavailableError):

@@ -166,10 +166,14 @@ class FailingLedger:
     def __init__(self, inner: Ledger) -> None:
         self.inner, self.fail = inner, True
 
-    def append_many(self, records, *, alongside=None):  # type: ignore[no-untyped-def]
+    @property
+    def engine(self) -> Engine:  # the pipeline reads the account secret of its summaries there
+        return self.inner.engine
+
+    def append_many(self, records, *, alongside=None, tail=None):  # type: ignore[no-untyped-def]
         if self.fail:
             raise LedgerUnavailableError("database is locked")
-        return self.inner.append_many(records, alongside=alongside)
+        return self.inner.append_many(records, alongside=alongside, tail=tail)
 
 
 def _never_rebuilt() -> FeatureExtractor:
@@ -369,13 +373,17 @@ class GatedLedger:
         self.entered, self.gate = threading.Event(), threading.Event()
         self.calls = 0
 
-    def append_many(self, records, *, alongside=None):  # type: ignore[no-untyped-def]
+    @property
+    def engine(self) -> Engine:  # the pipeline reads the account secret of its summaries there
+        return self.inner.engine
+
+    def append_many(self, records, *, alongside=None, tail=None):  # type: ignore[no-untyped-def]
         self.calls += 1
         self.entered.set()
         assert self.gate.wait(10)
         if self.fail:
             raise LedgerUnavailableError("disk full")
-        return self.inner.append_many(records, alongside=alongside)
+        return self.inner.append_many(records, alongside=alongside, tail=tail)
 
 
 def test_batches_from_two_threads_commit_in_the_order_their_windows_advanced(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]

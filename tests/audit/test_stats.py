@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, event
 
+import migrations
 from audit.errors import QueryError
 from audit.query.stats import (
     SCORE_BINS,
@@ -25,9 +26,10 @@ from audit.query.stats import (
     window,
 )
 from ledger import NoteSigner
+from ledger.append import CheckpointPolicy, Ledger
 from tests.audit.test_pipeline import BrokenModel
 from tests.audit.test_trace_index import decision_entries, indexed_pipeline, mixed_submissions
-from tests.conftest import Db, make_ledger
+from tests.conftest import ORIGIN, Db, make_ledger
 from wasm_rules import OUTCOMES, Sandbox
 
 T0 = datetime(2026, 12, 1, 9, 58, 30, tzinfo=UTC)
@@ -48,7 +50,12 @@ def at(minutes: float) -> str:
 
 @pytest.fixture
 def world(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> tuple[Engine, list[Rec]]:
-    ledger = make_ledger(db, signer)
+    # the genesis stamped before the commits: recorded_at never goes back along the log, so commits
+    # dated before a genesis stamped by the real clock would all be stamped at the genesis's time
+    engine = db.engine()
+    migrations.upgrade(engine)
+    ledger = Ledger.create(engine, signer, ORIGIN, policy=CheckpointPolicy(1000, 3600),
+                           clock=lambda: T0 - timedelta(days=1))
     pipe = indexed_pipeline(ledger, sandbox, pack_wasm)
     good = pipe.scorer
     subs = mixed_submissions(12 * 25, seed=3)
@@ -58,6 +65,7 @@ def world(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> tup
         pipe.decide(subs[i * 25:(i + 1) * 25])
     recs = [Rec(seq, env["recorded_at"], env["record"]) for seq, env, _ in decision_entries(ledger.engine)]
     assert len(recs) == 300 and any(r.body["score"] is None for r in recs)
+    assert sorted({r.recorded_at for r in recs}) == [at(m) for m in OFFSETS]  # each commit at its time
     return ledger.engine, recs
 
 

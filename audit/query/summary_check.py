@@ -1,0 +1,89 @@
+"""The decision summaries checked against the decisions they speak for, by ``ledger verify``.
+
+A ``decision.summary`` (``audit.decide.summary``) is sealed, so nobody rewrites it unseen; but it
+is what a bundle's completeness proof stands on, so the walk of ``audit.query.verify`` also
+checks that the sealing code wrote what it should: the summaries form one chain (each links the
+seq and leaf hash of the one before, the first links none), ``recorded_at`` never decreases along
+it, each summary speaks for the entries just before it and every one of them is a decision whose
+outcome, fired rule ids and ``recorded_at`` are the summary's, and no decision sealed after the
+first summary goes without one. Decisions sealed before the first summary (by a version that
+kept none) are counted, not judged. The account keys are not recomputed here (that needs every
+payload parsed again); the exporter checks them for the account it selects, and the bundle
+verifier against the payloads it carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+from audit.decide.summary import parse_summary
+from audit.errors import SummaryError
+
+__all__ = ["TABLE", "SummaryWalk"]
+
+TABLE = "decision.summary"
+
+Fail = Callable[[str, int, str], None]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    decision: str
+    rules: tuple[str, ...]
+    recorded_at: str
+
+
+class SummaryWalk:
+    """Fed decisions and summaries in seq order (decisions of a summary before it)."""
+
+    def __init__(self, fail: Fail) -> None:
+        self._fail = fail
+        self._pending: dict[int, _Seen] = {}
+        self._prev: tuple[int, str, str] | None = None  # seq, leaf hex, recorded_at
+        self.summaries = 0
+        self.unsummarised = 0  # decisions sealed before the first summary
+
+    def decision(self, seq: int, recorded_at: str, decision: str, rules: tuple[str, ...]) -> None:
+        self._pending[seq] = _Seen(decision, rules, recorded_at)
+
+    def summary(self, seq: int, record: bytes, leaf: bytes) -> None:
+        self.summaries += 1
+        fail = self._fail
+        try:
+            env = orjson.loads(record)
+            s = parse_summary(seq, env["record"])
+            at = str(env["recorded_at"])
+        except (SummaryError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            fail(TABLE, seq, f"the summary does not parse: {exc}")
+            self._prev = (seq, leaf.hex(), "")
+            return
+        link = None if self._prev is None else self._prev[:2]
+        if s.prev != link:
+            fail(TABLE, seq, f"the summary links to {s.prev}; the summary before it is {link}")
+        if self._prev is not None and at < self._prev[2]:
+            fail(TABLE, seq, f"recorded at {at}, before the summary before it ({self._prev[2]})")
+        self._prev = (seq, leaf.hex(), at)
+        for early in sorted(k for k in self._pending if k < s.first_seq):
+            self._uncovered(early, before_chain=self.summaries == 1)
+        for i, e in enumerate(s.entries):
+            dseq = s.first_seq + i
+            d = self._pending.pop(dseq, None)
+            if d is None:
+                fail(TABLE, seq, f"the summary speaks for seq {dseq}, which holds no decision")
+            elif (d.decision, d.rules, d.recorded_at) != (e.decision, e.rules, at):
+                fail(TABLE, seq, f"seq {dseq} is {d.decision} firing {list(d.rules)} at {d.recorded_at}; "
+                                 f"the summary says {e.decision} firing {list(e.rules)} at {at}")
+
+    def _uncovered(self, seq: int, *, before_chain: bool) -> None:
+        del self._pending[seq]
+        if before_chain:
+            self.unsummarised += 1  # sealed before the ledger kept summaries
+        else:
+            self._fail(TABLE, seq, "a decision no summary speaks for")
+
+    def finish(self) -> None:
+        for seq in sorted(self._pending):
+            self._uncovered(seq, before_chain=self._prev is None)
