@@ -4,11 +4,13 @@
 The ledger is filled fast: the pipeline decides 500 simulated payments (real bodies, real
 governance and model records); then copies of those records, each with its own payload (the
 raw message plus a unique run of JSON white space) and matching ``raw_sha256``/``at``, are
-sealed through ``Ledger.append_many`` in batches of 20,000, and ``audit.query.index.catch_up``
-indexes them. Create and verify each run in a fresh process (peak RSS is that process's
-``ru_maxrss``). The same-run baseline re-zips the bundle's own members with ``zipfile`` at
-the same compression level: the ratio is what selecting, proving and hashing cost on top of
-writing the bytes. Run from the repository root: ``python -m bench.export [--quick]``.
+sealed through ``Ledger.append_many`` in batches of 1,024, each with its ``decision.summary``
+as the pipeline seals it (so a bundle carries the summaries of a real ledger), and
+``audit.query.index.catch_up`` indexes them. Create and verify each run in a fresh process
+(peak RSS is that process's ``ru_maxrss``). The same-run baseline re-zips the bundle's own
+members with ``zipfile`` at the same compression level: the ratio is what selecting, proving
+and hashing cost on top of writing the bytes. Run from the repository root:
+``python -m bench.export [--quick]``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from bench.machine import host_info
 
 ORIGIN = "bench.sealtrail/export"
 FROM, TO = "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z"
-BATCH = 20_000
+BATCH = 1024  # the pipeline's largest batch: one summary each
 
 
 def _ws(i: int) -> bytes:
@@ -53,12 +55,15 @@ def fill(db: Path, keys: Path, n: int) -> float:
     """A ledger of ``n`` decisions at ``db``; returns the seconds it took."""
     from api import ops
     from api.config import Settings
+    from audit.decide.account_secret import load_keyer
     from audit.decide.principal import Principal
     from audit.decide.runtime import Runtime
+    from audit.decide.summary import SUMMARY_KIND, entries_jcs, tail
     from audit.decide.types import Submission
     from audit.query.index import catch_up
+    from inference.messages import Transaction, parse_messages
     from inference.simulate import SimConfig, simulate
-    from ledger import Record
+    from ledger import Record, store
     from ledger.jcs import canonical_bytes
 
     t0 = time.perf_counter()
@@ -80,22 +85,35 @@ def fill(db: Path, keys: Path, n: int) -> float:
         rows = conn.exec_driver_sql(
             "SELECT e.record, p.data FROM ledger_entries e JOIN ledger_payloads p ON p.first_seq = e.seq "
             "WHERE e.kind = 'decision' ORDER BY e.seq").all()
+    keyer = load_keyer(ledger.engine)
     templates = []
     for rec, data in rows:
         env = orjson.loads(bytes(rec))
-        body = canonical_bytes(env["record"])  # the sealed body's exact bytes
-        templates.append((body, env["record"]["input"]["raw_sha256"].encode(), bytes(data)))
+        b = env["record"]
+        body = canonical_bytes(b)  # the sealed body's exact bytes
+        tx = next(t for t in parse_messages(bytes(data), b["input"]["format"])
+                  if isinstance(t, Transaction) and t.sha256 == b["input"]["transaction_sha256"])
+        templates.append((body, b["input"]["raw_sha256"].encode(), bytes(data), b["decision"],
+                          canonical_bytes([h["id"] for h in b["fired"]]),
+                          keyer.keys((tx.originator.account, tx.beneficiary.account))))
     done = len(templates)
+
+    def last(conn: Any) -> tuple[int, bytes] | None:
+        return store.last_of_kind(conn, SUMMARY_KIND)
+
     while done < n:
         k = min(BATCH, n - done)
-        batch = []
+        batch, picked = [], []
         for i in range(done, done + k):
-            body, raw_sha, data = templates[i % len(templates)]
+            t = templates[i % len(templates)]
+            body, raw_sha, data = t[:3]
             payload = data + _ws(i)
             new_sha = hashlib.sha256(payload).hexdigest().encode()
             batch.append(Record.from_canonical_body("decision", body.replace(raw_sha, new_sha),
                                                     payload=payload))
-        ledger.append_many(batch)
+            picked.append(t)
+        summary = entries_jcs([t[3] for t in picked], [t[4] for t in picked], [t[5] for t in picked])
+        ledger.append_many(batch, tail=tail(keyer.key_id, summary, last))
         done += k
     ledger.checkpoint()
     catch_up(ledger.engine)

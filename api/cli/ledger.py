@@ -106,6 +106,9 @@ def ledger_verify(
             d = report.derived
             out.print(f"derived tables: {d.decisions} decisions and {d.annotations} annotations match their "
                       f"trace index rows ({sum(d.rows.values())} rows, {d.seconds:.2f}s)", markup=False)
+            early = f" ({d.unsummarised} decisions sealed before summaries began)" if d.unsummarised else ""
+            out.print(f"decision summaries: {d.summaries} chained and matching their decisions{early}",
+                      markup=False)
         for w in report.warnings:
             err.print(f"warning: {w}", markup=False)
 

@@ -11,12 +11,15 @@ that summary's time, and the bundle says so).
 
 The exporter checks its own selection against the summaries before writing anything: a decision
 a summary says the filters select that the selection did not pick (or the reverse) refuses the
-export naming the seq (``ExportUnavailableError``): the verifier would fail such a bundle.
+export naming the seq (``DerivedRowError``, table ``decision.summary``): the verifier would fail
+such a bundle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +28,7 @@ from sqlalchemy import Connection, Engine
 
 from audit.decide.account_secret import read_keyer
 from audit.decide.summary import SUMMARY_KIND, AccountKeyer, Summary, entry_matches, parse_summary, tail
-from audit.errors import ExportUnavailableError, SummaryError
+from audit.errors import DerivedRowError, ExportUnavailableError, SummaryError
 from audit.export.select import EntryRow, ExportFilters
 from ledger import store
 from ledger.append import Ledger
@@ -34,6 +37,7 @@ from ledger.jcs import Jcs
 __all__ = ["Bracket", "bracket", "check_selection", "seal_right_edge"]
 
 _COLS = "seq, kind, record, leaf_hash, chain_hash, trace_id"
+_PAGE = 512
 
 
 def _keyer(engine: Engine) -> AccountKeyer:
@@ -58,27 +62,30 @@ def seal_right_edge(engine: Engine, ledger: Ledger, f: ExportFilters) -> int | N
 
 @dataclass
 class Bracket:
-    """The summaries ``left`` .. ``right`` (inclusive; either may be None) and what they select."""
+    """The summaries ``left`` .. ``right`` (inclusive; either may be None) and what they select.
+    ``rows`` streams them (a page at a time: bounded memory however many), tallying as it goes."""
 
-    rows: list[EntryRow] = field(default_factory=list)
     left: int | None = None
     right: int | None = None
     account_key_id: str | None = None  # the secret the account filter was keyed under
     account_key: str | None = None
-    expected: list[int] = field(default_factory=list)  # decision seqs the summaries select, ascending
+    expected: array[int] = field(default_factory=lambda: array("q"))  # decision seqs they select
     covered_from: int | None = None  # first decision seq any summary of the bundle speaks for
     unkeyed: int = 0  # summaries under another secret: their account filter cannot be applied
+    count: int = 0
+    first: int | None = None
+    last: int | None = None
+    rows: Iterator[EntryRow] = field(default_factory=lambda: iter(()))
 
     def manifest(self) -> dict[str, Any]:
-        first = self.rows[0].seq if self.rows else None
-        last = self.rows[-1].seq if self.rows else None
-        return {"summaries": len(self.rows), "first_summary_seq": first, "last_summary_seq": last,
+        return {"summaries": self.count, "first_summary_seq": self.first, "last_summary_seq": self.last,
                 "left": self.left, "right": self.right, "account_key_id": self.account_key_id,
                 "account_key": self.account_key}
 
 
 def bracket(conn: Connection, engine: Engine, f: ExportFilters) -> Bracket:
-    """The bracketing summaries of ``f``'s window, read in ``conn``'s snapshot."""
+    """The bracketing summaries of ``f``'s window, read in ``conn``'s snapshot as ``rows`` is
+    consumed (in seq order)."""
     p = store.param(conn)
     left = conn.exec_driver_sql(
         f"SELECT seq FROM ledger_entries WHERE kind = {p} AND recorded_at < {p} ORDER BY seq DESC LIMIT 1",
@@ -86,31 +93,39 @@ def bracket(conn: Connection, engine: Engine, f: ExportFilters) -> Bracket:
     right = conn.exec_driver_sql(
         f"SELECT seq FROM ledger_entries WHERE kind = {p} AND seq > {p} AND recorded_at >= {p} "
         "ORDER BY seq LIMIT 1", (SUMMARY_KIND, -1 if left is None else int(left), f.end)).scalar()
-    lo = -1 if left is None else int(left)
-    hi_sql, args = (("", (SUMMARY_KIND, lo)) if right is None
-                    else (f" AND seq <= {p}", (SUMMARY_KIND, lo, int(right))))
     b = Bracket(left=None if left is None else int(left), right=None if right is None else int(right))
-    rows = conn.exec_driver_sql(
-        f"SELECT {_COLS} FROM ledger_entries WHERE kind = {p} AND seq >= {p}{hi_sql} ORDER BY seq",
-        args).all()
-    keyer = _keyer(engine) if f.account is not None else None
-    if keyer is not None:
-        b.account_key_id = keyer.key_id
-        b.account_key = keyer.key(f.account or "")
-    for s, k, rec, leaf, chain, tid in rows:
-        row = EntryRow(int(s), str(k), bytes(rec), bytes(leaf), bytes(chain), str(tid))
-        b.rows.append(row)
-        env = orjson.loads(row.record)
-        try:
-            summ = parse_summary(row.seq, env["record"])
-        except SummaryError as exc:
-            raise ExportUnavailableError(f"{exc} (ledger damage; run 'sealtrail ledger verify')") from exc
-        if b.covered_from is None:
-            b.covered_from = summ.first_seq
-        if row.seq == b.left or row.seq == b.right:
-            continue
-        b.expected += _selected(summ, f, b)
+    if f.account is not None:
+        keyer = _keyer(engine)
+        b.account_key_id, b.account_key = keyer.key_id, keyer.key(f.account)
+    b.rows = _rows(conn, f, b)
     return b
+
+
+def _rows(conn: Connection, f: ExportFilters, b: Bracket) -> Iterator[EntryRow]:
+    p = store.param(conn)
+    after = -1 if b.left is None else b.left - 1
+    top = sys.maxsize if b.right is None else b.right
+    while True:
+        page = conn.exec_driver_sql(
+            f"SELECT {_COLS} FROM ledger_entries WHERE kind = {p} AND seq > {p} AND seq <= {p} "
+            f"ORDER BY seq LIMIT {_PAGE}", (SUMMARY_KIND, after, top)).all()
+        for s, k, rec, leaf, chain, tid in page:
+            row = EntryRow(int(s), str(k), bytes(rec), bytes(leaf), bytes(chain), str(tid))
+            try:
+                summ = parse_summary(row.seq, orjson.loads(row.record)["record"])
+            except SummaryError as exc:
+                raise ExportUnavailableError(f"{exc} (ledger damage; run 'sealtrail ledger verify')") from exc
+            b.count += 1
+            b.first = row.seq if b.first is None else b.first
+            b.last = row.seq
+            if b.covered_from is None:
+                b.covered_from = summ.first_seq
+            if row.seq != b.left and row.seq != b.right:
+                b.expected.extend(_selected(summ, f, b))
+            yield row
+        if len(page) < _PAGE:
+            return
+        after = int(page[-1][0])
 
 
 def _selected(summ: Summary, f: ExportFilters, b: Bracket) -> list[int]:
@@ -125,7 +140,8 @@ def _selected(summ: Summary, f: ExportFilters, b: Bracket) -> list[int]:
 
 
 def check_selection(b: Bracket, selected: Sequence[int]) -> None:
-    """Refuse a selection that disagrees with the summaries (where they speak for it)."""
+    """Refuse a selection that disagrees with the summaries (where they speak for it); call it
+    once ``b.rows`` was consumed."""
     if b.covered_from is None:
         return
     picked = {s for s in selected if s >= b.covered_from}
@@ -135,11 +151,8 @@ def check_selection(b: Bracket, selected: Sequence[int]) -> None:
     else:
         missing, extra = set(b.expected) - picked, picked - set(b.expected)
     if missing:
-        s = min(missing)
-        raise ExportUnavailableError(f"the sealed summaries say the decision at seq {s} matches the filters, "
-                                     "but the selection did not pick it (run 'sealtrail ledger verify')")
+        raise DerivedRowError(SUMMARY_KIND, min(missing), "the sealed summary says this decision passes the "
+                              "filters, but the selection did not pick it (run 'sealtrail ledger verify')")
     if extra:
-        s = min(extra)
-        raise ExportUnavailableError(f"the selection picked the decision at seq {s}, which the sealed "
-                                     "summaries say does not match the filters "
-                                     "(run 'sealtrail ledger verify')")
+        raise DerivedRowError(SUMMARY_KIND, min(extra), "the selection picked this decision, which its "
+                              "sealed summary says does not pass the filters (run 'sealtrail ledger verify')")

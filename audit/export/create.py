@@ -164,12 +164,12 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     opts = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
     try:
         with engine.connect().execution_options(**opts) as conn, conn.begin():
-            got = read_selection(conn, filters, sp, stats, total, progress, page_size)
+            summaries = bracket(conn, engine, filters)
+            got = read_selection(conn, filters, sp, stats, total, progress, page_size, summaries.rows)
             if got.decisions == 0:
                 raise ExportFilterError("filters", f"no decision was recorded between {filters.start} "
                                                    f"and {filters.end} that matches every filter; "
                                                    "nothing to export")
-            summaries = bracket(conn, engine, filters)
             check_selection(summaries, got.decision_seqs)
     except BaseException:
         sp.abort()
@@ -179,7 +179,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     with engine.connect() as conn:
         ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs)
         prev = previous_export(conn)
-    extra = sorted([*ctx.entries, *summaries.rows], key=lambda r: r.seq)
+    extra = sorted(ctx.entries, key=lambda r: r.seq)
     seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
     cp = _checkpoint(ledger, signer, seqs[-1])
     size, root = cp.checkpoint.size, cp.checkpoint.root
@@ -202,7 +202,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         vkeys = [str(v) for (v,) in conn.exec_driver_sql(
             "SELECT vkey FROM ledger_keys ORDER BY valid_from_size")]
     counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
-              "context": len(ctx.entries), "summaries": len(summaries.rows), "payloads_present": got.present,
+              "context": len(ctx.entries), "summaries": summaries.count, "payloads_present": got.present,
               "payloads_purged": got.purged,
               "by_decision": {o: stats.by_decision[o] for o in OUTCOMES}}
     manifest: dict[str, Any] = {

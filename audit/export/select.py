@@ -8,8 +8,9 @@ exactly what a trace search with the same filters finds on an intact index.
 ``window_bounds`` turns the time range into seq bounds: the trace index gives the first and last
 seq recorded in the window (one covering scan of ``ix_audit_traces_recorded_at_seq``), then the
 bounds are widened through the sealed decisions on either side until one was recorded more than
-``CLOCK_SLACK`` outside the window (``recorded_at`` is stamped before the sequencer lock, so it
-follows seq only nearly: concurrent writers, clock steps). ``iter_pages`` then walks every sealed
+``CLOCK_SLACK`` outside the window (entries sealed before decision summaries were stamped before
+the sequencer lock, so their ``recorded_at`` follows seq only nearly: concurrent writers, clock
+steps; it never decreases along the log since). ``iter_pages`` then walks every sealed
 decision between the bounds in keyset pages and checks, against each record, the index rows the
 selection relies on (``audit.query.verify.check_decisions``): each decision's ``audit_traces`` row,
 and with a rule or account filter that table's rows for it, so a deleted or rewritten row is

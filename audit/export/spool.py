@@ -57,7 +57,7 @@ class Spools:
         self.payloads = Deflater(directory / "payloads.z", compresslevel)
         self.csv = Deflater(directory / "csv.z", compresslevel)
         self.csv.write(csv_header())
-        self.seqs = array("q")  # every seq of records (decisions and annotations), ascending
+        self.seqs = array("q")  # every seq of records (decisions, annotations, summaries), ascending
 
     def entry(self, row: EntryRow) -> None:
         rec = row.record + b"\n"
@@ -167,12 +167,17 @@ def _payload_sha(row: EntryRow) -> str | None:
 
 
 def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: ReportStats, total: int,
-                    progress: Progress | None, page_size: int) -> _Pass:
+                    progress: Progress | None, page_size: int,
+                    alongside: Iterator[EntryRow] | None = None) -> _Pass:
+    """The selection into the spools; ``alongside`` (ascending seqs, none a selected decision's:
+    the decision summaries) goes in among the records in seq order."""
     res = _Pass(rulesets={}, models=set(), purge_seqs=set())
     assert res.rulesets is not None and res.models is not None and res.purge_seqs is not None
     seen: set[bytes] = set()  # payload digests already in payloads.jsonl
     purged_seen: set[bytes] = set()
     pending: list[tuple[int, EntryRow]] = []  # annotations, by seq, waiting for their place
+    alongside = alongside if alongside is not None else iter(())
+    other = next(alongside, None)
     loads = orjson.loads
     bounds = window_bounds(conn, f)
     notes_of = annotation_index(conn, *bounds) if bounds[0] <= bounds[1] else {}
@@ -189,6 +194,12 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
         rows: list[list[str]] = []
         for row in page:
             env = loads(row.record)  # one at a time: a page of live dicts would keep the GC busy
+            while other is not None and other.seq < row.seq:
+                while pending and pending[0][0] < other.seq:
+                    sp.entry(heapq.heappop(pending)[1])
+                    res.annotations += 1
+                sp.entry(other)
+                other = next(alongside, None)
             while pending and pending[0][0] < row.seq:
                 sp.entry(heapq.heappop(pending)[1])
                 res.annotations += 1
@@ -232,6 +243,12 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
         sp.csv_rows(rows)
         if progress is not None:
             progress(res.decisions, total)
+    while other is not None:
+        while pending and pending[0][0] < other.seq:
+            sp.entry(heapq.heappop(pending)[1])
+            res.annotations += 1
+        sp.entry(other)
+        other = next(alongside, None)
     while pending:
         sp.entry(heapq.heappop(pending)[1])
         res.annotations += 1
