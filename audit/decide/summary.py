@@ -32,7 +32,7 @@ import hmac
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from audit.errors import SummaryError
 from inference.messages.fields import iban_or_none
@@ -47,7 +47,8 @@ SUMMARY_SCHEMA = "sealtrail.decision.summary/1"
 _ACCOUNT_DOMAIN = b"sealtrail.summary-account/1\n"
 _KEY_ID_DOMAIN = b"sealtrail.summary-account-key/1\n"
 _HEX16 = re.compile(r"[0-9a-f]{16}")
-_HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEXES = re.compile(r"[0-9a-f]*")
+_ENTRY_KEYS = frozenset({"accounts", "decision", "rules"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _OUTCOMES = ("ALLOW", "REVIEW", "HOLD", "BLOCK")
 
@@ -113,8 +114,7 @@ def tail(key_id: str, entries: Jcs,
     return make
 
 
-@dataclass(frozen=True)
-class SummaryEntry:
+class SummaryEntry(NamedTuple):
     decision: str
     rules: tuple[str, ...]
     accounts: frozenset[str]
@@ -149,15 +149,19 @@ def parse_summary(seq: int, body: object) -> Summary:
     if not isinstance(raw, list) or len(raw) > seq:
         raise SummaryError(f"{where}: decisions is not a list of at most {seq} entries")
     entries: list[SummaryEntry] = []
-    for i, e in enumerate(raw):
-        ok = (isinstance(e, dict) and set(e) == {"accounts", "decision", "rules"}
-              and e["decision"] in _OUTCOMES
-              and isinstance(e["rules"], list) and all(isinstance(r, str) for r in e["rules"])
-              and isinstance(e["accounts"], list)
-              and all(isinstance(a, str) and _HEX32.fullmatch(a) for a in e["accounts"]))
+    push, hexes, keys = entries.append, _HEXES.fullmatch, _ENTRY_KEYS
+    for i, e in enumerate(raw):  # ~1 us an entry: a summary speaks for up to a batch of 1,024
+        try:
+            rules, accounts = e["rules"], e["accounts"]
+            ok = (type(e) is dict and e.keys() == keys and e["decision"] in _OUTCOMES
+                  and type(rules) is list and all(type(r) is str for r in rules)
+                  and type(accounts) is list and all(type(a) is str and len(a) == 32 for a in accounts)
+                  and hexes("".join(accounts)) is not None)
+        except (TypeError, KeyError):
+            ok = False
         if not ok:
             raise SummaryError(f"{where}: entry {i} (seq {seq - len(raw) + i}) is malformed")
-        entries.append(SummaryEntry(e["decision"], tuple(e["rules"]), frozenset(e["accounts"])))
+        push(SummaryEntry(e["decision"], tuple(rules), frozenset(accounts)))
     prev = body["prev"]
     link: tuple[int, str] | None = None
     if prev is not None:

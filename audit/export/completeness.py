@@ -38,6 +38,7 @@ __all__ = ["Bracket", "bracket", "check_selection", "seal_right_edge"]
 
 _COLS = "seq, kind, record, leaf_hash, chain_hash, trace_id"
 _PAGE = 512
+_ENTRY_START = b'{"accounts":'
 
 
 def _keyer(engine: Engine) -> AccountKeyer:
@@ -103,6 +104,7 @@ def bracket(conn: Connection, engine: Engine, f: ExportFilters) -> Bracket:
 
 def _rows(conn: Connection, f: ExportFilters, b: Bracket) -> Iterator[EntryRow]:
     p = store.param(conn)
+    every = f.decision is None and f.rule is None and f.account is None
     after = -1 if b.left is None else b.left - 1
     top = sys.maxsize if b.right is None else b.right
     while True:
@@ -111,16 +113,27 @@ def _rows(conn: Connection, f: ExportFilters, b: Bracket) -> Iterator[EntryRow]:
             f"ORDER BY seq LIMIT {_PAGE}", (SUMMARY_KIND, after, top)).all()
         for s, k, rec, leaf, chain, tid in page:
             row = EntryRow(int(s), str(k), bytes(rec), bytes(leaf), bytes(chain), str(tid))
+            b.count += 1
+            b.first = row.seq if b.first is None else b.first
+            b.last = row.seq
+            inside = row.seq != b.left and row.seq != b.right
+            if every and b.covered_from is not None:
+                # Only time filters: every entry inside is selected, so only their number is needed.
+                # Each entry starts '{"accounts":' and those bytes cannot occur inside a JCS string
+                # (its quotes would be escaped): counting them is exact, and skips parsing ~120 kB
+                # per summary (~3.5 us an entry). ledger verify and the bundle verifier parse them all.
+                n = row.record.count(_ENTRY_START)
+                if inside:
+                    b.expected.extend(range(row.seq - n, row.seq))
+                yield row
+                continue
             try:
                 summ = parse_summary(row.seq, orjson.loads(row.record)["record"])
             except SummaryError as exc:
                 raise ExportUnavailableError(f"{exc} (ledger damage; run 'sealtrail ledger verify')") from exc
-            b.count += 1
-            b.first = row.seq if b.first is None else b.first
-            b.last = row.seq
             if b.covered_from is None:
                 b.covered_from = summ.first_seq
-            if row.seq != b.left and row.seq != b.right:
+            if inside:
                 b.expected.extend(_selected(summ, f, b))
             yield row
         if len(page) < _PAGE:
