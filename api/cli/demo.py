@@ -315,6 +315,10 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
         p(f"export      {e['file']}: {e['records']:,} records, {e['size_bytes'] / 2**20:.1f} MiB "
           f"in {e['create_seconds']:.1f}s; verified offline in {e['verify_seconds']:.1f}s "
           f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored) against {e['trusted_key']}")
+        c = e.get("completeness") or {}
+        if c.get("proven"):
+            p(f"            complete: every decision recorded in [{c['from']}, {c['until']}) is in it, "
+              f"proven by {c['summaries']} sealed decision summaries")
         p(f"            check it yourself: {doc['commands']['verify_export']}")
     cmd = doc["commands"]
     p(f"console     {cmd['serve']}")
@@ -338,7 +342,9 @@ def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
 
     ledger = ops.open_ledger(s)
     signer = load_signer(s.key_file)
-    until = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # every decision of this run was recorded by now; the summary the export seals at the window's
+    # end is recorded after it, so the bundle proves the whole window complete
+    until = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     exports: Path = s.exports_dir
     exports.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -355,7 +361,8 @@ def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
     return {"file": str(summary.path), "bundle_id": summary.bundle_id, "records": rep.records,
             "size_bytes": summary.size_bytes, "create_seconds": round(t1 - t0, 3),
             "verify_seconds": round(t2 - t1, 3), "verified": True, "replayed": rep.replayed,
-            "rescored": rep.rescored, "trusted_key": signer.verifier.vkey}
+            "rescored": rep.rescored, "trusted_key": signer.verifier.vkey,
+            "completeness": None if rep.completeness is None else rep.completeness.to_json()}
 
 
 def print_line(text: str) -> None:

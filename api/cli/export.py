@@ -163,7 +163,8 @@ def _print_report(r: Any) -> None:
                   f"{c.summaries} "
                   f"summaries, {c.checked} decisions matched to them", markup=False)
     elif c is not None:
-        out.print("complete    NOT PROVEN", markup=False)
+        part = "" if c.window is None else f" (complete only for [{c.window[0]}, {c.window[1]}))"
+        out.print(f"complete    NOT PROVEN{part}", markup=False)
     for note in () if c is None else c.notes:
         out.print(f"            {note}", markup=False)
     out.print(f"replayed    {r.replayed} through their rule module, {r.rescored} rescored by the numpy "

@@ -238,8 +238,11 @@ class CompletenessCheck:
         if c.right is None:
             assert self.prev is not None
             until = min(self.end, self.prev[2])
-            r.notes.append(f"the window ends after the newest summary at export: completeness proven for "
-                           f"decisions recorded before {until} only")
+            if until < self.end:
+                r.proven = False
+                r.notes.append(f"no summary at or after the window's end {self.end} (the window ends after "
+                               f"the newest summary at export): complete only for decisions recorded "
+                               f"before {until}")
         r.window = (self.start, until)
         if self.legacy:
             r.proven = False

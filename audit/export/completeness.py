@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,20 +153,43 @@ def _selected(summ: Summary, f: ExportFilters, b: Bracket) -> list[int]:
             if entry_matches(e, decision=f.decision, rule=f.rule, account_key=key)]
 
 
-def check_selection(b: Bracket, selected: Sequence[int]) -> None:
-    """Refuse a selection that disagrees with the summaries (where they speak for it); call it
-    once ``b.rows`` was consumed."""
+def check_selection(b: Bracket, selected: array[int]) -> None:
+    """Refuse a selection (ascending seqs) that disagrees with the summaries where they speak for
+    it; call it once ``b.rows`` was consumed. Both are ascending arrays: equal in one C compare in
+    the usual case, walked side by side only to name the first difference."""
     if b.covered_from is None:
         return
-    picked = {s for s in selected if s >= b.covered_from}
-    if b.unkeyed:  # the account filter cannot be checked there: only that no expected one is missing
-        missing = set(b.expected) - picked
-        extra: set[int] = set()
-    else:
-        missing, extra = set(b.expected) - picked, picked - set(b.expected)
-    if missing:
-        raise DerivedRowError(SUMMARY_KIND, min(missing), "the sealed summary says this decision passes the "
+    picked = selected[bisect_left(selected, b.covered_from):]
+    if not b.unkeyed and picked == b.expected:
+        return
+    missing, extra = _first_differences(b.expected, picked)
+    if b.unkeyed:  # the account filter cannot be applied there: only that none expected is missing
+        extra = None
+    if missing is not None:
+        raise DerivedRowError(SUMMARY_KIND, missing, "the sealed summary says this decision passes the "
                               "filters, but the selection did not pick it (run 'sealtrail ledger verify')")
-    if extra:
-        raise DerivedRowError(SUMMARY_KIND, min(extra), "the selection picked this decision, which its "
+    if extra is not None:
+        raise DerivedRowError(SUMMARY_KIND, extra, "the selection picked this decision, which its "
                               "sealed summary says does not pass the filters (run 'sealtrail ledger verify')")
+
+
+def _first_differences(want: array[int], got: array[int]) -> tuple[int | None, int | None]:
+    """The first seq of ``want`` not in ``got``, and of ``got`` not in ``want`` (both ascending)."""
+    missing = extra = None
+    i = j = 0
+    while i < len(want) and j < len(got) and (missing is None or extra is None):
+        a, c = want[i], got[j]
+        if a == c:
+            i += 1
+            j += 1
+        elif a < c:
+            missing = a if missing is None else missing
+            i += 1
+        else:
+            extra = c if extra is None else extra
+            j += 1
+    if missing is None and i < len(want):
+        missing = want[i]
+    if extra is None and j < len(got):
+        extra = got[j]
+    return missing, extra
