@@ -38,7 +38,7 @@ from ledger.jcs import Jcs
 __all__ = ["Bracket", "bracket", "check_selection", "seal_right_edge"]
 
 _COLS = "seq, kind, record, leaf_hash, chain_hash, trace_id"
-_PAGE = 512
+_PAGE = 64  # summaries of 1,024 decisions are ~120 kB each: a page stays ~8 MB
 _ENTRY_START = b'{"accounts":'
 
 
