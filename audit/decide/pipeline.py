@@ -8,6 +8,10 @@ the score missing (the pack's ``MODEL_SCORE_MISSING`` rule then holds the paymen
 review, and the record says ``MODEL_ERROR``), and a request whose deadline passed in the
 queue is recorded as a fail-safe HOLD (``DEADLINE_EXCEEDED``) without being scored.
 
+Each commit seals, after the batch's decisions, its ``decision.summary`` (``audit.decide.summary``:
+outcome, fired rule ids and keyed accounts of each, linked to the summary before it under the
+sequencer lock), which lets an export bundle prove its selection complete.
+
 Every recorded transaction, scored or not, advances the velocity windows in ledger order, so
 replaying the ledger's recent decisions rebuilds the same state (``audit.state.replay``). Each
 batch journals what it adds to the windows (``VelocityState.begin_journal``); when a commit

@@ -246,9 +246,10 @@ def read_chunks(path: Path, size: int = 1 << 20) -> Iterable[bytes]:
 VERIFY_MD = """\
 # Verifying this bundle
 
-This is a sealtrail export bundle, format `sealtrail.bundle/1`. It holds sealed AML decision
+This is a sealtrail export bundle, format `sealtrail.bundle/2`. It holds sealed AML decision
 records exactly as the bank's ledger stores them, with the proofs that they are in that ledger,
-and everything needed to re-derive each decision (rule modules, model weights).
+everything needed to re-derive each decision (rule modules, model weights), and the sealed
+decision summaries around its time window that prove no decision matching its filters was left out.
 
 ## With sealtrail
 
@@ -285,6 +286,12 @@ The normative description is the bundle format page shipped with sealtrail
    `rules/<module_sha256>.wasm` (a WebAssembly module with no imports) and the features through
    the numpy model in `models/<model_sha256>/weights.npz`; outcome and fired rules must match
    exactly, the score within 1e-4.
+10. Completeness: the `decision.summary` lines (each speaks for the entries just before it:
+   outcome, fired rule ids, keyed account hashes) form one chain (`prev` = seq and leaf hash of
+   the summary before), the first recorded before the window (`completeness.left`), the last at
+   or after its end (`completeness.right`), those between inside it. Every summarised decision
+   inside the window that passes the filters must be a decision line of the bundle, and every
+   decision line must be spoken for by its summary.
 
 `report.html` and `records.csv` are for reading; they are covered by the file hashes only.
 """
