@@ -18,7 +18,6 @@ import orjson
 import pytest
 
 from audit.bundle.verify import verify_bundle
-from audit.decide.pipeline import Pipeline
 from audit.decide.principal import Principal
 from audit.decide.summary import SUMMARY_KIND, parse_summary
 from audit.errors import BundleFailed, DerivedRowError
@@ -26,13 +25,9 @@ from audit.export import completeness as completeness_module
 from audit.export import spool as spool_module
 from audit.export.create import BundleSummary, create_bundle, list_exports
 from audit.export.select import ExportFilters
-from audit.governance.models import register_model
-from audit.governance.service import Governance
-from audit.query.index import TraceIndex
-from inference.backends import load_backend
-from inference.model import ModelFiles
 from ledger import NoteSigner
 from ledger.append import Ledger
+from tests.audit.test_export import governed_pipeline
 from tests.audit.test_trace_index import mixed_submissions, transaction_of
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox
@@ -66,13 +61,7 @@ class World:
 def world(db: Db, signer: NoteSigner, sandbox: Sandbox) -> Iterator[World]:
     ledger = make_ledger(db, signer)
     ledger.clock = Steps()
-    op = Principal.local("operator")
-    gov = Governance(ledger)
-    gov.bootstrap_default(principal=op)
-    files = ModelFiles.open()
-    register_model(ledger, files, op, backends=["numpy"])
-    scorer = load_backend("numpy", files.weights_path)
-    pipe = Pipeline(ledger, scorer, gov.load_active(sandbox), index=TraceIndex())
+    pipe = governed_pipeline(ledger, sandbox)
     subs = mixed_submissions(BATCHES * PER_BATCH, seed=23)
     times, decisions, raws = [], {}, {}
     for i in range(BATCHES):

@@ -54,15 +54,20 @@ class World:
     purged_sha: str
 
 
-def build(db: Db, signer: NoteSigner, sb: Sandbox, n: int = 240) -> World:
-    ledger = make_ledger(db, signer)
+def governed_pipeline(ledger: Ledger, sb: Sandbox) -> Pipeline:
+    """The default pack bootstrapped, the shipped model registered, a pipeline with the index."""
     op = Principal.local("operator")
     gov = Governance(ledger)
     gov.bootstrap_default(principal=op)
     files = ModelFiles.open()
     register_model(ledger, files, op, backends=["numpy"])
     scorer = load_backend("numpy", files.weights_path)
-    pipe = Pipeline(ledger, scorer, gov.load_active(sb), index=TraceIndex())
+    return Pipeline(ledger, scorer, gov.load_active(sb), index=TraceIndex())
+
+
+def build(db: Db, signer: NoteSigner, sb: Sandbox, n: int = 240) -> World:
+    ledger = make_ledger(db, signer)
+    pipe = governed_pipeline(ledger, sb)
     subs = mixed_submissions(n, seed=17)
     for i in range(0, len(subs), 60):  # several commits: several recorded_at values
         pipe.decide(subs[i:i + 60])
