@@ -33,7 +33,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 def detect_format(data: bytes) -> Literal["mt", "pacs008", "json"]:
     """By the first meaningful bytes: ``{1:`` FIN, ``<`` XML, ``{``/``[`` JSON."""
     head = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:3]
-    if head.startswith(b"{1:"):
+    if head.startswith(b"{1:") or head.startswith(b"\x01"):  # FIN, or a DOS-PCC frame of FIN
         return "mt"
     if head.startswith(b"<"):
         return "pacs008"

@@ -1,8 +1,11 @@
-"""SWIFT FIN MT103, MT202 and MT202COV (blocks 1-5) into ``Transaction``; RJE files too.
+"""SWIFT FIN MT103, MT202 and MT202COV (blocks 1-5) into ``Transaction``; RJE and DOS-PCC files too.
 
 Strict by design: a message the parser is not sure of is refused with the field and the
 reason, never guessed at. Block 4 is checked against the SWIFT X character set.
-Two-digit years are 20YY (FIN value dates).
+Two-digit years are 20YY (FIN value dates). The framing is read as SWIFT interfaces write it:
+white space and line breaks (LF or CRLF) between and around the blocks, a ``{S:}`` trailer, a
+byte-order mark, RJE files ('$' between messages) and DOS-PCC files (each message between SOH
+0x01 and ETX 0x03, padded with spaces to 512-byte sectors).
 """
 
 from __future__ import annotations
@@ -47,10 +50,29 @@ _COV_B = frozenset({"50", "52", "56", "57", "59", "70", "72", "33B"})
 _REPEATABLE = frozenset({"13C", "23E", "71F"})
 
 
+_SOH, _ETX = b"\x01", b"\x03"
+_BLANK = b"\r\n \t"
+
+
 def split_rje(data: bytes) -> list[bytes]:
-    """The messages of an RJE file ('$' between messages) or a single FIN message."""
-    parts = [p.strip(b"\r\n \t") for p in data.split(b"$")]
+    """The messages of a file: a DOS-PCC file (SOH ... ETX frames), an RJE file ('$' between
+    messages) or a single FIN message. A DOS-PCC frame without its ETX, or text outside the
+    frames, is returned as a part of its own starting with SOH: ``parse_mt`` refuses it."""
+    head = data.lstrip(b"\xef\xbb\xbf" + _BLANK)
+    if head.startswith(_SOH):
+        return _frames(head)
+    parts = [p.strip(_BLANK) for p in data.split(b"$")]
     return [p for p in parts if p] or [data]
+
+
+def _frames(data: bytes) -> list[bytes]:
+    out: list[bytes] = []
+    for chunk in data.split(_SOH)[1:]:
+        body, etx, rest = chunk.partition(_ETX)
+        out.append(body if etx else _SOH + body)  # no ETX: kept with its SOH, to be refused
+        if rest.strip(_BLANK):
+            out.append(_SOH + b"outside" + rest[:16])
+    return out
 
 
 _WELL_FORMED = re.compile(
@@ -59,26 +81,36 @@ _WELL_FORMED = re.compile(
 
 
 def _blocks(text: str) -> dict[str, str]:
-    """Blocks 1-5 of one message: one regular expression for the usual well-formed case,
-    the slower scan below when it fails, so that the error can say what is wrong."""
+    """Blocks 1-5 of one message: one regular expression for the usual well-formed case, the
+    slower scan below when it fails (white space between blocks, a trailer), which also says
+    what is wrong where something is."""
     m = _WELL_FORMED.match(text)
     if m is not None:
         found = dict(zip("12345", m.groups(), strict=True))
         return {k: v for k, v in found.items() if v is not None}
     blocks = _scan_blocks(text)
-    raise MessageError("blocks are not in the order 1, 2, 3, 4, 5", field="header") if len(
-        blocks) >= 3 else MessageError("is malformed", field="message")
+    order = list(blocks)
+    if order != sorted(order, key=_ORDER.index):
+        raise MessageError(f"blocks are not in the order 1, 2, 3, 4, 5 (found {', '.join(order)})",
+                           field="header")
+    blocks.pop("S", None)
+    return blocks
+
+
+_ORDER = "12345S"
+_BLOCK_START = re.compile(r"\{([1-5S]):")
 
 
 def _scan_blocks(text: str) -> dict[str, str]:
-    """Top-level ``{n:...}`` blocks with balanced braces; block 4 ends at '\\n-}'."""
+    """Top-level ``{n:...}`` blocks with balanced braces, white space between them skipped;
+    block 4 ends at '\\n-}'."""
     blocks: dict[str, str] = {}
     pos = 0
     while pos < len(text):
-        if text[pos] in "\r\n":
+        if text[pos] in " \t\r\n":
             pos += 1
             continue
-        m = re.compile(r"\{([1-5]):").match(text, pos)
+        m = _BLOCK_START.match(text, pos)
         if m is None:
             raise MessageError(f"unexpected text {text[pos:pos + 12]!r} outside the blocks",
                                field="header")
@@ -318,6 +350,11 @@ def parse_mt(data: bytes) -> Iterator[Transaction | MessageError]:
     for n, raw in enumerate(split_rje(data), 1):
         label = f"message {n}"
         try:
+            if raw.startswith(_SOH + b"outside"):
+                raise MessageError(f"text {raw[8:24]!r} outside the SOH/ETX frames of a DOS-PCC file",
+                                   field="file")
+            if raw.startswith(_SOH):
+                raise MessageError("DOS-PCC frame has no closing ETX (0x03)", field="file")
             msg = _Message(raw)
             label = f"message {n} (MT{msg.mt}{'COV' if msg.cov else ''})"
             yield _assemble(msg)
