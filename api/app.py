@@ -63,7 +63,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         rt = runtime if runtime is not None else await run_in_threadpool(Runtime.open, settings)
-        metrics = Metrics(rt.ledger_state)
+        metrics = Metrics(rt.ledger_state, rt.index_conflicts)
 
         def on_batch(decisions: Sequence[Decision]) -> None:  # a committed batch
             metrics.observe_batch(decisions)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from audit.decide.types import Decision
@@ -33,8 +33,23 @@ class _LedgerCollector(Collector):
                                     value=max(0.0, time.time() - cp_at_us / 1e6))
 
 
+class _ConflictCollector(Collector):
+    """Index rows of sealed decisions the writer could not write because a row it did not write
+    held their place (``audit.query.index.TraceIndex.conflicts``): each one is a forged or stray
+    derived row that ``ledger verify`` will name. Alert on any increase."""
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily("sealtrail_derived_row_conflicts", "trace-index rows of sealed decisions "
+                                  "not written: a row the writer did not write held their place",
+                                  value=self._read())
+
+
 class Metrics:
-    def __init__(self, ledger_state: Callable[[], tuple[int, int | None]]) -> None:
+    def __init__(self, ledger_state: Callable[[], tuple[int, int | None]],
+                 index_conflicts: Callable[[], int] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.decisions = Counter("sealtrail_decisions", "sealed decisions by outcome", ["decision"],
@@ -51,6 +66,8 @@ class Metrics:
                                registry=r)
         self._queue_stage = self.stage.labels("queue")
         r.register(_LedgerCollector(ledger_state))
+        if index_conflicts is not None:
+            r.register(_ConflictCollector(index_conflicts))
 
     def observe_batch(self, decisions: Sequence[Decision]) -> None:
         """Called once per committed batch (from the batcher thread)."""

@@ -193,6 +193,11 @@ class Runtime(Generic[S]):
         st = self.ledger.status()
         return st.size, st.checkpoint_at_us
 
+    def index_conflicts(self) -> int:
+        """Trace-index rows this process could not write because a foreign row held their place."""
+        index = self.pipeline.index
+        return int(getattr(index, "conflicts", 0))
+
     def close(self) -> None:
         """Finish what is queued, save the velocity windows, release the sandbox, model and
         database. A second call does nothing; deciding after it is refused."""

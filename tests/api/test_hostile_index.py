@@ -47,3 +47,5 @@ def test_a_forged_index_row_at_a_future_seq_stops_no_payment(served: Served) -> 
     assert [(f["table"], f["seq"]) for f in doc["findings"]] == [("audit_traces", forged_at)]
     verify = served.client.post("/v1/ledger/verify", headers={**JSON, "x-test-role": "admin"})
     assert verify.status_code == 200 and verify.json()["seq"] == forged_at
+    metrics = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
+    assert "sealtrail_derived_row_conflicts_total 1.0" in metrics  # operators see it before any verify
