@@ -55,15 +55,15 @@ def fill(db: Path, keys: Path, n: int) -> float:
     """A ledger of ``n`` decisions at ``db``; returns the seconds it took."""
     from api import ops
     from api.config import Settings
-    from audit.decide.account_secret import load_keyer
+    from audit.decide.account_secret import load_keyer, sealing_tail
     from audit.decide.principal import Principal
     from audit.decide.runtime import Runtime
-    from audit.decide.summary import SUMMARY_KIND, entries_jcs, tail
+    from audit.decide.summary import entries_jcs
     from audit.decide.types import Submission
     from audit.query.index import catch_up
     from inference.messages import Transaction, parse_messages
     from inference.simulate import SimConfig, simulate
-    from ledger import Record, store
+    from ledger import Record
     from ledger.jcs import canonical_bytes
 
     t0 = time.perf_counter()
@@ -98,9 +98,6 @@ def fill(db: Path, keys: Path, n: int) -> float:
                           keyer.keys((tx.originator.account, tx.beneficiary.account))))
     done = len(templates)
 
-    def last(conn: Any) -> tuple[int, bytes] | None:
-        return store.last_of_kind(conn, SUMMARY_KIND)
-
     while done < n:
         k = min(BATCH, n - done)
         batch, picked = [], []
@@ -113,7 +110,7 @@ def fill(db: Path, keys: Path, n: int) -> float:
                                                     payload=payload))
             picked.append(t)
         summary = entries_jcs([t[3] for t in picked], [t[4] for t in picked], [t[5] for t in picked])
-        ledger.append_many(batch, tail=tail(keyer.key_id, summary, last))
+        ledger.append_many(batch, tail=sealing_tail(keyer.key_id, summary))
         done += k
     ledger.checkpoint()
     catch_up(ledger.engine)

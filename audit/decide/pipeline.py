@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from audit.decide.account_secret import load_keyer
+from audit.decide.account_secret import load_keyer, sealing_tail
 from audit.decide.idempotency import with_keys
 from audit.decide.record import (
     DECISION_KIND,
@@ -48,13 +48,12 @@ from audit.decide.record import (
     decision_bodies,
     jcs_fired,
 )
-from audit.decide.summary import SUMMARY_KIND, AccountKeyer, entries_jcs
-from audit.decide.summary import tail as summary_tail
+from audit.decide.summary import AccountKeyer, entries_jcs
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.schema import FEATURE_SCHEMA
 from inference.velocity import Journal, VelocityState
-from ledger import LedgerUnavailableError, Record, store
+from ledger import LedgerUnavailableError, Record
 from ledger.append import Ledger
 from ledger.jcs import Jcs, canonical_bytes
 from ledger.records import format_time
@@ -212,7 +211,7 @@ class Pipeline:
             index, meta = self.index, prepared.meta
             alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
             alongside = with_keys(subs, alongside)  # idempotency keys: checked and written under the lock
-            tail = summary_tail(prepared.key_id, prepared.summary, _last_summary)
+            tail = sealing_tail(prepared.key_id, prepared.summary)
             receipts = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)[:-1]
             self.sealed += len(receipts)  # still this batch's turn: one writer
             with self._state:
@@ -390,10 +389,6 @@ class _Prepared:
     why: list[str | None]
     key_id: str  # the account secret's id, and the batch's canonical summary entries
     summary: Jcs
-
-
-def _last_summary(conn: Any) -> tuple[int, bytes] | None:
-    return store.last_of_kind(conn, SUMMARY_KIND)
 
 
 _NO_HITS: _Hits = ((), Jcs(b"[]"))

@@ -27,8 +27,8 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
-from audit.decide.account_secret import read_keyer
-from audit.decide.summary import SUMMARY_KIND, AccountKeyer, Summary, entry_matches, parse_summary, tail
+from audit.decide.account_secret import read_keyer, sealing_tail
+from audit.decide.summary import SUMMARY_KIND, AccountKeyer, Summary, entry_matches, parse_summary
 from audit.errors import DerivedRowError, ExportUnavailableError, SummaryError
 from audit.export.select import EntryRow, ExportFilters
 from ledger import store
@@ -57,8 +57,7 @@ def seal_right_edge(engine: Engine, ledger: Ledger, f: ExportFilters) -> int | N
     if newest is not None and str(newest) >= f.end:
         return None
     keyer = _keyer(engine)
-    (receipt,) = ledger.append_many([], tail=tail(keyer.key_id, Jcs(b"[]"),
-                                                  lambda conn: store.last_of_kind(conn, SUMMARY_KIND)))
+    (receipt,) = ledger.append_many([], tail=sealing_tail(keyer.key_id, Jcs(b"[]")))
     return receipt.seq
 
 
