@@ -60,6 +60,11 @@ class Metrics:
                                       registry=r)
         self.unavailable = Counter("sealtrail_unavailable_responses", "503 answers (ledger unavailable)",
                                    registry=r)
+        self.refusals = Counter("sealtrail_refusals", "refused screening requests sealed as refusal "
+                                "records, by kind", ["kind"], registry=r)
+        self.refusal_seal_failures = Counter(
+            "sealtrail_refusal_seal_failures", "refused screening requests whose refusal record could not "
+            "be sealed (answered 422 without trace_id; the server log has the cause)", registry=r)
         self.stage = Histogram("sealtrail_stage_latency_seconds", "per-batch stage latency", ["stage"],
                                buckets=_LATENCY_BUCKETS, registry=r)
         self.batch = Histogram("sealtrail_batch_size", "decisions per pipeline batch", buckets=_BATCH_BUCKETS,

@@ -48,8 +48,8 @@ from audit.errors import (
 from ledger import LedgerUnavailableError
 from ledger.errors import EntryNotFoundError, KeyFileError, RefusedError
 
-__all__ = ["PROBLEM_JSON", "HtmlErrors", "InternalErrors", "Problem", "audit_problem", "install_handlers",
-           "problem_response"]
+__all__ = ["PROBLEM_JSON", "HtmlErrors", "InternalErrors", "Problem", "audit_extra", "audit_problem",
+           "install_handlers", "problem_response"]
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger("sealtrail.api")
@@ -60,13 +60,15 @@ class Problem(Exception):
     """An error the API answers with as it is: status, kind, detail and the fields at fault."""
 
     def __init__(self, status: int, kind: str, detail: str,
-                 errors: Sequence[dict[str, str]] = (), headers: dict[str, str] | None = None) -> None:
+                 errors: Sequence[dict[str, str]] = (), headers: dict[str, str] | None = None,
+                 extra: Mapping[str, Any] | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.kind = kind
         self.detail = detail
         self.errors = list(errors)
         self.headers = headers or {}
+        self.extra = dict(extra or {})
 
 
 _TITLES = {400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
@@ -131,6 +133,14 @@ def audit_problem(exc: AuditError) -> tuple[int, str, list[dict[str, str]]]:
     elif isinstance(exc, QueryError) and status == 422:
         errors = [{"field": exc.field, "message": exc.message}]
     return status, kind, errors
+
+
+def audit_extra(exc: AuditError) -> dict[str, Any] | None:
+    """Members an audit error adds to its problem: a refused request's ``trace_id`` (its sealed
+    ``refusal`` record; absent where it could not be sealed)."""
+    if isinstance(exc, SubmissionRefusedError) and exc.trace_id is not None:
+        return {"trace_id": exc.trace_id}
+    return None
 
 
 def _loc(loc: Sequence[Any]) -> str:
@@ -219,7 +229,7 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors 
     async def _problem(request: Request, exc: Problem) -> Response:
         if exc.status == 503 and on_unavailable is not None:
             on_unavailable()
-        return respond(request, exc.status, exc.kind, exc.detail, exc.errors, exc.headers)
+        return respond(request, exc.status, exc.kind, exc.detail, exc.errors, exc.headers, exc.extra or None)
 
     @app.exception_handler(AuthError)
     async def _auth(request: Request, exc: AuthError) -> Response:
@@ -266,7 +276,7 @@ def install_handlers(app: FastAPI, on_unavailable: Any = None, html: HtmlErrors 
                 return respond(request, 500, kind, f"an unexpected error; the operator finds incident "
                                f"{incident} in the server log", extra={"incident": incident})
             return respond(request, status, kind, str(exc), errors, extra={"incident": incident})
-        return respond(request, status, kind, str(exc), errors)
+        return respond(request, status, kind, str(exc), errors, extra=audit_extra(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:

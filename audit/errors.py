@@ -337,11 +337,15 @@ class SubmissionFault:
 
 class SubmissionRefusedError(AuditError):
     """Messages that may not be decided, so nothing of the request was decided or recorded.
-    ``faults`` names each refused one (at most the first 100), ``str(err)`` sums them up."""
+    ``faults`` names each refused one (at most the first 100), ``total`` counts them all,
+    ``str(err)`` sums them up. ``trace_id`` is set once the refusal is sealed (a ``refusal``
+    record, ``audit.decide.refusal``); None where it was not."""
 
-    def __init__(self, detail: str, faults: Sequence[SubmissionFault]) -> None:
+    def __init__(self, detail: str, faults: Sequence[SubmissionFault], *, total: int | None = None) -> None:
         super().__init__(detail)
         self.faults = tuple(faults)
+        self.total = max(len(self.faults), total or 0)
+        self.trace_id: str | None = None
 
 
 class TooManySubmissionsError(SubmissionRefusedError):

@@ -2,7 +2,12 @@
 
 The answer leaves only after the decision's ledger record is durable; if the ledger cannot
 commit, the caller gets 503 with Retry-After and no decision exists. A request refused as input
-(unreadable message, wrong content type, bad X-Priority) is refused whole: nothing is written.
+(unreadable message, wrong content type, bad X-Priority) is refused whole: nothing is decided.
+A body the scoring path refuses (``parse_submissions``: 422, or 413 for too many transactions),
+or one over the size cap, is sealed as a ``refusal`` record (``audit.decide.refusal``) whose
+``trace_id`` the problem carries; if it cannot be sealed the refusal is answered all the same,
+without ``trace_id``, logged and counted (``sealtrail_refusal_seal_failures_total``). Requests
+refused before authentication, for their rate or for their headers are not sealed.
 A payment decided before (the same idempotency key: ``Idempotency-Key``, else its UETR, else its
 reference, with the same content) is answered with its existing decision, marked ``replayed``
 (and, on ``POST /v1/decisions``, the response header ``Idempotent-Replayed: true``).
@@ -10,6 +15,7 @@ reference, with the same content) is answered with its existing decision, marked
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -26,14 +32,19 @@ from api.deps import authorize
 from api.openapi import body, examples, media, operation, problems, schema_of
 from api.problems import Problem
 from audit.decide.idempotency import HEADER_KEY
+from audit.decide.pipeline import seal_refusal
+from audit.decide.refusal import Refusal, refusal_of, too_large
 from audit.decide.runtime import Runtime
 from audit.decide.submissions import MAX_BATCH, parse_submissions
-from audit.decide.types import Decision
+from audit.decide.types import Decision, Submission
+from audit.errors import SubmissionRefusedError
 from inference.batcher import Priority
 from inference.messages import MAX_FILE_BYTES
 from inference.messages.json_message import TransactionIn
 
 __all__ = ["MAX_BATCH", "router"]
+
+log = logging.getLogger("sealtrail.api")
 
 
 class _RequestRoute(APIRoute):
@@ -131,7 +142,8 @@ _BATCH_DOC = body({
 _ERRORS = problems(413, 415, 422, 503, notes={
     413: f"Body over {MAX_FILE_BYTES:,} bytes, or more than {MAX_BATCH:,} transactions",
     415: f"Content-Type is none of {', '.join(_FORMATS)}",
-    422: "A message refused (or a bad X-Priority): `errors` names each field; nothing was decided",
+    422: "A message refused (or a bad X-Priority): `errors` names each field; nothing was decided. A "
+         "refused message's problem carries `trace_id`, its sealed `refusal` record",
     503: "Ledger unavailable: no decision was issued. Retry after `Retry-After` seconds"})
 
 
@@ -154,10 +166,56 @@ def _format(request: Request) -> str:
     return fmt
 
 
-async def _body(request: Request) -> bytes:
+async def _seal(request: Request, refusal: Refusal) -> str | None:
+    """Seal ``refusal``; its trace id, or None (logged and counted) where it could not be sealed."""
+    rt: Runtime = request.app.state.runtime
+    metrics = getattr(request.app.state, "metrics", None)
+    try:
+        receipt = await run_in_threadpool(seal_refusal, rt.ledger, refusal)
+    except Exception:
+        log.exception("a refused request (%s, %s) could not be sealed as a refusal record; answered "
+                      "without trace_id", refusal.via, refusal.kind)
+        if metrics is not None:
+            metrics.refusal_seal_failures.inc()
+        return None
+    if metrics is not None:
+        metrics.refusals.labels(refusal.kind).inc()
+    return receipt.trace_id
+
+
+async def _parse(request: Request, raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool,
+                 key: str | None) -> list[Submission]:
+    """``parse_submissions`` (in a worker thread for a batch); a refusal is sealed, its trace id
+    on the ``SubmissionRefusedError`` raised again."""
+    try:
+        if batch:
+            subs: list[Submission] = await run_in_threadpool(parse_submissions, raw, fmt, principal, batch=True)
+        else:
+            subs = parse_submissions(raw, fmt, principal, batch=False, idempotency_key=key)
+        return subs
+    except SubmissionRefusedError as exc:
+        via = "POST /v1/decisions/batch" if batch else "POST /v1/decisions"
+        refusal = refusal_of(exc, raw, fmt=fmt, principal=principal, batch=batch, via=via,
+                             max_items=MAX_BATCH, idempotency_key=key is not None)
+        exc.trace_id = await _seal(request, refusal)
+        raise
+
+
+async def _too_large(request: Request, principal: dict[str, Any], fmt: str, batch: bool,
+                     declared: int | None) -> Problem:
+    """The 413 of a body over the cap, sealed as a refusal without payload (it was never read)."""
+    via = "POST /v1/decisions/batch" if batch else "POST /v1/decisions"
+    tid = await _seal(request, too_large(declared, MAX_FILE_BYTES, fmt=fmt, principal=principal, batch=batch,
+                                         via=via))
+    what = "more than" if declared is None else f"{declared:,} bytes,"
+    return Problem(413, "too_large", f"body of {what} {MAX_FILE_BYTES:,} bytes at most",
+                   extra=None if tid is None else {"trace_id": tid})
+
+
+async def _body(request: Request, principal: dict[str, Any], fmt: str, batch: bool) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
-        raise Problem(413, "too_large", f"body of {int(declared):,} bytes exceeds {MAX_FILE_BYTES:,}")
+        raise await _too_large(request, principal, fmt, batch, int(declared))
     # The ASGI messages read directly (Request.body() is an async generator per request), and the
     # cap enforced as chunks arrive rather than after a chunked body was held whole.
     chunks: list[bytes] = []
@@ -169,7 +227,7 @@ async def _body(request: Request) -> bytes:
         chunk = msg.get("body", b"")
         size += len(chunk)
         if size > MAX_FILE_BYTES:
-            raise Problem(413, "too_large", f"body of more than {MAX_FILE_BYTES:,} bytes")
+            raise await _too_large(request, principal, fmt, batch, None)
         chunks.append(chunk)
         if not msg.get("more_body", False):
             break
@@ -205,8 +263,9 @@ async def create_decision(request: Request) -> Response:
     caller = authorize(request, _CREATE)  # before the body is read
     rt: Runtime = request.app.state.runtime
     fmt, priority, key = _format(request), _priority(request), _idempotency_key(request)
-    raw = await _body(request)
-    subs = parse_submissions(raw, fmt, caller.principal.to_json(), batch=False, idempotency_key=key)
+    principal = caller.principal.to_json()
+    raw = await _body(request, principal, fmt, False)
+    subs = await _parse(request, raw, fmt, principal, batch=False, key=key)
     (d,) = await rt.service.decide_async(subs, priority)
     us = round((time.perf_counter() - t0) * 1e6)
     return Response(orjson.dumps(decision_json(d, subs[0].transaction.reference, us)),
@@ -222,8 +281,9 @@ async def create_batch(request: Request) -> Response:
     caller = authorize(request, _BATCH)  # before the body is read
     rt: Runtime = request.app.state.runtime
     fmt, priority = _format(request), _priority(request)
-    raw = await _body(request)
-    subs = await run_in_threadpool(parse_submissions, raw, fmt, caller.principal.to_json(), batch=True)
+    principal = caller.principal.to_json()
+    raw = await _body(request, principal, fmt, True)
+    subs = await _parse(request, raw, fmt, principal, batch=True, key=None)
     # Batch callers are not held to the interactive deadline: 10,000 at once exceed it by design.
     decisions = await rt.service.decide_async(subs, priority, timeout_s=60.0)
     us = round((time.perf_counter() - t0) * 1e6)

@@ -2,8 +2,10 @@
 
 ``parse_submissions`` turns one request's body (or one file) into the ``Submission``s the
 pipeline decides, or refuses all of it with ``SubmissionRefusedError`` naming every refused
-message (its index in a batch, the field, why): nothing of a refused request is decided or
-recorded. The HTTP API (``POST /v1/decisions``, ``/v1/decisions/batch``), ``sealtrail score``
+message (its index in a batch, the field, why, and how many in all): nothing of a refused request
+is decided. Its callers seal the refusal itself (a ``refusal`` record, ``audit.decide.refusal``,
+whose payload is the request's bytes) and an export bundle's verifier parses that payload here
+again, requiring the same refusal. The HTTP API (``POST /v1/decisions``, ``/v1/decisions/batch``), ``sealtrail score``
 and Python callers share it, so one body is refused for the same reasons everywhere.
 """
 
@@ -16,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from audit.decide.idempotency import derived_key, header_key
+from audit.decide.record import IdempotencyKey
 from audit.decide.types import Submission
 from audit.errors import (
     OneMessageExpectedError,
@@ -36,7 +38,7 @@ _MAX_FAULTS = 100  # refused messages named one by one; the count says how many 
 def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch: bool,
                       max_items: int | None = MAX_BATCH,
                       received_at: datetime | None = None,
-                      idempotency_key: str | None = None) -> list[Submission]:
+                      idempotency_key: str | None = None, keyed: bool = True) -> list[Submission]:
     """The messages of ``raw`` (format ``fmt``: json | mt | pacs008 | auto) as
     submissions of ``principal`` (``Principal.to_json()``), or ``SubmissionRefusedError`` for all.
 
@@ -48,7 +50,13 @@ def parse_submissions(raw: bytes, fmt: str, principal: dict[str, Any], *, batch:
     ``received_at`` is the event time the features use (default: now, UTC).
     Each submission carries its idempotency key (``audit.decide.idempotency``): the caller's
     ``idempotency_key`` (one transaction only: ``OneMessageExpectedError`` otherwise; ``ValueError``
-    for a malformed key), else the one derived from its message (UETR, else its reference)."""
+    for a malformed key), else the one derived from its message (UETR, else its reference).
+    ``keyed=False`` derives no keys (and imports no database code): the offline bundle verifier's
+    replay of a sealed refusal, which needs only whether and why the body is refused."""
+    if keyed:
+        from audit.decide.idempotency import derived_key, header_key
+    else:
+        derived_key, header_key = _no_key, _no_header_key
     given = None if idempotency_key is None else header_key(idempotency_key)
     now = datetime.now(UTC) if received_at is None else received_at
     subs: list[Submission] = []
@@ -115,7 +123,15 @@ def _refused(errors: list[tuple[int, MessageError]], batch: bool) -> SubmissionR
               for i, e in errors[:_MAX_FAULTS]]
     detail = f"{len(errors)} message(s) refused; nothing was decided or recorded: " + \
         "; ".join(f"{f.where}: {f.message}" for f in faults[:5])
-    return SubmissionRefusedError(detail, faults)
+    return SubmissionRefusedError(detail, faults, total=len(errors))
+
+
+def _no_key(tx: Any) -> None:
+    return None
+
+
+def _no_header_key(value: str) -> IdempotencyKey:
+    return IdempotencyKey("", "header")
 
 
 def _too_many(n: int, cap: int) -> TooManySubmissionsError:

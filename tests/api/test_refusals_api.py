@@ -1,0 +1,135 @@
+"""A screening request refused as unreadable leaves a sealed ``refusal`` record: the 422 (or 413)
+names its ``trace_id``, the record holds the principal, the faults and the payload's hash, and the
+refusal can be found again (``GET /v1/traces/refusals``, ``GET /v1/traces/{trace_id}``). Requests
+refused before authentication or for their rate leave nothing. Both dialects."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
+
+from api.app import create_app
+from audit.decide.refusal import REFUSAL_SCHEMA
+from ledger.keys import load_signer
+from ledger.verify import verify_ledger
+from tests.api.test_fail_closed import JSON, Served, in_process, txs
+from tests.conftest import Db
+
+FIN = {"content-type": "application/x-swift-fin"}
+XML = {"content-type": "application/xml"}
+MT940 = (b"{1:F01BANKDEFFAXXX0000000000}{2:I940BANKGB2LXXXXN}{4:\r\n:20:STATEMENT1\r\n"
+         b":25:12345678\r\n:28C:1/1\r\n:60F:C250101EUR1000,00\r\n:62F:C250101EUR1000,00\r\n-}")
+NOT_WELL_FORMED = b"<Document xmlns='urn:iso:std:iso:20022:tech:xsd:pacs.008.001.08'><FIToFICstmrCdtTrf>"
+
+
+@pytest.fixture
+def served(db: Db, tmp_path: Path) -> Iterator[Served]:
+    with in_process(db, tmp_path) as (client, rt, s):
+        yield Served(client, rt, s)
+
+
+def entry(served: Served, trace_id: str) -> tuple[str, dict[str, Any]]:
+    with served.runtime.engine.connect() as conn:
+        kind, rec = conn.exec_driver_sql("SELECT kind, record FROM ledger_entries WHERE trace_id = "
+                                         f"'{trace_id}'").one()
+    return str(kind), orjson.loads(bytes(rec))
+
+
+def unknown_currency() -> bytes:
+    doc = orjson.loads(txs(1, seed=71)[0])
+    doc["currency"] = "XYZ"
+    return orjson.dumps(doc)
+
+
+def test_a_refused_message_answers_422_with_the_trace_id_of_its_sealed_refusal(served: Served) -> None:
+    bad = unknown_currency()
+    size = served.size()
+    r = served.post(bad)
+    assert r.status_code == 422 and r.json()["type"].endswith("message_refused"), r.text
+    tid = r.json()["trace_id"]
+    assert served.size() == size + 1  # the refusal alone: nothing decided
+    kind, env = entry(served, tid)
+    body = env["record"]
+    assert kind == "refusal" and body["schema"] == REFUSAL_SCHEMA
+    assert env["payload_sha256"] == body["payload"]["sha256"] == hashlib.sha256(bad).hexdigest()
+    assert body["principal"]["subject"].startswith("CN=") and body["principal"]["fingerprint_sha256"]
+    assert body["request"] == {"via": "POST /v1/decisions", "format": "json", "batch": False,
+                               "max_items": 10000, "idempotency_key": False}
+    faults = body["refusal"]["faults"]
+    assert body["refusal"]["fault_count"] == len(faults) == len(r.json()["errors"]) >= 1
+    assert any("currency" in (f["field"] or "") for f in faults)
+    assert "XYZ" not in orjson.dumps(body).decode()  # the quoted value is withheld from the body
+    shown = served.client.get(f"/v1/traces/{tid}", headers={"x-test-role": "officer"}).json()
+    assert shown["kind"] == "refusal" and shown["payload"]["state"] in ("present", "withheld")
+
+
+def test_a_refused_batch_of_fin_messages_seals_one_refusal_naming_each(served: Served) -> None:
+    mt103 = b"$".join([MT940, MT940, MT940])
+    r = served.client.post("/v1/decisions/batch", content=mt103, headers={**FIN, "x-test-role": "scorer"})
+    assert r.status_code == 422, r.text
+    _, env = entry(served, r.json()["trace_id"])
+    body = env["record"]
+    assert body["request"]["batch"] is True and body["request"]["format"] == "mt"
+    assert [f["index"] for f in body["refusal"]["faults"]] == [0, 1, 2]
+    assert body["refusal"]["fault_count"] == 3
+
+
+def test_an_empty_json_batch_and_bad_xml_are_sealed_too(served: Served) -> None:
+    for content, headers in ((b"[]", JSON), (NOT_WELL_FORMED, XML)):
+        r = served.client.post("/v1/decisions/batch", content=content, headers={**headers, "x-test-role": "scorer"})
+        assert r.status_code == 422 and "trace_id" in r.json(), r.text
+        kind, env = entry(served, r.json()["trace_id"])
+        assert kind == "refusal" and env["record"]["payload"]["bytes"] == len(content)
+
+
+def test_unauthenticated_and_unauthorised_requests_leave_nothing(served: Served) -> None:
+    size = served.size()
+    app = create_app(served.settings, runtime=served.runtime)
+    from starlette.testclient import TestClient
+
+    with TestClient(app) as bare:
+        r = bare.post("/v1/decisions", content=unknown_currency(), headers=JSON)
+    assert r.status_code == 401 and "trace_id" not in r.json()
+    r = served.post(unknown_currency(), role="officer")  # authenticated, but may not score
+    assert r.status_code == 403 and "trace_id" not in r.json()
+    assert served.size() == size
+
+
+def test_rate_limited_requests_leave_nothing(db: Db, tmp_path: Path) -> None:
+    limits = {"scorer": {"per_second": 0.001, "burst": 1}}
+    with in_process(db, tmp_path, rate_limits=limits) as (client, rt, s):
+        served = Served(client, rt, s)
+        first = served.post(unknown_currency())
+        assert first.status_code == 422 and "trace_id" in first.json()
+        size = served.size()
+        for _ in range(3):
+            r = served.post(unknown_currency())
+            assert r.status_code == 429 and "trace_id" not in r.json()
+        assert served.size() == size
+
+
+def test_a_refusal_that_cannot_be_sealed_is_still_a_422_logged_and_counted(served: Served) -> None:
+    def refuse_inserts(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT"):
+            raise OperationalError(statement[:40], None, Exception("injected: the database is unreachable"))
+
+    event.listen(served.runtime.engine, "before_cursor_execute", refuse_inserts)
+    try:
+        r = served.post(unknown_currency())
+    finally:
+        event.remove(served.runtime.engine, "before_cursor_execute", refuse_inserts)
+    assert r.status_code == 422 and "trace_id" not in r.json(), r.text
+    metrics = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
+    assert "sealtrail_refusal_seal_failures_total 1.0" in metrics
+    ok = served.post(unknown_currency())
+    assert ok.status_code == 422 and "trace_id" in ok.json()
+    metrics = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
+    assert 'sealtrail_refusals_total{kind="message_refused"} 1.0' in metrics
+    verify_ledger(served.runtime.engine, [load_signer(served.settings.key_file).verifier])
