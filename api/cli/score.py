@@ -8,8 +8,11 @@ The recorded principal is the local operator (``Principal.local``: empty fingerp
 ``local:cli``), so a record says plainly that no certificate stood behind it.
 
 All or nothing at the edge: every file is read and parsed before the runtime opens, so one
-refused message (exit 1, naming the file, the message index and the field) leaves the ledger
-exactly as it was. Exit 2: missing or unmigrated database, missing key.
+refused message (exit 1, naming the file, the message index and the field) decides nothing. The
+refusal itself is sealed (a ``refusal`` record whose payload is the file's bytes; a file over the
+size cap is sealed unread, without payload) and its ``trace_id`` printed; where the ledger cannot
+be opened or written, the file is refused all the same, without ``trace_id``, saying why.
+Exit 2: missing or unmigrated database, missing key.
 
 Not all or nothing once deciding starts: each batch is its own commit. If a later batch fails
 (the ledger refuses the commit, say), the output still lists every decision sealed before it
@@ -53,6 +56,8 @@ from api.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from api.config import Settings
+    from audit.decide.refusal import Refusal
     from audit.decide.types import Decision, Submission
 
 __all__ = ["FileRefusedError", "decision_row", "read_file", "score"]
@@ -62,10 +67,12 @@ BATCH_TIMEOUT_S = 600.0  # offline batches are not held to the interactive queue
 class FileRefusedError(Exception):
     """A file none of whose messages may be decided; ``errors`` name ``[index].field``."""
 
-    def __init__(self, path: Path, detail: str, errors: Sequence[dict[str, str]]) -> None:
+    def __init__(self, path: Path, detail: str, errors: Sequence[dict[str, str]],
+                 refusal: Refusal | None = None) -> None:
         super().__init__(f"{path}: {detail}")
         self.path = path
         self.errors = list(errors)
+        self.refusal = refusal  # what to seal (None: refused for what no refusal record covers)
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,7 @@ class ScoredFile:
 
 def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
     """Every message of ``path`` as a submission, or ``FileRefusedError`` for the whole file."""
+    from audit.decide.refusal import refusal_of, too_large
     from audit.decide.submissions import parse_submissions
     from audit.errors import SubmissionRefusedError
     from inference.messages import MAX_FILE_BYTES, MessageError, detect_format
@@ -84,18 +92,21 @@ def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
         raw = f.read(MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
         raise FileRefusedError(path, f"more than {MAX_FILE_BYTES:,} bytes",
-                               [{"field": "file", "message": "too large"}])
+                               [{"field": "file", "message": "too large"}],
+                               too_large(None, MAX_FILE_BYTES, fmt=fmt, principal=principal, batch=True,
+                                         via=_VIA))
     if not raw.strip():
         raise FileRefusedError(path, "the file is empty", [{"field": "file", "message": "empty"}])
     try:
         kind = detect_format(raw) if fmt == "auto" else fmt
     except MessageError as exc:
         raise FileRefusedError(path, str(exc), [{"field": "format", "message": exc.reason}]) from exc
+    batch = not _one_json_object(raw, kind)
     try:
-        subs = parse_submissions(raw, kind, principal, batch=not _one_json_object(raw, kind),
-                                 max_items=None)
+        subs = parse_submissions(raw, kind, principal, batch=batch, max_items=None)
     except SubmissionRefusedError as exc:
-        raise FileRefusedError(path, str(exc), [f.to_json() for f in exc.faults]) from exc
+        refusal = refusal_of(exc, raw, fmt=kind, principal=principal, batch=batch, via=_VIA, max_items=None)
+        raise FileRefusedError(path, str(exc), [f.to_json() for f in exc.faults], refusal) from exc
     return ScoredFile(path, subs)
 
 
@@ -118,10 +129,35 @@ def decision_row(d: Decision, sub: Submission) -> dict[str, Any]:
             "already_decided": d.replayed}
 
 
-def _refused(exc: FileRefusedError) -> NoReturn:
+_VIA = "sealtrail score"
+
+
+def _seal(s: Settings, exc: FileRefusedError) -> tuple[str | None, str]:
+    """Seal the refusal of ``exc`` in the ledger of ``s``: its trace id (None where it could not
+    be sealed) and a line that says what became of it."""
+    if exc.refusal is None:
+        return None, "refused; nothing was decided or recorded"
+    from api import ops
+    from audit.decide.pipeline import seal_refusal
+
+    try:
+        engine = ops.engine_for(s)
+        try:
+            ops.require_schema(engine)
+            tid = seal_refusal(ops.open_ledger(s, engine), exc.refusal).trace_id
+        finally:
+            engine.dispose()
+    except Exception as err:  # the refusal stands; only its record is missing, and that is said
+        return None, f"refused; nothing was decided; the refusal could not be sealed: {err}"
+    return tid, f"refused; nothing was decided; the refusal is sealed as trace {tid}"
+
+
+def _refused(exc: FileRefusedError, trace_id: str | None = None,
+             said: str = "refused; nothing was decided or recorded") -> NoReturn:
+    extra = {} if trace_id is None else {"trace_id": trace_id}
     raise CliError(str(exc), code=1, error="message_refused", file=str(exc.path), errors=exc.errors,
-                   details=["refused; nothing was decided or recorded",
-                            *(f"{e['field']}: {e['message']}" for e in exc.errors[:20])]) from exc
+                   details=[said, *(f"{e['field']}: {e['message']}" for e in exc.errors[:20])],
+                   **extra) from exc
 
 
 def score(
@@ -152,7 +188,7 @@ def score(
     try:
         parsed = [read_file(p, fmt, principal) for p in files]
     except FileRefusedError as exc:
-        _refused(exc)
+        _refused(exc, *_seal(s, exc))
     try:
         rt = Runtime.open(s, operator=operator)
     except setup_errors() as exc:

@@ -1,4 +1,8 @@
-"""``sealtrail traces query|show``: find sealed decisions and read one in full (read-only).
+"""``sealtrail traces query|refusals|show``: find sealed decisions and refused requests, and read
+one record in full (read-only).
+
+``refusals`` pages newest first over the sealed ``refusal`` records (``audit.query.refusals``):
+screening requests refused as unreadable, by time, principal and format; ``show`` reads one.
 
 ``query`` pages newest first over the trace index (``audit.query.traces.query_traces``) and prints
 the cursor of the next page; ``show`` reads one trace from the ledger itself: the sealed
@@ -29,7 +33,8 @@ traces_app = typer.Typer(no_args_is_help=True, help="Find sealed decisions; show
 
 _OPTION = {"since": "--since", "until": "--until", "decision": "--decision", "rule_id": "--rule",
            "account": "--account", "principal": "--principal", "score_min": "--score-min",
-           "score_max": "--score-max", "limit": "--limit", "cursor": "--cursor", "trace_id": "TRACE_ID"}
+           "score_max": "--score-max", "limit": "--limit", "cursor": "--cursor", "trace_id": "TRACE_ID",
+           "format": "--format"}
 
 
 def _refused(exc: QueryError) -> NoReturn:
@@ -101,6 +106,51 @@ def traces_query(
             out.print(f"{t.seq:>8}  {t.trace_id}  {t.recorded_at}  {t.decision:<6}  {sc:>6}  "
                       f"{fired}  {t.principal_subject}", markup=False)
         out.print(f"{len(page.items)} trace(s); " + (f"next cursor: {page.next_cursor}"
+                  if page.next_cursor else "last page"), markup=False)
+
+    emit(doc, as_json, human)
+
+
+@traces_app.command("refusals")
+def traces_refusals(
+    since: Annotated[str | None, typer.Option(
+        help="recorded_at >= SINCE (ISO 8601; without an offset: UTC)")] = None,
+    until: Annotated[str | None, typer.Option(help="recorded_at < UNTIL (as --since)")] = None,
+    principal: Annotated[str | None, typer.Option(
+        help="certificate SHA-256 fingerprint or RFC 4514 subject")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="json | mt | pacs008")] = None,
+    limit: Annotated[int, typer.Option(help="page size, 1..1000")] = 100,
+    cursor: Annotated[str | None, typer.Option(help="next cursor printed by the previous page")] = None,
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Refused screening requests (sealed refusal records) matching every given filter, newest first."""
+    from api import ops
+    from audit.errors import QueryError
+    from audit.query.refusals import RefusalFilter, query_refusals, refusal_json
+
+    try:
+        f = RefusalFilter(since=parse_time(since, "since"), until=parse_time(until, "until"),
+                          principal=principal, format=fmt, limit=limit, cursor=cursor)
+    except QueryError as exc:
+        _refused(exc)
+    engine = ops.engine_for(settings(db, keys))
+    try:
+        ops.require_schema(engine)
+        page = query_refusals(engine, f)
+    finally:
+        engine.dispose()
+    doc = {"items": [refusal_json(r) for r in page.items], "next_cursor": page.next_cursor}
+
+    def human() -> None:
+        for r in page.items:
+            b = r.body
+            first = b.faults[0] if b.faults else {"field": None, "reason": b.reason}
+            out.print(f"{r.seq:>8}  {r.trace_id}  {r.recorded_at}  {b.format:<7}  {b.kind:<20}  "
+                      f"{b.fault_count:>4}  {first['field'] or 'body'}: {first['reason']}  "
+                      f"{b.principal.get('subject', '')}", markup=False)
+        out.print(f"{len(page.items)} refusal(s); " + (f"next cursor: {page.next_cursor}"
                   if page.next_cursor else "last page"), markup=False)
 
     emit(doc, as_json, human)

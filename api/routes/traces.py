@@ -1,4 +1,5 @@
-"""GET /v1/traces (search), GET /v1/traces/{trace_id} (record, payload, proof), annotations."""
+"""GET /v1/traces (search), GET /v1/traces/refusals (refused requests), GET /v1/traces/{trace_id}
+(record, payload, proof: a refusal's too), annotations."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from api.deps import RuntimeDep, allow
 from api.openapi import examples, json_body, problems
 from api.problems import Problem
 from audit.annotations import Disposition, annotate
+from audit.query.refusals import RefusalFilter, query_refusals, refusal_json
 from audit.query.traces import MAX_LIMIT, TraceFilter, get_trace, query_traces
 
 __all__ = ["router"]
@@ -71,6 +73,38 @@ def search(
                        "ruleset": f"{t.ruleset_id}@{t.ruleset_version}", "module_sha256": t.module_sha256}
                       for t in page.items],
             "next_cursor": page.next_cursor}
+
+
+_REFUSALS_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"example": {
+    "items": [{"seq": 41874, "trace_id": "019ae3c4-2a10-7c41-8e02-5b7d1c9e3f20",
+               "recorded_at": "2026-12-03T09:12:45.000812Z", "at": "2026-12-03T09:12:45.000512Z",
+               "principal": {"subject": "CN=payments-engine,O=Example Bank",
+                             "fingerprint_sha256": "9f86...0a08"},
+               "via": "POST /v1/decisions/batch", "format": "mt", "batch": True, "kind": "message_refused",
+               "reason": "1 message(s) refused; nothing was decided or recorded: [0].message: message type "
+                         "MT940 is not supported (MT103, MT202, MT202COV)",
+               "faults": [{"index": 0, "field": "message", "reason": "message type MT940 is not supported "
+                                                                    "(MT103, MT202, MT202COV)"}],
+               "fault_count": 1,
+               "payload": {"sha256": "4825...8fea", "bytes": 212, "kept": True, "withheld": None}}],
+    "next_cursor": None}}}}}
+
+
+@router.get("/refusals", summary="Search refused screening requests (sealed refusal records), newest first",
+            responses=_REFUSALS_EXAMPLE | problems(422))
+def search_refusals(
+    rt: RuntimeDep,
+    caller: Annotated[Caller, allow("traces.query")],
+    since: str | None = Query(None, description="recorded_at >= since (ISO 8601, UTC)"),
+    until: str | None = Query(None, description="recorded_at < until"),
+    principal: str | None = Query(None, description="client certificate SHA-256 fingerprint or subject DN"),
+    format: str | None = Query(None, description="json | mt | pacs008: the format the request was read as"),
+    limit: int = Query(100, ge=1, le=MAX_LIMIT),
+    cursor: str | None = Query(None, description="next_cursor of the previous page"),
+) -> dict[str, Any]:
+    f = RefusalFilter(since=since, until=until, principal=principal, format=format, limit=limit, cursor=cursor)
+    page = query_refusals(rt.engine, f)
+    return {"items": [refusal_json(r) for r in page.items], "next_cursor": page.next_cursor}
 
 
 def _payload(data: bytes) -> dict[str, Any]:

@@ -100,6 +100,7 @@ def bad_inputs(e: Env) -> dict[tuple[str, ...], list[tuple[list[str], int]]]:
         ("score",): [([junk, *e.db], 1), ([junk, "--priority", "P9", *e.db], 2)],
         ("traces", "query"): [(["--since", "yesterday", *e.db], 1), (e.absent, 2)],
         ("traces", "show"): [(["01890a5d-ac96-774b-bcce-b302099a8057", *e.db], 1)],
+        ("traces", "refusals"): [(["--format", "mt940", *e.db], 1), (e.absent, 2)],
         ("demo",): [(["--transactions", "5", "--db", "nosuchdriver://x/y", "--keys", str(e.tmp / "k3"),
                       "--certs", str(e.tmp / "c"), "--exports", str(e.tmp / "x")], 2)],
         ("export", "create"): [(["--from", "yesterday", "--to", "today", "--out", out, *e.db], 1)],

@@ -145,7 +145,7 @@ def test_several_files_and_formats_in_one_run(cli: Cli, tmp_path: Path) -> None:
     assert entries[doc["decisions"][-1]["seq"]][1] == single.read_bytes()
 
 
-def test_a_refused_message_refuses_the_run_and_writes_nothing(cli: Cli, tmp_path: Path) -> None:
+def test_a_refused_message_refuses_the_run_and_decides_nothing(cli: Cli, tmp_path: Path) -> None:
     items = sim_array(3)
     items[1]["currency"] = "EURO"
     bad = tmp_path / "bad.json"
@@ -156,7 +156,9 @@ def test_a_refused_message_refuses_the_run_and_writes_nothing(cli: Cli, tmp_path
     assert doc["errors"][0]["field"].startswith("[1]") and "currency" in doc["errors"][0]["field"]
     res = cli("score", str(bad), code=1)
     assert str(bad) in res.stderr and "[1]" in res.stderr and "nothing was decided" in res.stderr
-    assert cli.size() == before  # not even the runtime's start-up records
+    # nothing decided, not even the runtime's start-up records: one sealed refusal per refused run
+    assert cli.size() == before + 2 and "sealed as trace" in res.stderr
+    assert doc["trace_id"] != cli.json("traces", "refusals")["items"][0]["trace_id"]
     fin = tmp_path / "bad.fin"
     fin.write_bytes(FIN.read_bytes().replace(b":32A:261130CHF100000,00", b":32A:261130CHF1OO,00"))
     doc = cli.json("score", str(fin), code=1)
@@ -168,7 +170,9 @@ def test_a_refused_message_refuses_the_run_and_writes_nothing(cli: Cli, tmp_path
     empty = tmp_path / "empty.xml"
     empty.write_bytes(b"  \n")
     assert cli.json("score", str(empty), code=1)["errors"][0]["field"] == "file"
-    assert cli.size() == before
+    assert cli.size() == before + 3  # the three refusals parse_submissions made, sealed; no decision
+    refusals = cli.json("traces", "refusals")["items"]
+    assert [r["format"] for r in refusals] == ["mt", "json", "json"]
 
 
 def test_usage_and_configuration_errors_exit_2(db: Db, tmp_path: Path) -> None:

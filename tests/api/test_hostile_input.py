@@ -36,6 +36,12 @@ def served(db: Db, tmp_path: Path) -> Iterator[Served]:
         yield Served(client, rt, s)
 
 
+def undecided(served: Served) -> int:
+    """Entries other than sealed refusals: a refused request adds its refusal record and nothing else."""
+    with served.runtime.engine.connect() as conn:
+        return int(conn.exec_driver_sql("SELECT count(*) FROM ledger_entries WHERE kind <> 'refusal'").scalar_one())
+
+
 def with_version(version: str) -> str:
     """The shipped pack under another version, as TOML source (the value escaped as TOML needs)."""
     escaped = "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04X}" for c in version)
@@ -78,36 +84,36 @@ BAD_VERSIONS = {
 @pytest.mark.parametrize("send", [propose_toml, propose_json], ids=["toml", "json"])
 def test_a_version_outside_the_identifier_set_is_refused_naming_it_and_nothing_is_sealed(
         served: Served, send: Any) -> None:
-    before = served.size()
+    before = undecided(served)
     for why, version in BAD_VERSIONS.items():
         r = send(served, with_version(version))
         assert r.status_code == 422, (why, r.status_code, r.text)
         assert r.json()["type"] == "urn:sealtrail:problem:ruleset_refused", why
         assert fields(r) == ["source.ruleset.version"], why
         assert "version" in r.json()["detail"] and "[A-Za-z0-9]" in r.json()["detail"], why
-        assert served.size() == before, why
+        assert undecided(served) == before, why
     assert [v.id for v in served.runtime.governance.list()] == ["aml_core@2026.12.0"]
 
 
 def test_the_console_form_refuses_the_same_versions_and_seals_nothing(served: Served) -> None:
-    before = served.size()
+    before = undecided(served)
     for why, version in BAD_VERSIONS.items():
         r = propose_form(served, with_version(version))
         assert r.status_code == 422, (why, r.status_code)
         assert r.headers["content-type"].startswith("text/html"), why
         assert "nothing was recorded" in r.text and "[ruleset]: version" in r.text, why
-        assert served.size() == before, why
+        assert undecided(served) == before, why
 
 
 def test_ruleset_and_rule_ids_are_refused_naming_their_field(served: Served) -> None:
-    before = served.size()
+    before = undecided(served)
     source = with_version("2027.1.0")
     r = propose_toml(served, source.replace('id = "aml_core"', 'id = "aml/core"', 1))
     assert r.status_code == 422 and fields(r) == ["source.ruleset.id"], r.text
     first_rule = parse_ruleset(PACK).rules[0].id
     r = propose_json(served, source.replace(f'id = "{first_rule}"', 'id = "R\u2603"', 1))
     assert r.status_code == 422 and fields(r) == ["source.rules[0].id"], r.text
-    assert served.size() == before
+    assert undecided(served) == before
 
 
 def test_a_valid_version_answers_201_with_a_location_that_gets_it(served: Served) -> None:
@@ -167,7 +173,7 @@ def test_approve_and_activate_answer_from_the_sealed_record(served: Served) -> N
 # -- nesting: refused before any parser recurses ---------------------------------------------------
 
 def test_a_deeply_nested_ruleset_is_refused_naming_the_limit_on_every_path(served: Served) -> None:
-    before = served.size()
+    before = undecided(served)
     deep = with_version("2027.3.0") + DEEP_TOML
     for send in (propose_toml, propose_json):
         r = send(served, deep)
@@ -175,11 +181,11 @@ def test_a_deeply_nested_ruleset_is_refused_naming_the_limit_on_every_path(serve
         assert "MAX_TOML_NESTING" in r.json()["detail"] and fields(r) == ["source"]
     r = propose_form(served, deep)
     assert r.status_code == 422 and "MAX_TOML_NESTING" in r.text
-    assert served.size() == before
+    assert undecided(served) == before
 
 
 def test_a_deeply_nested_json_body_is_refused_before_it_is_parsed(served: Served) -> None:
-    before = served.size()
+    before = undecided(served)
     for body in (b'{"source": "x", "junk": ' + b"[" * 500 + b"]" * 500 + b"}",
                  b"[" * 5000 + b"]" * 5000,
                  b'{"source": ' + b'{"a": ' * 40 + b"1" + b"}" * 41):
@@ -189,13 +195,13 @@ def test_a_deeply_nested_json_body_is_refused_before_it_is_parsed(served: Served
     # brackets inside strings are text, not nesting: this one is refused as TOML, not as JSON
     r = propose_json(served, with_version("2027.4.0") + 'note = "' + "[" * 100 + '"\n')
     assert r.status_code == 422 and "MAX_JSON_NESTING" not in r.json()["detail"]
-    assert served.size() == before
+    assert undecided(served) == before
 
 
 # -- the scoring path: an empty batch, text with control characters ---------------------------------
 
 def test_an_empty_batch_is_refused_naming_the_body_as_the_single_endpoint_refuses_it(served: Served) -> None:
-    before = served.size()
+    before = undecided(served)
     for body in (b"[]", b'{"transactions": []}', b" [ ] "):
         r = served.client.post("/v1/decisions/batch", content=body, headers={**JSON, "x-test-role": "scorer"})
         assert r.status_code == 422, (body, r.text)
@@ -203,12 +209,12 @@ def test_an_empty_batch_is_refused_naming_the_body_as_the_single_endpoint_refuse
         assert fields(r) == ["body"] and "no transaction" in r.json()["detail"]
         one = served.post(body)
         assert one.status_code == 422
-    assert served.size() == before
+    assert undecided(served) == before
 
 
 def test_a_json_name_or_reference_with_a_control_character_is_refused_naming_it(served: Served) -> None:
     doc = orjson.loads(txs(1)[0])
-    before = served.size()
+    before = undecided(served)
     for path, value in ((("reference",), "REF\x00"), (("originator", "name"), "Alice\x1b[2J"),
                         (("beneficiary", "name"), "Bob\u0085"), (("originator", "name"), "Eve\nMallory")):
         bad = orjson.loads(orjson.dumps(doc))
@@ -223,19 +229,19 @@ def test_a_json_name_or_reference_with_a_control_character_is_refused_naming_it(
         r = served.client.post("/v1/decisions/batch", content=orjson.dumps([doc, bad]),
                                headers={**JSON, "x-test-role": "scorer"})
         assert r.status_code == 422 and fields(r) == ["[1].$." + ".".join(path)], r.text
-    assert served.size() == before
+    assert undecided(served) == before
 
 
 def test_an_annotation_with_a_bidi_override_is_refused_naming_the_note(served: Served) -> None:
     decided = served.post(txs(1)[0]).json()
-    before = served.size()
+    before = undecided(served)
     for note in ("approved \u202eSTR_FILED\u202c", "see \u2066case 12\u2069"):
         r = served.client.post(f"/v1/traces/{decided['trace_id']}/annotations",
                                content=orjson.dumps({"disposition": "NOTE", "note": note}),
                                headers={**JSON, "x-test-role": "officer"})
         assert r.status_code == 422, r.text
         assert fields(r) == ["note"] and "bidirectional control" in r.json()["detail"]
-    assert served.size() == before
+    assert undecided(served) == before
 
 
 
