@@ -189,7 +189,8 @@ async def _parse(request: Request, raw: bytes, fmt: str, principal: dict[str, An
     on the ``SubmissionRefusedError`` raised again."""
     try:
         if batch:
-            subs: list[Submission] = await run_in_threadpool(parse_submissions, raw, fmt, principal, batch=True)
+            subs: list[Submission] = await run_in_threadpool(parse_submissions, raw, fmt, principal,
+                                                             batch=True)
         else:
             subs = parse_submissions(raw, fmt, principal, batch=False, idempotency_key=key)
         return subs

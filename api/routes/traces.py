@@ -102,7 +102,8 @@ def search_refusals(
     limit: int = Query(100, ge=1, le=MAX_LIMIT),
     cursor: str | None = Query(None, description="next_cursor of the previous page"),
 ) -> dict[str, Any]:
-    f = RefusalFilter(since=since, until=until, principal=principal, format=format, limit=limit, cursor=cursor)
+    f = RefusalFilter(since=since, until=until, principal=principal, format=format, limit=limit,
+                      cursor=cursor)
     page = query_refusals(rt.engine, f)
     return {"items": [refusal_json(r) for r in page.items], "next_cursor": page.next_cursor}
 

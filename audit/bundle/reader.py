@@ -26,8 +26,9 @@ from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 __all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "Completeness", "Counts",
            "Limits", "LineStream", "Previous"]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/2"
-BUNDLE_SCHEMAS = ("sealtrail.bundle/1", BUNDLE_SCHEMA)  # every version this verifier reads
+BUNDLE_SCHEMA = "sealtrail.bundle/3"
+# every version this verifier reads
+BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", BUNDLE_SCHEMA)
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -179,6 +180,7 @@ class Counts:
     payloads_purged: int
     by_decision: dict[str, int]
     summaries: int = 0  # format 2
+    refusals: int = 0  # format 3: the refusal records of the window
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,8 @@ class BundleManifest:
             counts=Counts(counts.num("records"), counts.num("decisions"), counts.num("annotations"),
                           counts.num("context"), counts.num("payloads_present"),
                           counts.num("payloads_purged"), {k: by.num(k) for k in by.doc},
-                          counts.num("summaries") if version >= 2 else 0),
+                          counts.num("summaries") if version >= 2 else 0,
+                          counts.num("refusals") if version >= 3 else 0),
             first_seq=rng.num("first_seq"), last_seq=rng.num("last_seq"), contiguous=rng.flag("contiguous"),
             rules=tuple(_hexes(m.texts("rules"), "rules")), models=tuple(_hexes(m.texts("models"), "models")),
             files=listed, raw=doc, version=version,

@@ -5,8 +5,11 @@ Per line: the leaf hash of the exact bytes equals the index's; the envelope pars
 and trace id are the index's; seqs strictly ascend inside the tree; chain hashes link wherever
 two seqs are consecutive; each payload named for the first time is the next line of
 ``payloads.jsonl`` (present: its bytes hash to its name; purged: a ``ledger.payload_purge``
-entry of the bundle lists it); decisions go to the replayer. What the later checks need is
-kept compactly: the leaf hashes (for the multiproof) and the few context entries.
+entry of the bundle lists it); decisions go to the replayer. Refusals (format 3) are checked
+against their schema and, where their payload is present, replayed: the payload is parsed again by
+the scoring path's own parser and must be refused the same way (``replay.refusal`` otherwise). What
+the later checks need is kept compactly: the leaf hashes (for the multiproof) and the few context
+entries.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ import orjson
 from audit.bundle.completeness import CompletenessCheck
 from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
 from audit.bundle.replay import Replayer
+from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body, replay_refusal
 from audit.decide.summary import SUMMARY_KIND
-from audit.errors import BundleError, BundleMalformed, BundleTampered
+from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
 
 __all__ = ["CONTEXT_KINDS", "Findings", "LeafHashes", "RecordTally", "SeqSet", "scan_records"]
 
@@ -117,6 +121,8 @@ class RecordTally:
     annotations: int = 0
     context: int = 0
     summaries: int = 0
+    refusals: int = 0  # format 3
+    refusals_replayed: int = 0  # refusals whose payload was parsed again and refused the same way
     by_decision: Counter[str] = field(default_factory=Counter)
     payloads_present: int = 0
     payloads_purged: int = 0
@@ -154,7 +160,9 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
     last_rules: object = None
     last_model: object = None
     by_decision: Counter[Any] = Counter()
+    refusal: RefusalBody | None = None
     for line in records:
+        refusal = None
         n = t.records
         t.records += 1
         if progress is not None and n % 8192 == 0:
@@ -233,6 +241,9 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             if not isinstance(ref, dict) or ref.get("seq") not in t.decision_seqs:
                 found.add(_fail(BundleTampered, "annotation.refers_to", "the annotation refers to no "
                                 f"exported decision: {ref!r}"[:300], seq=seq, trace_id=tid))
+        elif kind == REFUSAL_KIND and manifest.version >= 3:
+            t.refusals += 1
+            refusal = _refusal(body, env, seq, tid, found)
         elif kind == SUMMARY_KIND and check is not None:
             t.summaries += 1
             check.summary(seq, tid, env, leaf)
@@ -261,6 +272,10 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 data = _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
         if kind == "decision" and check is not None:
             check.decision(seq, tid, env, data)
+        elif kind == REFUSAL_KIND and refusal is not None and data is not None:
+            t.refusals_replayed += 1
+            if (differs := replay_refusal(refusal, data)) is not None:
+                found.add(_fail(ReplayMismatch, "replay.refusal", differs, PAYLOADS, seq, tid))
     for leftover, name in ((next(idx_iter, None), INDEX), (next(pay_iter, None), PAYLOADS)):
         if leftover is not None:
             found.add(_fail(BundleTampered, "lines.extra", f"{name} has more lines than {RECORDS} needs",
@@ -277,6 +292,25 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         progress(t.records, max(total, t.records))
     t.hashes = {RECORDS: records.sha256, INDEX: index.sha256, PAYLOADS: payloads.sha256}
     return t
+
+
+def _refusal(body: dict[str, Any], env: dict[str, Any], seq: int, tid: str,
+             found: Findings) -> RefusalBody | None:
+    """A refusal's body, parsed, when it follows ``sealtrail.refusal/1`` and states the payload its
+    envelope seals; None (a failure in ``found``) otherwise."""
+    try:
+        refusal = parse_refusal_body(body)
+    except ValueError as exc:
+        found.add(_fail(BundleMalformed, "refusal.body", f"the refusal does not follow its schema: {exc}",
+                        seq=seq, trace_id=tid))
+        return None
+    sealed = env.get("payload_sha256")
+    if sealed != (refusal.payload_sha256 if refusal.payload_kept else None):
+        found.add(_fail(BundleTampered, "refusal.payload", f"the envelope seals payload {sealed!r}, the "
+                        f"refusal states {refusal.payload_sha256!r} (kept: {refusal.payload_kept})",
+                        seq=seq, trace_id=tid))
+        return None
+    return refusal
 
 
 def _payload(t: RecordTally, line: bytes | None, sha: str, seq: int, tid: str,

@@ -1,4 +1,4 @@
-"""The offline bundle verifier: a ``sealtrail.bundle/2`` (or ``/1``) ZIP in, a report or a
+"""The offline bundle verifier: a ``sealtrail.bundle/3`` (or ``/2``, ``/1``) ZIP in, a report or a
 ``BundleError`` out.
 
 No database and no network: everything is checked from the ZIP and the keys the examiner pins
@@ -9,7 +9,8 @@ the records (leaf and index, chain, payloads, replay of every decision), the mul
 checkpoint root and every record's own inclusion path, the consistency proof from the previous
 export, and the context the decisions name (rule modules, their governance, models). A format-2
 bundle's decision summaries prove the selection complete (``audit.bundle.completeness``); a
-format-1 bundle verifies as before, reported "completeness not proven". Failures
+format-1 bundle verifies as before, reported "completeness not proven". A format-3 bundle also
+carries the refusal records of its window, replayed where their payload is present. Failures
 that concern records are collected (up to ``Limits.max_failures``) and raised together as
 ``BundleFailed``; one that leaves nothing to trust (a bad signature, an unsafe ZIP) is raised at once.
 """
@@ -81,6 +82,8 @@ class BundleReport:
     format: int = 2
     completeness: CompletenessReport | None = None  # what the decision summaries proved
     summaries: int = 0
+    refusals: int = 0  # refusal records (format 3)
+    refusals_replayed: int = 0  # of them, parsed again from their payload and refused the same way
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -153,7 +156,7 @@ def _check_counts(m: BundleManifest, t: RecordTally, found: Findings) -> None:
     c = m.counts
     by = {k: t.by_decision.get(k, 0) for k in c.by_decision} | dict(t.by_decision)
     pairs = [("records", c.records, t.records), ("decisions", c.decisions, t.decisions),
-             ("summaries", c.summaries, t.summaries),
+             ("summaries", c.summaries, t.summaries), ("refusals", c.refusals, t.refusals),
              ("annotations", c.annotations, t.annotations), ("context", c.context, t.context),
              ("payloads_present", c.payloads_present, t.payloads_present),
              ("payloads_purged", c.payloads_purged, t.payloads_purged),
@@ -228,7 +231,8 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         payloads_present=tally.payloads_present, payloads_purged=tally.payloads_purged, previous=previous,
         verified_at=format_time((now or (lambda: datetime.now(UTC)))()),
         warnings=() if trusted_keys else (UNPINNED_WARNING,), format=manifest.version,
-        completeness=completeness, summaries=tally.summaries)
+        completeness=completeness, summaries=tally.summaries, refusals=tally.refusals,
+        refusals_replayed=tally.refusals_replayed)
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

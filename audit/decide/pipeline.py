@@ -51,8 +51,8 @@ from audit.decide.record import (
 from audit.decide.refusal import Refusal
 from audit.decide.summary import AccountKeyer, entries_jcs
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
-from inference.messages import PARSER
 from inference.features import FeatureExtractor
+from inference.messages import PARSER
 from inference.schema import FEATURE_SCHEMA
 from inference.velocity import Journal, VelocityState
 from ledger import LedgerUnavailableError, Receipt, Record

@@ -70,7 +70,8 @@ def error_kind(exc: SubmissionRefusedError) -> str:
 
 
 def _fault(f: SubmissionFault) -> dict[str, Any]:
-    return {"index": f.index, "field": None if f.field is None else redact(f.field), "reason": redact(f.message)}
+    return {"index": f.index, "field": None if f.field is None else redact(f.field),
+            "reason": redact(f.message)}
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,8 @@ def parse_refusal_body(body: object) -> RefusalBody:
         raise ValueError(f"schema is not {REFUSAL_SCHEMA}")
     if set(body) != {"at", "payload", "principal", "refusal", "request", "schema"}:
         raise ValueError(f"fields {sorted(body)} are not the schema's")
-    at, principal, req, ref, pay = body["at"], body["principal"], body["request"], body["refusal"], body["payload"]
+    at, principal, req = body["at"], body["principal"], body["request"]
+    ref, pay = body["refusal"], body["payload"]
     if type(at) is not str or not _TIME.fullmatch(at):
         raise ValueError("at is not a UTC time with microseconds")
     if not isinstance(principal, dict) or type(principal.get("subject")) is not str:
@@ -225,8 +227,10 @@ def replay_refusal(body: RefusalBody, payload: bytes) -> str | None:
         if (error_kind(exc), faults, count) == (body.kind, body.faults, body.fault_count):
             return None
         return (f"refused again, but differently: {error_kind(exc)}, {count} fault(s) "
-                f"({_where(faults)}); the record says {body.kind}, {body.fault_count} ({_where(body.faults)})")
-    return f"the payload now parses: the record says it was refused ({body.kind}, {body.fault_count} fault(s))"
+                f"({_where(faults)}); the record says {body.kind}, {body.fault_count} "
+                f"({_where(body.faults)})")
+    return (f"the payload now parses: the record says it was refused ({body.kind}, "
+            f"{body.fault_count} fault(s))")
 
 
 def _where(faults: Sequence[dict[str, Any]]) -> str:

@@ -5,7 +5,8 @@ pipeline decides, or refuses all of it with ``SubmissionRefusedError`` naming ev
 message (its index in a batch, the field, why, and how many in all): nothing of a refused request
 is decided. Its callers seal the refusal itself (a ``refusal`` record, ``audit.decide.refusal``,
 whose payload is the request's bytes) and an export bundle's verifier parses that payload here
-again, requiring the same refusal. The HTTP API (``POST /v1/decisions``, ``/v1/decisions/batch``), ``sealtrail score``
+again, requiring the same refusal. The HTTP API (``POST /v1/decisions``, ``/v1/decisions/batch``),
+``sealtrail score``
 and Python callers share it, so one body is refused for the same reasons everywhere.
 """
 

@@ -1,7 +1,8 @@
-"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/2``): creation.
+"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/3``): creation.
 
-``create_bundle`` streams the selected decisions (``audit.export.select``), the annotations that
-refer to them and their context (governance, model registration and purge entries) into a ZIP,
+``create_bundle`` streams the selected decisions (``audit.export.select``), the refusal records of
+the window (when the selection is the whole window), the annotations that refer to them and their
+context (governance, model registration and purge entries) into a ZIP,
 with the decision summaries that bracket the window (``audit.export.completeness``: they prove
 the selection complete), payloads, rule modules, model files, the signed checkpoint, the multiproof, the
 consistency proof from the previous export, a report, ``manifest.json`` (every file's SHA-256,
@@ -47,7 +48,7 @@ from audit.export.files import (
     BundleZip,
 )
 from audit.export.report import ReportStats, render_report
-from audit.export.select import ExportFilters, count_selected
+from audit.export.select import ExportFilters, count_selected, refusal_rows
 from audit.export.spool import Progress, Spools, deflate_spools, read_selection
 from ledger import NoteSigner, Record
 from ledger.append import Ledger
@@ -66,7 +67,7 @@ __all__ = [
     "list_exports", "manifest_sig_text", "uuid7"
 ]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/2"
+BUNDLE_SCHEMA = "sealtrail.bundle/3"
 EXPORT_KIND = "export.created"
 EXPORT_SCHEMA = "sealtrail.export.created/1"
 
@@ -165,7 +166,8 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     try:
         with engine.connect().execution_options(**opts) as conn, conn.begin():
             summaries = bracket(conn, engine, filters)
-            got = read_selection(conn, filters, sp, stats, total, progress, page_size, summaries.rows)
+            alongside = heapq.merge(summaries.rows, refusal_rows(conn, filters), key=lambda r: r.seq)
+            got = read_selection(conn, filters, sp, stats, total, progress, page_size, alongside)
             if got.decisions == 0:
                 raise ExportFilterError("filters", f"no decision was recorded between {filters.start} "
                                                    f"and {filters.end} that matches every filter; "
@@ -202,7 +204,8 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         vkeys = [str(v) for (v,) in conn.exec_driver_sql(
             "SELECT vkey FROM ledger_keys ORDER BY valid_from_size")]
     counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
-              "context": len(ctx.entries), "summaries": summaries.count, "payloads_present": got.present,
+              "context": len(ctx.entries), "summaries": summaries.count, "refusals": got.refusals,
+              "payloads_present": got.present,
               "payloads_purged": got.purged,
               "by_decision": {o: stats.by_decision[o] for o in OUTCOMES}}
     manifest: dict[str, Any] = {

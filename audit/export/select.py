@@ -18,7 +18,8 @@ found, never silently skipped (``DerivedRowError`` naming the table and seq: the
 and writes nothing). The filters are applied to what the records say; an account with a purged
 payload can only be matched through its (unverifiable) index row. ``annotation_index`` likewise
 takes the annotations of the selected decisions from the sealed annotation entries and checks
-``audit_annotations`` against them.
+``audit_annotations`` against them. ``refusal_rows`` takes the sealed refusal entries recorded in
+the window (format 3), from the entries themselves, where the selection is the whole window.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ledger import store
 
 __all__ = [
     "CLOCK_SLACK", "EntryRow", "ExportFilters", "annotation_index", "count_selected", "iter_pages",
-    "window_bounds"
+    "refusal_rows", "window_bounds"
 ]
 
 CLOCK_SLACK = timedelta(seconds=2)
@@ -289,3 +290,19 @@ def annotation_index(conn: Connection, lo: int, hi: int) -> dict[int, list[int]]
                   f"the index says seq {seq} annotates seq {target}; no sealed annotation says so")
         raise DerivedRowError("audit_annotations", seq, detail)
     return sealed
+
+
+def refusal_rows(conn: Connection, f: ExportFilters) -> list[EntryRow]:
+    """The sealed refusals recorded in ``[f.start, f.end)``, ascending by seq, when the filters
+    select the whole window (no account, decision or rule: a refusal has none of them, and a bundle
+    cut for one account must not carry other customers' refused messages); else none. Read from
+    the entries (their ``recorded_at`` column is checked against each record's own time here)."""
+    if f.account is not None or f.decision is not None or f.rule is not None:
+        return []
+    p = store.param(conn)
+    rows = conn.exec_driver_sql(
+        "SELECT seq, kind, record, leaf_hash, chain_hash, trace_id FROM ledger_entries "
+        f"WHERE kind = 'refusal' AND recorded_at >= {p} AND recorded_at < {p} ORDER BY seq",
+        (f.start, f.end)).all()
+    out = [EntryRow(int(s), str(k), bytes(r), bytes(lh), bytes(ch), str(t)) for s, k, r, lh, ch, t in rows]
+    return [r for r in out if f.start <= _sealed_time(r.record) < f.end]

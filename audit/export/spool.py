@@ -100,6 +100,7 @@ class _Pass:
     models: set[str] | None = None
     purge_seqs: set[int] | None = None
     decision_seqs: array[int] = field(default_factory=lambda: array("q"))  # ascending
+    refusals: int = 0
 
 
 def _annotations(conn: Connection, page: list[EntryRow],
@@ -170,7 +171,8 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
                     progress: Progress | None, page_size: int,
                     alongside: Iterator[EntryRow] | None = None) -> _Pass:
     """The selection into the spools; ``alongside`` (ascending seqs, none a selected decision's:
-    the decision summaries) goes in among the records in seq order."""
+    the decision summaries and the window's refusals) goes in among the records in seq order, a
+    refusal's payload line where it is first named."""
     res = _Pass(rulesets={}, models=set(), purge_seqs=set())
     assert res.rulesets is not None and res.models is not None and res.purge_seqs is not None
     seen: set[bytes] = set()  # payload digests already in payloads.jsonl
@@ -181,6 +183,34 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
     loads = orjson.loads
     bounds = window_bounds(conn, f)
     notes_of = annotation_index(conn, *bounds) if bounds[0] <= bounds[1] else {}
+
+    def put_other(row: EntryRow) -> None:
+        sp.entry(row)
+        if row.kind != "refusal":
+            return
+        res.refusals += 1
+        sha = _payload_sha(row)
+        if sha is None or bytes.fromhex(sha) in seen:
+            return
+        got = _payload_rows(conn, [sha]).get(sha)
+        if got is None:
+            raise ExportUnavailableError(f"entry {row.seq}: payload {sha} has no row in the payload store "
+                                         "(ledger damage; run 'sealtrail ledger verify')")
+        data, pseq = got
+        seen.add(bytes.fromhex(sha))
+        if data is not None:
+            sp.payloads.write(payload_line(sha, data))
+            res.present += 1
+        elif pseq is None:
+            raise ExportUnavailableError(f"entry {row.seq}: payload {sha} is empty without a purge record "
+                                         "(ledger damage)")
+        else:
+            sp.payloads.write(purged_line(sha, pseq))
+            purged_seen.add(bytes.fromhex(sha))
+            res.purged += 1
+            res.purge_seqs.add(pseq)  # type: ignore[union-attr]
+            stats.add_purged(sha, pseq)
+
     for page in iter_pages(conn, f, page_size, bounds):
         if not page:
             continue
@@ -198,7 +228,7 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
                 while pending and pending[0][0] < other.seq:
                     sp.entry(heapq.heappop(pending)[1])
                     res.annotations += 1
-                sp.entry(other)
+                put_other(other)
                 other = next(alongside, None)
             while pending and pending[0][0] < row.seq:
                 sp.entry(heapq.heappop(pending)[1])
@@ -247,7 +277,7 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
         while pending and pending[0][0] < other.seq:
             sp.entry(heapq.heappop(pending)[1])
             res.annotations += 1
-        sp.entry(other)
+        put_other(other)
         other = next(alongside, None)
     while pending:
         sp.entry(heapq.heappop(pending)[1])

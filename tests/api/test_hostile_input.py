@@ -39,7 +39,8 @@ def served(db: Db, tmp_path: Path) -> Iterator[Served]:
 def undecided(served: Served) -> int:
     """Entries other than sealed refusals: a refused request adds its refusal record and nothing else."""
     with served.runtime.engine.connect() as conn:
-        return int(conn.exec_driver_sql("SELECT count(*) FROM ledger_entries WHERE kind <> 'refusal'").scalar_one())
+        q = "SELECT count(*) FROM ledger_entries WHERE kind <> 'refusal'"
+        return int(conn.exec_driver_sql(q).scalar_one())
 
 
 def with_version(version: str) -> str:

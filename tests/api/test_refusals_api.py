@@ -83,7 +83,8 @@ def test_a_refused_batch_of_fin_messages_seals_one_refusal_naming_each(served: S
 
 def test_an_empty_json_batch_and_bad_xml_are_sealed_too(served: Served) -> None:
     for content, headers in ((b"[]", JSON), (NOT_WELL_FORMED, XML)):
-        r = served.client.post("/v1/decisions/batch", content=content, headers={**headers, "x-test-role": "scorer"})
+        r = served.client.post("/v1/decisions/batch", content=content,
+                               headers={**headers, "x-test-role": "scorer"})
         assert r.status_code == 422 and "trace_id" in r.json(), r.text
         kind, env = entry(served, r.json()["trace_id"])
         assert kind == "refusal" and env["record"]["payload"]["bytes"] == len(content)
