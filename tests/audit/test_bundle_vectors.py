@@ -19,6 +19,7 @@ from wasm_rules import Sandbox
 VECTORS = Path(__file__).parents[1] / "vectors"
 V1 = VECTORS / "bundle-v1"
 V2 = VECTORS / "bundle-v2"
+V3 = VECTORS / "bundle-v3"
 
 
 def _member(path: Path, name: str) -> bytes:
@@ -76,4 +77,21 @@ def test_version_1_records_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> No
         value = orjson.loads(line)
         assert canonical_bytes(value) == line, entry["seq"]
         assert rfc8785.dumps(value) == line, entry["seq"]  # the independent reference agrees
+        assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
+
+
+def test_a_version_3_bundle_verifies_and_replays_its_refusals(sandbox: Sandbox) -> None:
+    key = NoteVerifier.from_vkey((V3 / "trusted.vkey").read_text().strip())
+    doc = verify_bundle(V3 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed).to_json()
+    got = (doc["format"], doc["decisions"], doc["summaries"], doc["refusals"], doc["refusals_replayed"])
+    assert got == (3, 12, 3, 4, 4)
+    assert doc["completeness"]["proven"] is True and doc["completeness"]["notes"] == []
+
+
+def test_version_3_records_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> None:
+    records = _member(V3 / "bundle.zip", "records.jsonl").splitlines()
+    index = [orjson.loads(x) for x in _member(V3 / "bundle.zip", "index.jsonl").splitlines()]
+    assert [e["kind"] for e in index].count("refusal") == 4
+    for line, entry in zip(records, index, strict=True):
+        assert canonical_bytes(orjson.loads(line)) == line == rfc8785.dumps(orjson.loads(line)), entry["seq"]
         assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
