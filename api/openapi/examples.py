@@ -14,7 +14,7 @@ __all__ = ["ANNOTATION", "BATCH_JSON", "EXPORT", "MT103", "MT103_RJE", "PACS008"
 
 # A cross-border USD wire from a private person identified by national id (no account given).
 TRANSACTION_JSON: dict[str, Any] = {
-    "schema": "sealtrail.transaction/1",
+    "schema": "sealtrail.transaction/2",
     "reference": "PAY-2026-00018",
     "uetr": "3f2504e0-4f89-41d3-9a0c-0305e82c3301",
     "bank_operation_code": "CRED",
@@ -35,7 +35,7 @@ TRANSACTION_JSON: dict[str, Any] = {
 
 # An intra-European CHF wire between two banks' customers, both sides with IBAN and BIC.
 _SECOND_JSON: dict[str, Any] = {
-    "schema": "sealtrail.transaction/1",
+    "schema": "sealtrail.transaction/2",
     "reference": "FR-INTRA-44",
     "bank_operation_code": "CRED",
     "value_date": "2026-11-30",

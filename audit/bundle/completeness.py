@@ -30,7 +30,7 @@ from typing import Any
 from audit.bundle.reader import BundleManifest, Completeness
 from audit.decide.summary import Summary, entry_matches, normal_account, parse_summary
 from audit.errors import BundleTampered, SummaryError
-from inference.messages import Transaction, parse_messages
+from inference.messages import Transaction, parse_messages, transaction_schema_of
 from inference.messages.errors import MessageError
 
 __all__ = ["CompletenessCheck", "CompletenessReport", "not_proven_v1"]
@@ -110,9 +110,10 @@ class CompletenessCheck:
             inp = body["input"]
             parsed = parse_messages(payload, inp["format"])
             want = inp["transaction_sha256"]
-        except (MessageError, KeyError, TypeError, ValueError):
+            schema = transaction_schema_of(inp.get("parser"))
+        except (MessageError, KeyError, TypeError, ValueError, AttributeError):
             return None
-        tx = next((t for t in parsed if isinstance(t, Transaction) and t.sha256 == want), None)
+        tx = next((t for t in parsed if isinstance(t, Transaction) and t.sha256_of(schema) == want), None)
         if tx is None:
             return None
         named = {normal_account(a) for a in (tx.originator.account, tx.beneficiary.account) if a}

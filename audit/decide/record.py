@@ -123,6 +123,7 @@ class DecisionInputs:
     batch_size: int
     latency_us: dict[str, int]
     idempotency: IdempotencyKey | None = None  # the sealed key; None: the body has no "idempotency"
+    parser: str | None = None  # inference.messages.PARSER that read the message; None: not stated (version 1)
 
 
 class DecisionBatch(Sequence[DecisionInputs]):
@@ -188,6 +189,8 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         "batch_size": d.batch_size,
         "latency_us": d.latency_us,
     }
+    if d.parser is not None:  # additive: records before it were read by parser version 1
+        body["input"]["parser"] = d.parser
     if d.idempotency is not None:  # additive: bodies without a key stay as they always were
         body["idempotency"] = d.idempotency.to_json()
     return body
@@ -268,6 +271,8 @@ class BodyTemplate:
         body["input"] = {"format": marks["format"], "message_type": marks["message_type"],
                          "raw_sha256": marks["raw_sha256"], "reference": marks["reference"],
                          "transaction_sha256": marks["transaction_sha256"]}
+        if shared.parser is not None:  # one parser per batch: shared, not a slot
+            body["input"]["parser"] = shared.parser
         body["latency_us"] = {**body["latency_us"], "queue": marks["queue"]}
         keyed = shared.idempotency is not None
         slots: tuple[str, ...] = SLOTS

@@ -56,7 +56,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from audit.decide.record import DECISION_KIND, DecisionBatch, DecisionInputs
-from inference.messages import Party, Transaction, parse_messages
+from inference.messages import Party, Transaction, parse_messages, transaction_schema_of
 from inference.messages.fields import iban_or_none
 from ledger import Receipt, store
 
@@ -371,8 +371,9 @@ def accounts_of(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
     if raw is None:
         return None
     want = body["input"]["transaction_sha256"]
+    schema = transaction_schema_of(body["input"].get("parser"))
     parsed = parse_messages(raw, body["input"]["format"])
-    tx = next((t for t in parsed if isinstance(t, Transaction) and t.sha256 == want), None)
+    tx = next((t for t in parsed if isinstance(t, Transaction) and t.sha256_of(schema) == want), None)
     return None if tx is None else _party_keys(tx.originator, tx.beneficiary)
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import Engine, select
 
 from audit.decide.record import DECISION_KIND
 from inference.features import FeatureExtractor
-from inference.messages import Transaction, parse_messages
+from inference.messages import Transaction, parse_messages, transaction_schema_of
 from ledger import store
 
 __all__ = ["ReplayReport", "replay_decisions", "window_start_seq"]
@@ -84,17 +84,18 @@ def replay_decisions(engine: Engine, extractor: FeatureExtractor, from_seq: int,
     replayed = missing = 0
     last = from_seq
     # A FIN file or pacs.008 of 10,000 messages is one payload: parse it once, not once per decision.
-    last_key: tuple[Any, Any] = (None, None)
+    last_key: tuple[Any, Any, str] = (None, None, "")
     last_parsed: dict[str, Transaction] = {}
     for seq, body, raw in _decisions(engine, from_seq):
         last = seq + 1
         tx = None
         if raw is not None:
             want = body["input"]["transaction_sha256"]
-            key = (body.get("input", {}).get("raw_sha256"), body["input"]["format"])
+            schema = transaction_schema_of(body["input"].get("parser"))
+            key = (body.get("input", {}).get("raw_sha256"), body["input"]["format"], schema)
             if key != last_key:  # the decisions of one multi-message payload follow each other
                 last_key = key
-                last_parsed = {t.sha256: t for t in parse_messages(raw, body["input"]["format"])
+                last_parsed = {t.sha256_of(schema): t for t in parse_messages(raw, body["input"]["format"])
                                if isinstance(t, Transaction)}
             tx = last_parsed.get(want)
         if tx is None:

@@ -8,33 +8,63 @@ message in a file never hides the others.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from inference.messages.errors import MessageError
-from inference.messages.transaction import R16, Agent, Identifier, Party, Transaction
+from inference.messages.findings import CODES as FINDING_CODES
+from inference.messages.findings import Finding
+from inference.messages.transaction import (
+    R16,
+    TRANSACTION_SCHEMAS,
+    Agent,
+    Identifier,
+    Original,
+    Party,
+    Transaction,
+)
 
 __all__ = [
+    "FINDING_CODES",
     "MAX_FILE_BYTES",
+    "PARSER",
     "R16",
     "Agent",
+    "Finding",
     "Format",
     "Identifier",
     "MessageError",
+    "Original",
     "Party",
     "Transaction",
     "detect_format",
     "parse_messages",
+    "transaction_schema_of",
 ]
 
+# The parsers' version, sealed in each decision record (``input.parser``): what read the message and
+# which canonical form its ``transaction_sha256`` is of. Records without it were read by version 1.
+PARSER = "sealtrail.messages/2"
+_PARSER_SCHEMAS = {"sealtrail.messages/1": TRANSACTION_SCHEMAS[1], PARSER: TRANSACTION_SCHEMAS[2]}
+
+
+def transaction_schema_of(parser: str | None) -> str:
+    """The transaction schema whose hash a record read by ``parser`` holds (None: version 1)."""
+    schema = _PARSER_SCHEMAS.get(parser or "sealtrail.messages/1")
+    if schema is None:
+        raise ValueError(f"unknown parser version {parser!r}")
+    return schema
+
+_FIN_START = re.compile(rb"\{[1-5]:|:[0-9]{2}[A-Z]?:")
 Format = Literal["auto", "mt", "pacs008", "json"]
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
 def detect_format(data: bytes) -> Literal["mt", "pacs008", "json"]:
     """By the first meaningful bytes: ``{1:`` FIN, ``<`` XML, ``{``/``[`` JSON."""
-    head = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:3]
-    if head.startswith(b"{1:") or head.startswith(b"\x01"):  # FIN, or a DOS-PCC frame of FIN
-        return "mt"
+    head = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:5]
+    if head.startswith(b"\x01") or _FIN_START.match(head):  # FIN (a block, or a bare text block's
+        return "mt"  # first field, refused for want of headers), or a DOS-PCC frame of FIN
     if head.startswith(b"<"):
         return "pacs008"
     if head[:1] in (b"{", b"["):

@@ -14,12 +14,18 @@ from functools import lru_cache
 import iso4217
 import pycountry
 from schwifty import BIC, IBAN
-from schwifty.exceptions import SchwiftyException
+from schwifty.exceptions import InvalidCountryCode, SchwiftyException
 
 from inference.messages.errors import MessageError
+from inference.messages.findings import note
 
-__all__ = ["amount", "bic", "country", "currency_exponent", "iban_or_none", "iso_date", "lei",
-           "rate", "uetr"]
+__all__ = ["amount", "bic", "bic_or_none", "country", "country_or_none", "currency_exponent", "iban_checked",
+           "iban_or_none", "iso_date", "lei", "rate", "uetr", "uetr_or_none"]
+
+# The lenient checks (``*_or_none``, ``iban_checked``) never refuse: a bad value becomes a finding
+# (inference.messages.findings) and is kept or dropped as each says; the strict ones refuse.
+_BIC_SHAPE = re.compile(r"[A-Z0-9]{4}[A-Z]{2}[A-Z0-9]{2}(?:[A-Z0-9]{3})?")
+_IBAN_SHAPE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}")
 
 _SWIFT_AMOUNT = re.compile(r"(?=.{2,15}$)[0-9]+,[0-9]*")  # 15d: 15 characters, comma included
 _DOT_AMOUNT = re.compile(r"[0-9]{1,18}(?:\.[0-9]+)?")  # ASCII digits only, not \d
@@ -84,6 +90,71 @@ def bic(text: str, field: str) -> str:
         return str(BIC(text.strip()))
     except SchwiftyException as exc:
         raise MessageError(f"BIC {text!r} is invalid: {exc}", field=field) from None
+
+
+def bic_or_none(text: str, field: str) -> str | None:
+    """A BIC, upper-case; one of no ISO 3166 country is kept with ``BIC_UNKNOWN_COUNTRY`` (test and
+    internal BICs often are), one of another shape dropped with ``BIC_MALFORMED``."""
+    code = text.strip().upper()
+    if not _BIC_SHAPE.fullmatch(code):
+        note("BIC_MALFORMED", field, f"{text!r} is not a BIC (4 letters or digits, 2 letters, 2 and "
+                                     "optionally 3 letters or digits)")
+        return None
+    if _known_country(code[4:6]) is None:
+        note("BIC_UNKNOWN_COUNTRY", field, f"BIC {code} names country {code[4:6]!r}, not an ISO 3166 country")
+        return code
+    return _bic_checked(code)
+
+
+@lru_cache(maxsize=4096)
+def _bic_checked(code: str) -> str:
+    try:
+        return str(BIC(code))
+    except SchwiftyException:  # a shape schwifty's registry rejects: kept as given, the shape is right
+        return code
+
+
+@lru_cache(maxsize=512)
+def _known_country(code: str) -> str | None:
+    return code if re.fullmatch(r"[A-Z]{2}", code) and pycountry.countries.get(alpha_2=code) else None
+
+
+def country_or_none(code: str, field: str) -> str | None:
+    """An ISO 3166-1 alpha-2 code, or None with ``COUNTRY_UNKNOWN``."""
+    known = _known_country(code)
+    if known is None:
+        note("COUNTRY_UNKNOWN", field, f"{code!r} is not an ISO 3166-1 alpha-2 code")
+    return known
+
+
+def iban_checked(account: str, field: str) -> str | None:
+    """``iban_or_none``, and ``IBAN_CHECK_DIGITS`` where ``account`` has the shape of an IBAN of an
+    IBAN country but fails its length or check digits."""
+    iban = iban_or_none(account)
+    if iban is None and (why := _iban_fault(account.replace(" ", "").upper())) is not None:
+        note("IBAN_CHECK_DIGITS", field, f"{account!r} {why}")
+    return iban
+
+
+@lru_cache(maxsize=1024)
+def _iban_fault(compact: str) -> str | None:
+    if not _IBAN_SHAPE.fullmatch(compact):
+        return None
+    try:
+        IBAN(compact)
+    except InvalidCountryCode:
+        return None  # not an IBAN country: an account number that looks like one
+    except SchwiftyException as exc:
+        return f"is not a valid IBAN ({exc})"
+    return None
+
+
+def uetr_or_none(text: str, field: str) -> str | None:
+    """A UETR, or None with ``UETR_INVALID``."""
+    if _UETR.fullmatch(text):
+        return text
+    note("UETR_INVALID", field, f"{text!r} is not a lower-case version 4 UUID")
+    return None
 
 
 @lru_cache(maxsize=8192)

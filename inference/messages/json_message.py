@@ -28,12 +28,22 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, String
 
 from inference.messages import fields
 from inference.messages.errors import MessageError
-from inference.messages.transaction import R16, TRANSACTION_SCHEMA, Agent, Identifier, Party, Transaction
+from inference.messages.findings import CODES, Finding
+from inference.messages.transaction import (
+    R16,
+    TRANSACTION_SCHEMAS,
+    Agent,
+    Identifier,
+    Original,
+    Party,
+    Transaction,
+)
 
 __all__ = ["MAX_JSON_BYTES", "AgentIn", "IdentifierIn", "PartyIn", "R16In", "TransactionIn", "loads_json",
            "parse_json", "transactions_of"]
 
 MAX_JSON_BYTES = 1 << 20
+_SCHEMAS = frozenset(TRANSACTION_SCHEMAS.values())
 _RATE = re.compile(r"[0-9]{1,11}(?:\.[0-9]{1,10})?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -89,10 +99,23 @@ class R16In(_Model):
     beneficiary_account: StrictBool
 
 
-class TransactionIn(_Model):
-    """One transaction, as ``Transaction.to_json()`` writes it; nulls may be left out."""
+class FindingIn(_Model):
+    code: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z_]{1,32}$")]  # one of findings.CODES
+    field: Text
+    detail: Annotated[StrictStr, StringConstraints(max_length=200)]
 
-    schema_: Ref | None = Field(default=None, alias="schema")  # TRANSACTION_SCHEMA where given
+
+class OriginalIn(_Model):
+    uetr: Code | None = None
+    end_to_end_id: Ref | None = None
+    instruction_id: Ref | None = None
+    reason: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z0-9]{1,4}$")] | None = None
+
+
+class TransactionIn(_Model):
+    """One transaction, as ``Transaction.to_json()`` writes it (schema 1 or 2); nulls may be left out."""
+
+    schema_: Ref | None = Field(default=None, alias="schema")  # a TRANSACTION_SCHEMAS value where given
     message_type: Ref | None = None  # of the message this was derived from; not carried
     reference: Ref
     related_reference: Ref | None = None
@@ -112,6 +135,12 @@ class TransactionIn(_Model):
     sender_to_receiver: LongText | None = None
     r16: R16In | None = None  # derived from the parties; must match where given
     raw_sha256: Annotated[StrictStr, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
+    # sealtrail.transaction/2: carried as given (findings an upstream reader made of the original message)
+    findings: tuple[FindingIn, ...] = Field(default=(), max_length=64)
+    ultimate_originator: PartyIn | None = None
+    ultimate_beneficiary: PartyIn | None = None
+    initiating_party: PartyIn | None = None
+    original: OriginalIn | None = None
 
 
 def parse_json(data: bytes) -> list[Transaction]:
@@ -185,8 +214,12 @@ def _transaction(item: object, p: str, sha: str, plain: bool = False) -> Transac
         t = TransactionIn.model_validate(item)
     except ValidationError as exc:
         raise _error(exc, p) from None
-    if t.schema_ is not None and t.schema_ != TRANSACTION_SCHEMA:
-        raise MessageError(f"schema {t.schema_!r} is not {TRANSACTION_SCHEMA!r}", field=f"{p}.schema")
+    if t.schema_ is not None and t.schema_ not in _SCHEMAS:
+        raise MessageError(f"schema {t.schema_!r} is not one of {sorted(_SCHEMAS)}", field=f"{p}.schema")
+    for n, f in enumerate(t.findings):
+        if f.code not in CODES:
+            raise MessageError(f"finding code {f.code!r} is not one sealtrail defines",
+                               field=f"{p}.findings[{n}].code")
     amount, currency = _amount(t.amount, t.currency, f"{p}.amount", f"{p}.currency")
     instructed, instructed_ccy = None, None
     if (t.instructed_amount is None) != (t.instructed_currency is None):
@@ -214,7 +247,19 @@ def _transaction(item: object, p: str, sha: str, plain: bool = False) -> Transac
         agents=tuple(_agent(a, f"{p}.agents[{n}]") for n, a in enumerate(t.agents)),
         remittance=t.remittance, charges=t.charges, sender_to_receiver=t.sender_to_receiver,
         raw_sha256=sha, r16=r16,
+        findings=tuple(Finding(f.code, f.field, f.detail) for f in t.findings),
+        ultimate_originator=_opt_party(t.ultimate_originator, f"{p}.ultimate_originator"),
+        ultimate_beneficiary=_opt_party(t.ultimate_beneficiary, f"{p}.ultimate_beneficiary"),
+        initiating_party=_opt_party(t.initiating_party, f"{p}.initiating_party"),
+        original=None if t.original is None else Original(
+            uetr=fields.uetr(t.original.uetr, f"{p}.original.uetr") if t.original.uetr is not None else None,
+            end_to_end_id=t.original.end_to_end_id, instruction_id=t.original.instruction_id,
+            reason=t.original.reason),
     )
+
+
+def _opt_party(party: PartyIn | None, p: str) -> Party | None:
+    return None if party is None else _party(party, p)
 
 
 def _refuse_controls(value: object, p: str, bad: re.Pattern[str] = _CONTROL, depth: int = 0) -> None:

@@ -8,7 +8,8 @@ import re
 from datetime import date
 
 from inference.messages.errors import MessageError
-from inference.messages.fields import bic, country, iban_or_none
+from inference.messages.fields import bic_or_none, country_or_none, iban_checked
+from inference.messages.findings import note
 from inference.messages.transaction import Agent, Identifier, Party
 
 __all__ = ["agent", "beneficiary_customer", "institution_party", "ordering_customer"]
@@ -19,12 +20,12 @@ _ID_SCHEMES = {"ARNU", "CCPT", "CUST", "DRLC", "EMPL", "NIDN", "SOSE", "TXID"}
 
 
 def _lines(value: str, tag: str, most: int, width: int = 35) -> list[str]:
+    """The lines of a field; more lines or longer ones than the format allows are kept, with
+    ``LINE_TOO_LONG`` (a party's name and address are read as sent)."""
     lines = value.split("\n")
-    if len(lines) > most:
-        raise MessageError(f"has {len(lines)} lines, at most {most} allowed", field=tag)
-    for ln in lines:
-        if len(ln) > width:
-            raise MessageError(f"line {ln!r} is longer than {width} characters", field=tag)
+    if len(lines) > most or any(len(ln) > width for ln in lines):
+        note("LINE_TOO_LONG", tag, f"{len(lines)} lines, the longest {max(map(len, lines))} characters; "
+                                   f"at most {most} lines of {width}")
     return lines
 
 
@@ -41,7 +42,7 @@ def _split_account(lines: list[str]) -> tuple[str | None, list[str]]:
 def _party(name: str | None, account: str | None, address: list[str], tag: str,
            *, bic_code: str | None = None, country_code: str | None = None,
            identifiers: tuple[Identifier, ...] = ()) -> Party:
-    return Party(name=name or None, account=account, iban=iban_or_none(account) if account else None,
+    return Party(name=name or None, account=account, iban=iban_checked(account, tag) if account else None,
                  bic=bic_code, address_lines=tuple(a for a in address if a), country=country_code,
                  identifiers=identifiers)
 
@@ -73,7 +74,7 @@ def _structured(lines: list[str], tag: str, codes: str = "12345678") -> tuple[
             extend = "address"
         elif code == 3:
             cc, _, town = text.partition("/")
-            ctry = country(cc, tag)
+            ctry = country_or_none(cc, tag)
             if town:
                 address.append(town)
             extend = "address"
@@ -90,15 +91,15 @@ def _structured(lines: list[str], tag: str, codes: str = "12345678") -> tuple[
             cc, _, place = text.partition("/")
             if not place:
                 raise MessageError(f"place of birth {text!r} needs CC/place", field=tag)
-            ids.append(Identifier("POB", f"{place}, {country(cc, tag)}", cc))
+            ids.append(Identifier("POB", f"{place}, {cc}", country_or_none(cc, tag)))
             extend = "id"
         elif code in (6, 7):
             parts = text.split("/")
-            cc = country(parts[0], tag)
+            issuer = country_or_none(parts[0], tag)
             value = "/".join(parts[1:])
             if not value:
                 raise MessageError(f"identifier line {ln!r} has no identifier", field=tag)
-            ids.append(Identifier("CUST" if code == 6 else "NIDN", value, cc))
+            ids.append(Identifier("CUST" if code == 6 else "NIDN", value, issuer))
             extend = "id"
         else:  # code 8: continues the line before it
             if extend == "name":
@@ -125,8 +126,9 @@ def ordering_customer(option: str, value: str) -> Party:
         account, rest = _split_account(lines)
         if len(rest) != 1:
             raise MessageError("option A needs one BIC line", field=tag)
-        return _party(None, account, [], tag, bic_code=bic(rest[0], tag),
-                      identifiers=(Identifier("BIC", bic(rest[0], tag)),))
+        code = bic_or_none(rest[0], tag)
+        return _party(None, account, [], tag, bic_code=code,
+                      identifiers=(Identifier("BIC", code),) if code else ())
     if option == "K":
         account, rest = _split_account(lines)
         if not rest:
@@ -140,7 +142,7 @@ def ordering_customer(option: str, value: str) -> Party:
         if first.startswith("/"):
             acct = first[1:]
         elif m:
-            ids.append(Identifier(m.group(1), m.group(3), country(m.group(2), tag)))
+            ids.append(Identifier(m.group(1), m.group(3), country_or_none(m.group(2), tag)))
         else:
             raise MessageError(f"party identifier {first!r} is neither /account nor "
                                "CODE/CC/identifier", field=tag)
@@ -162,8 +164,9 @@ def beneficiary_customer(option: str, value: str) -> Party:
     if option == "A":
         if len(rest) != 1:
             raise MessageError("option A needs one BIC line", field=tag)
-        code = bic(rest[0], tag)
-        return _party(None, account, [], tag, bic_code=code, identifiers=(Identifier("BIC", code),))
+        code = bic_or_none(rest[0], tag)
+        bic_ids = (Identifier("BIC", code),) if code else ()
+        return _party(None, account, [], tag, bic_code=code, identifiers=bic_ids)
     if option == "F":
         name, address, ctry, ids = _structured(rest, tag, codes="123")
         return _party(name, account, address, tag, country_code=ctry, identifiers=tuple(ids))
@@ -177,22 +180,24 @@ _OPTIONS = {"52": "AD", "53": "ABD", "54": "ABD", "55": "ABD", "56": "ACD", "57"
 def agent(role: str, number: str, option: str, value: str) -> Agent:
     """Institution fields 52a-58a in the options the MT103/MT202 specifications allow."""
     tag = f":{number}{option}:"
-    if option not in _OPTIONS.get(number, "ABCD") or not option:
-        raise MessageError(f"option {option or '(none)'} is not allowed (only "
-                           f"{', '.join(_OPTIONS.get(number, 'ABCD'))})", field=tag)
     lines = _lines(value, tag, 5)
     account, rest = _split_account(lines)
+    if option not in _OPTIONS.get(number, "ABCD") or not option:
+        note("OPTION_NOT_ALLOWED", tag, f"option {option or '(none)'} is not allowed (only "
+                                        f"{', '.join(_OPTIONS.get(number, 'ABCD'))}); lines kept")
+        return Agent(role, account=account, name_address=tuple(rest))
     if option == "A":
         if len(rest) != 1:
-            raise MessageError("option A needs one BIC line", field=tag)
-        return Agent(role, bic=bic(rest[0], tag), account=account)
+            note("OPTION_NOT_ALLOWED", tag, f"option A holds {len(rest)} lines besides the account, not one "
+                                            "BIC; lines kept")
+            return Agent(role, account=account, name_address=tuple(rest))
+        return Agent(role, bic=bic_or_none(rest[0], tag), account=account)
     if option == "C":
         if rest or account is None:
-            raise MessageError("option C is one /account line", field=tag)
+            note("OPTION_NOT_ALLOWED", tag, "option C is one /account line; lines kept")
+            return Agent(role, account=account, name_address=tuple(rest))
         return Agent(role, account=account)
-    if option in ("B", "D"):
-        return Agent(role, account=account, name_address=tuple(rest))
-    raise MessageError(f"option {option} is not allowed (A, B, C or D)", field=tag)
+    return Agent(role, account=account, name_address=tuple(rest))
 
 
 def institution_party(option: str, value: str, tag_no: str) -> Party:
@@ -200,5 +205,5 @@ def institution_party(option: str, value: str, tag_no: str) -> Party:
     ag = agent("party", tag_no, option, value)
     name = ag.name_address[0] if ag.name_address else None  # a BIC is an identifier, not a name
     ids = (Identifier("BIC", ag.bic),) if ag.bic else ()
-    return Party(name=name, account=ag.account, iban=iban_or_none(ag.account) if ag.account else None,
+    return Party(name=name, account=ag.account, iban=iban_checked(ag.account, tag_no) if ag.account else None,
                  bic=ag.bic, address_lines=ag.name_address[1:], identifiers=ids)

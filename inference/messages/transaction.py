@@ -4,6 +4,11 @@ Frozen dataclasses; amounts are ``Decimal`` with exactly the currency's ISO 4217
 units, never float. ``to_json()`` is the documented canonical form (docs/messages.md, "The Transaction");
 ``canonical_bytes()`` is its RFC 8785 serialisation, whose SHA-256 identifies the
 transaction independently of the format it arrived in.
+
+Two versions of the form exist. ``sealtrail.transaction/2`` (made now) adds the data-quality
+``findings``, the ultimate parties, the initiating party and, for a return, the payment it
+returns; ``sealtrail.transaction/1`` is the form before them, still made on request
+(``canonical_bytes(1)``) so that a decision sealed with a version 1 hash is found again.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ from typing import Any
 
 import orjson
 
-__all__ = ["R16", "TRANSACTION_SCHEMA", "Agent", "Identifier", "Party", "Transaction"]
+from inference.messages.findings import Finding
 
-TRANSACTION_SCHEMA = "sealtrail.transaction/1"
+__all__ = ["R16", "TRANSACTION_SCHEMA", "TRANSACTION_SCHEMAS", "Agent", "Identifier", "Original", "Party",
+           "Transaction"]
+
+TRANSACTION_SCHEMA = "sealtrail.transaction/2"
+TRANSACTION_SCHEMAS = {1: "sealtrail.transaction/1", 2: TRANSACTION_SCHEMA}
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,21 @@ class R16:
 
 
 @dataclass(frozen=True)
+class Original:
+    """The payment a return (pacs.004) sends back: its UETR, end-to-end and instruction ids, and the
+    return reason code (ISO 20022 ExternalReturnReason1Code, e.g. ``AC04`` closed account)."""
+
+    uetr: str | None = None
+    end_to_end_id: str | None = None
+    instruction_id: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uetr": self.uetr, "end_to_end_id": self.end_to_end_id,
+                "instruction_id": self.instruction_id, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class Transaction:
     message_type: str  # MT103, MT202, MT202COV, pacs.008.001.08, ..., json
     reference: str  # :20: / EndToEndId
@@ -131,14 +155,23 @@ class Transaction:
     charges: str | None = None  # :71A: OUR/SHA/BEN (pacs.008 ChrgBr: DEBT/SHAR/CRED)
     sender_to_receiver: str | None = None  # :72:
     r16: R16 = field(default=R16(False, False, False, False, False))
+    # transaction/2
+    findings: tuple[Finding, ...] = ()
+    ultimate_originator: Party | None = None  # UltmtDbtr
+    ultimate_beneficiary: Party | None = None  # UltmtCdtr
+    initiating_party: Party | None = None  # InitgPty (pain.001)
+    original: Original | None = None  # the returned payment (pacs.004)
 
-    def to_json(self) -> dict[str, Any]:
-        """The canonical JSON form (documented in docs/messages.md)."""
+    def to_json(self, version: int = 2) -> dict[str, Any]:
+        """The canonical JSON form (documented in docs/messages.md) of schema ``version``."""
         def dec(d: Decimal | None) -> str | None:
             return None if d is None else format(d, "f")
 
-        return {
-            "schema": TRANSACTION_SCHEMA,
+        def party(p: Party | None) -> dict[str, Any] | None:
+            return None if p is None else p.to_json()
+
+        out: dict[str, Any] = {
+            "schema": TRANSACTION_SCHEMAS[version],
             "message_type": self.message_type,
             "reference": self.reference,
             "related_reference": self.related_reference,
@@ -159,8 +192,15 @@ class Transaction:
             "r16": self.r16.to_json(),
             "raw_sha256": self.raw_sha256,
         }
+        if version >= 2:
+            out["findings"] = [f.to_json() for f in self.findings]
+            out["ultimate_originator"] = party(self.ultimate_originator)
+            out["ultimate_beneficiary"] = party(self.ultimate_beneficiary)
+            out["initiating_party"] = party(self.initiating_party)
+            out["original"] = None if self.original is None else self.original.to_json()
+        return out
 
-    def canonical_bytes(self) -> bytes:
+    def canonical_bytes(self, version: int = 2) -> bytes:
         """RFC 8785 bytes of ``to_json()``.
 
         orjson with sorted keys, not the rfc8785 package (~100 us a transaction): this form
@@ -169,9 +209,19 @@ class Transaction:
         the same escaping, and code-point key order equals UTF-16 order on ASCII.
         ``tests/inference/messages/test_transaction_canonical.py`` checks it against rfc8785.
         """
-        return orjson.dumps(self.to_json(), option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(self.to_json(version), option=orjson.OPT_SORT_KEYS)
 
     @cached_property
     def sha256(self) -> str:
         """SHA-256 hex of ``canonical_bytes()`` (computed once: the pipeline asks often)."""
         return hashlib.sha256(self.canonical_bytes()).hexdigest()
+
+    def sha256_of(self, schema: str) -> str:
+        """SHA-256 hex of the canonical form of ``schema`` (a ``TRANSACTION_SCHEMAS`` value), to find
+        a transaction that a record sealed under an earlier version."""
+        for version, name in TRANSACTION_SCHEMAS.items():
+            if name == schema:
+                if version == 2:
+                    return self.sha256
+                return hashlib.sha256(self.canonical_bytes(version)).hexdigest()
+        raise ValueError(f"unknown transaction schema {schema!r}")

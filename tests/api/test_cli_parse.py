@@ -19,7 +19,7 @@ def test_parse_an_rje_file_to_canonical_json() -> None:
     doc = json.loads(res.stdout)
     assert doc["ok"] and doc["errors"] == []
     assert [t["message_type"] for t in doc["transactions"]] == ["MT103", "MT202"]
-    assert all(len(t["sha256"]) == 64 and t["schema"] == "sealtrail.transaction/1"
+    assert all(len(t["sha256"]) == 64 and t["schema"] == "sealtrail.transaction/2"
                for t in doc["transactions"])
 
 

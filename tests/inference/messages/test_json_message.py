@@ -253,7 +253,7 @@ def test_several_schema_errors_are_counted() -> None:
     ("originator.iban", "DE89370400440532013001", "$.originator.iban", "not the valid IBAN form"),
     ("beneficiary.iban", "DE89370400440532013000", "$.beneficiary.iban", "not the valid IBAN form"),
     ("agents", [{"role": "sender", "bic": "DEUT"}], "$.agents[0].bic", "is invalid"),
-    ("schema", "sealtrail.transaction/2", "$.schema", "is not 'sealtrail.transaction/1'"),
+    ("schema", "sealtrail.transaction/3", "$.schema", "is not one of"),
     ("originator.identifiers", [{"scheme": "DOB", "value": "28.02.1979"}],
      "$.originator.identifiers[0].value", "not YYYY-MM-DD"),
     ("originator.identifiers", [{"scheme": "LEI", "value": "529900T8BM49AURSDO56"}],

@@ -208,16 +208,20 @@ INVALID = [
     ("JPY with decimals", _edit("EUR1814,28", "JPY1814,28"), ":32A:"),
     ("amount with two commas", _edit("EUR1814,28", "EUR1,814,28"), ":32A:"),
     ("not an ISO 4217 currency", _edit("EUR1814,28", "XYZ1814,28"), ":32A:"),
-    ("charges code not OUR/SHA/BEN", _edit(":71A:SHA", ":71A:FOO"), ":71A:"),
     ("mandatory :59a: missing", _edit(":59:/GB33BUKB20201555555555\nJANE SMITH\n1 HIGH STREET\nLONDON\n", ""),
      ":59a:"),
     ("mandatory :32A: missing", _edit(":32A:230115EUR1814,28\n", ""), ":32A:"),
-    ("'@' outside the X character set", _edit("JOHN DOE", "JOHN@DOE"), "block 4"),
-    ("non-ASCII letter", _edit("JOHN DOE", "JÖRG DOE"), "block 4"),
-    ("name line of 45 characters", _edit("JOHN DOE", "JOHN DOE " + "X" * 36), ":50K:"),
+]
+# Flawed messages both read: the package silently, ours naming the defect as a finding on the
+# transaction: (case, message, finding code, field).
+FLAWED = [
+    ("charges code not OUR/SHA/BEN", _edit(":71A:SHA", ":71A:FOO"), "CODE_NOT_IN_LIST", ":71A:"),
+    ("'@' outside the X character set", _edit("JOHN DOE", "JOHN@DOE"), "NON_X_CHARACTER", "block 4"),
+    ("non-ASCII letter", _edit("JOHN DOE", "JÖRG DOE"), "NON_X_CHARACTER", "block 4"),
+    ("name line of 45 characters", _edit("JOHN DOE", "JOHN DOE " + "X" * 36), "LINE_TOO_LONG", ":50K:"),
     ("upper-case UETR", _edit("e9f0b7c4-3a1b-4c5d-8e6f-7a8b9c0d1e2f", "E9F0B7C4-3A1B-4C5D-8E6F-7A8B9C0D1E2F"),
-     "block 3 {121:}"),
-    ("57A that is not a BIC", _edit(":57A:DEUTDEFF", ":57A:NOT A BIC"), ":57A:"),
+     "UETR_INVALID", "block 3 {121:}"),
+    ("57A that is not a BIC", _edit(":57A:DEUTDEFF", ":57A:NOT A BIC"), "BIC_MALFORMED", ":57A:"),
 ]
 
 
@@ -228,6 +232,15 @@ def test_invalid_input_the_package_accepts(case: str, text: str, field: str) -> 
     if "30 February" in case:
         assert m.text.interbank_settled_amount == "1814,28" and m.text.date is None
     assert refused(text).field == field
+
+
+@pytest.mark.parametrize(("case", "text", "code", "field"), FLAWED, ids=[c for c, *_ in FLAWED])
+def test_flawed_input_both_read_ours_names_the_flaw(case: str, text: str, code: str, field: str) -> None:
+    m = package.MT103(text)
+    assert m and m.text, f"the package no longer accepts: {case}"
+    (t,) = parse_mt(text.encode())
+    assert isinstance(t, Transaction), t
+    assert (code, field) in {(f.code, f.field) for f in t.findings}
 
 
 def test_space_in_reference_fails_the_package() -> None:
