@@ -87,7 +87,8 @@ def settings(db: str | None, keys: Path | None, **more: Any) -> Settings:
     return Settings(**overrides)
 
 
-FORMATS = ("auto", "mt", "pacs008", "json")  # --format of the commands that read payment messages
+FORMATS = ("auto", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json")  # --format values
+FORMAT_HELP = " | ".join(FORMATS)
 
 
 def read_message_file(path: Path) -> bytes:

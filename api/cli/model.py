@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from api.cli.common import (
+    FORMAT_HELP,
     FORMATS,
     CliError,
     JsonOpt,
@@ -44,7 +45,8 @@ def _parse_at(text: str | None) -> datetime | None:
 
 def features(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
-    fmt: Annotated[str, typer.Option("--format", help="auto | mt | pacs008 | json")] = "auto",
+    fmt: Annotated[str, typer.Option("--format",
+                                     help=FORMAT_HELP)] = "auto",
     at: Annotated[str | None, typer.Option(
         "--at", help="event time of every message (ISO 8601; without an offset: UTC)",
         show_default="value date 00:00 UTC")] = None,
@@ -59,7 +61,7 @@ def features(
     from inference.state_store import load_state, save_state
 
     if fmt not in FORMATS:
-        raise CliError(f"--format must be auto, mt, pacs008 or json, not {fmt!r}", code=2, error="usage",
+        raise CliError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code=2, error="usage",
                        field="--format")
     when = _parse_at(at)
     results = parse_messages(read_message_file(file), fmt)  # type: ignore[arg-type]

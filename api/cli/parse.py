@@ -12,20 +12,31 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from api.cli.common import FORMATS, CliError, JsonOpt, emit, emit_failed, err, out, read_message_file
+from api.cli.common import (
+    FORMAT_HELP,
+    FORMATS,
+    CliError,
+    JsonOpt,
+    emit,
+    emit_failed,
+    err,
+    out,
+    read_message_file,
+)
 
 __all__ = ["parse"]
 
 def parse(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
-    fmt: Annotated[str, typer.Option("--format", help="auto | mt | pacs008 | json")] = "auto",
+    fmt: Annotated[str, typer.Option("--format",
+                                     help=FORMAT_HELP)] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Parse payment messages into canonical transactions; exit 1 if any message is refused."""
     from inference.messages import MessageError, Transaction, parse_messages
 
     if fmt not in FORMATS:
-        raise CliError(f"--format must be auto, mt, pacs008 or json, not {fmt!r}", code=2, error="usage",
+        raise CliError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code=2, error="usage",
                        field="--format")
     results = parse_messages(read_message_file(file), fmt)  # type: ignore[arg-type]
     refused = [r for r in results if isinstance(r, MessageError)]

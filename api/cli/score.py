@@ -41,6 +41,7 @@ import orjson
 import typer
 
 from api.cli.common import (
+    FORMAT_HELP,
     FORMATS,
     CliError,
     DbOpt,
@@ -163,7 +164,8 @@ def _refused(exc: FileRefusedError, trace_id: str | None = None,
 def score(
     files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, readable=True,
                                                 help="payment message files (FIN, pacs.008 XML, JSON)")],
-    fmt: Annotated[str, typer.Option("--format", help="auto | mt | pacs008 | json")] = "auto",
+    fmt: Annotated[str, typer.Option("--format",
+                                     help=FORMAT_HELP)] = "auto",
     priority: Annotated[str, typer.Option(help="lane: P0 | P1 | P2")] = "P1",
     db: DbOpt = None,
     keys: KeysOpt = None,

@@ -118,7 +118,8 @@ def traces_refusals(
     until: Annotated[str | None, typer.Option(help="recorded_at < UNTIL (as --since)")] = None,
     principal: Annotated[str | None, typer.Option(
         help="certificate SHA-256 fingerprint or RFC 4514 subject")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="json | mt | pacs008")] = None,
+    fmt: Annotated[str | None, typer.Option("--format",
+                                            help="json | mt | pacs008 | pacs009 | pacs004 | pain001")] = None,
     limit: Annotated[int, typer.Option(help="page size, 1..1000")] = 100,
     cursor: Annotated[str | None, typer.Option(help="next cursor printed by the previous page")] = None,
     db: DbOpt = None,

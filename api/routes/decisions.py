@@ -62,8 +62,10 @@ class _RequestRoute(APIRoute):
 
 
 router = APIRouter(prefix="/v1/decisions", tags=["decisions"], route_class=_RequestRoute)
-_FORMATS = {"application/json": "json", "application/x-swift-fin": "mt", "application/xml": "pacs008",
-            "text/xml": "pacs008"}
+# XML is any ISO 20022 message sealtrail reads (pacs.008, pacs.009, pacs.004, pain.001), told apart by
+# its Document's namespace; the record names the one it was.
+_FORMATS = {"application/json": "json", "application/x-swift-fin": "mt", "application/xml": "iso20022",
+            "text/xml": "iso20022"}
 
 
 class FiredRule(BaseModel):

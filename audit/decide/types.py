@@ -78,9 +78,14 @@ class Submission:
               received_at: datetime) -> list[Submission | MessageError]:
         """One submission per message in ``raw`` (or the error that refused it). Each keeps the
         whole ``raw`` as its payload; replay finds its transaction again by SHA-256."""
-        fmt = detect_format(raw) if message_format == "auto" else message_format
+        fmt: str = message_format
+        if message_format == "auto":
+            fmt = detect_format(raw)
+        elif message_format == "iso20022":  # which ISO message, by its namespace (else refused as pacs.008)
+            kind = detect_format(raw) if raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<" else "pacs008"
+            fmt = kind if kind not in ("mt", "json") else "pacs008"
         return [m if isinstance(m, MessageError) else cls(raw, m, fmt, principal, received_at)
-                for m in parse_messages(raw, fmt)]
+                for m in parse_messages(raw, fmt)]  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from inference.messages.transaction import (
 
 __all__ = [
     "FINDING_CODES",
+    "FORMATS",
     "MAX_FILE_BYTES",
     "PARSER",
     "R16",
@@ -33,6 +34,7 @@ __all__ = [
     "Finding",
     "Format",
     "Identifier",
+    "Kind",
     "MessageError",
     "Original",
     "Party",
@@ -56,17 +58,24 @@ def transaction_schema_of(parser: str | None) -> str:
     return schema
 
 _FIN_START = re.compile(rb"\{[1-5]:|:[0-9]{2}[A-Z]?:")
-Format = Literal["auto", "mt", "pacs008", "json"]
+Format = Literal["auto", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json"]
+Kind = Literal["mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json"]
+FORMATS: tuple[str, ...] = ("auto", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json")
+_ISO_KINDS = {b"pacs.008": "pacs008", b"pacs.009": "pacs009", b"pacs.004": "pacs004", b"pain.001": "pain001"}
+_ISO_NS = re.compile(rb"(?:urn:iso:std:iso:20022:tech:xsd:|/)(pacs\.00[489]|pain\.001)\.[0-9]{3}\.")
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
-def detect_format(data: bytes) -> Literal["mt", "pacs008", "json"]:
-    """By the first meaningful bytes: ``{1:`` FIN, ``<`` XML, ``{``/``[`` JSON."""
+def detect_format(data: bytes) -> Kind:
+    """By the first meaningful bytes: ``{1:`` FIN, ``<`` XML, ``{``/``[`` JSON. XML is told apart by
+    the Document's namespace (pacs.008, pacs.009, pacs.004, pain.001); another is read as pacs.008,
+    which refuses it naming the message it is."""
     head = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:5]
     if head.startswith(b"\x01") or _FIN_START.match(head):  # FIN (a block, or a bare text block's
         return "mt"  # first field, refused for want of headers), or a DOS-PCC frame of FIN
     if head.startswith(b"<"):
-        return "pacs008"
+        m = _ISO_NS.search(data, 0, 1 << 20)
+        return _ISO_KINDS[m.group(1)] if m else "pacs008"  # type: ignore[return-value]
     if head[:1] in (b"{", b"["):
         return "json"
     raise MessageError("neither SWIFT FIN ('{1:'), ISO 20022 XML ('<') nor JSON", field="format")
@@ -86,12 +95,27 @@ def parse_messages(data: bytes, fmt: Format = "auto") -> list[Transaction | Mess
 
         return list(parse_mt(data))
     try:
-        if kind == "pacs008":
-            from inference.messages.pacs008 import parse_pacs008
+        if kind == "json":
+            from inference.messages.json_message import parse_json
 
-            return list(parse_pacs008(data))
-        from inference.messages.json_message import parse_json
-
-        return list(parse_json(data))
+            return list(parse_json(data))
+        return list(_parse_iso(data, kind))
     except MessageError as exc:
         return [exc if exc.message else exc.located(f"{kind} document")]
+
+
+def _parse_iso(data: bytes, kind: str) -> list[Transaction]:
+    if kind == "iso20022":
+        m = _ISO_NS.search(data, 0, 1 << 20)
+        kind = _ISO_KINDS[m.group(1)] if m else "pacs008"
+    if kind == "pacs004":
+        from inference.messages.pacs004 import parse_pacs004
+
+        return parse_pacs004(data)
+    if kind == "pain001":
+        from inference.messages.pain001 import parse_pain001
+
+        return parse_pain001(data)
+    from inference.messages.pacs008 import parse_transfers
+
+    return parse_transfers(data, "pacs.009" if kind == "pacs009" else "pacs.008")

@@ -48,7 +48,10 @@ CODES: dict[str, str] = {
     "UNSTRUCTURED_ADDRESS": "an ISO 20022 postal address of address lines only (no town and country)",
     "SERVICE_ACK": "the message came behind a SWIFT ACK service message (451:0)",
     "SERVICE_NAK": "the message came behind a SWIFT NAK service message (451:1, reason in 405)",
-    "LAYOUT": "stray characters or indentation around the FIN blocks or the lines of block 4, read past",
+    "LAYOUT": "stray characters or indentation around the FIN blocks or the lines of block 4, or line breaks "
+              "and tabs inside an ISO 20022 text (read as single spaces), read past",
+    "SETTLEMENT_DATE_CONFLICT": "a transaction's settlement date differs from its group header's; the "
+                                "transaction's is used",
     "HEADER_FORMAT": "a FIN basic or application header not in its exact layout; its address read as far as "
                      "it goes",
     "DATE_FORMAT": "an ISO 20022 date given as a date-time; its date is used",

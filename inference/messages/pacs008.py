@@ -1,35 +1,49 @@
-"""ISO 20022 pacs.008 (FIToFICustomerCreditTransfer, 001.08 and later) -> ``Transaction``s.
+"""ISO 20022 interbank credit transfers -> ``Transaction``s: pacs.008 (FIToFICustomerCreditTransfer,
+every version from 001.02) and pacs.009 (FinancialInstitutionCreditTransfer, core and COV).
 
-The XML is parsed with defusedxml (no DTD, entity declarations or external references: a
-billion-laughs bomb or an external entity is refused, never expanded), at most
-``MAX_XML_BYTES``, UTF-8 only. A bare ``Document`` or an envelope holding an ``AppHdr``
-(head.001) and the ``Document`` is accepted. Each ``CdtTrfTxInf`` becomes one Transaction;
-any missing mandatory element or bad value raises ``MessageError`` naming its path, e.g.
-``CdtTrfTxInf[2]/IntrBkSttlmAmt`` (1-based, as in XPath).
+The XML is read by ``iso20022.parse_xml`` (defusedxml, size cap, UTF-8 only) and
+``iso20022.document`` (a bare ``Document``, or one beside a head.001 ``AppHdr`` in any envelope).
+Each ``CdtTrfTxInf`` becomes one Transaction. Read liberally (``inference.messages.findings``): a
+group header without settlement information, NbOfTxs or CtrlSum that do not add up, a missing charge
+bearer or debtor/creditor agent, a code outside its list are findings on every transaction they
+concern; what cannot be read raises ``MessageError`` naming its path, e.g.
+``CdtTrfTxInf[2]/IntrBkSttlmAmt`` (1-based, as in XPath). Two different settlement dates (group and
+transaction) are refused: the payment would read two ways.
+
+A pacs.009's debtor and creditor are financial institutions (their BIC is their identifier); a
+pacs.009 COV carries the customer credit transfer it covers (``UndrlygCstmrCdtTrf``), whose debtor
+and creditor become the originator and beneficiary, as an MT202COV's sequence B does.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from decimal import Decimal
 from xml.etree.ElementTree import Element
 
 from inference.messages import fields
 from inference.messages.errors import MessageError
+from inference.messages.findings import Finding, collect, note
 from inference.messages.iso20022 import DOC as _DOC
-from inference.messages.iso20022 import MAX_XML_BYTES, document, parse_xml
-from inference.messages.transaction import R16, Agent, Identifier, Party, Transaction
+from inference.messages.iso20022 import MAX_XML_BYTES, document, iso_date, parse_xml
+from inference.messages.iso_elements import (
+    agent,
+    amount,
+    institution_party,
+    opt,
+    party,
+    remittance,
+    req,
+    text,
+)
+from inference.messages.transaction import R16, Agent, Party, Transaction
 
-__all__ = ["MAX_XML_BYTES", "parse_pacs008"]
+__all__ = ["MAX_XML_BYTES", "parse_pacs008", "parse_pacs009", "parse_transfers"]
 
-_CODE = re.compile(r"[A-Z0-9]{1,4}")  # external code lists (ISO 20022 ExternalCode, 1-4 chars)
 _CTRL_SUM = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,17})?")
-# Control characters (C0 with tab, CR and LF, DEL, C1): refused in every text value, as the JSON and
-# SWIFT parsers refuse them; the ISO 20022 text types carry one line each (remittance is lines of Ustrd).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CHARGES = frozenset({"DEBT", "CRED", "SHAR", "SLEV"})
 _SETTLEMENT = frozenset({"INDA", "INGA", "COVE", "CLRG"})
 _INSTRUCTING = (("InstgAgt", "instructing"), ("InstdAgt", "instructed"))
@@ -37,42 +51,56 @@ _INSTRUCTING = (("InstgAgt", "instructing"), ("InstdAgt", "instructed"))
 _CHAIN = (("DbtrAgt", "DbtrAgtAcct", "debtor_agent"), ("IntrmyAgt1", "IntrmyAgt1Acct", "intermediary"),
           ("IntrmyAgt2", "IntrmyAgt2Acct", "intermediary"), ("IntrmyAgt3", "IntrmyAgt3Acct", "intermediary"),
           ("CdtrAgt", "CdtrAgtAcct", "creditor_agent"))
-_MANDATORY_AGENTS = frozenset({"DbtrAgt", "CdtrAgt"})
-# PostalAddress24 parts read (others, such as AdrTp, are ignored) and their maximum lengths
-_ADDRESS_PARTS = {"Dept": 70, "SubDept": 70, "StrtNm": 70, "BldgNb": 16, "BldgNm": 35, "Flr": 70,
-                  "PstBx": 16, "Room": 70, "PstCd": 16, "TwnNm": 35, "TwnLctnNm": 35, "DstrctNm": 35,
-                  "CtrySubDvsn": 35, "Ctry": 2}
+_BODY = {"pacs.008": "FIToFICstmrCdtTrf", "pacs.009": "FICdtTrf"}
 
 
 def parse_pacs008(data: bytes) -> list[Transaction]:
     """Every credit transfer in a pacs.008 message, or ``MessageError``."""
-    doc, message_type = document(parse_xml(data), "pacs.008.001.", 8)
-    body = _req(doc, "FIToFICstmrCdtTrf", _DOC)
-    grp = _req(body, "GrpHdr", "")
-    _req_text(grp, "MsgId", "GrpHdr", 35)
-    txs = body.findall("CdtTrfTxInf")
-    if not txs:
-        raise MessageError("no CdtTrfTxInf (at least one is mandatory)", field="CdtTrfTxInf")
-    declared = _req_text(grp, "NbOfTxs", "GrpHdr", 15)
-    if not declared.isascii() or not declared.isdigit() or int(declared) != len(txs):
-        raise MessageError(f"NbOfTxs {declared!r} but the message holds {len(txs)} CdtTrfTxInf",
-                           field="GrpHdr/NbOfTxs")
-    method = _req_text(_req(grp, "SttlmInf", "GrpHdr"), "SttlmMtd", "GrpHdr/SttlmInf", 4)
-    if method not in _SETTLEMENT:
-        raise MessageError(f"SttlmMtd {method!r} is not one of {sorted(_SETTLEMENT)}",
-                           field="GrpHdr/SttlmInf/SttlmMtd")
-    grp_date = _text(grp, "IntrBkSttlmDt", "GrpHdr", 10)
-    agents = {}
-    for tag, role in _INSTRUCTING:
-        if (el := _opt(grp, tag, "GrpHdr")) is not None:
-            agents[tag] = _agent(el, None, role, f"GrpHdr/{tag}")
-    grp_value_date = fields.iso_date(grp_date, "GrpHdr/IntrBkSttlmDt") if grp_date is not None else None
-    group = _Group(message_type, hashlib.sha256(data).hexdigest(), grp_value_date, agents)
-    out = [_transaction(tx, f"CdtTrfTxInf[{n}]", group) for n, tx in enumerate(txs, 1)]
-    ctrl = _text(grp, "CtrlSum", "GrpHdr", 19)
+    return parse_transfers(data, "pacs.008")
+
+
+def parse_pacs009(data: bytes) -> list[Transaction]:
+    """Every credit transfer in a pacs.009 (core or COV) message, or ``MessageError``."""
+    return parse_transfers(data, "pacs.009")
+
+
+def parse_transfers(data: bytes, family: str) -> list[Transaction]:
+    doc, message_type, header = document(parse_xml(data), family, 2)
+    with collect() as group_found:
+        header()
+        body = req(doc, _BODY[family], _DOC)
+        grp = req(body, "GrpHdr", "")
+        if text(grp, "MsgId", "GrpHdr", 35) is None:
+            note("MANDATORY_FIELD_MISSING", "GrpHdr/MsgId", "the message identification is missing")
+        txs = body.findall("CdtTrfTxInf")
+        if not txs:
+            raise MessageError("no CdtTrfTxInf (at least one is mandatory)", field="CdtTrfTxInf")
+        declared = text(grp, "NbOfTxs", "GrpHdr", 15)
+        if declared is None:
+            note("MANDATORY_FIELD_MISSING", "GrpHdr/NbOfTxs", "the number of transactions is missing")
+        elif not declared.isascii() or not declared.isdigit() or int(declared) != len(txs):
+            note("NB_OF_TXS_MISMATCH", "GrpHdr/NbOfTxs",
+                 f"NbOfTxs {declared!r}; the message holds {len(txs)}")
+        sttlm = opt(grp, "SttlmInf", "GrpHdr")
+        method = text(sttlm, "SttlmMtd", "GrpHdr/SttlmInf", 4) if sttlm is not None else None
+        if method is None:
+            note("MISSING_SETTLEMENT_INFO", "GrpHdr/SttlmInf", "no settlement method (SttlmInf/SttlmMtd)")
+        elif method not in _SETTLEMENT:
+            note("CODE_NOT_IN_LIST", "GrpHdr/SttlmInf/SttlmMtd",
+                 f"{method!r} is not one of {sorted(_SETTLEMENT)}")
+        grp_date = text(grp, "IntrBkSttlmDt", "GrpHdr", 25)
+        grp_value_date = iso_date(grp_date, "GrpHdr/IntrBkSttlmDt") if grp_date is not None else None
+        agents = {}
+        for tag, role in _INSTRUCTING:
+            if (el := opt(grp, tag, "GrpHdr")) is not None:
+                agents[tag] = agent(el, None, role, f"GrpHdr/{tag}")
+    group = _Group(message_type, hashlib.sha256(data).hexdigest(), grp_value_date, agents, tuple(group_found))
+    out = [_transaction(tx, f"CdtTrfTxInf[{n}]", group, family) for n, tx in enumerate(txs, 1)]
+    ctrl = text(grp, "CtrlSum", "GrpHdr", 19)
     if ctrl is not None and (not _CTRL_SUM.fullmatch(ctrl) or Decimal(ctrl) != sum(t.amount for t in out)):
-        raise MessageError(f"CtrlSum {ctrl!r} is not the sum of the IntrBkSttlmAmt",
-                           field="GrpHdr/CtrlSum")
+        found = Finding("CTRL_SUM_MISMATCH", "GrpHdr/CtrlSum",
+                        f"CtrlSum {ctrl!r} is not the sum of the amounts")
+        out = [replace(t, findings=(*t.findings, found)) for t in out]
     return out
 
 
@@ -84,219 +112,93 @@ class _Group:
     sha256: str
     value_date: date | None  # GrpHdr/IntrBkSttlmDt, the default for each transaction
     agents: dict[str, Agent]  # GrpHdr/InstgAgt and InstdAgt, the defaults
+    findings: tuple[Finding, ...]  # the group header's, on every transaction
 
 
-def _transaction(tx: Element, p: str, group: _Group) -> Transaction:
-    pmt = _req(tx, "PmtId", p)
-    pp = f"{p}/PmtId"
-    uetr = _text(pmt, "UETR", pp, 36)
-    amount, currency = _amount(_req(tx, "IntrBkSttlmAmt", p), f"{p}/IntrBkSttlmAmt")
-    instd = _opt(tx, "InstdAmt", p)
-    instructed, instructed_ccy = _amount(instd, f"{p}/InstdAmt") if instd is not None else (None, None)
-    sttl = _text(tx, "IntrBkSttlmDt", p, 10)
-    value_date = fields.iso_date(sttl, f"{p}/IntrBkSttlmDt") if sttl is not None else group.value_date
-    if value_date is None:
-        raise MessageError("IntrBkSttlmDt is missing here and in GrpHdr (mandatory)",
-                           field=f"{p}/IntrBkSttlmDt")
-    rate_text = _text(tx, "XchgRate", p, 23)
-    rate = fields.rate(rate_text, f"{p}/XchgRate", decimal_mark=".") if rate_text else None
-    charges = _req_text(tx, "ChrgBr", p, 4)
-    if charges not in _CHARGES:
-        raise MessageError(f"ChrgBr {charges!r} is not one of {sorted(_CHARGES)}", field=f"{p}/ChrgBr")
-    originator = _party(_req(tx, "Dbtr", p), _opt(tx, "DbtrAcct", p), f"{p}/Dbtr", f"{p}/DbtrAcct")
-    beneficiary = _party(_req(tx, "Cdtr", p), _opt(tx, "CdtrAcct", p), f"{p}/Cdtr", f"{p}/CdtrAcct")
-    return Transaction(
-        message_type=group.message_type,
-        reference=_req_text(pmt, "EndToEndId", pp, 35),
-        related_reference=_text(pmt, "InstrId", pp, 35),
-        uetr=fields.uetr(uetr, f"{pp}/UETR") if uetr is not None else None,
-        amount=amount, currency=currency, value_date=value_date,
-        instructed_amount=instructed, instructed_currency=instructed_ccy,
-        exchange_rate=rate,
-        originator=originator, beneficiary=beneficiary,
-        agents=_agents(tx, p, group), remittance=_remittance(_opt(tx, "RmtInf", p), f"{p}/RmtInf"),
-        charges=charges, raw_sha256=group.sha256, r16=R16.of(originator, beneficiary),
-    )
+def _transaction(tx: Element, p: str, group: _Group, family: str) -> Transaction:
+    with collect() as found:
+        pmt = req(tx, "PmtId", p)
+        pp = f"{p}/PmtId"
+        uetr = text(pmt, "UETR", pp, 36)
+        amt, currency = amount(req(tx, "IntrBkSttlmAmt", p), f"{p}/IntrBkSttlmAmt")
+        sttl = text(tx, "IntrBkSttlmDt", p, 25)
+        value_date = iso_date(sttl, f"{p}/IntrBkSttlmDt") if sttl is not None else group.value_date
+        if value_date is None:
+            raise MessageError("IntrBkSttlmDt is missing here and in GrpHdr (mandatory)",
+                               field=f"{p}/IntrBkSttlmDt")
+        if group.value_date is not None and value_date != group.value_date:
+            note("SETTLEMENT_DATE_CONFLICT", f"{p}/IntrBkSttlmDt",
+                 f"{value_date} here, {group.value_date} in GrpHdr/IntrBkSttlmDt")
+        rate_text = text(tx, "XchgRate", p, 23)
+        rate = fields.rate(rate_text, f"{p}/XchgRate", decimal_mark=".") if rate_text else None
+        charges = text(tx, "ChrgBr", p, 4)
+        if charges is None and family == "pacs.008":
+            note("MANDATORY_FIELD_MISSING", f"{p}/ChrgBr", "the charge bearer is missing")
+        elif charges is not None and charges not in _CHARGES:
+            note("CODE_NOT_IN_LIST", f"{p}/ChrgBr", f"{charges!r} is not one of {sorted(_CHARGES)}")
+        cover = opt(tx, "UndrlygCstmrCdtTrf", p) if family == "pacs.009" else None
+        src, sp = (cover, f"{p}/UndrlygCstmrCdtTrf") if cover is not None else (tx, p)
+        instd = opt(src, "InstdAmt", sp)
+        instructed, instructed_ccy = amount(instd, f"{sp}/InstdAmt") if instd is not None else (None, None)
+        if family == "pacs.009" and cover is None:
+            originator = institution_party(req(tx, "Dbtr", p), opt(tx, "DbtrAcct", p), f"{p}/Dbtr",
+                                           f"{p}/DbtrAcct")
+            beneficiary = institution_party(req(tx, "Cdtr", p), opt(tx, "CdtrAcct", p), f"{p}/Cdtr",
+                                            f"{p}/CdtrAcct")
+            ultimate_o = ultimate_b = None
+        else:
+            originator = party(req(src, "Dbtr", sp), opt(src, "DbtrAcct", sp), f"{sp}/Dbtr", f"{sp}/DbtrAcct")
+            beneficiary = party(req(src, "Cdtr", sp), opt(src, "CdtrAcct", sp), f"{sp}/Cdtr",
+                                f"{sp}/CdtrAcct")
+            ultimate_o = _opt_party(src, "UltmtDbtr", sp)
+            ultimate_b = _opt_party(src, "UltmtCdtr", sp)
+        _require_party(originator, f"{sp}/Dbtr")
+        _require_party(beneficiary, f"{sp}/Cdtr")
+        agents = _agents(tx, p, group, family, cover)
+        rmt = remittance(opt(src, "RmtInf", sp), f"{sp}/RmtInf")
+        reference = text(pmt, "EndToEndId", pp, 35)
+        if reference is None:
+            note("MANDATORY_FIELD_MISSING", f"{pp}/EndToEndId",
+                 "the end-to-end id is missing; NOTPROVIDED used")
+        return Transaction(
+            message_type=group.message_type,
+            reference=reference or "NOTPROVIDED",
+            related_reference=text(pmt, "InstrId", pp, 35),
+            uetr=fields.uetr_or_none(uetr, f"{pp}/UETR") if uetr is not None else None,
+            amount=amt, currency=currency, value_date=value_date,
+            instructed_amount=instructed, instructed_currency=instructed_ccy,
+            exchange_rate=rate, originator=originator, beneficiary=beneficiary,
+            agents=agents, remittance=rmt, charges=charges, raw_sha256=group.sha256,
+            r16=R16.of(originator, beneficiary), findings=(*group.findings, *found),
+            ultimate_originator=ultimate_o, ultimate_beneficiary=ultimate_b,
+        )
 
 
-def _agents(tx: Element, p: str, group: _Group) -> tuple[Agent, ...]:
+def _opt_party(el: Element, tag: str, p: str) -> Party | None:
+    found = opt(el, tag, p)
+    return None if found is None else party(found, None, f"{p}/{tag}", "")
+
+
+def _require_party(p: Party, where: str) -> None:
+    """A debtor or creditor of which nothing can be read is not a payment to screen."""
+    if not (p.name or p.account or p.bic or p.identifiers):
+        raise MessageError("holds no name, account, BIC or identifier", field=where)
+
+
+def _agents(tx: Element, p: str, group: _Group, family: str, cover: Element | None) -> tuple[Agent, ...]:
     out = []
     for tag, role in _INSTRUCTING:
-        el = _opt(tx, tag, p)
-        agent = _agent(el, None, role, f"{p}/{tag}") if el is not None else group.agents.get(tag)
-        if agent is not None:
-            out.append(agent)
-    for tag, acct, role in _CHAIN:
-        el = _req(tx, tag, p) if tag in _MANDATORY_AGENTS else _opt(tx, tag, p)
-        if el is not None:
-            out.append(_agent(el, _opt(tx, acct, p), role, f"{p}/{tag}", f"{p}/{acct}"))
+        el = opt(tx, tag, p)
+        ag = agent(el, None, role, f"{p}/{tag}") if el is not None else group.agents.get(tag)
+        if ag is not None:
+            out.append(ag)
+    chains = [(tx, p)] + ([(cover, f"{p}/UndrlygCstmrCdtTrf")] if cover is not None else [])
+    for src, sp in chains:
+        for tag, acct, role in _CHAIN:
+            el = opt(src, tag, sp)
+            if el is not None:
+                out.append(agent(el, opt(src, acct, sp), role, f"{sp}/{tag}", f"{sp}/{acct}"))
+            elif tag in ("DbtrAgt", "CdtrAgt") and family == "pacs.008":
+                note("MANDATORY_FIELD_MISSING", f"{sp}/{tag}", f"{tag} is missing")
     return tuple(out)
 
-
-def _agent(el: Element, acct: Element | None, role: str, where: str, acct_where: str = "") -> Agent:
-    fin = _req(el, "FinInstnId", where)
-    w = f"{where}/FinInstnId"
-    bic = _text(fin, "BICFI", w, 11)
-    name = _text(fin, "Nm", w, 140)
-    lines, ctry = _address(_opt(fin, "PstlAdr", w), f"{w}/PstlAdr")
-    return Agent(role=role, bic=fields.bic(bic, f"{w}/BICFI") if bic is not None else None,
-                 account=_account(acct, acct_where)[0] if acct is not None else None,
-                 name_address=(*([name] if name else ()), *lines, *([ctry] if ctry else ())))
-
-
-def _party(el: Element, acct: Element | None, where: str, acct_where: str) -> Party:
-    lines, ctry = _address(_opt(el, "PstlAdr", where), f"{where}/PstlAdr")
-    if ctry is None and (res := _text(el, "CtryOfRes", where, 2)) is not None:
-        ctry = fields.country(res, f"{where}/CtryOfRes")
-    identifiers, bic = _identifiers(_opt(el, "Id", where), f"{where}/Id")
-    account, iban = _account(acct, acct_where) if acct is not None else (None, None)
-    return Party(name=_text(el, "Nm", where, 140), account=account, iban=iban, bic=bic,
-                 address_lines=lines, country=ctry, identifiers=identifiers)
-
-
-def _account(acct: Element, where: str) -> tuple[str, str | None]:
-    ident = _req(acct, "Id", where)
-    w = f"{where}/Id"
-    text = _text(ident, "IBAN", w, 34)
-    if text is not None:
-        iban = fields.iban_or_none(text)
-        if iban is None:
-            raise MessageError(f"IBAN {text!r} is invalid (country, length or check digits)",
-                               field=f"{w}/IBAN")
-        return text, iban
-    othr = _opt(ident, "Othr", w)
-    if othr is None:
-        raise MessageError("account Id has neither IBAN nor Othr (one is mandatory)", field=w)
-    text = _req_text(othr, "Id", f"{w}/Othr", 34)
-    return text, fields.iban_or_none(text)
-
-
-def _address(adr: Element | None, w: str) -> tuple[tuple[str, ...], str | None]:
-    """Structured parts as lines ('StrtNm BldgNb', 'PstCd TwnNm', ...), then each AdrLine."""
-    if adr is None:
-        return (), None
-    got: dict[str, str] = {}
-    adr_lines: list[str] = []
-    for child in adr:  # one pass over the children, not one search per part
-        tag = child.tag
-        if tag == "AdrLine":
-            adr_lines.append(_value(child, w, 70))
-        elif (limit := _ADDRESS_PARTS.get(tag)) is not None:
-            if tag in got:
-                raise MessageError(f"{tag} appears twice; at most once is allowed", field=f"{w}/{tag}")
-            got[tag] = _value(child, w, limit)
-    if len(adr_lines) > 7:
-        raise MessageError(f"{len(adr_lines)} AdrLine; at most 7 are allowed", field=f"{w}/AdrLine")
-    g = got.get
-    lines = [s for s in (g("Dept"), g("SubDept"), _join(g("StrtNm"), g("BldgNb")), g("BldgNm"),
-                         _join(g("Flr"), g("Room")), g("PstBx"), _join(g("PstCd"), g("TwnNm")),
-                         g("TwnLctnNm"), g("DstrctNm"), g("CtrySubDvsn")) if s]
-    ctry = g("Ctry")
-    return (*lines, *adr_lines), fields.country(ctry, f"{w}/Ctry") if ctry is not None else None
-
-
-def _join(a: str | None, b: str | None) -> str | None:
-    return f"{a} {b}" if a and b else a or b
-
-
-def _identifiers(el: Element | None, w: str) -> tuple[tuple[Identifier, ...], str | None]:
-    """PrvtId (birth date and place, other ids) or OrgId (BIC, LEI, other ids); and the BIC."""
-    if el is None:
-        return (), None
-    prvt, org = _opt(el, "PrvtId", w), _opt(el, "OrgId", w)
-    if (prvt is None) == (org is None):
-        raise MessageError("Id must hold exactly one of PrvtId and OrgId", field=w)
-    out: list[Identifier] = []
-    bic = None
-    if prvt is not None:
-        w += "/PrvtId"
-        birth = _opt(prvt, "DtAndPlcOfBirth", w)
-        if birth is not None:
-            bw = f"{w}/DtAndPlcOfBirth"
-            born = fields.iso_date(_req_text(birth, "BirthDt", bw, 10), f"{bw}/BirthDt")
-            city = _req_text(birth, "CityOfBirth", bw, 35)
-            ctry = fields.country(_req_text(birth, "CtryOfBirth", bw, 2), f"{bw}/CtryOfBirth")
-            out += [Identifier("DOB", born.isoformat()), Identifier("POB", f"{city}, {ctry}", ctry)]
-        holder = prvt
-    else:
-        assert org is not None
-        w += "/OrgId"
-        any_bic = _text(org, "AnyBIC", w, 11)
-        if any_bic is not None:
-            bic = fields.bic(any_bic, f"{w}/AnyBIC")
-            out.append(Identifier("BIC", bic))
-        lei = _text(org, "LEI", w, 20)
-        if lei is not None:
-            out.append(Identifier("LEI", fields.lei(lei, f"{w}/LEI")))
-        holder = org
-    for n, othr in enumerate(holder.findall("Othr"), 1):
-        ow = f"{w}/Othr[{n}]"
-        value = _req_text(othr, "Id", ow, 35)
-        scheme_el = _opt(othr, "SchmeNm", ow)
-        code = _text(scheme_el, "Cd", f"{ow}/SchmeNm", 4) if scheme_el is not None else None
-        if code is not None and not _CODE.fullmatch(code):
-            raise MessageError(f"scheme code {code!r} is not 1-4 capitals or digits",
-                               field=f"{ow}/SchmeNm/Cd")
-        out.append(Identifier(code or "OTHR", value))
-    return tuple(out), bic
-
-
-def _remittance(el: Element | None, w: str) -> str | None:
-    if el is None:
-        return None
-    lines = [_value(u, w, 140) for u in el.findall("Ustrd")]
-    for n, strd in enumerate(el.findall("Strd"), 1):
-        ref = _opt(strd, "CdtrRefInf", f"{w}/Strd[{n}]")
-        if ref is not None and (text := _text(ref, "Ref", f"{w}/Strd[{n}]/CdtrRefInf", 35)):
-            lines.append(text)
-    return "\n".join(lines) or None
-
-
-def _amount(el: Element, where: str) -> tuple[Decimal, str]:
-    ccy = el.get("Ccy")
-    if ccy is None:
-        raise MessageError("Ccy attribute is missing (mandatory)", field=f"{where}/@Ccy")
-    fields.currency_exponent(ccy, f"{where}/@Ccy")
-    text = _value(el, where.rpartition("/")[0], 19)
-    return fields.amount(text, ccy, where, decimal_mark="."), ccy
-
-
-
-def _opt(parent: Element, tag: str, path: str) -> Element | None:
-    found = parent.findall(tag)
-    if not found:
-        return None
-    if len(found) > 1:
-        raise MessageError(f"{tag} appears {len(found)} times; at most once is allowed",
-                           field=f"{path}/{tag}".lstrip("/"))
-    return found[0]
-
-
-def _req(parent: Element, tag: str, path: str) -> Element:
-    el = _opt(parent, tag, path)
-    if el is None:
-        raise MessageError(f"{tag} is missing (mandatory)", field=f"{path}/{tag}".lstrip("/"))
-    return el
-
-
-def _value(el: Element, path: str, max_len: int) -> str:
-    text = (el.text or "").strip()
-    if not text or len(el):
-        raise MessageError(f"{el.tag} must hold text (1-{max_len} characters)",
-                           field=f"{path}/{el.tag}".lstrip("/"))
-    if len(text) > max_len:
-        raise MessageError(f"{el.tag} is {len(text)} characters; at most {max_len} are allowed",
-                           field=f"{path}/{el.tag}".lstrip("/"))
-    if (bad := _CONTROL.search(text)) is not None:
-        raise MessageError(f"{el.tag} holds the control character U+{ord(bad.group()):04X}",
-                           field=f"{path}/{el.tag}".lstrip("/"))
-    return text
-
-
-def _text(parent: Element, tag: str, path: str, max_len: int) -> str | None:
-    el = _opt(parent, tag, path)
-    return None if el is None else _value(el, path, max_len)
-
-
-def _req_text(parent: Element, tag: str, path: str, max_len: int) -> str:
-    return _value(_req(parent, tag, path), path, max_len)

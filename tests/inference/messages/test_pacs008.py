@@ -152,9 +152,11 @@ def test_business_application_header_envelope() -> None:
     assert [a.role for a in t.agents] == ["instructing", "instructed", "debtor_agent", "creditor_agent"]
 
 
-def test_header_naming_another_message_is_refused() -> None:
-    e = refuse(sub("with_app_header.xml", "<MsgDefIdr>pacs.008.001.08<", "<MsgDefIdr>pacs.009.001.08<"))
-    assert e.field == "AppHdr/MsgDefIdr" and "pacs.009.001.08" in e.reason
+def test_header_naming_another_message_is_a_finding() -> None:
+    (t,) = parse_pacs008(sub("with_app_header.xml", "<MsgDefIdr>pacs.008.001.08<",
+                             "<MsgDefIdr>pacs.009.001.08<"))
+    assert [(f.code, f.field) for f in t.findings] == [("APPHDR_VERSION_MISMATCH", "AppHdr/MsgDefIdr")]
+    assert "pacs.009.001.08" in t.findings[0].detail
 
 
 @pytest.mark.parametrize("name", VECTORS)

@@ -60,9 +60,8 @@ def test_any_dtd_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("namespace", "reason"), [
-    ("pacs.008.001.07", "pacs.008.001.07 is not supported (pacs.008.001.08 and later)"),
-    ("pacs.008.001.02", "pacs.008.001.02 is not supported"),
-    ("pacs.009.001.08", "unsupported message pacs.009.001.08: only pacs.008"),
+    ("pacs.009.001.08", "unsupported message pacs.009.001.08: pacs.008 is parsed here"),
+    ("pacs.008.001.01", "pacs.008.001.01 is not supported (pacs.008.001.02 and later)"),
     ("pain.001.001.09", "unsupported message pain.001.001.09"),
     ("pacs.008.001.٠٨", "not an ISO 20022 Document"),
 ])
@@ -86,17 +85,10 @@ def test_not_an_iso_20022_document(xml: bytes) -> None:
 # --- refusals: mandatory elements ------------------------------------------------------------
 
 @pytest.mark.parametrize(("element", "field"), [
-    ("EndToEndId", f"{TX1}/PmtId/EndToEndId"),
     ("PmtId", f"{TX1}/PmtId"),
     ("IntrBkSttlmAmt", f"{TX1}/IntrBkSttlmAmt"),
-    ("ChrgBr", f"{TX1}/ChrgBr"),
     ("Dbtr", f"{TX1}/Dbtr"),
     ("Cdtr", f"{TX1}/Cdtr"),
-    ("DbtrAgt", f"{TX1}/DbtrAgt"),
-    ("CdtrAgt", f"{TX1}/CdtrAgt"),
-    ("MsgId", "GrpHdr/MsgId"),
-    ("NbOfTxs", "GrpHdr/NbOfTxs"),
-    ("SttlmInf", "GrpHdr/SttlmInf"),
     ("GrpHdr", "GrpHdr"),
 ])
 def test_missing_mandatory_element(element: str, field: str) -> None:
@@ -148,22 +140,9 @@ def test_error_in_a_later_transaction_names_it() -> None:
     (">2025-03-14<", ">2025-02-30<", f"{TX1}/IntrBkSttlmDt", "is not YYYY-MM-DD"),
     (">2025-03-14<", ">20250314<", f"{TX1}/IntrBkSttlmDt", "is not YYYY-MM-DD"),
     (">2025-03-14<", ">14.03.2025<", f"{TX1}/IntrBkSttlmDt", "is not YYYY-MM-DD"),
-    ("<BICFI>BOFAUS3N", "<BICFI>BOFAZZ3N", f"{TX1}/CdtrAgt/FinInstnId/BICFI", "BIC 'BOFAZZ3N' is invalid"),
-    ("<BICFI>NWBKGB2L", "<BICFI>NWBK", f"{TX1}/InstgAgt/FinInstnId/BICFI", "BIC 'NWBK' is invalid"),
-    ("<Ctry>US", "<Ctry>XX", f"{TX1}/Cdtr/PstlAdr/Ctry", "country 'XX' is not an ISO 3166-1"),
-    ("<Ctry>GB", "<Ctry>gb", f"{TX1}/Dbtr/PstlAdr/Ctry", "country 'gb' is not an ISO 3166-1"),
-    ("8a562c67-ca16-48ba", "8A562C67-CA16-48BA", f"{TX1}/PmtId/UETR", "not a lower-case version 4 UUID"),
-    ("-48ba-", "-18ba-", f"{TX1}/PmtId/UETR", "not a lower-case version 4 UUID"),
-    ("GB29NWBK60161331926819", "GB29NWBK60161331926818", f"{TX1}/DbtrAcct/Id/IBAN", "invalid"),
-    ("<ChrgBr>DEBT", "<ChrgBr>OUR", f"{TX1}/ChrgBr", "'OUR' is not one of"),
-    ("<SttlmMtd>INDA", "<SttlmMtd>WIRE", "GrpHdr/SttlmInf/SttlmMtd", "'WIRE' is not one of"),
-    ("<NbOfTxs>1", "<NbOfTxs>2", "GrpHdr/NbOfTxs", "'2' but the message holds 1"),
-    ("<NbOfTxs>1", "<NbOfTxs>١", "GrpHdr/NbOfTxs", "'١' but the message holds 1"),
     (">25000.00<", ">٢٥٠٠٠.٠٠<", f"{TX1}/IntrBkSttlmAmt", "not a decimal number (ASCII digits)"),
     (">25000.00<", ">２５０００<", f"{TX1}/IntrBkSttlmAmt", "not a decimal number (ASCII digits)"),
     (">2025-03-14<", ">٢٠٢٥-03-14<", f"{TX1}/IntrBkSttlmDt", "is not YYYY-MM-DD"),
-    ("<EndToEndId>INV-2025-0042", "<EndToEndId>" + "E" * 36, f"{TX1}/PmtId/EndToEndId",
-     "36 characters; at most 35"),
     ("<Nm>Harbour Freight Forwarding Ltd</Nm>", "<Nm> </Nm>", f"{TX1}/Dbtr/Nm", "must hold text"),
     ("<Nm>Harbour Freight Forwarding Ltd</Nm>", "<Nm><b>x</b></Nm>", f"{TX1}/Dbtr/Nm", "must hold text"),
     ("<BldgNb>12</BldgNb>", "<BldgNb>12</BldgNb><BldgNb>14</BldgNb>", f"{TX1}/Dbtr/PstlAdr/BldgNb",
@@ -183,9 +162,58 @@ def test_leading_zeros_in_the_transaction_count_are_fine() -> None:
     assert len(parse_pacs008(sub(V, "<NbOfTxs>1<", "<NbOfTxs>001<"))) == 1
 
 
-def test_bad_control_sum() -> None:
-    e = refuse(read("multiple_transactions.xml").replace(b"3750.50", b"3750.51"))
-    assert e.field == "GrpHdr/CtrlSum" and "not the sum" in e.reason
+def test_bad_control_sum_is_a_finding_on_every_transaction() -> None:
+    ts = parse_pacs008(read("multiple_transactions.xml").replace(b"3750.50", b"3750.51"))
+    assert all(("CTRL_SUM_MISMATCH", "GrpHdr/CtrlSum") in {(f.code, f.field) for f in t.findings} for t in ts)
+
+
+@pytest.mark.parametrize("element", ["EndToEndId", "ChrgBr", "DbtrAgt", "CdtrAgt", "MsgId", "NbOfTxs"])
+def test_a_missing_element_the_payment_reads_without_is_a_finding(element: str) -> None:
+    (t,) = parse_pacs008(drop("usd_cross_border_intermediary.xml", element))
+    assert [f.code for f in t.findings] == ["MANDATORY_FIELD_MISSING"]
+    assert t.findings[0].field.endswith(element)
+
+
+def test_no_settlement_information_is_a_finding() -> None:
+    (t,) = parse_pacs008(drop("usd_cross_border_intermediary.xml", "SttlmInf"))
+    assert [(f.code, f.field) for f in t.findings] == [("MISSING_SETTLEMENT_INFO", "GrpHdr/SttlmInf")]
+
+
+@pytest.mark.parametrize(("name", "old", "new", "code", "field"), [
+    (V, "<BICFI>BOFAUS3N", "<BICFI>BOFAZZ3N", "BIC_UNKNOWN_COUNTRY", f"{TX1}/CdtrAgt/FinInstnId/BICFI"),
+    (V, "<BICFI>NWBKGB2L", "<BICFI>NWBK", "BIC_MALFORMED", f"{TX1}/InstgAgt/FinInstnId/BICFI"),
+    (V, "<Ctry>US", "<Ctry>XX", "COUNTRY_UNKNOWN", f"{TX1}/Cdtr/PstlAdr/Ctry"),
+    (V, "<Ctry>GB", "<Ctry>gb", "COUNTRY_UNKNOWN", f"{TX1}/Dbtr/PstlAdr/Ctry"),
+    (V, "8a562c67-ca16-48ba", "8A562C67-CA16-48BA", "UETR_INVALID", f"{TX1}/PmtId/UETR"),
+    (V, "-48ba-", "-18ba-", "UETR_INVALID", f"{TX1}/PmtId/UETR"),
+    (V, "GB29NWBK60161331926819", "GB29NWBK60161331926818", "IBAN_CHECK_DIGITS", f"{TX1}/DbtrAcct/Id/IBAN"),
+    (V, "<ChrgBr>DEBT", "<ChrgBr>OUR", "CODE_NOT_IN_LIST", f"{TX1}/ChrgBr"),
+    (V, "<SttlmMtd>INDA", "<SttlmMtd>WIRE", "CODE_NOT_IN_LIST", "GrpHdr/SttlmInf/SttlmMtd"),
+    (V, "<NbOfTxs>1", "<NbOfTxs>2", "NB_OF_TXS_MISMATCH", "GrpHdr/NbOfTxs"),
+    (V, "<NbOfTxs>1", "<NbOfTxs>١", "NB_OF_TXS_MISMATCH", "GrpHdr/NbOfTxs"),
+    (V, "<EndToEndId>INV-2025-0042", "<EndToEndId>EEEEEEEEEEEEEEEEEEEEEEEEEEEEEEEEEEEE", "FIELD_TOO_LONG",
+     f"{TX1}/PmtId/EndToEndId"),
+    ("private_person_birth.xml", "<CtryOfBirth>HK", "<CtryOfBirth>QQ", "COUNTRY_UNKNOWN",
+     f"{TX1}/Dbtr/Id/PrvtId/DtAndPlcOfBirth/CtryOfBirth"),
+    ("private_person_birth.xml", "<Cd>CCPT</Cd>", "<Cd>pass</Cd>", "CODE_NOT_IN_LIST",
+     f"{TX1}/Dbtr/Id/PrvtId/Othr[2]/SchmeNm/Cd"),
+    ("private_person_birth.xml", "<CtryOfRes>HK", "<CtryOfRes>HKG", "FIELD_TOO_LONG",
+     f"{TX1}/Dbtr/CtryOfRes"),
+    ("organisation_lei_bic.xml", "529900T8BM49AURSDO55", "529900T8BM49AURSDO56", "LEI_CHECK_DIGITS",
+     f"{TX1}/Dbtr/Id/OrgId/LEI"),
+    ("organisation_lei_bic.xml", "7LTWFZYICNSX8D621K86", "7LTWFZYICNSX8D621K8", "LEI_CHECK_DIGITS",
+     f"{TX1}/Cdtr/Id/OrgId/LEI"),
+    ("organisation_lei_bic.xml", "<AnyBIC>NWCCUS33", "<AnyBIC>NWCC1S33", "BIC_MALFORMED",
+     f"{TX1}/Dbtr/Id/OrgId/AnyBIC"),
+])
+def test_a_flawed_value_of_a_readable_payment_is_a_finding(name: str, old: str, new: str, code: str,
+                                                           field: str) -> None:
+    """Read liberally: the payment is decided, the flaw named where it is (and in the hash)."""
+    clean = parse_pacs008(read(name))
+    flawed = parse_pacs008(sub(name, old, new))
+    assert (code, field) in {(f.code, f.field) for f in flawed[0].findings}, flawed[0].findings
+    assert not clean[0].findings and flawed[0].sha256 != clean[0].sha256
+    assert flawed[0].amount == clean[0].amount
 
 
 def test_bad_exchange_rate_and_instructed_amount() -> None:
@@ -201,27 +229,13 @@ def test_bad_exchange_rate_and_instructed_amount() -> None:
 @pytest.mark.parametrize(("old", "new", "field", "reason"), [
     ("<BirthDt>1979-02-28", "<BirthDt>1979-02-29", f"{TX1}/Dbtr/Id/PrvtId/DtAndPlcOfBirth/BirthDt",
      "not YYYY-MM-DD"),
-    ("<CtryOfBirth>HK", "<CtryOfBirth>QQ", f"{TX1}/Dbtr/Id/PrvtId/DtAndPlcOfBirth/CtryOfBirth",
-     "not an ISO 3166-1"),
     ("<CityOfBirth>Kowloon</CityOfBirth>", "", f"{TX1}/Dbtr/Id/PrvtId/DtAndPlcOfBirth/CityOfBirth",
      "missing"),
-    ("<Cd>CCPT</Cd>", "<Cd>pass</Cd>", f"{TX1}/Dbtr/Id/PrvtId/Othr[2]/SchmeNm/Cd", "not 1-4 capitals"),
     ("<Id>K01234567</Id>", "", f"{TX1}/Dbtr/Id/PrvtId/Othr[2]/Id", "missing"),
-    ("<CtryOfRes>HK", "<CtryOfRes>HKG", f"{TX1}/Dbtr/CtryOfRes", "at most 2"),
     ("<PrvtId>\n            <Othr>", "<OrgId/><PrvtId><Othr>", f"{TX1}/Cdtr/Id", "exactly one of PrvtId"),
 ])
 def test_bad_private_identification(old: str, new: str, field: str, reason: str) -> None:
     e = refuse(sub("private_person_birth.xml", old, new))
-    assert e.field == field and reason in e.reason, (e.field, e.reason)
-
-
-@pytest.mark.parametrize(("old", "new", "field", "reason"), [
-    ("529900T8BM49AURSDO55", "529900T8BM49AURSDO56", f"{TX1}/Dbtr/Id/OrgId/LEI", "check digits"),
-    ("7LTWFZYICNSX8D621K86", "7LTWFZYICNSX8D621K8", f"{TX1}/Cdtr/Id/OrgId/LEI", "format"),
-    ("<AnyBIC>NWCCUS33", "<AnyBIC>NWCC1S33", f"{TX1}/Dbtr/Id/OrgId/AnyBIC", "is invalid"),
-])
-def test_bad_organisation_identification(old: str, new: str, field: str, reason: str) -> None:
-    e = refuse(sub("organisation_lei_bic.xml", old, new))
     assert e.field == field and reason in e.reason, (e.field, e.reason)
 
 
@@ -235,7 +249,7 @@ def test_mangled_input_is_always_a_message_error() -> None:
                 parse_pacs008(mangled)
 
 
-@pytest.mark.parametrize("char", ["&#x9;", "&#xA;", "&#xD;", "\t", "\x7f", "\x85", "\x9b"])
+@pytest.mark.parametrize("char", ["\x7f", "\x85", "\x9b", "&#x9B;"])
 def test_a_control_character_in_a_name_is_refused_naming_the_element(char: str) -> None:
     """As the JSON and SWIFT parsers refuse them: a tab, line break, DEL or C1 code (an ANSI
     escape introducer, U+009B) inside a name reaches no record, however the XML spells it."""
@@ -243,8 +257,17 @@ def test_a_control_character_in_a_name_is_refused_naming_the_element(char: str) 
     assert e.field.endswith("/Nm") and "control character" in e.reason
 
 
+@pytest.mark.parametrize("char", ["&#x9;", "&#xA;", "&#xD;", "\t"])
+def test_a_line_break_or_tab_in_a_name_is_read_as_a_space_and_named(char: str) -> None:
+    """Pretty-printed XML wraps long names: the break never reaches a record, the name reads with one
+    space, and the layout finding says so."""
+    (t,) = parse_pacs008(sub("sepa_eur_ibans.xml", "Müller Werkzeugbau", f"Müller{char}Werkzeugbau"))
+    assert t.originator.name is not None and "Müller Werkzeugbau" in t.originator.name
+    assert "LAYOUT" in {f.code for f in t.findings}
+
+
 def test_a_control_character_in_remittance_is_refused() -> None:
     data = read("sepa_eur_ibans.xml").decode()
     start = data.index("<Ustrd>") + len("<Ustrd>")
-    e = refuse((data[:start] + "x&#xA;y " + data[start:]).encode())
-    assert e.field.endswith("/Ustrd") and "U+000A" in e.reason
+    e = refuse((data[:start] + "x&#x85;y " + data[start:]).encode())
+    assert e.field.endswith("/Ustrd") and "U+0085" in e.reason
