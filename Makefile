@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint audit bench clean screenshots
+.PHONY: demo test fuzz lint audit bench clean screenshots
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,9 +28,14 @@ lint: $(DEVSTAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The 20,000-case fuzz runs (minutes) join the suite where SEALTRAIL_FUZZ_LONG is set, as .ci/run
+# sets it; a local `make test` stays within its time and `make fuzz` runs them.
 test: lint
 	bash .ci/browser
-	$(BIN)/pytest
+	$(BIN)/pytest $(if $(SEALTRAIL_FUZZ_LONG),,-m "not fuzz_long")
+
+fuzz: .venv/.installed-dev
+	$(BIN)/pytest -m fuzz_long tests/inference/messages/test_fuzz_messages.py
 
 # pip-audit over the installed dependencies (.ci/audit.py): fails on a known vulnerability without a
 # recorded exception (.ci/audit-exceptions.txt); says so, and passes, when its service cannot be reached.

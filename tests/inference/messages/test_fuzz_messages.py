@@ -63,10 +63,10 @@ test_a_mutated_pacs008_message_is_decided_or_refused_naming_a_field = _property(
 test_a_mutated_json_message_is_decided_or_refused_naming_a_field = _property("json", 2_000)
 test_a_mutated_message_of_any_format_is_decided_or_refused_as_auto = _property("auto", 2_000)
 
-test_many_mutated_fin_messages = pytest.mark.slow(_property("mt", 20_000))
-test_many_mutated_pacs008_messages = pytest.mark.slow(_property("pacs008", 20_000))
-test_many_mutated_json_messages = pytest.mark.slow(_property("json", 20_000))
-test_many_mutated_messages_as_auto = pytest.mark.slow(_property("auto", 20_000))
+test_many_mutated_fin_messages = pytest.mark.fuzz_long(pytest.mark.slow(_property("mt", 20_000)))
+test_many_mutated_pacs008_messages = pytest.mark.fuzz_long(pytest.mark.slow(_property("pacs008", 20_000)))
+test_many_mutated_json_messages = pytest.mark.fuzz_long(pytest.mark.slow(_property("json", 20_000)))
+test_many_mutated_messages_as_auto = pytest.mark.fuzz_long(pytest.mark.slow(_property("auto", 20_000)))
 
 
 def _regressions() -> list[Any]:
