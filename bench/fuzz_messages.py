@@ -65,9 +65,11 @@ def _public_kind(path: Path, data: bytes) -> Kind | None:
     if path.suffix.lower() in EXTENSIONS:
         return EXTENSIONS[path.suffix.lower()]
     try:
-        return detect_format(data)
+        kind = detect_format(data)
     except MessageError:
         return None
+    # every ISO 20022 message seeds the XML group (the "auto" runs read each as its own message)
+    return "mt" if kind == "mt" else "json" if kind == "json" else "pacs008"
 
 
 def seeds(vectors: Path = VECTORS) -> list[Seed]:
