@@ -22,9 +22,9 @@ def one(path: Path, fmt: str = "auto") -> Transaction:
 
 def test_the_format_is_told_by_the_documents_namespace() -> None:
     assert detect_format((BAL / "p_2_3_1_a pacs.009.cov-AtoB.xml").read_bytes()) == "pacs009"
-    assert detect_format((BAL / "p_2_1_2 pacs.004-CtoB.xml").read_bytes()) == "pacs004"
+    assert detect_format((BAL / "p_2_3_1_b pacs.004-CtoB.xml").read_bytes()) == "pacs004"
     assert detect_format((PHO / "2026_pain001_credit_initiation_sample.xml").read_bytes()) == "pain001"
-    assert detect_format((BAL / "p_2_1_2 pacs.008-AtoB.xml").read_bytes()) == "pacs008"
+    assert detect_format((BAL / "p_2_1_1 pacs.008-AtoB.xml").read_bytes()) == "pacs008"
 
 
 def test_a_cover_payment_screens_the_customers_it_covers() -> None:
@@ -33,7 +33,7 @@ def test_a_cover_payment_screens_the_customers_it_covers() -> None:
     cov = one(BAL / "p_2_3_1_a pacs.009.cov-AtoB.xml")
     assert (cov.originator.name, cov.beneficiary.name) == ("A Debiter", "B Creditor Co")
     assert any(a.role == "debtor_agent" for a in cov.agents)
-    core = one(BAL / "p_2_4_1 pacs.009-BtoC.xml")
+    core = one(BAL / "p_2_4_1 pacs.009-CtoD.xml")
     assert core.originator.bic and core.beneficiary.bic
     assert core.originator.identifiers[0].scheme == "BIC"
 
@@ -60,21 +60,21 @@ def test_an_initiation_takes_its_debtor_from_the_payment_information() -> None:
 
 
 def test_an_application_header_naming_another_version_is_a_finding() -> None:
-    t = one(BAL / "p_2_1_2 pacs.008-AtoB.xml")
+    t = one(BAL / "p_2_1_1 pacs.008-AtoB.xml")
     assert t.message_type == "pacs.008.001.12"
     assert ("APPHDR_VERSION_MISMATCH", "AppHdr/MsgDefIdr") in {(f.code, f.field) for f in t.findings}
 
 
 def test_pacs008_format_reads_only_pacs008_and_names_what_else_it_was() -> None:
-    (err,) = parse_messages((BAL / "p_2_1_2 pacs.004-CtoB.xml").read_bytes(), "pacs008")
+    (err,) = parse_messages((BAL / "p_2_3_1_b pacs.004-CtoB.xml").read_bytes(), "pacs008")
     assert isinstance(err, MessageError) and "unsupported message pacs.004.001.09" in err.reason
-    assert isinstance(one(BAL / "p_2_1_2 pacs.004-CtoB.xml", "iso20022"), Transaction)
+    assert isinstance(one(BAL / "p_2_3_1_b pacs.004-CtoB.xml", "iso20022"), Transaction)
 
 
 @pytest.mark.parametrize("version", ["02", "04", "06"])
 def test_early_pacs008_versions_and_their_element_names(version: str) -> None:
     """pacs.008.001.02 to .04 name a BIC ``BIC`` and an organisation's ``BICOrBEI``."""
-    data = (PHO / "y2026_pacs.008.min.xml").read_bytes().replace(b"pacs.008.001.08", f"pacs.008.001.{version}"
+    data = (PHO / "y2025_pacs.008.min.xml").read_bytes().replace(b"pacs.008.001.08", f"pacs.008.001.{version}"
                                                                    .encode()).replace(b"BICFI>", b"BIC>")
     got = parse_messages(data)
     assert isinstance(got[0], Transaction), got
@@ -83,6 +83,6 @@ def test_early_pacs008_versions_and_their_element_names(version: str) -> None:
 
 
 def test_an_unsupported_iso_message_is_refused_naming_it() -> None:
-    data = (PHO / "y2026_pacs.008.min.xml").read_bytes().replace(b"pacs.008.001.08", b"camt.053.001.08")
+    data = (PHO / "y2025_pacs.008.min.xml").read_bytes().replace(b"pacs.008.001.08", b"camt.053.001.08")
     (err,) = parse_messages(data)
     assert isinstance(err, MessageError) and err.field == "Document" and "camt.053.001.08" in err.reason
