@@ -42,6 +42,7 @@ class NavItem:
 NAV = (
     NavItem("/console", "Overview", "traces.query"),
     NavItem("/console/search", "Search", "traces.query"),
+    NavItem("/console/refusals", "Refusals", "traces.query"),
     NavItem("/console/ledger", "Ledger", "ledger.checkpoint"),
     NavItem("/console/rules", "Rules", "rulesets.list"),
     NavItem("/console/exports", "Exports", "exports.list"),
