@@ -22,7 +22,7 @@ from inference.messages.findings import note
 from inference.messages.transaction import Agent, Identifier, Party
 
 __all__ = ["account", "address", "agent", "amount", "identifiers", "institution_party", "opt", "party",
-           "remittance", "req", "req_text", "text", "value"]
+           "remittance", "req", "req_text", "require_party", "text", "value"]
 
 _CODE = re.compile(r"[A-Z0-9]{1,4}")  # external code lists (ISO 20022 ExternalCode, 1-4 chars)
 # Control characters (C0 with tab, CR and LF, DEL, C1): refused in every text value, as the JSON and
@@ -70,6 +70,14 @@ def party(el: Element, acct: Element | None, where: str, acct_where: str) -> Par
     acct_id, iban = account(acct, acct_where) if acct is not None else (None, None)
     return Party(name=text(el, "Nm", where, 140), account=acct_id, iban=iban, bic=bic,
                  address_lines=lines, country=ctry, identifiers=ids)
+
+
+def require_party(p: Party, where: str) -> Party:
+    """``p``, unless nothing of it can be read (no name, account, BIC or identifier): such a debtor or
+    creditor is not a payment to screen."""
+    if not (p.name or p.account or p.bic or p.identifiers):
+        raise MessageError("holds no name, account, BIC or identifier", field=where)
+    return p
 
 
 def account(acct: Element, where: str) -> tuple[str, str | None]:

@@ -19,7 +19,7 @@ from inference.messages.errors import MessageError
 from inference.messages.findings import collect, note
 from inference.messages.iso20022 import DOC as _DOC
 from inference.messages.iso20022 import document, iso_date, parse_xml
-from inference.messages.iso_elements import agent, amount, opt, party, remittance, req, text
+from inference.messages.iso_elements import agent, amount, opt, party, remittance, req, require_party, text
 from inference.messages.transaction import R16, Agent, Original, Party, Transaction
 
 __all__ = ["parse_pacs004"]
@@ -101,7 +101,7 @@ def _parties(tx: Element, p: str) -> tuple[Party, Party, tuple[Agent, ...]]:
             ap = f"{p}/OrgnlTxRef" if ref is not None else cp
             orig = party(dbtr, opt(acct_src, "CdtrAcct", ap), f"{cp}/Dbtr", f"{ap}/CdtrAcct")
             bene = party(cdtr, opt(acct_src, "DbtrAcct", ap), f"{cp}/Cdtr", f"{ap}/DbtrAcct")
-            return _checked(orig, f"{cp}/Dbtr"), _checked(bene, f"{cp}/Cdtr"), _agents(chain, cp)
+            return require_party(orig, f"{cp}/Dbtr"), require_party(bene, f"{cp}/Cdtr"), _agents(chain, cp)
     if ref is None:
         raise MessageError("the return names no parties (neither RtrChain nor OrgnlTxRef)",
                            field=f"{p}/OrgnlTxRef")
@@ -111,13 +111,7 @@ def _parties(tx: Element, p: str) -> tuple[Party, Party, tuple[Agent, ...]]:
         raise MessageError("the original transaction names no debtor and creditor", field=f"{rp}/Dbtr")
     orig = party(cdtr, opt(ref, "CdtrAcct", rp), f"{rp}/Cdtr", f"{rp}/CdtrAcct")
     bene = party(dbtr, opt(ref, "DbtrAcct", rp), f"{rp}/Dbtr", f"{rp}/DbtrAcct")
-    return _checked(orig, f"{rp}/Cdtr"), _checked(bene, f"{rp}/Dbtr"), _agents(ref, rp)
-
-
-def _checked(p: Party, where: str) -> Party:
-    if not (p.name or p.account or p.bic or p.identifiers):
-        raise MessageError("holds no name, account, BIC or identifier", field=where)
-    return p
+    return require_party(orig, f"{rp}/Cdtr"), require_party(bene, f"{rp}/Dbtr"), _agents(ref, rp)
 
 
 def _agents(el: Element, p: str) -> tuple[Agent, ...]:

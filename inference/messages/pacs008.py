@@ -37,6 +37,7 @@ from inference.messages.iso_elements import (
     party,
     remittance,
     req,
+    require_party,
     text,
 )
 from inference.messages.transaction import R16, Agent, Party, Transaction
@@ -152,8 +153,8 @@ def _transaction(tx: Element, p: str, group: _Group, family: str) -> Transaction
                                 f"{sp}/CdtrAcct")
             ultimate_o = _opt_party(src, "UltmtDbtr", sp)
             ultimate_b = _opt_party(src, "UltmtCdtr", sp)
-        _require_party(originator, f"{sp}/Dbtr")
-        _require_party(beneficiary, f"{sp}/Cdtr")
+        require_party(originator, f"{sp}/Dbtr")
+        require_party(beneficiary, f"{sp}/Cdtr")
         agents = _agents(tx, p, group, family, cover)
         rmt = remittance(opt(src, "RmtInf", sp), f"{sp}/RmtInf")
         reference = text(pmt, "EndToEndId", pp, 35)
@@ -177,12 +178,6 @@ def _transaction(tx: Element, p: str, group: _Group, family: str) -> Transaction
 def _opt_party(el: Element, tag: str, p: str) -> Party | None:
     found = opt(el, tag, p)
     return None if found is None else party(found, None, f"{p}/{tag}", "")
-
-
-def _require_party(p: Party, where: str) -> None:
-    """A debtor or creditor of which nothing can be read is not a payment to screen."""
-    if not (p.name or p.account or p.bic or p.identifiers):
-        raise MessageError("holds no name, account, BIC or identifier", field=where)
 
 
 def _agents(tx: Element, p: str, group: _Group, family: str, cover: Element | None) -> tuple[Agent, ...]:

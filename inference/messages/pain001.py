@@ -21,7 +21,7 @@ from inference.messages.errors import MessageError
 from inference.messages.findings import Finding, collect, note
 from inference.messages.iso20022 import DOC as _DOC
 from inference.messages.iso20022 import document, iso_date, parse_xml
-from inference.messages.iso_elements import agent, amount, opt, party, remittance, req, text
+from inference.messages.iso_elements import agent, amount, opt, party, remittance, req, require_party, text
 from inference.messages.transaction import R16, Agent, Party, Transaction
 
 __all__ = ["parse_pain001"]
@@ -83,8 +83,7 @@ def _block(blk: Element, p: str, message_type: str, sha: str, group: tuple[Findi
             given = (when.text or "").strip()
         value_date = iso_date(given, wp)
         debtor = party(req(blk, "Dbtr", p), opt(blk, "DbtrAcct", p), f"{p}/Dbtr", f"{p}/DbtrAcct")
-        if not (debtor.name or debtor.account or debtor.identifiers):
-            raise MessageError("holds no name, account or identifier", field=f"{p}/Dbtr")
+        require_party(debtor, f"{p}/Dbtr")
         dbtr_agt = opt(blk, "DbtrAgt", p)
         agents: list[Agent] = [agent(dbtr_agt, None, "debtor_agent",
                                      f"{p}/DbtrAgt")] if dbtr_agt is not None else []
@@ -113,8 +112,7 @@ def _tx(tx: Element, p: str, message_type: str, sha: str, inherited: tuple[Findi
             eqvt = req(amt_el, "EqvtAmt", f"{p}/Amt")
             amt, ccy = amount(req(eqvt, "Amt", f"{p}/Amt/EqvtAmt"), f"{p}/Amt/EqvtAmt/Amt")
         creditor = party(req(tx, "Cdtr", p), opt(tx, "CdtrAcct", p), f"{p}/Cdtr", f"{p}/CdtrAcct")
-        if not (creditor.name or creditor.account or creditor.identifiers):
-            raise MessageError("holds no name, account or identifier", field=f"{p}/Cdtr")
+        require_party(creditor, f"{p}/Cdtr")
         chain = list(agents)
         for tag, role in (("IntrmyAgt1", "intermediary"), ("CdtrAgt", "creditor_agent")):
             if (el := opt(tx, tag, p)) is not None:
