@@ -1,5 +1,6 @@
 """Payment messages in, one canonical ``Transaction`` out: SWIFT FIN MT103/MT202/MT202COV
-(also RJE files), ISO 20022 pacs.008 (001.08 and later) and JSON.
+(also RJE and DOS-PCC files; ``mt103``/``mt202`` when the caller names the type, which also reads a
+text block without headers), ISO 20022 pacs.008, pacs.009, pacs.004, pain.001 and JSON.
 
 ``parse_messages(data, format)`` returns, per message, either its ``Transaction`` or the
 ``MessageError`` that refused it (naming the message, the field and the reason), so one bad
@@ -58,9 +59,12 @@ def transaction_schema_of(parser: str | None) -> str:
     return schema
 
 _FIN_START = re.compile(rb"\{[1-5]:|:[0-9]{2}[A-Z]?:")
-Format = Literal["auto", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json"]
+Format = Literal["auto", "mt", "mt103", "mt202", "pacs008", "pacs009", "pacs004", "pain001", "iso20022",
+                 "json"]
 Kind = Literal["mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json"]
-FORMATS: tuple[str, ...] = ("auto", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json")
+FORMATS: tuple[str, ...] = ("auto", "mt", "mt103", "mt202", "pacs008", "pacs009", "pacs004", "pain001",
+                           "iso20022", "json")
+_STATED_MT = {"mt103": "103", "mt202": "202"}  # FIN with the type named: also a text block without headers
 _ISO_KINDS = {b"pacs.008": "pacs008", b"pacs.009": "pacs009", b"pacs.004": "pacs004", b"pain.001": "pain001"}
 _ISO_NS = re.compile(rb"(?:urn:iso:std:iso:20022:tech:xsd:|/)(pacs\.00[489]|pain\.001)\.[0-9]{3}\.")
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -90,10 +94,10 @@ def parse_messages(data: bytes, fmt: Format = "auto") -> list[Transaction | Mess
         kind = detect_format(data) if fmt == "auto" else fmt
     except MessageError as exc:
         return [exc]
-    if kind == "mt":
+    if kind == "mt" or kind in _STATED_MT:
         from inference.messages.mt import parse_mt
 
-        return list(parse_mt(data))
+        return list(parse_mt(data, _STATED_MT.get(kind)))
     try:
         if kind == "json":
             from inference.messages.json_message import parse_json

@@ -53,6 +53,8 @@ CODES: dict[str, str] = {
     "HEADER_FORMAT": "a FIN basic or application header not in its exact layout; its address read as far as "
                      "it goes",
     "DATE_FORMAT": "an ISO 20022 date given as a date-time; its date is used",
+    "HEADERS_MISSING": "a FIN text block without its basic and application headers, read as the message "
+                       "type the caller stated (format mt103 or mt202); sender and receiver unknown",
 }
 MAX_FINDINGS = 64  # per transaction; a message with more says so in the last one
 

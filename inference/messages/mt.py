@@ -13,6 +13,10 @@ read with the service message's status kept as a finding (``SERVICE_ACK`` / ``SE
 framing is read as SWIFT interfaces write it: white space and line breaks (LF or CRLF) between and
 around the blocks, a ``{S:}`` trailer, a byte-order mark, RJE files ('$' between messages) and DOS-
 PCC files (each message between SOH 0x01 and ETX 0x03, padded with spaces to 512-byte sectors).
+A text block without its headers (its fields alone, or ``{4:...-}`` alone) states no message type and
+is refused, unless the caller states the type (``parse_mt(data, stated="103")``): then it is read as
+that type's text block, with sender and receiver unknown (the ``HEADERS_MISSING`` finding); a message
+whose header names another type than the one stated is refused.
 """
 
 from __future__ import annotations
@@ -90,15 +94,16 @@ _WELL_FORMED = re.compile(
     r"(?:\{5:((?:\{[^{}]*\})*)\})?(?:\{S:(?:\{[^{}]*\})*\})?\s*\Z", re.S)
 
 
-def _blocks(text: str) -> dict[str, str]:
+def _blocks(text: str, bare_ok: bool = False) -> dict[str, str]:
     """Blocks 1-5 of one message: one regular expression for the usual well-formed case, the
     slower scan below when it fails (white space between blocks, a trailer), which also says
-    what is wrong where something is."""
+    what is wrong where something is. ``bare_ok``: a text block without headers (the caller
+    stated the type) is returned as block 4 alone."""
     m = _WELL_FORMED.match(text)
     if m is not None:
         found = dict(zip("12345", m.groups(), strict=True))
         return {k: v for k, v in found.items() if v is not None}
-    blocks = _scan_blocks(text)
+    blocks = _scan_blocks(text, bare_ok)
     order = list(blocks)
     if order != sorted(order, key=_ORDER.index):
         raise MessageError(f"blocks are not in the order 1, 2, 3, 4, 5 (found {', '.join(order)})",
@@ -137,9 +142,10 @@ _INDENT = re.compile(r"^[ \t]+", re.M)
 _BLOCK_START = re.compile(r"\{([1-5S]):")
 
 
-def _scan_blocks(text: str) -> dict[str, str]:
+def _scan_blocks(text: str, bare_ok: bool) -> dict[str, str]:
     """Top-level ``{n:...}`` blocks with balanced braces, white space between them skipped;
-    block 4 ends at '\\n-}'."""
+    block 4 ends at '\\n-}'. With ``bare_ok``, fields without any block, or block 4 without blocks
+    1 and 2, are a text block alone."""
     blocks: dict[str, str] = {}
     pos = 0
     while pos < len(text):
@@ -149,7 +155,10 @@ def _scan_blocks(text: str) -> dict[str, str]:
         m = _BLOCK_START.match(text, pos)
         if m is None:
             if not blocks and _FIELD.match(text, pos):
-                raise MessageError("a text block without its headers: the message type is not stated",
+                if bare_ok:
+                    return {"4": _bare_text(text[pos:])}
+                raise MessageError("a text block without its headers: the message type is not stated "
+                                   "(a caller who knows it names it: format mt103 or mt202)",
                                    field="block 2")
             if "4" in blocks and text[pos] in "{}" and not text[pos:].strip(" \t\r\n{}"):
                 note("LAYOUT", "header", f"stray {text[pos:].strip()!r} after the last block")
@@ -175,10 +184,19 @@ def _scan_blocks(text: str) -> dict[str, str]:
             raise MessageError("block is truncated (unbalanced braces)", field=f"block {key}")
         blocks[key] = text[start:i - 1]
         pos = i
+    if bare_ok and "4" in blocks and "1" not in blocks and "2" not in blocks:
+        return blocks
     for needed in ("2", "1", "4"):  # without block 2 the message type is not stated
         if needed not in blocks:
             raise MessageError("is missing", field=f"block {needed}")
     return blocks
+
+
+def _bare_text(text: str) -> str:
+    """The fields of a text block written without its braces, as block 4's content (a closing
+    '-' line, if there, dropped)."""
+    body = text.rstrip(" \t\n")
+    return "\n" + (body[:-2] if body.endswith("\n-") else body) + "\n"
 
 
 def _fields(block4: str) -> list[tuple[str, str]]:
@@ -253,7 +271,7 @@ def _loose_block1(text: str) -> re.Match[str]:
 
 
 class _Message:
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, stated: str | None = None) -> None:
         if len(raw) > MAX_MESSAGE_BYTES:
             raise MessageError(f"message is {len(raw):,} bytes, more than {MAX_MESSAGE_BYTES:,}",
                                field="message")
@@ -263,13 +281,19 @@ class _Message:
             raise MessageError(f"is not valid UTF-8 (byte {exc.start})", field="message") from None
         self.raw = raw
         text = _unwrap_service(text)
-        self.blocks = _blocks(text)
+        self.blocks = _blocks(text, bare_ok=stated is not None)
+        if stated is not None and "2" not in self.blocks:
+            self._headerless(stated)
+            return
         b1 = _BLOCK1.fullmatch(self.blocks["1"]) or _loose_block1(self.blocks["1"])
         b2 = _BLOCK2_IN.fullmatch(self.blocks["2"]) or _BLOCK2_OUT.fullmatch(self.blocks["2"])
         if b2 is None:
             raise MessageError(f"application header {self.blocks['2']!r} is malformed",
                                field="block 2")
         self.mt = b2.group(1)
+        if stated is not None and self.mt != stated:
+            raise MessageError(f"the application header names MT{self.mt}, not the MT{stated} stated",
+                               field="block 2")
         if self.mt not in _REQUIRED:
             raise MessageError(f"message type MT{self.mt} is not supported (MT103, MT202, "
                                "MT202COV)", field="block 2")
@@ -282,6 +306,15 @@ class _Message:
             sender_lt, receiver_lt = b2.group(3)[6:18], lt
         self.sender = bic_or_none(_lt_bic(sender_lt), "block 2" if sender_lt != lt else "block 1")
         self.receiver = bic_or_none(_lt_bic(receiver_lt), "block 2" if receiver_lt != lt else "block 1")
+        self.user = dict(re.findall(r"\{(\d{3}):([^{}]*)\}", self.blocks.get("3", "")))
+        self.cov = self.mt == "202" and self.user.get("119") == "COV"
+        self.fields = _fields(self.blocks["4"])
+
+    def _headerless(self, stated: str) -> None:
+        """A text block of the type the caller stated: no sender, receiver or user header."""
+        note("HEADERS_MISSING", "block 1", f"a text block without basic and application headers, read "
+                                           f"as MT{stated} as stated; sender and receiver unknown")
+        self.mt, self.sender, self.receiver = stated, None, None
         self.user = dict(re.findall(r"\{(\d{3}):([^{}]*)\}", self.blocks.get("3", "")))
         self.cov = self.mt == "202" and self.user.get("119") == "COV"
         self.fields = _fields(self.blocks["4"])
@@ -372,6 +405,9 @@ def _assemble(msg: _Message, findings: list[Finding]) -> Transaction:
         mtype = "MT103"
     else:
         o52, b58 = by_number.get("52"), by_number["58"]
+        if o52 is None and msg.sender is None and "2" not in msg.blocks:
+            raise MessageError("MT202 text block without headers or :52a:: no ordering institution "
+                               "can be read", field=":52a:")
         originator = institution_party(o52[0][2:], o52[1], "52") if o52 else Party(
             bic=msg.sender, identifiers=(Identifier("BIC", msg.sender),) if msg.sender else ())
         beneficiary = institution_party(b58[0][2:], b58[1], "58")
@@ -413,9 +449,13 @@ def _assemble(msg: _Message, findings: list[Finding]) -> Transaction:
     )
 
 
-def parse_mt(data: bytes) -> Iterator[Transaction | MessageError]:
+def parse_mt(data: bytes, stated: str | None = None) -> Iterator[Transaction | MessageError]:
     """Each message of ``data`` (one FIN message or an RJE file) as a Transaction, or the
-    error that refused it, naming the message."""
+    error that refused it, naming the message. ``stated``: the message type the caller names
+    (``"103"`` or ``"202"``), which every message must be, and which a text block without headers
+    is read as."""
+    if stated is not None and stated not in _REQUIRED:
+        raise ValueError(f"no FIN message type {stated!r} is read (103, 202)")
     for n, raw in enumerate(split_rje(data), 1):
         label = f"message {n}"
         try:
@@ -425,7 +465,7 @@ def parse_mt(data: bytes) -> Iterator[Transaction | MessageError]:
             if raw.startswith(_SOH):
                 raise MessageError("DOS-PCC frame has no closing ETX (0x03)", field="file")
             with collect() as found:
-                msg = _Message(raw)
+                msg = _Message(raw, stated)
                 label = f"message {n} (MT{msg.mt}{'COV' if msg.cov else ''})"
                 tx = _assemble(msg, found)
             yield tx
