@@ -1,4 +1,4 @@
-"""Deterministic feature rows (schema ``sealtrail.features/1``) from canonical transactions.
+"""Deterministic feature rows (schema ``sealtrail.features/2``) from canonical transactions.
 
 ``FeatureExtractor.extract(transactions, at)`` returns one float64 row per transaction, in
 ``FEATURE_NAMES`` order, and advances the velocity windows: transactions are taken in the
@@ -14,19 +14,29 @@ Definitions (docs/scoring.md "Features" lists them for examiners):
 - an account is its IBAN, else its account number at its bank's BIC, else its BIC, else its
   first identifier (e.g. ``NIDN:DE:T22000129``; birth date/place do not count); a party with
   none of these gets NaN velocity values;
-- hour_utc 0-23 and weekend (Saturday, Sunday) of ``at`` in UTC.
+- hour_utc 0-23 and weekend (Saturday, Sunday) of ``at`` in UTC;
+- data quality (``features/2``): finding_count is the number of the transaction's findings; a
+  party's iban_invalid is 1 when its account has the shape of an IBAN of an IBAN country and fails
+  its length or check digits (the parser's ``IBAN_CHECK_DIGITS``, told apart by party);
+  country_unreadable is 1 when a country or BIC's country could not be read (``COUNTRY_UNKNOWN``,
+  ``BIC_UNKNOWN_COUNTRY``, ``BIC_MALFORMED``); service_nak is 1 behind a SWIFT NAK (``SERVICE_NAK``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 import numpy as np
+from schwifty.exceptions import SchwiftyException
+from schwifty.registry import get_iban_spec
 
 from inference.errors import FeatureError
+from inference.messages.fields import iban_or_none
 from inference.messages.transaction import Party, Transaction
 from inference.reference_tables import Tables, default_tables
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, N_FEATURES
@@ -46,6 +56,8 @@ _BENE_AGENTS = ("creditor_agent", "account_with", "beneficiary_institution", "in
 _ORIG_RANK = {r: i for i, r in enumerate(_ORIG_AGENTS)}
 _BENE_RANK = {r: i for i, r in enumerate(_BENE_AGENTS)}
 _UNRANKED = len(_ORIG_AGENTS) + len(_BENE_AGENTS)  # above every rank
+_IBAN_LIKE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}")
+_COUNTRY_UNREADABLE = frozenset({"COUNTRY_UNKNOWN", "BIC_UNKNOWN_COUNTRY", "BIC_MALFORMED"})
 
 
 def epoch_us(at: datetime) -> int:
@@ -107,6 +119,33 @@ def _account(party: Party, agent_bic: str | None) -> str | None:
     return f"{ident.scheme}:{ident.country or '?'}:{ident.value}" if ident else None
 
 
+@lru_cache(maxsize=4096)
+def _iban_invalid(account: str) -> float:
+    """1.0 when ``account`` has the shape of an IBAN of an IBAN country but is not a valid IBAN."""
+    compact = account.lstrip("/").replace(" ", "").upper()
+    if not _IBAN_LIKE.fullmatch(compact) or iban_or_none(compact) is not None:
+        return 0.0
+    try:
+        get_iban_spec(compact[:2])
+    except SchwiftyException:  # not an IBAN country: an account number that looks like one
+        return 0.0
+    return 1.0
+
+
+def _data_quality(tx: Transaction) -> tuple[float, float, float, float, float]:
+    """finding_count, orig_iban_invalid, bene_iban_invalid, country_unreadable, service_nak."""
+    o_acct, b_acct = tx.originator.account, tx.beneficiary.account
+    findings = tx.findings
+    if not findings and o_acct is None and b_acct is None:
+        return 0.0, 0.0, 0.0, 0.0, 0.0
+    codes = {f.code for f in findings}
+    return (float(len(findings)),
+            0.0 if o_acct is None else _iban_invalid(o_acct),
+            0.0 if b_acct is None else _iban_invalid(b_acct),
+            1.0 if codes & _COUNTRY_UNREADABLE else 0.0,
+            1.0 if "SERVICE_NAK" in codes else 0.0)
+
+
 class FeatureExtractor:
     """Feature rows plus the velocity state they advance (one extractor per scoring stream)."""
 
@@ -116,7 +155,7 @@ class FeatureExtractor:
         self._lookups: _Lookups | None = None
 
     def extract(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> np.ndarray:
-        """Rows (n, 32) float64 for ``transactions`` at times ``at`` (one per transaction or one
+        """Rows (n, N_FEATURES) float64 for ``transactions`` at times ``at`` (one per transaction or one
         for all); advances the velocity state. A bad time raises before any state changes."""
         n = len(transactions)
         times = [at] * n if isinstance(at, datetime) else list(at)
@@ -178,6 +217,7 @@ class FeatureExtractor:
                 flat += state.observe(o_acct, b_acct, us, cents)
             flat += (us % _DAY_US // _HOUR_US,  # floor division and modulo: right before 1970 too
                      1.0 if (us // _DAY_US + 3) % 7 >= 5 else 0.0)  # 1970-01-01 was a Thursday (weekday 3)
+            flat += _data_quality(tx)
         return np.fromiter(flat, np.float64, n * N_FEATURES).reshape(n, N_FEATURES)
 
     def observe(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> None:

@@ -45,7 +45,14 @@ import numpy.typing as npt
 import orjson
 
 from inference.errors import ModelError
-from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
+from inference.schema import (
+    FEATURE_SCHEMA,
+    FEATURE_SCHEMAS,
+    MODEL_SCHEMA,
+    UnknownFeatureSchemaError,
+    feature_names,
+    model_columns,
+)
 
 if TYPE_CHECKING:  # onnx itself is imported only when an export is asked for
     import onnx
@@ -59,6 +66,7 @@ __all__ = [
 
 FORMAT = "sealtrail.mlp/1"
 Z_CLIP = 100.0  # standardised values beyond +/-100 standard deviations are clipped (format constant)
+MODEL_FEATURE_NAMES = feature_names(MODEL_SCHEMA)  # what a new model reads unless told otherwise
 
 Floats = npt.NDArray[np.float32]
 Layer = tuple[Floats, Floats]
@@ -142,9 +150,9 @@ class MlpModel:
 
     @classmethod
     def init(cls, rng: np.random.Generator, sizes: Sequence[int] = (32, 32, 16, 1),
-             feature_names: Sequence[str] = FEATURE_NAMES, log_mask: npt.ArrayLike | None = None,
+             feature_names: Sequence[str] = MODEL_FEATURE_NAMES, log_mask: npt.ArrayLike | None = None,
              mean: npt.ArrayLike | None = None, scale: npt.ArrayLike | None = None,
-             feature_schema: str = FEATURE_SCHEMA) -> MlpModel:
+             feature_schema: str = MODEL_SCHEMA) -> MlpModel:
         """A fresh model: He-normal weights drawn from ``rng`` layer by layer, zero biases."""
         n = len(feature_names)
         if len(sizes) < 2 or sizes[0] != n or sizes[-1] != 1:
@@ -330,7 +338,8 @@ def _typed(arrays: dict[str, np.ndarray[Any, Any]], name: str, dtype: np.dtype[A
 def load_npz(source: str | Path | bytes, *, expect_schema: bool = True) -> MlpModel:
     """Parse a weights file (path or bytes); ModelError names whatever is missing or malformed.
 
-    With ``expect_schema`` (the default) the model must read this build's feature schema.
+    With ``expect_schema`` (the default) the model must read a feature schema this build knows,
+    whose columns lead this build's rows.
     """
     if isinstance(source, bytes):
         data = source
@@ -369,16 +378,23 @@ def load_npz(source: str | Path | bytes, *, expect_schema: bool = True) -> MlpMo
 
 
 def _check_schema(model: MlpModel) -> None:
-    if model.feature_schema != FEATURE_SCHEMA:
-        raise ModelError(f"model reads feature schema {model.feature_schema!r}; "
-                         f"this build computes {FEATURE_SCHEMA!r}")
-    if model.feature_names != FEATURE_NAMES:
-        if model.n_features != len(FEATURE_NAMES):
+    """The model reads a schema this build knows, by that schema's names, and those columns lead
+    this build's rows (``inference.schema.model_columns``)."""
+    if model.feature_schema not in FEATURE_SCHEMAS:
+        raise ModelError(f"model reads feature schema {model.feature_schema!r}; this build computes "
+                         f"{FEATURE_SCHEMA!r} (and reads {', '.join(FEATURE_SCHEMAS)})")
+    names = feature_names(model.feature_schema)
+    if model.feature_names != names:
+        if model.n_features != len(names):
             raise ModelError(f"model reads {model.n_features} features; "
-                             f"schema {FEATURE_SCHEMA} has {len(FEATURE_NAMES)}")
-        i = next(i for i, (a, b) in enumerate(zip(model.feature_names, FEATURE_NAMES, strict=True)) if a != b)
+                             f"schema {model.feature_schema} has {len(names)}")
+        i = next(i for i, (a, b) in enumerate(zip(model.feature_names, names, strict=True)) if a != b)
         raise ModelError(f"feature {i} is {model.feature_names[i]!r} in the model, "
-                         f"{FEATURE_NAMES[i]!r} in schema {FEATURE_SCHEMA}")
+                         f"{names[i]!r} in schema {model.feature_schema}")
+    try:
+        model_columns(model.feature_names)
+    except UnknownFeatureSchemaError as exc:
+        raise ModelError(str(exc)) from None
 
 
 # ---------------------------------------------------------------- the ONNX export

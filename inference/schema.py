@@ -1,18 +1,27 @@
 """The feature schema: the ordered names of a feature row, versioned.
 
-``FEATURE_NAMES`` is what ``inference.features`` produces and what the risk model reads
-(float64, in this order). The rule pack reads the same names plus ``model_score``, which the
-pipeline appends after scoring (``RULE_FEATURE_NAMES``). Changing the order, a name or a
-definition means a new ``FEATURE_SCHEMA`` id, a new model and a new rule pack.
+``FEATURE_NAMES`` is what ``inference.features`` produces, in this order (float64), under the
+schema id ``FEATURE_SCHEMA``. The rule pack reads the same names plus ``model_score``, which the
+pipeline appends after scoring (``RULE_FEATURE_NAMES``). Changing the order, a name or a definition
+means a new schema id and a new rule pack.
+
+``sealtrail.features/2`` is ``sealtrail.features/1``'s 32 columns, unchanged, followed by the
+data-quality columns (``DATA_QUALITY_NAMES``) read from the transaction's findings and accounts.
+Because every schema so far extends the one before it, a risk model trained on an earlier schema
+reads the leading columns of a later row (``model_columns``): the shipped model reads the
+``features/1`` columns. Records name the schema their values follow, and replay reads each record
+by its own (``feature_names``, ``rule_feature_names``).
 """
 
 from __future__ import annotations
 
-__all__ = ["FEATURE_NAMES", "FEATURE_SCHEMA", "N_FEATURES", "RULE_FEATURE_NAMES", "SCORE_NAME"]
+from inference.errors import FeatureError
 
-FEATURE_SCHEMA = "sealtrail.features/1"
+__all__ = ["DATA_QUALITY_NAMES", "FEATURE_NAMES", "FEATURE_SCHEMA", "FEATURE_SCHEMAS", "MODEL_SCHEMA",
+           "N_FEATURES", "RULE_FEATURE_NAMES", "SCORE_NAME", "UnknownFeatureSchemaError",
+           "feature_names", "model_columns", "rule_feature_names"]
 
-FEATURE_NAMES: tuple[str, ...] = (
+_V1: tuple[str, ...] = (
     "amount_usd",
     "log_amount_usd",
     "round_amount",
@@ -46,6 +55,52 @@ FEATURE_NAMES: tuple[str, ...] = (
     "hour_utc",
     "weekend",
 )
+
+# What the parser found wrong with the message (``inference.messages.findings``), as the flags
+# that matter for risk; docs/scoring.md "Features" defines each.
+DATA_QUALITY_NAMES: tuple[str, ...] = (
+    "finding_count",
+    "orig_iban_invalid",
+    "bene_iban_invalid",
+    "country_unreadable",
+    "service_nak",
+)
+
+FEATURE_SCHEMAS: dict[str, tuple[str, ...]] = {
+    "sealtrail.features/1": _V1,
+    "sealtrail.features/2": (*_V1, *DATA_QUALITY_NAMES),
+}
+FEATURE_SCHEMA = "sealtrail.features/2"
+FEATURE_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[FEATURE_SCHEMA]
 N_FEATURES = len(FEATURE_NAMES)
+MODEL_SCHEMA = "sealtrail.features/1"  # the columns the shipped model is trained on
 SCORE_NAME = "model_score"
 RULE_FEATURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, SCORE_NAME)
+
+
+class UnknownFeatureSchemaError(FeatureError):
+    """A feature schema id this build does not know."""
+
+
+def feature_names(schema: str) -> tuple[str, ...]:
+    """The column names of ``schema``; ``UnknownFeatureSchemaError`` naming it if unknown."""
+    try:
+        return FEATURE_SCHEMAS[schema]
+    except (KeyError, TypeError):
+        known = ", ".join(FEATURE_SCHEMAS)
+        raise UnknownFeatureSchemaError(f"unknown feature schema {schema!r} (known: {known})") from None
+
+
+def rule_feature_names(schema: str) -> tuple[str, ...]:
+    """What a rule module can read from a row of ``schema``: its columns, then ``model_score``."""
+    return (*feature_names(schema), SCORE_NAME)
+
+
+def model_columns(model_names: tuple[str, ...], schema: str = FEATURE_SCHEMA) -> int:
+    """How many leading columns of a ``schema`` row a model reading ``model_names`` takes, or
+    ``UnknownFeatureSchemaError`` when its names are not the leading columns of that schema."""
+    names = feature_names(schema)
+    if names[:len(model_names)] != model_names:
+        raise UnknownFeatureSchemaError(
+            f"the model's {len(model_names)} features are not the leading columns of {schema}")
+    return len(model_names)

@@ -35,12 +35,16 @@ from inference.model import (
     sha256_hex,
     to_onnx_bytes,
 )
-from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
+from inference.schema import MODEL_SCHEMA, feature_names
 from inference.simulate import SimConfig, SimTx, simulate
 
 __all__ = ["TrainConfig", "TrainResult", "build_rows", "recall_at_fpr", "roc_auc", "train"]
 
 F64 = np.float64
+# The model learns from the columns of MODEL_SCHEMA (the leading columns of every row); the
+# simulator's messages carry no data-quality findings, so later columns would teach it nothing.
+FEATURE_SCHEMA = MODEL_SCHEMA
+FEATURE_NAMES = feature_names(MODEL_SCHEMA)
 # counts and USD sums are heavy-tailed: the model sees log(1 + x) of these
 LOG_FEATURES = frozenset(n for n in FEATURE_NAMES if "_count_" in n or "_sum_usd_" in n
                          or n in ("amount_usd",) or n.endswith("counterparties_24h"))
@@ -71,7 +75,8 @@ class TrainResult:
 
 def build_rows(sims: Sequence[SimTx]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Feature rows (in time order, one fresh velocity state), labels and typologies."""
-    rows = FeatureExtractor().extract([s.transaction for s in sims], [s.at for s in sims])
+    full = FeatureExtractor().extract([s.transaction for s in sims], [s.at for s in sims])
+    rows = np.ascontiguousarray(full[:, :len(FEATURE_NAMES)])
     labels = np.array([s.label for s in sims], dtype=F64)
     return rows, labels, [s.typology for s in sims]
 

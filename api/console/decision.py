@@ -30,7 +30,7 @@ from audit.decide.record import DECISION_KIND
 from audit.decide.runtime import Runtime
 from audit.errors import AnnotationError, QueryError, TraceNotFoundError
 from audit.query.traces import TraceDetail, get_trace
-from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA
+from inference.schema import FEATURE_SCHEMAS
 from ledger.errors import LedgerError
 from wasm_rules import OUTCOMES
 
@@ -76,8 +76,10 @@ def _features(body: dict[str, Any]) -> list[tuple[str, Any]]:
     f = body.get("features")
     if not isinstance(f, dict) or not isinstance(values := f.get("values"), list):
         return []
-    named = f.get("schema") == FEATURE_SCHEMA and len(values) == len(FEATURE_NAMES)
-    return [(FEATURE_NAMES[i] if named else f"feature[{i}]", v) for i, v in enumerate(values)]
+    schema = f.get("schema")
+    names = FEATURE_SCHEMAS.get(schema, ()) if isinstance(schema, str) else ()
+    named = len(values) == len(names)
+    return [(names[i] if named else f"feature[{i}]", v) for i, v in enumerate(values)]
 
 
 def _latencies(body: dict[str, Any]) -> list[tuple[str, int]]:

@@ -4,7 +4,8 @@ For each ``sealtrail.decision/1`` body: the recorded features and score go throu
 rule module in the sandbox (outcome, fired rule ids, their outcomes and reasons must equal the
 record exactly), and the recorded features through the numpy reference model (score within
 1e-4), as ``docs/bundle-format.md`` "Replay" says, fail-safe records included. Decisions are
-buffered and replayed a batch at a time, grouped by module and by model, so the sandbox's
+buffered and replayed a batch at a time, grouped by feature schema (each record's values are read
+by the schema it names), by module and by model, so the sandbox's
 per-call cost (~30 us) is paid once per thousands of rows. Module and weights bytes come in
 through ``fetch_module`` / ``fetch_model`` (I/O stays with the caller); each is loaded once and
 checked against the SHA-256 the records name.
@@ -27,7 +28,7 @@ from audit.decide.types import ActiveRules
 from audit.errors import BundleError, ReplayMismatch
 from inference.errors import ModelError
 from inference.model import MlpModel, forward, load_npz
-from inference.schema import N_FEATURES
+from inference.schema import FEATURE_SCHEMAS, UnknownFeatureSchemaError, model_columns
 from wasm_rules import OUTCOMES, RuleError, Sandbox
 
 __all__ = ["SCORE_TOLERANCE", "Replayer"]
@@ -46,6 +47,7 @@ class _Row(NamedTuple):
     values: list[float | None]  # as recorded, null for NaN
     score: float
     body: dict[str, Any]
+    schema: str  # the feature schema the values follow
 
 
 @dataclass
@@ -63,7 +65,7 @@ class Replayer:
         self._sandbox, self._fetch_module, self._fetch_model = sandbox, fetch_module, fetch_model
         self._batch, self._file = batch, file
         self._rows: list[_Row] = []
-        self._modules: dict[str, _Rules | BundleError] = {}
+        self._modules: dict[tuple[str, str], _Rules | BundleError] = {}  # by (sha, feature schema)
         self._models: dict[str, MlpModel | BundleError] = {}
         self.replayed = 0  # decisions whose rules were re-run
         self.rescored = 0  # decisions whose score was recomputed
@@ -77,26 +79,38 @@ class Replayer:
         """Queue one decision body; replays the queue when it is full."""
         try:
             f = body["features"]
-            values, score = f["values"], body["score"]
+            values, score, schema = f["values"], body["score"], f["schema"]
+            names = FEATURE_SCHEMAS.get(schema) if type(schema) is str else None
+            if names is None:
+                raise ValueError(f"unknown feature schema {schema!r}")
             if (body["schema"] != DECISION_SCHEMA or type(values) is not list
-                    or len(values) != N_FEATURES or not _NUMBER_TYPES.issuperset(map(type, values))
+                    or len(values) != len(names) or not _NUMBER_TYPES.issuperset(map(type, values))
                     or type(f["sha256"]) is not str
                     or type(body["model"]["sha256"]) is not str
                     or type(body["rules"]["module_sha256"]) is not str
                     or (score is not None and type(score) is not float and type(score) is not int)):
-                raise ValueError(f"not a {DECISION_SCHEMA} body with {N_FEATURES} feature values, a "
-                                 "score, model and rule module")
+                raise ValueError(f"not a {DECISION_SCHEMA} body with the {len(names)} feature values of "
+                                 f"{schema}, a score, model and rule module")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
         self._rows.append(_new_row(_Row, (seq, trace_id, values, math.nan if score is None else float(score),
-                                          body)))
+                                          body, schema)))
         return self.flush() if len(self._rows) >= self._batch else []
 
     def flush(self) -> list[BundleError]:
         """Replay everything queued."""
         rows, self._rows = self._rows, []
-        if not rows:
-            return []
+        by_schema: dict[str, list[_Row]] = defaultdict(list)
+        for r in rows:
+            by_schema[r.schema].append(r)
+        out: list[BundleError] = []
+        for schema, group in by_schema.items():
+            out += self._replay(schema, group)
+        out.sort(key=lambda e: -1 if e.seq is None else e.seq)  # in record order, as an examiner reads
+        return out
+
+    def _replay(self, schema: str, rows: list[_Row]) -> list[BundleError]:
+        """Replay rows whose features all follow ``schema`` (one matrix width)."""
         out: list[BundleError] = []
         matrix = np.array([r.values for r in rows], dtype=np.float64)  # null -> NaN
         scores = np.array([r.score for r in rows], dtype=np.float64)
@@ -130,15 +144,14 @@ class Replayer:
                 continue
             rerun[str(b["rules"]["module_sha256"])].append(i)
         for sha, idx in rerun.items():
-            out += self._rules(sha, [rows[i] for i in idx], matrix[idx], scores[idx])
+            out += self._rules(sha, schema, [rows[i] for i in idx], matrix[idx], scores[idx])
         for sha, idx in scored.items():
-            out += self._score(sha, [rows[i] for i in idx], matrix[idx], scores[idx])
-        out.sort(key=lambda e: -1 if e.seq is None else e.seq)  # in record order, as an examiner reads
+            out += self._score(sha, schema, [rows[i] for i in idx], matrix[idx], scores[idx])
         return out
 
     def _check_feature_hashes(self, rows: list[_Row], matrix: npt.NDArray[np.float64]) -> list[BundleError]:
         flat = np.ascontiguousarray(matrix, dtype="<f8").tobytes()
-        width = 8 * N_FEATURES
+        width = 8 * matrix.shape[1]
         sha = hashlib.sha256
         out: list[BundleError] = []
         for i, r in enumerate(rows):
@@ -149,26 +162,26 @@ class Replayer:
                                       f"recorded values hash to {got}"))
         return out
 
-    def _module(self, sha: str) -> _Rules | BundleError:
-        got = self._modules.get(sha)
+    def _module(self, sha: str, schema: str) -> _Rules | BundleError:
+        got = self._modules.get((sha, schema))
         if got is None:
             try:
                 data = self._fetch_module(sha)
                 if hashlib.sha256(data).hexdigest() != sha:
                     raise ReplayMismatch(f"rules/{sha}.wasm hashes to {hashlib.sha256(data).hexdigest()}",
                                          kind="replay.module", file=f"rules/{sha}.wasm")
-                got = _Rules(ActiveRules.of(self._sandbox.load(data)))
+                got = _Rules(ActiveRules.of(self._sandbox.load(data), schema))
             except BundleError as exc:
                 got = exc
             except (RuleError, ValueError) as exc:
                 got = ReplayMismatch(f"rule module cannot run: {exc}", kind="replay.module",
                                      file=f"rules/{sha}.wasm")
-            self._modules[sha] = got
+            self._modules[sha, schema] = got
         return got
 
-    def _rules(self, sha: str, rows: list[_Row], matrix: npt.NDArray[np.float64],
+    def _rules(self, sha: str, schema: str, rows: list[_Row], matrix: npt.NDArray[np.float64],
                scores: npt.NDArray[np.float64]) -> list[BundleError]:
-        mod = self._module(sha)
+        mod = self._module(sha, schema)
         if isinstance(mod, BundleError):
             return [self._miss(r, mod.kind, f"{mod.file}: {mod.detail}") for r in rows]
         module, manifest = mod.rules.module, mod.rules.module.manifest
@@ -219,12 +232,16 @@ class Replayer:
             self._models[sha] = got
         return got
 
-    def _score(self, sha: str, rows: list[_Row], matrix: npt.NDArray[np.float64],
+    def _score(self, sha: str, schema: str, rows: list[_Row], matrix: npt.NDArray[np.float64],
                scores: npt.NDArray[np.float64]) -> list[BundleError]:
         model = self._model(sha)
         if isinstance(model, BundleError):
             return [self._miss(r, model.kind, f"{model.file}: {model.detail}") for r in rows]
-        got = forward(model, matrix)
+        try:
+            width = model_columns(model.feature_names, schema)
+        except UnknownFeatureSchemaError as exc:
+            return [self._miss(r, "replay.model", f"models/{sha}/weights.npz: {exc}") for r in rows]
+        got = forward(model, matrix[:, :width])
         self.rescored += len(rows)
         bad = np.flatnonzero(~(np.abs(got - scores) <= SCORE_TOLERANCE)).tolist()
         return [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}; the numpy model "

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from audit.decide.record import DecisionInputs, IdempotencyKey, RuleHit
 from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
-from inference.schema import RULE_FEATURE_NAMES
+from inference.schema import FEATURE_SCHEMA, rule_feature_names
 from ledger import Receipt
 from wasm_rules import RuleModule
 
@@ -46,18 +46,21 @@ class Scorer(Protocol):
 
 @dataclass(frozen=True)
 class ActiveRules:
-    """A loaded rule module and how its feature columns map onto ours."""
+    """A loaded rule module and how its feature columns map onto the rows it reads."""
 
     module: RuleModule
-    columns: tuple[int, ...]  # index into RULE_FEATURE_NAMES for each of the module's features
+    columns: tuple[int, ...]  # index into rule_feature_names(schema) for each of the module's features
 
     @classmethod
-    def of(cls, module: RuleModule) -> ActiveRules:
-        unknown = [f for f in module.manifest.features if f not in RULE_FEATURE_NAMES]
+    def of(cls, module: RuleModule, schema: str = FEATURE_SCHEMA) -> ActiveRules:
+        """The module over rows of feature schema ``schema`` (this build's, or a record's own on
+        replay); ValueError when it reads a feature that schema does not have."""
+        names = rule_feature_names(schema)
+        unknown = [f for f in module.manifest.features if f not in names]
         if unknown:
-            raise ValueError(f"rule module {module.manifest.ruleset_id} reads features this pipeline "
-                             f"does not produce: {', '.join(unknown)}")
-        return cls(module, tuple(RULE_FEATURE_NAMES.index(f) for f in module.manifest.features))
+            raise ValueError(f"rule module {module.manifest.ruleset_id} reads features {schema} "
+                             f"does not have: {', '.join(unknown)}")
+        return cls(module, tuple(names.index(f) for f in module.manifest.features))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from inference.errors import BackendUnavailableError, InferenceError, ModelError
 from inference.model import MlpModel, check_rows, load_npz, model_npz_bytes, sha256_hex
+from inference.schema import FEATURE_NAMES, N_FEATURES
 
 __all__ = [
     "BACKENDS", "Backend", "BackendBase", "BackendClosedError", "UnknownBackendError",
@@ -70,10 +71,16 @@ class BackendBase(ABC):
         self._closed = False
 
     def predict(self, rows: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """One float64 score per row of ``rows`` (N, n); N may be 0."""
+        """One float64 score per row of ``rows``: (N, n) for a model of n features, or whole rows of
+        this build's schema when the model's features are their leading columns; N may be 0."""
         if self._closed:
             raise BackendClosedError(f"the {self.name} backend is closed")
-        arr = check_rows(rows, self.model.n_features)
+        n = self.model.n_features
+        arr = np.asarray(rows)
+        leading = self.model.feature_names == FEATURE_NAMES[:n]
+        if arr.ndim == 2 and arr.shape[1] == N_FEATURES != n and leading:
+            arr = arr[:, :n]
+        arr = check_rows(arr, n)
         if arr.shape[0] == 0:
             return np.empty(0, np.float64)
         return self._predict(arr)

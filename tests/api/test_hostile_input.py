@@ -23,7 +23,8 @@ from tests.conftest import Db
 from wasm_rules import parse_ruleset
 
 PACK = DEFAULT_PACK.read_text(encoding="utf-8")
-VERSION_LINE = 'version = "2026.12.0"'
+SHIPPED_VERSION = parse_ruleset(PACK).version
+VERSION_LINE = f'version = "{SHIPPED_VERSION}"'
 TOML = {"content-type": "application/toml"}
 JSON = {"content-type": "application/json"}
 FORM = {"content-type": "application/x-www-form-urlencoded"}
@@ -93,7 +94,7 @@ def test_a_version_outside_the_identifier_set_is_refused_naming_it_and_nothing_i
         assert fields(r) == ["source.ruleset.version"], why
         assert "version" in r.json()["detail"] and "[A-Za-z0-9]" in r.json()["detail"], why
         assert undecided(served) == before, why
-    assert [v.id for v in served.runtime.governance.list()] == ["aml_core@2026.12.0"]
+    assert [v.id for v in served.runtime.governance.list()] == [f"aml_core@{SHIPPED_VERSION}"]
 
 
 def test_the_console_form_refuses_the_same_versions_and_seals_nothing(served: Served) -> None:

@@ -26,9 +26,11 @@ from api.config import Settings
 from api.roles import ROLES
 from inference.simulate import SimConfig, simulate
 from tests.api.server_proc import ServerProcess, prepare, start
+from wasm_rules import parse_ruleset
 
 ROOT = Path(__file__).parents[2]
 PACK = ROOT / "wasm_rules" / "packs" / "aml_core.toml"
+SHIPPED_VERSION = parse_ruleset(PACK.read_bytes()).version
 DUAL_URI = "spiffe://sealtrail.dev/test/officer-and-approver"
 JSON = {"content-type": "application/json"}
 TOML = {"content-type": "application/toml"}
@@ -286,7 +288,7 @@ def test_bad_trace_queries_name_the_field(server: Server) -> None:
 
 
 def test_propose_approve_activate_with_two_principals_and_scoring_switches(server: Server) -> None:
-    source = PACK.read_text().replace('version = "2026.12.0"', 'version = "2026.12.99-test"')
+    source = PACK.read_text().replace(f'version = "{SHIPPED_VERSION}"', 'version = "2026.12.99-test"')
     with server.client("officer") as officer, server.client("approver") as approver, \
             server.client("admin") as admin, server.client("dual") as dual, server.client("scorer") as scorer:
         r = officer.post("/v1/rulesets", content=source.encode(), headers=TOML)
@@ -306,7 +308,8 @@ def test_propose_approve_activate_with_two_principals_and_scoring_switches(serve
         t = officer.get(f"/v1/traces/{d['trace_id']}").json()
         assert t["record"]["record"]["rules"]["module_sha256"] == sha
         listed = {v["id"]: v for v in officer.get("/v1/rulesets").json()["rulesets"]}
-        assert listed[rid]["status"] == "active" and listed["aml_core@2026.12.0"]["status"] == "retired"
+        assert listed[rid]["status"] == "active"
+        assert listed[f"aml_core@{SHIPPED_VERSION}"]["status"] == "retired"
         # four eyes: a principal holding both roles still cannot approve its own proposal
         own = source.replace("2026.12.99-test", "2026.12.98-test")
         assert dual.post("/v1/rulesets", content=own.encode(),
@@ -317,7 +320,7 @@ def test_propose_approve_activate_with_two_principals_and_scoring_switches(serve
 
 def test_a_ruleset_that_does_not_compile_is_refused_and_nothing_is_recorded(server: Server) -> None:
     before = _size(server)
-    bad = PACK.read_text().replace('version = "2026.12.0"', 'version = "2026.12.97-test"').replace(
+    bad = PACK.read_text().replace(f'version = "{SHIPPED_VERSION}"', 'version = "2026.12.97-test"').replace(
         "amount_usd >=", "amount_usd >>=", 1)
     with server.client("officer") as c:
         r = c.post("/v1/rulesets", content=bad.encode(), headers=TOML)

@@ -473,3 +473,30 @@ def _raises(pipe: Pipeline, subs: list[Submission]) -> BaseException | None:
     except BaseException as exc:
         return exc
     return None
+
+
+MT103 = Path(__file__).parents[1] / "vectors" / "messages" / "mt" / "mt103_jpy_33b.fin"
+
+
+def test_a_beneficiary_iban_failing_its_check_digits_is_decided_and_reviewed(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                               pack_wasm) -> None:
+    """Read liberally, decide strictly: the payment is decided, its finding is a sealed feature,
+    and the pack reviews it; the same message with a valid IBAN does not fire the rule."""
+    ledger = make_ledger(sqlite_db, signer)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    good = MT103.read_bytes()
+    bad = good.replace(b"/DE89370400440532013000", b"/DE89370400440532013001")
+    bad = bad.replace(b":20:JP-77", b":20:JP-78")
+    subs = [s for raw in (good, bad) for s in Submission.parse(raw, "mt", PRINCIPAL, at)]
+    assert all(isinstance(s, Submission) for s in subs)
+    ok, reviewed = pipe.decide(subs)  # type: ignore[arg-type]
+    assert "BENEFICIARY_IBAN_INVALID" not in [h.id for h in ok.fired]
+    assert reviewed.decision in ("REVIEW", "HOLD", "BLOCK")
+    assert "BENEFICIARY_IBAN_INVALID" in [h.id for h in reviewed.fired]
+    (_, env, _), (_, env_bad, _) = bodies(ledger.engine)
+    for e, flag in ((env, 0.0), (env_bad, 1.0)):
+        f = e["record"]["features"]
+        assert f["schema"] == "sealtrail.features/2"
+        named = dict(zip(FEATURE_NAMES, f["values"], strict=True))
+        assert named["bene_iban_invalid"] == flag and named["finding_count"] == flag

@@ -254,3 +254,73 @@ def test_the_fast_fx_path_equals_the_table_method(amount: Decimal, currency: str
     row = fe.extract([tx(iban(1), iban(2), str(amount), currency)], [T0])[0]
     cents = tables.fx.usd_cents(amount, currency)
     assert cents is not None and row[0] == cents / 100
+
+
+# ------------------------------------------------------------- data quality (features/2)
+
+MT103_JPY = Path(__file__).parents[1] / "vectors" / "messages" / "mt" / "mt103_jpy_33b.fin"
+
+
+def _parsed(data: bytes) -> Transaction:
+    from inference.messages import parse_messages
+
+    (t,) = parse_messages(data, "mt")
+    assert isinstance(t, Transaction), t
+    return t
+
+
+def test_a_beneficiary_iban_failing_its_check_digits_is_flagged_on_the_beneficiary_only() -> None:
+    clean = _parsed(MT103_JPY.read_bytes())
+    r = one(FeatureExtractor(), clean, T0)
+    assert (r["finding_count"], r["orig_iban_invalid"], r["bene_iban_invalid"]) == (0.0, 0.0, 0.0)
+    bad = _parsed(MT103_JPY.read_bytes().replace(b"/DE89370400440532013000", b"/DE89370400440532013001"))
+    assert [f.code for f in bad.findings] == ["IBAN_CHECK_DIGITS"]
+    r = one(FeatureExtractor(), bad, T0)
+    assert (r["finding_count"], r["orig_iban_invalid"], r["bene_iban_invalid"]) == (1.0, 0.0, 1.0)
+    assert (r["country_unreadable"], r["service_nak"]) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(("account", "flag"), [
+    ("DE89370400440532013000", 0.0),  # a valid IBAN
+    ("DE89 3704 0044 0532 0130 01", 1.0),  # spaced, one digit off
+    ("/GB29NWBK60161331926818", 1.0),  # as FIN writes an account, one digit off
+    ("DE8937040044053201300", 1.0),  # one character short of Germany's 22
+    ("US12345678901234", 0.0),  # the shape of an IBAN, but the US has none: an account number
+    ("12345678", 0.0),  # an account number
+])
+def test_iban_invalid_means_an_iban_country_shape_that_fails(account: str, flag: float) -> None:
+    o = Party(name="Alice", account=account, country="DE")
+    t = Transaction("json", "R", Decimal("100.00"), "USD", T0.date(), o, Party(name="Bob", country="DE"),
+                    "0" * 64, r16=R16.of(o, Party(name="Bob")))
+    r = one(FeatureExtractor(), t, T0)
+    assert (r["orig_iban_invalid"], r["bene_iban_invalid"]) == (flag, 0.0)
+
+
+def test_country_unreadable_and_nak_come_from_the_findings() -> None:
+    from inference.messages.findings import Finding
+
+    base = tx(iban(1), iban(2))
+    cases = {
+        (Finding("BIC_UNKNOWN_COUNTRY", "{1:}", "BIC XXXXXXXX"),): (1.0, 0.0),
+        (Finding("COUNTRY_UNKNOWN", "Cdtr/PstlAdr/Ctry", "'XX'"),): (1.0, 0.0),
+        (Finding("SERVICE_NAK", "{451:}", "405:H25"), Finding("LAYOUT", "block 4", "indented")): (0.0, 1.0),
+        (Finding("LINE_TOO_LONG", ":70:", "36 > 35"),): (0.0, 0.0),
+    }
+    for findings, (unreadable, nak) in cases.items():
+        t = Transaction(base.message_type, base.reference, base.amount, base.currency, base.value_date,
+                        base.originator, base.beneficiary, base.raw_sha256, r16=base.r16, findings=findings)
+        r = one(FeatureExtractor(), t, T0)
+        got = (r["finding_count"], r["country_unreadable"], r["service_nak"])
+        assert got == (len(findings), unreadable, nak)
+
+
+def test_features_2_extends_features_1_column_for_column() -> None:
+    from inference.schema import DATA_QUALITY_NAMES, feature_names, model_columns
+
+    v1, v2 = feature_names("sealtrail.features/1"), feature_names("sealtrail.features/2")
+    assert v2 == (*v1, *DATA_QUALITY_NAMES) and v2 == FEATURE_NAMES
+    assert model_columns(v1) == 32  # a features/1 model reads the leading 32 columns of a features/2 row
+    with pytest.raises(FeatureError, match=r"unknown feature schema 'sealtrail\.features/9'"):
+        feature_names("sealtrail.features/9")
+    with pytest.raises(FeatureError, match="not the leading columns"):
+        model_columns((v1[1], v1[0]))

@@ -32,7 +32,12 @@ from inference.model import (
     sha256_file,
     to_onnx_bytes,
 )
-from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, N_FEATURES
+from inference.schema import MODEL_SCHEMA, feature_names
+
+# a new model reads the columns of MODEL_SCHEMA, the leading columns of this build's rows
+FEATURE_SCHEMA = MODEL_SCHEMA
+FEATURE_NAMES = feature_names(MODEL_SCHEMA)
+N_FEATURES = len(FEATURE_NAMES)
 
 LOG_MASK = np.array(["count" in n or "sum" in n or n == "amount_usd" for n in FEATURE_NAMES])
 
@@ -275,6 +280,29 @@ def test_load_refuses_what_is_not_a_weights_file(tmp_path: Path) -> None:
 def test_other_schemas_load_only_when_asked() -> None:
     data = _savez(_arrays(SHORT))
     assert load_npz(data, expect_schema=False).n_features == 31
+
+
+def test_a_features_1_model_reads_the_leading_columns_of_a_features_2_row() -> None:
+    from inference.backends.numpy_backend import NumpyBackend
+    from inference.schema import FEATURE_SCHEMA
+    from inference.schema import N_FEATURES as ROW_WIDTH
+
+    model = load_npz(model_npz_bytes(fitted_model()))  # sealtrail.features/1, checked on load
+    assert model.feature_schema == "sealtrail.features/1" != FEATURE_SCHEMA
+    rows = hostile_rows(np.random.default_rng(2), 50)
+    wide = np.hstack([rows, np.random.default_rng(3).integers(0, 5, (50, ROW_WIDTH - N_FEATURES))])
+    with NumpyBackend(model) as backend:
+        assert np.array_equal(backend.predict(wide), backend.predict(rows))
+        with pytest.raises(ModelError, match=r"shape \(N, 32\)"):  # neither the model's width nor a row's
+            backend.predict(wide[:, :-1])
+
+
+def test_a_model_of_a_schema_this_build_does_not_know_is_refused() -> None:
+    arrays = {**_arrays(), "feature_schema": np.array("sealtrail.features/3")}
+    with pytest.raises(ModelError, match=r"'sealtrail.features/3'; this build computes "
+                                         r"'sealtrail.features/2' \(and reads sealtrail.features/1, "
+                                         r"sealtrail.features/2\)"):
+        load_npz(_savez(arrays))
 
 
 # ---------------------------------------------------------------- the ONNX export

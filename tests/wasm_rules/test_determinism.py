@@ -20,6 +20,7 @@ from wasm_rules.compiler import MANIFEST_SECTION
 from wasm_rules.reference import evaluate_rows
 
 PACK = Path(__file__).parents[2] / "wasm_rules" / "packs" / "aml_core.toml"
+PACK_WIDTH = len(parse_ruleset(PACK.read_bytes()).features)
 
 TORTURE = """
 [ruleset]
@@ -68,7 +69,7 @@ def test_torture_rules_match_the_reference(sandbox: Sandbox, rows: np.ndarray) -
 
 
 @settings(max_examples=30, deadline=None)
-@given(arrays(np.float64, st.tuples(st.integers(1, 30), st.just(33)),
+@given(arrays(np.float64, st.tuples(st.integers(1, 30), st.just(PACK_WIDTH)),
               elements=st.one_of(SPECIAL, st.floats(-1e6, 1e6), st.integers(0, 12).map(float))))
 def test_the_aml_pack_matches_the_reference(sandbox: Sandbox, rows: np.ndarray) -> None:
     _agree(sandbox, PACK.read_bytes(), rows)

@@ -5,6 +5,7 @@ pass/fail and nothing recorded; callers without the role get 403 pages."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -21,9 +22,10 @@ from tests.api.test_fail_closed import in_process
 from tests.conftest import Db
 
 PACK = gov.DEFAULT_PACK.read_text(encoding="utf-8")
+SHIPPED_VERSION = re.search(r'^version = "([^"]+)"', PACK, re.M).group(1)  # type: ignore[union-attr]
 CASES = gov.DEFAULT_PACK.with_name("aml_core_cases.jsonl").read_text(encoding="utf-8")
-BOOT = "aml_core@2026.12.0"
-NEXT = "aml_core@2026.12.1"
+BOOT = f"aml_core@{SHIPPED_VERSION}"
+NEXT = "aml_core@2026.12.2"
 def size(c: Console) -> int:
     with c.runtime.engine.connect() as conn:
         return store.tail(conn)[0]
@@ -33,9 +35,9 @@ def page_url(ruleset: str) -> str:
     return f"/console/rules/{quote(ruleset, safe='')}"
 
 
-def modified(version: str = "2026.12.1", threshold: str = "3") -> str:
+def modified(version: str = "2026.12.2", threshold: str = "3") -> str:
     """The shipped pack under another version, the structuring threshold changed."""
-    src = PACK.replace('version = "2026.12.0"', f'version = "{version}"')
+    src = PACK.replace(f'version = "{SHIPPED_VERSION}"', f'version = "{version}"')
     return src.replace('when = "orig_near_threshold_count_24h >= 3"',
                        f'when = "orig_near_threshold_count_24h >= {threshold}"')
 
@@ -57,10 +59,11 @@ def test_list_shows_the_bootstrapped_active_ruleset_with_its_page_link(console: 
     tr = row(dom(r.text), BOOT)
     badge = tr.one("span", data_status="active")
     assert "badge" in badge.attrs["class"] and "active" in badge.attrs["class"]
-    assert tr.one("a").attrs["href"] == "/console/rules/aml_core%402026.12.0"
+    assert tr.one("a").attrs["href"] == f"/console/rules/aml_core%40{SHIPPED_VERSION}"
     sha = console.runtime.governance.get(BOOT).module_sha256
     assert tr.one("code").attrs["title"] == sha and sha[:12] in tr.text()
-    assert "52/52 passed" in tr.text()
+    n = len(gov.DEFAULT_PACK.with_name("aml_core_cases.jsonl").read_text(encoding="utf-8").splitlines())
+    assert f"{n}/{n} passed" in tr.text()
     assert dom(r.text).has("a", href="/console/rules/new")  # the officer may propose
 
 
@@ -171,7 +174,7 @@ def test_approve_then_activate_retires_the_bootstrapped_ruleset(console: Console
     assert r.status_code == 303 and r.headers["location"] == page_url(NEXT)
     gv = console.runtime.governance
     assert gv.get(NEXT).status == "active" and gv.get(BOOT).status == "retired"
-    assert console.runtime.pipeline.rules.module.manifest.version == "2026.12.1"  # the next batch uses it
+    assert console.runtime.pipeline.rules.module.manifest.version == "2026.12.2"  # the next batch uses it
     listed = dom(console.get("/console/rules").text)
     assert row(listed, NEXT).has("span", data_status="active")
     assert row(listed, BOOT).has("span", data_status="retired")
@@ -181,11 +184,11 @@ def test_approve_then_activate_retires_the_bootstrapped_ruleset(console: Console
 
 
 def test_a_version_with_every_allowed_character_reaches_its_own_page_and_actions(console: Console) -> None:
-    odd = "2026.12.1-rc_1.X"  # a version is [A-Za-z0-9][A-Za-z0-9._-]{0,63}: '/', '?', '#', '%' are refused
+    odd = "2026.12.2-rc_1.X"  # a version is [A-Za-z0-9][A-Za-z0-9._-]{0,63}: '/', '?', '#', '%' are refused
     r = propose(console, modified(version=odd))
     assert r.status_code == 303
     rid = f"aml_core@{odd}"
-    assert r.headers["location"] == "/console/rules/aml_core%402026.12.1-rc_1.X"
+    assert r.headers["location"] == "/console/rules/aml_core%402026.12.2-rc_1.X"
     page = dom(console.get(r.headers["location"], role="approver").text)
     assert page.one("h1").one("code").text() == rid
     action = page.one("form", id="approve-form").attrs["action"]
