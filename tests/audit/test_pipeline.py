@@ -500,3 +500,37 @@ def test_a_beneficiary_iban_failing_its_check_digits_is_decided_and_reviewed(sql
         assert f["schema"] == "sealtrail.features/2"
         named = dict(zip(FEATURE_NAMES, f["values"], strict=True))
         assert named["bene_iban_invalid"] == flag and named["finding_count"] == flag
+
+
+def test_one_replay_batch_reads_each_record_by_its_own_feature_schema(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                      pack_wasm) -> None:
+    """Records sealed under sealtrail.features/1 (a bundle written before features/2) and records
+    decided now replay side by side; a features/1 record claiming the new pack's module cannot."""
+    import zipfile
+
+    from audit.bundle.replay import Replayer
+
+    v3 = Path(__file__).parents[1] / "vectors" / "bundle-v3" / "bundle.zip"
+    with zipfile.ZipFile(v3) as z:
+        old = [orjson.loads(x) for x in z.read("records.jsonl").splitlines()]
+        blobs = {n.split("/")[1].removesuffix(".wasm"): z.read(n) for n in z.namelist()
+                 if n.endswith((".wasm", "weights.npz"))}
+    old = [r for r in old if r["kind"] == "decision"]
+    assert old and {r["record"]["features"]["schema"] for r in old} == {"sealtrail.features/1"}
+    ledger = make_ledger(sqlite_db, signer)
+    make_pipeline(ledger, sandbox, pack_wasm).decide(submissions(40))
+    new = [env for _, env, _ in bodies(ledger.engine)]
+    blobs[hashlib.sha256(pack_wasm).hexdigest()] = pack_wasm
+    weights = ModelFiles.open().weights_path.read_bytes()
+    blobs[hashlib.sha256(weights).hexdigest()] = weights
+    replayer = Replayer(sandbox, blobs.__getitem__, blobs.__getitem__)
+    errors = []
+    for i, env in enumerate([*old, *new]):
+        errors += replayer.add(i, env["trace_id"], env["record"])
+    errors += replayer.flush()
+    assert errors == [] and replayer.replayed == len(old) + len(new)
+    forged = orjson.loads(orjson.dumps(old[0]["record"]))
+    forged["rules"]["module_sha256"] = hashlib.sha256(pack_wasm).hexdigest()
+    replayer.add(0, old[0]["trace_id"], forged)
+    (miss,) = replayer.flush()
+    assert miss.kind == "replay.module" and "sealtrail.features/1 does not have: finding_count" in miss.detail
