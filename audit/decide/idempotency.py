@@ -47,6 +47,7 @@ COLUMNS = ("principal_fp", "key_sha256", "seq", "request_sha256")
 HEADER_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as the IETF draft's examples
 _CHUNK = 500  # keys per IN (...) lookup
 _RACE_TRIES = 5
+_TRANSACTION_V1 = "sealtrail.transaction/1"
 
 Effect = Callable[["Connection", list[Receipt]], None]
 
@@ -131,6 +132,13 @@ def with_keys(subs: Sequence[Submission], effect: Effect | None) -> Effect | Non
     return run
 
 
+def _same_content(stored_sha256: str, tx: Transaction) -> bool:
+    """Whether ``tx`` is the content a key was first decided on. The table keeps the transaction
+    hash of the version that decided it: a retry that spans an upgrade of the transaction format
+    is compared in the first decision's version (``sealtrail.transaction/1``'s form of ``tx``)."""
+    return stored_sha256 == tx.sha256 or stored_sha256 == tx.sha256_of(_TRANSACTION_V1)
+
+
 def decided_at(conn: Connection, seqs: Iterable[int]) -> dict[int, Decision]:
     """The sealed decisions at ``seqs``, as answered again (``replayed``)."""
     wanted = sorted(set(seqs))
@@ -171,7 +179,7 @@ def decide_keyed(decide: Callable[[list[Submission]], list[Decision]], engine: C
         with engine().connect() as conn:
             have = key_rows(conn, pairs.values()) if pairs else {}
             replay = {i: have[pairs[i]][0] for i in pairs if pairs[i] in have
-                      and have[pairs[i]][1] == subs[i].transaction.sha256}
+                      and _same_content(have[pairs[i]][1], subs[i].transaction)}
             answered = decided_at(conn, replay.values()) if replay else {}
         now: list[int] = []
         batch: list[Submission] = []

@@ -138,6 +138,23 @@ def test_the_same_key_with_other_content_is_decided_again_with_a_finding(pipe: P
     assert verify_index(engine).rows[TABLE] == 1
 
 
+def test_a_retry_across_the_transaction_format_upgrade_is_answered_with_its_first_decision(
+        pipe: Pipeline) -> None:
+    """A key first decided when transactions were hashed in their version 1 form (the table holds
+    that hash) still answers a retry of the same payment; other content is decided again."""
+    engine = pipe.ledger.engine
+    (a,) = payments(1, 43)
+    (first,) = decide(pipe, [a])
+    v1 = a.transaction.sha256_of("sealtrail.transaction/1")
+    assert v1 != a.transaction.sha256
+    _drop_key_guards(engine)
+    sql(engine, f"UPDATE {TABLE} SET request_sha256 = ?", v1)  # as a version 1 decider wrote it
+    (again,) = decide(pipe, [a])
+    assert again.replayed and (again.seq, again.trace_id) == (first.seq, first.trace_id)
+    (other,) = decide(pipe, [other_content(a)])
+    assert not other.replayed and body_at(engine, other.seq)["idempotency"]["first_seq"] == first.seq
+
+
 def test_one_batch_holding_a_payment_twice_and_its_key_on_other_content(pipe: Pipeline) -> None:
     engine = pipe.ledger.engine
     a, c = payments(2, 43)
