@@ -17,7 +17,7 @@ from api.cli import app
 TESTS = Path(__file__).resolve().parents[2]
 PUBLIC = TESTS / "vectors" / "public"
 VALID = PUBLIC / "iso-ballerina-iso20022-to-swiftmt" / "p_2_1_1 pacs.008-AtoB.xml"  # head.04 + pacs.008.12
-UNSHIPPED = PUBLIC / "iso-ballerina-iso20022-to-swiftmt" / "p_2_4_1 pacs.009-BtoC.xml"  # pacs.009.001.11
+UNSHIPPED = PUBLIC / "iso-phoughton-cbpr-ur" / "y2025_pacs.004.min.xml"  # head.001.001.02 + pacs.004.001.09
 XSD_INVALID = PUBLIC / "iso-svapnil-iso20022js" / "cross_river_pain_001_ach_credit.xml"  # 9-character BIC
 FIN = TESTS / "vectors" / "messages" / "mt" / "mt202.fin"
 runner = CliRunner()
@@ -33,6 +33,14 @@ def test_without_the_flag_output_and_exit_code_are_unchanged() -> None:
     assert code == 0 and doc["ok"] is True
     assert "validation" not in doc and "validation_note" not in doc
     assert "validation" not in runner.invoke(app, ["parse", str(XSD_INVALID)]).stdout
+
+
+def test_pacs009_and_pacs004_of_the_2024_release_validate() -> None:
+    for name, schema in (("p_2_4_1 pacs.009-BtoC.xml", "pacs.009.001.11.xsd"),
+                         ("p_2_2_1 pacs.004-CtoB.xml", "pacs.004.001.13.xsd")):
+        code, doc = _json(str(PUBLIC / "iso-ballerina-iso20022-to-swiftmt" / name), "--validate")
+        assert code == 0 and [p["status"] for p in doc["validation"]] == ["valid", "valid"]
+        assert doc["validation"][1]["schema"] == schema
 
 
 def test_a_valid_message_validates_header_and_document() -> None:
@@ -72,12 +80,13 @@ def test_a_version_without_a_shipped_schema_is_reported_and_does_not_fail() -> N
     code, doc = _json(str(UNSHIPPED), "--validate")
     assert code == 0 and doc["ok"] is True
     hdr, body = doc["validation"]
-    assert hdr["status"] == "valid"
+    assert (hdr["status"], hdr["valid"]) == ("not validated", None)
     assert (body["status"], body["valid"], body["schema"]) == ("not validated", None, None)
-    assert body["note"] == "no schema shipped for urn:iso:std:iso:20022:tech:xsd:pacs.009.001.11"
+    assert body["note"] == "no schema shipped for urn:iso:std:iso:20022:tech:xsd:pacs.004.001.09"
     human = runner.invoke(app, ["parse", str(UNSHIPPED), "--validate"])
     assert human.exit_code == 0
-    assert "validation: Document pacs.009.001.11: not validated (no schema shipped for" in human.stdout
+    assert "validation: Document pacs.004.001.09: not validated (no schema shipped for" in human.stdout
+    assert "0 valid, 0 invalid, 2 not validated" in human.stdout
 
 
 def test_fin_input_gets_a_note_and_keeps_its_exit_code() -> None:

@@ -55,8 +55,10 @@ def test_a_public_cbpr_message_is_valid_header_and_document() -> None:
         "Document", ISO + "pacs.008.001.12", "pacs.008.001.12.xsd", "valid", ())
 
 
-@pytest.mark.parametrize("path, version", [(PACS008_08, "pacs.008.001.08"), (PAIN001_03, "pain.001.001.03"),
-                                           (PROWIDE, "pacs.008.001.07")])
+@pytest.mark.parametrize("path, version", [
+    (PACS008_08, "pacs.008.001.08"), (PAIN001_03, "pain.001.001.03"), (PROWIDE, "pacs.008.001.07"),
+    (PUBLIC / "iso-ballerina-iso20022-to-swiftmt" / "p_2_4_1 pacs.009-BtoC.xml", "pacs.009.001.11"),
+    (PUBLIC / "iso-ballerina-iso20022-to-swiftmt" / "p_2_2_1 pacs.004-CtoB.xml", "pacs.004.001.13")])
 def test_each_shipped_version_validates_its_public_sample(path: Path, version: str) -> None:
     doc = _document(path.read_bytes())
     assert (doc.schema, doc.status) == (f"{version}.xsd", "valid")
@@ -66,7 +68,7 @@ def test_only_the_definitions_sealtrail_reads_are_shipped() -> None:
     families = {name.rsplit(".", 2)[0] for name in SCHEMAS}
     assert families <= {"head.001", "pacs.008", "pacs.009", "pacs.004", "pain.001"}
     assert {"pacs.008.001.02", "pacs.008.001.08", "pacs.008.001.13", "pain.001.001.03",
-            "pain.001.001.09", "head.001.001.04"} <= SCHEMAS
+            "pain.001.001.09", "head.001.001.04", "pacs.009.001.11", "pacs.004.001.13"} <= SCHEMAS
     assert schema_for(ISO + "pacs.008.001.08") == "pacs.008.001.08"
     assert schema_for(ISO + "pacs.008.001.01") is None  # older than sealtrail reads
     assert schema_for(ISO + "camt.053.001.08") is None
