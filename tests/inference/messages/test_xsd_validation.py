@@ -259,3 +259,19 @@ class _NoFiles:
                 raise FileNotFoundError("gone")
 
         return _Missing()
+
+
+def test_the_scoring_path_parse_never_loads_the_validator() -> None:
+    """Validation stays off the scoring path: parsing every shipped-version sample loads neither
+    xmlschema nor this module (checked in a fresh interpreter, where nothing else imported them)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; from inference.messages import parse_messages\n"
+            f"for p in {[str(p) for p in (PACS008_12, PACS008_08, PAIN001_03, PROWIDE)]!r}:\n"
+            "    parse_messages(Path(p).read_bytes())\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('xmlschema', 'elementpath'))\n"
+            "             or m == 'inference.messages.xsd_validation'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
