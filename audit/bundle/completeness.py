@@ -17,9 +17,19 @@ batch at most) until the summary that speaks for them arrives. What is checked:
   summary entry holds that key, and at least one does (else the key is not bound to the account,
   and the report says completeness for the account is not proven).
 
+Format 4 proves the refusals of the window complete the same way: a refusal is sealed in a commit
+whose summary (``sealtrail.decision.summary/2``) has one refusal entry. Where the bundle carries
+refusals (a selection of the whole window), every refusal entry of a summary inside the window
+must be a refusal line of the bundle, of the kind and ``recorded_at`` the entry says, and every
+refusal line must be spoken for by its summary; a refusal left out fails naming its seq. A bundle
+whose selection carries no refusals (filtered) must hold none. Earlier formats carry version 1
+summaries only.
+
 What cannot be proven is reported, not failed: decisions sealed before the ledger kept summaries,
-summaries keyed under another account secret, and a window that ends after the newest summary
-(proven only up to that summary's time).
+refusals sealed before it summarised them (before the bundle's first version 2 summary: then
+completeness of the refusals is proven only from that summary on), summaries keyed under another
+account secret, and a window that ends after the newest summary (proven only up to that
+summary's time).
 """
 
 from __future__ import annotations
@@ -47,12 +57,15 @@ class CompletenessReport:
     window: tuple[str, str] | None = None  # [from, until): the part of the window proven complete
     checked: int = 0  # exported decisions matched to their summary entry
     notes: list[str] = field(default_factory=list)
+    refusals_proven: bool | None = None  # format 4 with the refusals of the window; None: not claimed
+    refusals_checked: int = 0  # exported refusals matched to their summary entry
 
     def to_json(self) -> dict[str, Any]:
         return {"proven": self.proven, "summaries": self.summaries,
                 "from": None if self.window is None else self.window[0],
                 "until": None if self.window is None else self.window[1],
-                "checked": self.checked, "notes": list(self.notes)}
+                "checked": self.checked, "notes": list(self.notes),
+                "refusals_proven": self.refusals_proven, "refusals_checked": self.refusals_checked}
 
 
 def not_proven_v1() -> CompletenessReport:
@@ -68,6 +81,20 @@ class _Decision:
     fired: tuple[Any, ...]
     recorded_at: Any
     names_account: bool | None  # the payload names the filter account; None: cannot tell
+
+
+@dataclass
+class _Refusal:
+    seq: int
+    trace_id: str
+    kind: Any
+    recorded_at: Any
+
+
+def whole_window(filters: dict[str, Any]) -> bool:
+    """Whether a selection is the whole time window (no account, decision or rule filter): only
+    then does a bundle carry the refusals of its window."""
+    return all(filters.get(k) is None for k in ("account", "decision", "rule"))
 
 
 class CompletenessCheck:
@@ -90,6 +117,11 @@ class CompletenessCheck:
         self.unkeyed = 0
         self.bound = False  # a present payload tied the account key to the account
         self.report = CompletenessReport(True)
+        self.version = manifest.version
+        self.with_refusals = manifest.version >= 4 and whole_window(f)  # the bundle carries them
+        self.refusals: dict[int, _Refusal] = {}
+        self.v2_from: int | None = None  # seq of the bundle's first version 2 summary
+        self.legacy_refusals = 0  # exported refusals sealed before refusals were summarised
 
     def _fail(self, kind: str, detail: str, seq: int | None = None, trace_id: str | None = None) -> None:
         self.found.add(BundleTampered(detail, kind=f"completeness.{kind}", file=RECORDS, seq=seq,
@@ -119,6 +151,13 @@ class CompletenessCheck:
         named = {normal_account(a) for a in (tx.originator.account, tx.beneficiary.account) if a}
         return self.account in named
 
+    def refusal(self, seq: int, trace_id: str, env: dict[str, Any]) -> None:
+        """A refusal line (format 4), before the summary that speaks for it."""
+        body = env["record"]
+        ref = body.get("refusal") if isinstance(body, dict) else None
+        kind = ref.get("kind") if isinstance(ref, dict) else None
+        self.refusals[seq] = _Refusal(seq, trace_id, kind, env.get("recorded_at"))
+
     def summary(self, seq: int, trace_id: str, env: dict[str, Any], leaf: bytes) -> None:
         self.count += 1
         at = env.get("recorded_at")
@@ -130,12 +169,21 @@ class CompletenessCheck:
         if not isinstance(at, str):
             self._fail("summary", "the summary has no recorded_at", seq, trace_id)
             return
+        if s.version >= 2 and self.version < 4:
+            self._fail("summary", f"a version {s.version} summary in a format {self.version} bundle (which "
+                                  "carries version 1 summaries only)", seq, trace_id)
         self._link(s, at, trace_id)
         self.prev = (seq, leaf.hex(), at)
         for d in sorted(self.pending.values(), key=lambda d: d.seq):
             if d.seq < s.first_seq:
                 self._uncovered(d)
                 del self.pending[d.seq]
+        for r in sorted(self.refusals.values(), key=lambda r: r.seq):
+            if r.seq < s.first_seq:
+                self._uncovered_refusal(r)
+                del self.refusals[r.seq]
+        if s.version >= 2 and self.v2_from is None:
+            self.v2_from = seq
         position = "left" if seq == self.c.left else "right" if seq == self.c.right else "inside"
         if position == "left" and not at < self.start:
             self._fail("window", f"the left summary was recorded at {at}, not before the window's "
@@ -180,6 +228,9 @@ class CompletenessCheck:
                 self.unkeyed += 1
         for i, e in enumerate(s.entries):
             dseq = s.first_seq + i
+            if e.refusal is not None:
+                self._refusal_entry(s.seq, dseq, e.refusal, at, inside)
+                continue
             d = self.pending.pop(dseq, None)
             passes = entry_matches(e, decision=self.decision_filter, rule=self.rule_filter, account_key=key)
             wanted = inside and keyed and passes
@@ -209,6 +260,38 @@ class CompletenessCheck:
                 elif d.names_account:
                     self.bound = True
 
+    def _refusal_entry(self, sseq: int, rseq: int, kind: str, at: str, inside: bool) -> None:
+        if rseq in self.pending:
+            d = self.pending.pop(rseq)
+            self._fail("entry", f"the summary at seq {sseq} says a refusal ({kind}) stands here, and the "
+                                "bundle holds a decision", rseq, d.trace_id)
+            return
+        r = self.refusals.pop(rseq, None)
+        if r is None:
+            if inside and self.with_refusals:
+                self._fail("missing", f"the summary at seq {sseq} says a refusal ({kind}) recorded in the "
+                                      f"window was sealed at seq {rseq}, and the bundle does not hold it",
+                           rseq)
+            return
+        if (r.kind, r.recorded_at) != (kind, at):
+            self._fail("entry", f"the refusal is {r.kind} recorded at {r.recorded_at}; its summary (seq "
+                                f"{sseq}) says {kind} recorded at {at}", rseq, r.trace_id)
+            return
+        self.report.refusals_checked += 1
+        if not inside:
+            self._fail("window", f"an exported refusal recorded at {at}, outside the window", rseq,
+                       r.trace_id)
+        elif not self.with_refusals:
+            self._fail("extra", "an exported refusal in a bundle whose filters select decisions only", rseq,
+                       r.trace_id)
+
+    def _uncovered_refusal(self, r: _Refusal) -> None:
+        if self.v2_from is None:
+            self.legacy_refusals += 1  # before the bundle's first version 2 summary: not summarised then
+        else:
+            self._fail("uncovered", "an exported refusal no summary of the bundle speaks for", r.seq,
+                       r.trace_id)
+
     def _uncovered(self, d: _Decision) -> None:
         if self.first_seq is None:
             self.legacy += 1  # before the bundle's first summary: sealed before summaries began
@@ -223,6 +306,8 @@ class CompletenessCheck:
             else:
                 self._fail("uncovered", "an exported decision after the last summary of the bundle", d.seq,
                            d.trace_id)
+        for left_over in sorted(self.refusals.values(), key=lambda x: x.seq):
+            self._uncovered_refusal(left_over)
         c, r = self.c, self.report
         r.summaries = self.count
         last = None if self.prev is None else self.prev[0]
@@ -257,5 +342,15 @@ class CompletenessCheck:
             r.proven = False
             r.notes.append("no exported decision's payload ties the account key to the filter account "
                            "(payloads purged?): completeness for the account is not proven")
+        if self.with_refusals:
+            r.refusals_proven = r.proven and self.v2_from is not None and self.v2_from == self.first_seq
+            if self.v2_from != self.first_seq:
+                r.proven = False
+                since = "" if self.v2_from is None else f" before seq {self.v2_from}"
+                n = self.legacy_refusals
+                then = f"; {n} exported refusal(s) sealed then" if n else ""
+                r.notes.append("the window begins before the ledger summarised refusals (the bundle's "
+                               f"summaries{since} are version 1): completeness of its refusals is not "
+                               f"proven{then}")
         return r
 

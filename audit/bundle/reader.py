@@ -26,9 +26,9 @@ from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 __all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "Completeness", "Counts",
            "Limits", "LineStream", "Previous"]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/3"
+BUNDLE_SCHEMA = "sealtrail.bundle/4"
 # every version this verifier reads
-BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", BUNDLE_SCHEMA)
+BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", "sealtrail.bundle/3", BUNDLE_SCHEMA)
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -228,7 +228,7 @@ class BundleManifest:
         m = _Obj(doc, "manifest")
         schema = m.text("schema")
         if schema not in BUNDLE_SCHEMAS:
-            raise _bad(f"schema is {schema!r}, this verifier reads {' and '.join(BUNDLE_SCHEMAS)}")
+            raise _bad(f"schema is {schema!r}, this verifier reads {', '.join(BUNDLE_SCHEMAS)}")
         version = BUNDLE_SCHEMAS.index(schema) + 1
         log, cp, rng, counts = m.obj("log"), m.obj("checkpoint"), m.obj("range"), m.obj("counts")
         prev_doc = doc.get("previous")

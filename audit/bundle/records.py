@@ -7,7 +7,8 @@ two seqs are consecutive; each payload named for the first time is the next line
 ``payloads.jsonl`` (present: its bytes hash to its name; purged: a ``ledger.payload_purge``
 entry of the bundle lists it); decisions go to the replayer. Refusals (format 3) are checked
 against their schema and, where their payload is present, replayed: the payload is parsed again by
-the scoring path's own parser and must be refused the same way (``replay.refusal`` otherwise). What
+the scoring path's own parser and must be refused the same way (``replay.refusal`` otherwise);
+from format 4 they also go to the completeness check, beside the decisions and summaries. What
 the later checks need is kept compactly: the leaf hashes (for the multiproof) and the few context
 entries.
 """
@@ -244,6 +245,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         elif kind == REFUSAL_KIND and manifest.version >= 3:
             t.refusals += 1
             refusal = _refusal(body, env, seq, tid, found)
+            if check is not None and manifest.version >= 4:
+                check.refusal(seq, tid, env)
         elif kind == SUMMARY_KIND and check is not None:
             t.summaries += 1
             check.summary(seq, tid, env, leaf)
@@ -296,8 +299,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
 
 def _refusal(body: dict[str, Any], env: dict[str, Any], seq: int, tid: str,
              found: Findings) -> RefusalBody | None:
-    """A refusal's body, parsed, when it follows ``sealtrail.refusal/1`` and states the payload its
-    envelope seals; None (a failure in ``found``) otherwise."""
+    """A refusal's body, parsed, when it follows ``sealtrail.refusal/1`` or ``/2`` and states the
+    payload its envelope seals; None (a failure in ``found``) otherwise."""
     try:
         refusal = parse_refusal_body(body)
     except ValueError as exc:

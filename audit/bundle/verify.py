@@ -1,5 +1,5 @@
-"""The offline bundle verifier: a ``sealtrail.bundle/3`` (or ``/2``, ``/1``) ZIP in, a report or a
-``BundleError`` out.
+"""The offline bundle verifier: a ``sealtrail.bundle/4`` (or ``/3``, ``/2``, ``/1``) ZIP in, a report
+or a ``BundleError`` out.
 
 No database and no network: everything is checked from the ZIP and the keys the examiner pins
 (docs/bundle-format.md). In order: the member list (safe names, no bombs, nothing unlisted or
@@ -10,7 +10,8 @@ checkpoint root and every record's own inclusion path, the consistency proof fro
 export, and the context the decisions name (rule modules, their governance, models). A format-2
 bundle's decision summaries prove the selection complete (``audit.bundle.completeness``); a
 format-1 bundle verifies as before, reported "completeness not proven". A format-3 bundle also
-carries the refusal records of its window, replayed where their payload is present. Failures
+carries the refusal records of its window, replayed where their payload is present; a format-4
+bundle proves them complete too (their summaries, ``sealtrail.decision.summary/2``). Failures
 that concern records are collected (up to ``Limits.max_failures``) and raised together as
 ``BundleFailed``; one that leaves nothing to trust (a bad signature, an unsafe ZIP) is raised at once.
 """

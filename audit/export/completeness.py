@@ -12,7 +12,9 @@ that summary's time, and the bundle says so).
 The exporter checks its own selection against the summaries before writing anything: a decision
 a summary says the filters select that the selection did not pick (or the reverse) refuses the
 export naming the seq (``DerivedRowError``, table ``decision.summary``): the verifier would fail
-such a bundle.
+such a bundle. Refusals likewise (``sealtrail.bundle/4``): where the selection is the whole window,
+the refusals it picked must be exactly those the version 2 summaries inside the window speak for
+(refusals sealed before the first version 2 summary of the bracket are not summarised: not judged).
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from audit.decide.account_secret import read_keyer, sealing_tail
-from audit.decide.summary import SUMMARY_KIND, AccountKeyer, Summary, entry_matches, parse_summary
+from audit.decide.summary import (
+    SUMMARY_KIND,
+    SUMMARY_SCHEMA_V1,
+    AccountKeyer,
+    Summary,
+    entry_matches,
+    parse_summary,
+)
 from audit.errors import DerivedRowError, ExportUnavailableError, SummaryError
 from audit.export.select import EntryRow, ExportFilters
 from ledger import store
@@ -40,6 +49,8 @@ __all__ = ["Bracket", "bracket", "check_selection", "seal_right_edge"]
 _COLS = "seq, kind, record, leaf_hash, chain_hash, trace_id"
 _PAGE = 64  # summaries of 1,024 decisions are ~120 kB each: a page stays ~8 MB
 _ENTRY_START = b'{"accounts":'
+_V1 = b'"schema":"' + SUMMARY_SCHEMA_V1.encode() + b'"'
+_REFUSAL_ENTRY = b'{"refusal":'
 
 
 def _keyer(engine: Engine) -> AccountKeyer:
@@ -72,6 +83,8 @@ class Bracket:
     account_key: str | None = None
     expected: array[int] = field(default_factory=lambda: array("q"))  # decision seqs they select
     covered_from: int | None = None  # first decision seq any summary of the bundle speaks for
+    refusals: array[int] = field(default_factory=lambda: array("q"))  # refusal seqs they speak for, inside
+    refusals_from: int | None = None  # seq of the first version 2 summary (refusals summarised from there)
     unkeyed: int = 0  # summaries under another secret: their account filter cannot be applied
     count: int = 0
     first: int | None = None
@@ -117,28 +130,37 @@ def _rows(conn: Connection, f: ExportFilters, b: Bracket) -> Iterator[EntryRow]:
             b.first = row.seq if b.first is None else b.first
             b.last = row.seq
             inside = row.seq != b.left and row.seq != b.right
-            if every and b.covered_from is not None:
+            if b.refusals_from is None and _V1 not in row.record:  # the first version 2 summary
+                b.refusals_from = _parsed(row).first_seq
+            if every and b.covered_from is not None and _REFUSAL_ENTRY not in row.record:
                 # Only time filters: every entry inside is selected, so only their number is needed.
                 # Each entry starts '{"accounts":' and those bytes cannot occur inside a JCS string
                 # (its quotes would be escaped): counting them is exact, and skips parsing ~120 kB
                 # per summary (~3.5 us an entry). ledger verify and the bundle verifier parse them all.
+                # A summary holding a refusal entry ('{"refusal":', as exact) is parsed below.
                 n = row.record.count(_ENTRY_START)
                 if inside:
                     b.expected.extend(range(row.seq - n, row.seq))
                 yield row
                 continue
-            try:
-                summ = parse_summary(row.seq, orjson.loads(row.record)["record"])
-            except SummaryError as exc:
-                raise ExportUnavailableError(f"{exc} (ledger damage; run 'sealtrail ledger verify')") from exc
+            summ = _parsed(row)
             if b.covered_from is None:
                 b.covered_from = summ.first_seq
             if inside:
                 b.expected.extend(_selected(summ, f, b))
+                b.refusals.extend(summ.first_seq + i for i, e in enumerate(summ.entries)
+                                  if e.refusal is not None)
             yield row
         if len(page) < _PAGE:
             return
         after = int(page[-1][0])
+
+
+def _parsed(row: EntryRow) -> Summary:
+    try:
+        return parse_summary(row.seq, orjson.loads(row.record)["record"])
+    except (SummaryError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
+        raise ExportUnavailableError(f"{exc} (ledger damage; run 'sealtrail ledger verify')") from exc
 
 
 def _selected(summ: Summary, f: ExportFilters, b: Bracket) -> list[int]:
@@ -152,10 +174,22 @@ def _selected(summ: Summary, f: ExportFilters, b: Bracket) -> list[int]:
             if entry_matches(e, decision=f.decision, rule=f.rule, account_key=key)]
 
 
-def check_selection(b: Bracket, selected: array[int]) -> None:
+def check_selection(b: Bracket, selected: array[int], refusals: array[int] | None = None) -> None:
     """Refuse a selection (ascending seqs) that disagrees with the summaries where they speak for
     it; call it once ``b.rows`` was consumed. Both are ascending arrays: equal in one C compare in
-    the usual case, walked side by side only to name the first difference."""
+    the usual case, walked side by side only to name the first difference. ``refusals``: the
+    refusal seqs the selection carries (None: it carries none, so none is checked)."""
+    if refusals is not None and b.refusals_from is not None:
+        picked_refusals = refusals[bisect_left(refusals, b.refusals_from):]
+        if picked_refusals != b.refusals:
+            missing, extra = _first_differences(b.refusals, picked_refusals)
+            if missing is not None:
+                raise DerivedRowError(SUMMARY_KIND, missing, "the sealed summary says a refusal recorded in "
+                                      "the window was sealed here, but the selection did not pick it (run "
+                                      "'sealtrail ledger verify')")
+            raise DerivedRowError(SUMMARY_KIND, extra or 0, "the selection picked this refusal, which no "
+                                  "sealed summary inside the window speaks for (run 'sealtrail ledger "
+                                  "verify')")
     if b.covered_from is None:
         return
     picked = selected[bisect_left(selected, b.covered_from):]

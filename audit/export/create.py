@@ -1,12 +1,13 @@
-"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/3``): creation.
+"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/4``): creation.
 
 ``create_bundle`` streams the selected decisions (``audit.export.select``), the refusal records of
 the window (when the selection is the whole window), the annotations that refer to them and their
 context (governance, model registration and purge entries) into a ZIP,
 with the decision summaries that bracket the window (``audit.export.completeness``: they prove
-the selection complete), payloads, rule modules, model files, the signed checkpoint, the multiproof, the
-consistency proof from the previous export, a report, ``manifest.json`` (every file's SHA-256,
-computed while writing) and ``manifest.sig``; then seals an ``export.created`` record.
+the selection complete, its refusals included), payloads, rule modules, model files, the signed
+checkpoint, the multiproof, the consistency proof from the previous export, a report,
+``manifest.json`` (every file's SHA-256, computed while writing) and ``manifest.sig``; then seals
+an ``export.created`` record.
 
 Memory stays bounded whatever the size: one page of entries at a time, spool files beside the
 output for the members that grow together (a ZIP takes one member at a time), the sorted
@@ -67,7 +68,7 @@ __all__ = [
     "list_exports", "manifest_sig_text", "uuid7"
 ]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/3"
+BUNDLE_SCHEMA = "sealtrail.bundle/4"
 EXPORT_KIND = "export.created"
 EXPORT_SCHEMA = "sealtrail.export.created/1"
 
@@ -172,7 +173,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
                 raise ExportFilterError("filters", f"no decision was recorded between {filters.start} "
                                                    f"and {filters.end} that matches every filter; "
                                                    "nothing to export")
-            check_selection(summaries, got.decision_seqs)
+            check_selection(summaries, got.decision_seqs, got.refusal_seqs if filters.whole_window else None)
     except BaseException:
         sp.abort()
         raise

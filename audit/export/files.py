@@ -246,12 +246,12 @@ def read_chunks(path: Path, size: int = 1 << 20) -> Iterable[bytes]:
 VERIFY_MD = """\
 # Verifying this bundle
 
-This is a sealtrail export bundle, format `sealtrail.bundle/3`. It holds sealed AML decision
+This is a sealtrail export bundle, format `sealtrail.bundle/4`. It holds sealed AML decision
 records exactly as the bank's ledger stores them, with the proofs that they are in that ledger,
 everything needed to re-derive each decision (rule modules, model weights), the sealed
 decision summaries around its time window that prove no decision matching its filters was left out,
-and (for a selection of the whole window) the sealed refusals of screening requests refused as
-unreadable in that window.
+and (for a selection of the whole window) the sealed refusals of the screening requests refused in
+that window, which the same summaries prove complete.
 
 ## With sealtrail
 
@@ -293,8 +293,11 @@ The normative description is the bundle format page shipped with sealtrail
    the summary before), the first recorded before the window (`completeness.left`), the last at
    or after its end (`completeness.right`), those between inside it. Every summarised decision
    inside the window that passes the filters must be a decision line of the bundle, and every
-   decision line must be spoken for by its summary.
-11. Refusals (`kind` `refusal`, body `sealtrail.refusal/1`): where the payload is present, parse
+   decision line must be spoken for by its summary. A summary may also speak for a refusal
+   (`{"refusal": kind}`, summary version 2): when the filters are the time window alone, every
+   such refusal inside the window must be a refusal line of the bundle, and every refusal line
+   must be spoken for by its summary.
+11. Refusals (`kind` `refusal`, body `sealtrail.refusal/1` or `/2`): where the payload is present, parse
    it again with sealtrail's message parser as the record's `request` says; it must be refused
    the same way (same kind, fault count and faults, quoted values read as `'…'`). A payload that
    now parses is a replay mismatch (`replay.refusal`).

@@ -75,6 +75,12 @@ class ExportFilters:
         assert isinstance(f.since, str) and isinstance(f.until, str)
         return cls(f.since, f.until, account, decision, rule)
 
+    @property
+    def whole_window(self) -> bool:
+        """Whether only the time window filters (no account, decision or rule): only such a
+        selection carries the refusals of its window."""
+        return self.account is None and self.decision is None and self.rule is None
+
     def to_json(self) -> dict[str, Any]:
         """The manifest's ``filters`` (account as given)."""
         return {"from": self.start, "to": self.end, "account": self.account, "decision": self.decision,
@@ -297,7 +303,7 @@ def refusal_rows(conn: Connection, f: ExportFilters) -> list[EntryRow]:
     select the whole window (no account, decision or rule: a refusal has none of them, and a bundle
     cut for one account must not carry other customers' refused messages); else none. Read from
     the entries (their ``recorded_at`` column is checked against each record's own time here)."""
-    if f.account is not None or f.decision is not None or f.rule is not None:
+    if not f.whole_window:
         return []
     p = store.param(conn)
     rows = conn.exec_driver_sql(

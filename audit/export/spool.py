@@ -101,6 +101,7 @@ class _Pass:
     purge_seqs: set[int] | None = None
     decision_seqs: array[int] = field(default_factory=lambda: array("q"))  # ascending
     refusals: int = 0
+    refusal_seqs: array[int] = field(default_factory=lambda: array("q"))  # ascending
 
 
 def _annotations(conn: Connection, page: list[EntryRow],
@@ -189,6 +190,7 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
         if row.kind != "refusal":
             return
         res.refusals += 1
+        res.refusal_seqs.append(row.seq)
         sha = _payload_sha(row)
         if sha is None or bytes.fromhex(sha) in seen:
             return

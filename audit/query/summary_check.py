@@ -10,6 +10,11 @@ first summary goes without one. Decisions sealed before the first summary (by a 
 kept none) are counted, not judged. The account keys are not recomputed here (that needs every
 payload parsed again); the exporter checks them for the account it selects, and the bundle
 verifier against the payloads it carries.
+
+Refusals likewise: a version 2 summary's refusal entry must stand at a ``refusal`` record of that
+kind sealed at the summary's ``recorded_at``, and no refusal sealed after the first version 2
+summary goes without one. Refusals sealed before it (by a version that summarised none) are
+counted, not judged.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class _Seen:
     decision: str
     rules: tuple[str, ...]
     recorded_at: str
+    refusal: str | None = None  # a refusal of this kind (decision and rules empty)
 
 
 class SummaryWalk:
@@ -45,9 +51,21 @@ class SummaryWalk:
         self._prev: tuple[int, str, str] | None = None  # seq, leaf hex, recorded_at
         self.summaries = 0
         self.unsummarised = 0  # decisions sealed before the first summary
+        self.refusals = 0  # refusals checked against their summary entry
+        self.refusals_unsummarised = 0  # refusals sealed before the first version 2 summary
+        self._v2 = False  # a version 2 summary was seen: from here on refusals are summarised
 
     def decision(self, seq: int, recorded_at: str, decision: str, rules: tuple[str, ...]) -> None:
         self._pending[seq] = _Seen(decision, rules, recorded_at)
+
+    def refusal(self, seq: int, record: bytes) -> None:
+        """A sealed ``refusal`` entry (its envelope bytes), before the summary after it."""
+        try:
+            env = orjson.loads(record)
+            kind, at = env["record"]["refusal"]["kind"], env["recorded_at"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            kind, at = "?", ""
+        self._pending[seq] = _Seen("", (), str(at), str(kind))
 
     def summary(self, seq: int, record: bytes, leaf: bytes) -> None:
         self.summaries += 1
@@ -68,18 +86,32 @@ class SummaryWalk:
         self._prev = (seq, leaf.hex(), at)
         for early in sorted(k for k in self._pending if k < s.first_seq):
             self._uncovered(early, before_chain=self.summaries == 1)
+        self._v2 = self._v2 or s.version >= 2
         for i, e in enumerate(s.entries):
             dseq = s.first_seq + i
             d = self._pending.pop(dseq, None)
-            if d is None:
+            if e.refusal is not None:
+                if d is None or d.refusal is None:
+                    fail(TABLE, seq, f"the summary speaks for a refusal at seq {dseq}, which holds none")
+                elif (d.refusal, d.recorded_at) != (e.refusal, at):
+                    fail(TABLE, seq, f"seq {dseq} is a refusal ({d.refusal}) at {d.recorded_at}; the summary "
+                                     f"says a refusal ({e.refusal}) at {at}")
+                else:
+                    self.refusals += 1
+            elif d is None or d.refusal is not None:
                 fail(TABLE, seq, f"the summary speaks for seq {dseq}, which holds no decision")
             elif (d.decision, d.rules, d.recorded_at) != (e.decision, e.rules, at):
                 fail(TABLE, seq, f"seq {dseq} is {d.decision} firing {list(d.rules)} at {d.recorded_at}; "
                                  f"the summary says {e.decision} firing {list(e.rules)} at {at}")
 
     def _uncovered(self, seq: int, *, before_chain: bool) -> None:
-        del self._pending[seq]
-        if before_chain:
+        seen = self._pending.pop(seq)
+        if seen.refusal is not None:
+            if self._v2:
+                self._fail(TABLE, seq, "a refusal no summary speaks for")
+            else:
+                self.refusals_unsummarised += 1  # sealed before the ledger summarised refusals
+        elif before_chain:
             self.unsummarised += 1  # sealed before the ledger kept summaries
         else:
             self._fail(TABLE, seq, "a decision no summary speaks for")

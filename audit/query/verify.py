@@ -65,12 +65,15 @@ class IndexReport:
     accounts_unverifiable: int = 0  # decisions with a purged payload: account rows not recomputable
     summaries: int = 0  # decision summaries checked against their decisions
     unsummarised: int = 0  # decisions sealed before the first summary
+    refusals: int = 0  # refusals checked against their summary entry
+    refusals_unsummarised: int = 0  # refusals sealed before summaries spoke for refusals
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"verified": True, "decisions": self.decisions, "annotations": self.annotations,
                 "rows": dict(self.rows), "accounts_unverifiable": self.accounts_unverifiable,
                 "summaries": self.summaries, "unsummarised": self.unsummarised,
+                "refusals": self.refusals, "refusals_unsummarised": self.refusals_unsummarised,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -265,6 +268,7 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
     walk = SummaryWalk(found.add)
     summaries = _Stream(conn, "SELECT seq, record, leaf_hash FROM ledger_entries "
                               "WHERE kind = 'decision.summary' ORDER BY seq")
+    refusals = _Stream(conn, "SELECT seq, record FROM ledger_entries WHERE kind = 'refusal' ORDER BY seq")
     try:
         for rows in _decision_pages(conn, page):
             keys.add(found, rows)
@@ -281,6 +285,8 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
                                      accounts_many=pool):
                 report.accounts_unverifiable += c.accounts is None
                 walk.decision(c.seq, c.recorded_at, c.decision, c.rules)
+            for s, rec in refusals.upto(last):
+                walk.refusal(int(s), bytes(rec))
             for s, rec, leaf in summaries.upto(last):
                 walk.summary(int(s), bytes(rec), bytes(leaf))
             report.decisions += len(rows)
@@ -289,10 +295,13 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
         if pool is not None:
             pool.close()
     _strays(found, {int(x[0]): x for x in t.upto(None)}, _grouped(r.upto(None)), _grouped(a.upto(None)))
+    for s, rec in refusals.upto(None):
+        walk.refusal(int(s), bytes(rec))
     for s, rec, leaf in summaries.upto(None):
         walk.summary(int(s), bytes(rec), bytes(leaf))
     walk.finish()
     report.summaries, report.unsummarised = walk.summaries, walk.unsummarised
+    report.refusals, report.refusals_unsummarised = walk.refusals, walk.refusals_unsummarised
     keys.finish(conn, found, report)
 
 

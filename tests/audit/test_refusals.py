@@ -6,8 +6,9 @@ an empty JSON batch."""
 from __future__ import annotations
 
 import hashlib
+import threading
 import zipfile
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import orjson
 import pytest
 
 from audit.bundle.verify import verify_bundle
-from audit.decide.pipeline import Pipeline, seal_refusal
+from audit.decide.pipeline import Pipeline
 from audit.decide.principal import Principal
 from audit.decide.refusal import (
     Refusal,
@@ -25,12 +26,19 @@ from audit.decide.refusal import (
     replay_refusal,
     too_large,
 )
+from audit.decide.refusal_seal import seal_refusal
 from audit.decide.submissions import parse_submissions
-from audit.errors import BundleFailed, SubmissionRefusedError
+from audit.decide.summary import parse_summary
+from audit.errors import BundleFailed, DerivedRowError, SubmissionRefusedError
+from audit.export import create as export_create
 from audit.export.create import ExportFilters, create_bundle
+from audit.export.select import refusal_rows
 from audit.query.refusals import RefusalFilter, query_refusals
+from audit.query.verify import verify_index
 from ledger.append import Ledger
+from ledger.jcs import canonical_bytes
 from ledger.note import NoteSigner
+from ledger.records import format_time
 from ledger.verify import verify_ledger
 from tests.audit.bundle_fixture import now_fixed, rewrite
 from tests.audit.test_export import governed_pipeline
@@ -129,7 +137,7 @@ def test_an_oversized_body_is_sealed_unread_without_payload() -> None:
 
 
 @pytest.mark.parametrize("broken", [
-    {"schema": "sealtrail.refusal/2"}, {"at": "yesterday"}, {"principal": "x"},
+    {"schema": "sealtrail.refusal/9"}, {"at": "yesterday"}, {"principal": "x"},
     {"refusal": {"kind": "other", "reason": "", "faults": [], "fault_count": 0}},
     {"payload": {"sha256": None, "bytes": 1, "kept": True, "withheld": None}}])
 def test_a_body_that_breaks_the_schema_is_refused(broken: dict[str, Any]) -> None:
@@ -193,10 +201,10 @@ def test_a_bundle_carries_its_window_s_refusals_and_replays_them(db: Db, signer:
     with zipfile.ZipFile(path) as z:
         manifest = orjson.loads(z.read("manifest.json"))
         index = [orjson.loads(x) for x in z.read("index.jsonl").splitlines()]
-    assert manifest["schema"] == "sealtrail.bundle/3" and manifest["counts"]["refusals"] == 5
+    assert manifest["schema"] == "sealtrail.bundle/4" and manifest["counts"]["refusals"] == 5
     assert [e["trace_id"] for e in index if e["kind"] == "refusal"] == tids
     report = verify_bundle(path, [signer.verifier], sandbox=sandbox, now=now_fixed).to_json()
-    assert (report["format"], report["refusals"], report["refusals_replayed"]) == (3, 5, 5)
+    assert (report["format"], report["refusals"], report["refusals_replayed"]) == (4, 5, 5)
     with ledger.engine.connect() as conn:
         decided = conn.exec_driver_sql("SELECT count(*) FROM ledger_entries WHERE kind = 'decision'").scalar()
     assert report["decisions"] == decided and report["completeness"]["checked"] == decided
@@ -233,3 +241,158 @@ def test_a_sealed_refusal_whose_payload_now_parses_is_a_replay_mismatch(
         verify_bundle(path, [signer.verifier], sandbox=sandbox, now=now_fixed)
     (f,) = [f for f in info.value.failures if f.kind == "replay.refusal"]
     assert f.trace_id == tid and "now parses" in f.detail
+
+
+# -- completeness: every refusal commit seals a summary that speaks for it -------------------
+
+
+def _summaries(ledger: Ledger) -> list[tuple[int, dict[str, Any]]]:
+    with ledger.engine.connect() as conn:
+        return [(int(s), orjson.loads(bytes(r))) for s, r in conn.exec_driver_sql(
+            "SELECT seq, record FROM ledger_entries WHERE kind = 'decision.summary' ORDER BY seq")]
+
+
+def test_each_refusal_is_spoken_for_by_a_summary_in_the_one_chain(db: Db, signer: NoteSigner,
+                                                                 sandbox: Sandbox) -> None:
+    ledger, _, tids = _world(db, signer, sandbox)
+    with ledger.engine.connect() as conn:
+        refusals = {str(t): (int(s), orjson.loads(bytes(r))) for s, t, r in conn.exec_driver_sql(
+            "SELECT seq, trace_id, record FROM ledger_entries WHERE kind = 'refusal'")}
+    by_seq = dict(_summaries(ledger))
+    for tid in tids:
+        seq, env = refusals[tid]
+        summary = by_seq[seq + 1]  # the last entry of the refusal's own commit
+        assert summary["recorded_at"] == env["recorded_at"]
+        assert summary["record"]["schema"] == "sealtrail.decision.summary/2"
+        assert summary["record"]["entries"] == [{"refusal": env["record"]["refusal"]["kind"]}]
+    prev = None
+    for seq, env in _summaries(ledger):  # decisions' summaries and refusals' alike: one unbroken chain
+        s = parse_summary(seq, env["record"])
+        assert s.prev == prev
+        prev = (seq, _leaf(ledger, seq))
+    report = verify_index(ledger.engine, workers=1)
+    assert (report.refusals, report.refusals_unsummarised) == (5, 0)
+
+
+def _leaf(ledger: Ledger, seq: int) -> str:
+    with ledger.engine.connect() as conn:
+        leaf = conn.exec_driver_sql(f"SELECT leaf_hash FROM ledger_entries WHERE seq = {seq}").scalar_one()
+    return bytes(leaf).hex()
+
+
+def test_refusals_and_batches_sealed_at_once_keep_one_chain(db: Db, signer: NoteSigner,
+                                                            sandbox: Sandbox) -> None:
+    ledger = make_ledger(db, signer)
+    pipe = governed_pipeline(ledger, sandbox)
+    subs = submissions(120, seed=12)
+    errors: list[BaseException] = []
+
+    def decide() -> None:
+        try:
+            for i in range(0, 120, 10):
+                pipe.decide(subs[i:i + 10])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def refuse(who: Principal) -> None:
+        try:
+            for fmt, batch, raw in CASES * 3:
+                seal_refusal(ledger, refused(raw, fmt, batch, who, datetime.now(UTC)))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=decide), threading.Thread(target=refuse, args=(SCORER,)),
+               threading.Thread(target=refuse, args=(OTHER,))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    report = verify_index(ledger.engine, workers=1)  # every summary linked to the one before, under the lock
+    assert (report.decisions, report.refusals, report.refusals_unsummarised) == (120, 30, 0)
+    verify_ledger(ledger.engine, [signer.verifier])
+
+
+def test_a_refusal_sealed_without_its_summary_fails_ledger_verify_naming_it(db: Db, signer: NoteSigner,
+                                                                            sandbox: Sandbox) -> None:
+    ledger = make_ledger(db, signer)
+    # a refusal sealed alone, as before refusals were summarised
+    (early,) = ledger.append_many([refused(b"[]", "json", True).record()])
+    pipe = governed_pipeline(ledger, sandbox)
+    pipe.decide(submissions(4, seed=5))
+    assert verify_index(ledger.engine, workers=1).refusals_unsummarised == 1  # counted, not judged
+    seal_refusal(ledger, refused(MT940, "mt", True))
+    (late,) = ledger.append_many([refused(MT940, "mt", True).record()])  # a writer that skipped the summary
+    pipe.decide(submissions(4, seed=6))
+    with pytest.raises(DerivedRowError) as info:
+        verify_index(ledger.engine, workers=1)
+    assert (info.value.table, info.value.seq) == ("decision.summary", late.seq)
+    assert "a refusal no summary speaks for" in str(info.value) and early.seq < late.seq
+
+
+def test_a_bundle_proves_the_refusals_of_its_window_complete(db: Db, signer: NoteSigner, sandbox: Sandbox,
+                                                            tmp_path: Path) -> None:
+    ledger, _, _ = _world(db, signer, sandbox)
+    until = format_time(datetime.now(UTC) + timedelta(microseconds=1))  # a window that has ended
+    out = tmp_path / "b.zip"
+    create_bundle(ledger.engine, ledger, signer, out, ExportFilters.of("2000-01-01T00:00:00Z", until),
+                  OFFICER)
+    report = verify_bundle(out, [signer.verifier], sandbox=sandbox, now=now_fixed).to_json()
+    c = report["completeness"]
+    assert (c["proven"], c["refusals_proven"], c["refusals_checked"], c["notes"]) == (True, True, 5, [])
+    narrowed = verify_bundle(_export(ledger, signer, tmp_path / "allow.zip", decision="ALLOW"),
+                             [signer.verifier], sandbox=sandbox, now=now_fixed).to_json()
+    assert narrowed["refusals"] == 0 and narrowed["completeness"]["refusals_proven"] is None
+
+
+def _without_refusal(monkeypatch: pytest.MonkeyPatch, seq: int) -> None:
+    def rows(*a: Any, **k: Any) -> list[Any]:
+        return [r for r in refusal_rows(*a, **k) if r.seq != seq]
+
+    monkeypatch.setattr(export_create, "refusal_rows", rows)
+
+
+def _refusal_seq(ledger: Ledger, trace_id: str) -> int:
+    with ledger.engine.connect() as conn:
+        seq = conn.exec_driver_sql("SELECT seq FROM ledger_entries WHERE trace_id = "
+                                   f"'{trace_id}'").scalar_one()
+    return int(seq)
+
+
+def test_the_exporter_refuses_a_selection_that_leaves_out_a_refusal(
+        db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger, _, tids = _world(db, signer, sandbox)
+    victim = _refusal_seq(ledger, tids[2])
+    _without_refusal(monkeypatch, victim)
+    with pytest.raises(DerivedRowError, match=f"seq {victim}"):
+        _export(ledger, signer, tmp_path / "b.zip")
+    assert not (tmp_path / "b.zip").exists()
+
+
+def test_a_bundle_leaving_out_a_refusal_fails_naming_it(
+        db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger, _, tids = _world(db, signer, sandbox)
+    victim = _refusal_seq(ledger, tids[2])
+    _without_refusal(monkeypatch, victim)
+    monkeypatch.setattr(export_create, "check_selection", lambda *a: None)  # a dishonest exporter
+    path = _export(ledger, signer, tmp_path / "b.zip")  # signed, every proof and count consistent
+    with pytest.raises(BundleFailed) as info:
+        verify_bundle(path, [signer.verifier], sandbox=sandbox, now=now_fixed)
+    assert [(f.kind, f.seq) for f in info.value.failures] == [("completeness.missing", victim)]
+    assert "refusal" in info.value.failures[0].detail
+
+
+def test_a_format_3_bundle_may_not_hold_a_version_2_summary(db: Db, signer: NoteSigner, sandbox: Sandbox,
+                                                          tmp_path: Path) -> None:
+    ledger, _, _ = _world(db, signer, sandbox)
+    path = _export(ledger, signer, tmp_path / "b.zip")
+    with zipfile.ZipFile(path) as z:  # relabelled as format 3, whose verifier checks no refusal's summary
+        manifest = orjson.loads(z.read("manifest.json"))
+    older = rewrite(path, tmp_path / "v3.zip", resign=signer, edit=lambda m: m.__setitem__(
+        "manifest.json", canonical_bytes({**manifest, "schema": "sealtrail.bundle/3"})))
+    with pytest.raises(BundleFailed) as info:
+        verify_bundle(older, [signer.verifier], sandbox=sandbox, now=now_fixed)
+    assert "completeness.summary" in {f.kind for f in info.value.failures}
+    assert any("version 2 summary in a format 3 bundle" in f.detail for f in info.value.failures)
