@@ -9,6 +9,11 @@ length); a body without one (chunked) is read here as it streams, counted, and r
 first chunk past the cap, so the route never runs: nothing is decided or recorded, whether or
 not the route would have read a body. Under the cap the route gets it whole. Both refusals are
 problem+json; under ``/console`` they are the console's error page, with the same status.
+
+A body over the cap sent to a decision endpoint by a caller allowed to score is a screening
+request refused: it is sealed as a ``refusal`` record without payload (it was never read), and
+the 413 carries its ``trace_id`` (``api.routes.decisions.seal_refused``: a failure to seal still
+refuses, without it). A caller refused for its rate, or not allowed to score, leaves no record.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.access import may
 from api.auth import CALLER_SCOPE_KEY, Authenticator, AuthError, Caller
 from api.config import DEFAULT_RATE_LIMITS, RateLimit
 from api.console.forms import MAX_FORM
@@ -42,6 +48,8 @@ DECISIONS_CAP = MAX_FILE_BYTES
 PROPOSAL_CAP = 32 << 20
 CONSOLE_CAP = MAX_FORM
 DEFAULT_CAP = 256 << 10
+# the scoring endpoints, by path, and the operation a caller must be allowed to seal a refusal there
+_SCORING = {"/v1/decisions": "decisions.create", "/v1/decisions/batch": "decisions.batch"}
 
 
 @dataclass(frozen=True)
@@ -135,12 +143,37 @@ class Gate:
             return page
         return problem_response(status, kind, detail, headers=headers, instance=path, extra=extra)
 
-    def _too_large(self, scope: dict[str, Any], cap: int, what: str) -> Response:
+    async def _too_large(self, scope: dict[str, Any], cap: int, what: str, caller: Caller | None,
+                         declared: int | None) -> Response:
         noun = "form" if scope["path"].startswith(self.html_prefix) else "body"
+        extra: dict[str, Any] = {"limit_bytes": cap}
+        recorded = "nothing was decided or recorded"
+        tid = await self._seal_too_large(scope, cap, caller, declared)
+        if tid is not None:
+            extra["trace_id"] = tid
+            recorded = f"nothing was decided; the refusal is sealed as trace {tid}"
         # Connection: close, so that the server stops taking in the rest of the body after the answer.
         return self._refusal(scope, 413, "too_large", "Too large",
-                             f"{noun} over {cap:,} bytes, this endpoint's limit ({what}); nothing was "
-                             "decided or recorded", {"Connection": "close"}, {"limit_bytes": cap})
+                             f"{noun} over {cap:,} bytes, this endpoint's limit ({what}); {recorded}",
+                             {"Connection": "close"}, extra)
+
+    async def _seal_too_large(self, scope: dict[str, Any], cap: int, caller: Caller | None,
+                              declared: int | None) -> str | None:
+        """Seal the refusal of a screening request over the cap (a caller allowed to score, a
+        decision endpoint); its trace id, or None where there is none to seal or sealing failed."""
+        operation = _SCORING.get(scope["path"])
+        app = scope.get("app")
+        if (operation is None or scope["method"] != "POST" or caller is None
+                or not may(operation, caller.roles) or app is None
+                or getattr(app.state, "runtime", None) is None):
+            return None
+        from api.routes.decisions import format_of, seal_refused, via_of
+        from audit.decide.refusal import too_large
+
+        batch = operation == "decisions.batch"
+        refusal = too_large(declared, cap, fmt=format_of(Headers(scope=scope).get("content-type")),
+                            principal=caller.principal.to_json(), batch=batch, via=via_of(batch))
+        return await seal_refused(app.state, refusal)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -170,7 +203,9 @@ class Gate:
         declared = _content_length(scope)
         if declared is not None:
             if declared > cap:
-                await self._too_large(scope, cap, f"Content-Length: {declared:,} bytes")(scope, receive, send)
+                answer = await self._too_large(scope, cap, f"Content-Length: {declared:,} bytes", caller,
+                                               declared)
+                await answer(scope, receive, send)
                 return
             await self.app(scope, receive, send)
             return
@@ -187,8 +222,9 @@ class Gate:
             size += len(chunk)
             if size > cap:
                 body.clear()
-                await self._too_large(scope, cap, "more than that sent, without a Content-Length")(
-                    scope, receive, send)
+                answer = await self._too_large(scope, cap, "more than that sent, without a Content-Length",
+                                               caller, None)
+                await answer(scope, receive, send)
                 return
             if chunk:
                 body.append(chunk)

@@ -9,9 +9,10 @@ The recorded principal is the local operator (``Principal.local``: empty fingerp
 
 All or nothing at the edge: every file is read and parsed before the runtime opens, so one
 refused message (exit 1, naming the file, the message index and the field) decides nothing. The
-refusal itself is sealed (a ``refusal`` record whose payload is the file's bytes; a file over the
-size cap is sealed unread, without payload) and its ``trace_id`` printed; where the ledger cannot
-be opened or written, the file is refused all the same, without ``trace_id``, saying why.
+refusal itself is sealed (a ``refusal`` record whose payload is the file's bytes: a message
+refused, an empty file, one whose format cannot be detected; a file over the size cap is sealed
+unread, without payload) and its ``trace_id`` printed; where the ledger cannot be opened or
+written, the file is refused all the same, without ``trace_id``, saying why.
 Exit 2: missing or unmigrated database, missing key.
 
 Not all or nothing once deciding starts: each batch is its own commit. If a later batch fails
@@ -84,7 +85,7 @@ class ScoredFile:
 
 def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
     """Every message of ``path`` as a submission, or ``FileRefusedError`` for the whole file."""
-    from audit.decide.refusal import refusal_of, too_large
+    from audit.decide.refusal import empty_body, refusal_of, too_large, undetected
     from audit.decide.submissions import parse_submissions
     from audit.errors import SubmissionRefusedError
     from inference.messages import MAX_FILE_BYTES, MessageError, detect_format
@@ -97,11 +98,14 @@ def read_file(path: Path, fmt: str, principal: dict[str, Any]) -> ScoredFile:
                                too_large(None, MAX_FILE_BYTES, fmt=fmt, principal=principal, batch=True,
                                          via=_VIA))
     if not raw.strip():
-        raise FileRefusedError(path, "the file is empty", [{"field": "file", "message": "empty"}])
+        raise FileRefusedError(path, "the file is empty", [{"field": "file", "message": "empty"}],
+                               empty_body(raw, fmt=fmt, principal=principal, batch=True, via=_VIA,
+                                          max_items=None))
     try:
         kind = detect_format(raw) if fmt == "auto" else fmt
     except MessageError as exc:
-        raise FileRefusedError(path, str(exc), [{"field": "format", "message": exc.reason}]) from exc
+        raise FileRefusedError(path, str(exc), [{"field": "format", "message": exc.reason}],
+                               undetected(exc, raw, principal=principal, batch=True, via=_VIA)) from exc
     batch = not _one_json_object(raw, kind)
     try:
         subs = parse_submissions(raw, kind, principal, batch=batch, max_items=None)
@@ -139,7 +143,7 @@ def _seal(s: Settings, exc: FileRefusedError) -> tuple[str | None, str]:
     if exc.refusal is None:
         return None, "refused; nothing was decided or recorded"
     from api import ops
-    from audit.decide.pipeline import seal_refusal
+    from audit.decide.refusal_seal import seal_refusal
 
     try:
         engine = ops.engine_for(s)

@@ -2,12 +2,16 @@
 
 The answer leaves only after the decision's ledger record is durable; if the ledger cannot
 commit, the caller gets 503 with Retry-After and no decision exists. A request refused as input
-(unreadable message, wrong content type, bad X-Priority) is refused whole: nothing is decided.
-A body the scoring path refuses (``parse_submissions``: 422, or 413 for too many transactions),
-or one over the size cap, is sealed as a ``refusal`` record (``audit.decide.refusal``) whose
-``trace_id`` the problem carries; if it cannot be sealed the refusal is answered all the same,
-without ``trace_id``, logged and counted (``sealtrail_refusal_seal_failures_total``). Requests
-refused before authentication, for their rate or for their headers are not sealed.
+(unreadable message, empty body, wrong content type, bad X-Priority or Idempotency-Key) is
+refused whole: nothing is decided. Every refusal of a caller allowed to score is sealed as a
+``refusal`` record (``audit.decide.refusal``, sealed by ``audit.decide.refusal_seal``) whose
+``trace_id`` the problem carries: a body the scoring path refuses (``parse_submissions``: 422, or
+413 for too many transactions), an empty one, one over the size cap (here, or in ``api.limits``
+before any route), and a refusal for a header (then before the body was read: no payload). If it
+cannot be sealed the refusal is answered all the same, without ``trace_id``, logged and counted
+(``sealtrail_refusal_seal_failures_total``). Requests refused before authentication or
+authorisation, and for their rate, are not sealed: no principal allowed to score stands behind
+the first, and the rate limit is what bounds how fast refusals can grow the ledger.
 A payment decided before (the same idempotency key: ``Idempotency-Key``, else its UETR, else its
 reference, with the same content) is answered with its existing decision, marked ``replayed``
 (and, on ``POST /v1/decisions``, the response header ``Idempotent-Replayed: true``).
@@ -32,8 +36,8 @@ from api.deps import authorize
 from api.openapi import body, examples, media, operation, problems, schema_of
 from api.problems import Problem
 from audit.decide.idempotency import HEADER_KEY
-from audit.decide.pipeline import seal_refusal
-from audit.decide.refusal import Refusal, refusal_of, too_large
+from audit.decide.refusal import Refusal, empty_body, header_refused, refusal_of, too_large
+from audit.decide.refusal_seal import seal_refusal
 from audit.decide.runtime import Runtime
 from audit.decide.submissions import MAX_BATCH, parse_submissions
 from audit.decide.types import Decision, Submission
@@ -42,7 +46,7 @@ from inference.batcher import Priority
 from inference.messages import MAX_FILE_BYTES
 from inference.messages.json_message import TransactionIn
 
-__all__ = ["MAX_BATCH", "router"]
+__all__ = ["MAX_BATCH", "format_of", "router", "seal_refused", "via_of"]
 
 log = logging.getLogger("sealtrail.api")
 
@@ -168,10 +172,22 @@ def _format(request: Request) -> str:
     return fmt
 
 
-async def _seal(request: Request, refusal: Refusal) -> str | None:
-    """Seal ``refusal``; its trace id, or None (logged and counted) where it could not be sealed."""
-    rt: Runtime = request.app.state.runtime
-    metrics = getattr(request.app.state, "metrics", None)
+def via_of(batch: bool) -> str:
+    """The refusal record's ``request.via`` of a decision endpoint."""
+    return "POST /v1/decisions/batch" if batch else "POST /v1/decisions"
+
+
+def format_of(content_type: str | None) -> str:
+    """The format a ``Content-Type`` header names; ``auto`` (none determined) where it names none
+    the scoring path reads."""
+    return _FORMATS.get((content_type or "").split(";", 1)[0].strip().lower(), "auto")
+
+
+async def seal_refused(state: Any, refusal: Refusal) -> str | None:
+    """Seal ``refusal`` in the ledger of the app whose ``state`` is given; its trace id, or None
+    (logged and counted) where it could not be sealed."""
+    rt: Runtime = state.runtime
+    metrics = getattr(state, "metrics", None)
     try:
         receipt = await run_in_threadpool(seal_refusal, rt.ledger, refusal)
     except Exception:
@@ -197,25 +213,27 @@ async def _parse(request: Request, raw: bytes, fmt: str, principal: dict[str, An
             subs = parse_submissions(raw, fmt, principal, batch=False, idempotency_key=key)
         return subs
     except SubmissionRefusedError as exc:
-        via = "POST /v1/decisions/batch" if batch else "POST /v1/decisions"
-        refusal = refusal_of(exc, raw, fmt=fmt, principal=principal, batch=batch, via=via,
+        refusal = refusal_of(exc, raw, fmt=fmt, principal=principal, batch=batch, via=via_of(batch),
                              max_items=MAX_BATCH, idempotency_key=key is not None)
         exc.trace_id = await _seal(request, refusal)
         raise
 
 
+async def _seal(request: Request, refusal: Refusal) -> str | None:
+    return await seal_refused(request.app.state, refusal)
+
+
 async def _too_large(request: Request, principal: dict[str, Any], fmt: str, batch: bool,
                      declared: int | None) -> Problem:
     """The 413 of a body over the cap, sealed as a refusal without payload (it was never read)."""
-    via = "POST /v1/decisions/batch" if batch else "POST /v1/decisions"
     tid = await _seal(request, too_large(declared, MAX_FILE_BYTES, fmt=fmt, principal=principal, batch=batch,
-                                         via=via))
+                                         via=via_of(batch)))
     what = "more than" if declared is None else f"{declared:,} bytes,"
     return Problem(413, "too_large", f"body of {what} {MAX_FILE_BYTES:,} bytes at most",
                    extra=None if tid is None else {"trace_id": tid})
 
 
-async def _body(request: Request, principal: dict[str, Any], fmt: str, batch: bool) -> bytes:
+async def _body(request: Request, principal: dict[str, Any], fmt: str, batch: bool, key: str | None) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
         raise await _too_large(request, principal, fmt, batch, int(declared))
@@ -236,8 +254,34 @@ async def _body(request: Request, principal: dict[str, Any], fmt: str, batch: bo
             break
     raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if not raw.strip():
-        raise Problem(422, "empty_body", "the request body is empty", [{"field": "body", "message": "empty"}])
+        tid = await _seal(request, empty_body(raw, fmt=fmt, principal=principal, batch=batch,
+                                              via=via_of(batch), max_items=MAX_BATCH,
+                                              idempotency_key=key is not None))
+        raise Problem(422, "empty_body", "the request body is empty", [{"field": "body", "message": "empty"}],
+                      extra=None if tid is None else {"trace_id": tid})
     return raw
+
+
+async def _headers(request: Request, principal: dict[str, Any], *, batch: bool
+                   ) -> tuple[str, Priority, str | None]:
+    """The format, lane and idempotency key the headers give; a refused header is sealed (before
+    the body is read: no payload) and its problem carries the trace id."""
+    try:
+        fmt = _format(request)
+        priority = _priority(request)
+        key = _idempotency_key(request) if not batch else None
+    except Problem as p:
+        declared = request.headers.get("content-length", "")
+        field = p.errors[0]["field"] if p.errors else "header"
+        refusal = header_refused(p.kind, field, p.detail, fmt=format_of(request.headers.get("content-type")),
+                                 principal=principal, batch=batch, via=via_of(batch),
+                                 declared=int(declared) if declared.isdigit() else None,
+                                 idempotency_key="idempotency-key" in request.headers and not batch)
+        tid = await _seal(request, refusal)
+        if tid is not None:
+            p.extra["trace_id"] = tid
+        raise
+    return fmt, priority, key
 
 
 def _idempotency_key(request: Request) -> str | None:
@@ -265,9 +309,9 @@ async def create_decision(request: Request) -> Response:
     t0 = time.perf_counter()
     caller = authorize(request, _CREATE)  # before the body is read
     rt: Runtime = request.app.state.runtime
-    fmt, priority, key = _format(request), _priority(request), _idempotency_key(request)
     principal = caller.principal.to_json()
-    raw = await _body(request, principal, fmt, False)
+    fmt, priority, key = await _headers(request, principal, batch=False)
+    raw = await _body(request, principal, fmt, False, key)
     subs = await _parse(request, raw, fmt, principal, batch=False, key=key)
     (d,) = await rt.service.decide_async(subs, priority)
     us = round((time.perf_counter() - t0) * 1e6)
@@ -283,9 +327,9 @@ async def create_batch(request: Request) -> Response:
     t0 = time.perf_counter()
     caller = authorize(request, _BATCH)  # before the body is read
     rt: Runtime = request.app.state.runtime
-    fmt, priority = _format(request), _priority(request)
     principal = caller.principal.to_json()
-    raw = await _body(request, principal, fmt, True)
+    fmt, priority, _ = await _headers(request, principal, batch=True)
+    raw = await _body(request, principal, fmt, True, None)
     subs = await _parse(request, raw, fmt, principal, batch=True, key=None)
     # Batch callers are not held to the interactive deadline: 10,000 at once exceed it by design.
     decisions = await rt.service.decide_async(subs, priority, timeout_s=60.0)

@@ -156,8 +156,9 @@ def test_a_refused_message_refuses_the_run_and_decides_nothing(cli: Cli, tmp_pat
     assert doc["errors"][0]["field"].startswith("[1]") and "currency" in doc["errors"][0]["field"]
     res = cli("score", str(bad), code=1)
     assert str(bad) in res.stderr and "[1]" in res.stderr and "nothing was decided" in res.stderr
-    # nothing decided, not even the runtime's start-up records: one sealed refusal per refused run
-    assert cli.size() == before + 2 and "sealed as trace" in res.stderr
+    # nothing decided, not even the runtime's start-up records: one sealed refusal (and the summary
+    # that speaks for it) per refused run
+    assert cli.size() == before + 4 and "sealed as trace" in res.stderr
     assert doc["trace_id"] != cli.json("traces", "refusals")["items"][0]["trace_id"]
     fin = tmp_path / "bad.fin"
     fin.write_bytes(FIN.read_bytes().replace(b":32A:261130CHF100000,00", b":32A:261130CHF1OO,00"))
@@ -165,14 +166,24 @@ def test_a_refused_message_refuses_the_run_and_decides_nothing(cli: Cli, tmp_pat
     assert doc["errors"][0]["field"].startswith("[0].:32A:")
     garbage = tmp_path / "noise.txt"
     garbage.write_bytes(b"hello")
-    assert cli.json("score", str(garbage), code=1)["errors"] == [
+    undetected = cli.json("score", str(garbage), code=1)
+    assert undetected["errors"] == [
         {"field": "format", "message": "neither SWIFT FIN ('{1:'), ISO 20022 XML ('<') nor JSON"}]
     empty = tmp_path / "empty.xml"
     empty.write_bytes(b"  \n")
-    assert cli.json("score", str(empty), code=1)["errors"][0]["field"] == "file"
-    assert cli.size() == before + 3  # the three refusals parse_submissions made, sealed; no decision
+    emptied = cli.json("score", str(empty), code=1)
+    assert emptied["errors"][0]["field"] == "file"
+    # every refused run is sealed: the three refusals parse_submissions made, the file whose format
+    # cannot be detected and the empty one, each with its summary; no decision
+    assert cli.size() == before + 10
     refusals = cli.json("traces", "refusals")["items"]
-    assert [r["format"] for r in refusals] == ["mt", "json", "json"]
+    assert [r["format"] for r in refusals] == ["auto", "auto", "mt", "json", "json"]
+    assert [r["kind"] for r in refusals[:2]] == ["empty_body", "format_undetected"]
+    assert [r["trace_id"] for r in refusals[:2]] == [emptied["trace_id"], undetected["trace_id"]]
+    assert refusals[0]["payload"] == {"sha256": hashlib.sha256(b"  \n").hexdigest(), "bytes": 3, "kept": True,
+                                      "withheld": None}
+    assert refusals[1]["payload"]["sha256"] == hashlib.sha256(b"hello").hexdigest()
+    assert cli.json("ledger", "verify")["derived"]["refusals"] == 5  # each spoken for by its summary
 
 
 def test_usage_and_configuration_errors_exit_2(db: Db, tmp_path: Path) -> None:

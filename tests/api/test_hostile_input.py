@@ -38,10 +38,16 @@ def served(db: Db, tmp_path: Path) -> Iterator[Served]:
 
 
 def undecided(served: Served) -> int:
-    """Entries other than sealed refusals: a refused request adds its refusal record and nothing else."""
+    """Entries other than sealed refusals and the summaries that speak for them: a refused request
+    adds its refusal record, and the summary of its commit, and nothing else."""
     with served.runtime.engine.connect() as conn:
-        q = "SELECT count(*) FROM ledger_entries WHERE kind <> 'refusal'"
-        return int(conn.exec_driver_sql(q).scalar_one())
+        rows = conn.exec_driver_sql("SELECT kind, record FROM ledger_entries WHERE kind <> 'refusal'").all()
+    return sum(1 for kind, rec in rows if not (kind == "decision.summary" and _refusals_only(bytes(rec))))
+
+
+def _refusals_only(record: bytes) -> bool:
+    entries = orjson.loads(record)["record"].get("entries") or [{}]
+    return all(set(e) == {"refusal"} for e in entries)
 
 
 def with_version(version: str) -> str:

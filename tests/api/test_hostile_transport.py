@@ -118,6 +118,9 @@ def _routes(app: FastAPI) -> list[Any]:
     return list(app.routes) if contexts is None else list(contexts(list(app.routes)))
 
 
+SCORING = ("/v1/decisions", "/v1/decisions/batch")
+
+
 def _post_routes(app: FastAPI) -> list[tuple[str, str]]:
     """(path with its parameters filled in, a role allowed to call it) for every POST route."""
     out = []
@@ -155,7 +158,9 @@ def test_every_post_refuses_a_declared_oversized_body_unread(served: App) -> Non
             continue
         body = _problem(r, 413, "too_large")
         assert body["limit_bytes"] == cap and f"{cap + 1:,} bytes" in body["detail"], (path, body)
-    assert served.size() == before
+        # a screening request refused is sealed (its refusal and the summary after it); nothing else is
+        assert ("trace_id" in body) == (path in SCORING), (path, body)
+    assert served.size() == before + 2 * len(SCORING)
 
 
 def _endless_post(served: App, path: str, role: str, chunk: bytes, give_up_at: int,
@@ -201,7 +206,7 @@ def test_every_post_stops_reading_a_chunked_body_at_its_cap(served: App) -> None
         cap = body_cap("POST", path)
         status, pulled = _endless_post(served, path, role, chunk, give_up_at=cap + 16 * len(chunk))
         assert status == 413 and pulled <= cap + len(chunk), (path, status, pulled, cap)
-    assert served.size() == before
+    assert served.size() == before + 2 * len(SCORING)  # the decision endpoints' refusals, sealed unread
 
 
 def test_a_small_content_length_beside_chunked_encoding_does_not_let_a_big_body_through(served: App) -> None:

@@ -72,7 +72,8 @@ def test_a_caller_key_decides_its_payment_once(served: Served) -> None:
     for bad in ("", "has space", "x" * 256):
         r = served.post(two, **{"idempotency-key": bad})
         assert r.status_code == 422 and r.json()["errors"][0]["field"] == "Idempotency-Key", r.text
-    assert served.size() == size  # a refused key decides nothing
+        assert "trace_id" in r.json()  # the refusal is sealed, unread
+    assert served.size() == size + 6  # each refusal and its summary: a refused key decides nothing
 
 
 def test_two_concurrent_posts_of_one_payment_seal_one_decision(served: Served) -> None:

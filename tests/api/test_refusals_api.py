@@ -54,7 +54,7 @@ def test_a_refused_message_answers_422_with_the_trace_id_of_its_sealed_refusal(s
     r = served.post(bad)
     assert r.status_code == 422 and r.json()["type"].endswith("message_refused"), r.text
     tid = r.json()["trace_id"]
-    assert served.size() == size + 1  # the refusal alone: nothing decided
+    assert served.size() == size + 2  # the refusal and the summary that speaks for it: nothing decided
     kind, env = entry(served, tid)
     body = env["record"]
     assert kind == "refusal" and body["schema"] == REFUSAL_SCHEMA
@@ -134,3 +134,94 @@ def test_a_refusal_that_cannot_be_sealed_is_still_a_422_logged_and_counted(serve
     metrics = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
     assert 'sealtrail_refusals_total{kind="message_refused"} 1.0' in metrics
     verify_ledger(served.runtime.engine, [load_signer(served.settings.key_file).verifier])
+
+
+# -- every refusal of a caller allowed to score is sealed, whatever refused it -----------------
+
+
+def _refusal(served: Served, r: Any, status: int, kind: str) -> dict[str, Any]:
+    """The sealed refusal body the problem ``r`` names (after checking the problem is ``kind``)."""
+    assert r.status_code == status and r.json()["type"].endswith(kind), r.text
+    entry_kind, env = entry(served, r.json()["trace_id"])
+    assert entry_kind == "refusal"
+    body: dict[str, Any] = env["record"]
+    assert body["schema"] == REFUSAL_SCHEMA and body["refusal"]["kind"] == kind
+    assert body["principal"]["subject"].startswith("CN=")
+    assert env.get("payload_sha256") == (body["payload"]["sha256"] if body["payload"]["kept"] else None)
+    return body
+
+
+def _verified(served: Served) -> dict[str, Any]:
+    """``ledger verify`` of the served ledger, derived views included: every refusal spoken for."""
+    from audit.query.verify import verify_index
+
+    verify_ledger(served.runtime.engine, [load_signer(served.settings.key_file).verifier])
+    return verify_index(served.runtime.engine, workers=1).to_json()
+
+
+def test_an_empty_body_is_sealed_with_its_bytes(served: Served) -> None:
+    size = served.size()
+    for path, raw in (("/v1/decisions", b""), ("/v1/decisions/batch", b" \r\n\t ")):
+        r = served.client.post(path, content=raw, headers={**JSON, "x-test-role": "scorer"})
+        body = _refusal(served, r, 422, "empty_body")
+        assert body["payload"] == {"sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(raw), "kept": True,
+                                   "withheld": None}
+        assert body["request"]["batch"] == path.endswith("batch") and body["request"]["format"] == "json"
+    assert served.size() == size + 4
+    assert _verified(served)["refusals"] == 2
+
+
+@pytest.mark.parametrize(("headers", "kind", "status", "field", "fmt"), [
+    ({"content-type": "application/pdf"}, "unsupported_media_type", 415, "Content-Type", "auto"),
+    ({**JSON, "x-priority": "P9"}, "invalid_priority", 422, "X-Priority", "json"),
+    ({**FIN, "idempotency-key": "tab\tin it"}, "invalid_idempotency_key", 422, "Idempotency-Key", "mt")])
+def test_a_request_refused_for_a_header_is_sealed_unread(served: Served, headers: dict[str, str], kind: str,
+                                                         status: int, field: str, fmt: str) -> None:
+    size = served.size()
+    raw = unknown_currency()
+    r = served.client.post("/v1/decisions", content=raw, headers={**headers, "x-test-role": "scorer"})
+    body = _refusal(served, r, status, kind)
+    assert body["payload"]["kept"] is False and body["payload"]["sha256"] is None
+    assert body["payload"]["bytes"] == len(raw) and "before the body was read" in body["payload"]["withheld"]
+    assert body["request"]["format"] == fmt and body["refusal"]["faults"][0]["field"] == field
+    assert body["request"]["idempotency_key"] == ("idempotency-key" in headers)
+    assert served.size() == size + 2
+    assert _verified(served)["refusals"] == 1
+
+
+def test_a_body_over_the_cap_refused_before_routing_is_sealed_unread(served: Served) -> None:
+    size = served.size()
+    cap = 64 << 20
+    for path in ("/v1/decisions", "/v1/decisions/batch"):
+        r = served.client.post(path, content=b"[]", headers={**XML, "content-length": str(cap + 1),
+                                                             "x-test-role": "scorer"})
+        body = _refusal(served, r, 413, "too_large")
+        assert r.json()["limit_bytes"] == cap and r.json()["trace_id"] in r.json()["detail"]
+        assert body["payload"] == {"sha256": None, "bytes": cap + 1, "kept": False,
+                                   "withheld": "over the size cap: refused before it was read"}
+        assert body["request"]["format"] == "iso20022" and body["request"]["via"] == f"POST {path}"
+    r = served.client.post("/v1/decisions", content=b"[]", headers={**JSON, "content-length": str(cap + 1),
+                                                                    "x-test-role": "officer"})
+    assert r.status_code == 413 and "trace_id" not in r.json()  # not allowed to score: no record
+    assert served.size() == size + 4
+    assert _verified(served)["refusals"] == 2
+
+
+def test_a_header_refusal_that_cannot_be_sealed_is_still_refused_and_counted(served: Served) -> None:
+    def refuse_inserts(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT"):
+            raise OperationalError(statement[:40], None, Exception("injected: the database is unreachable"))
+
+    event.listen(served.runtime.engine, "before_cursor_execute", refuse_inserts)
+    try:
+        header = served.client.post("/v1/decisions", content=b"{}",
+                                    headers={"content-type": "text/plain", "x-test-role": "scorer"})
+        over = {**JSON, "content-length": str((64 << 20) + 1), "x-test-role": "scorer"}
+        gate = served.client.post("/v1/decisions", content=b"[]", headers=over)
+    finally:
+        event.remove(served.runtime.engine, "before_cursor_execute", refuse_inserts)
+    assert header.status_code == 415 and "trace_id" not in header.json()
+    assert gate.status_code == 413 and "trace_id" not in gate.json()
+    assert "nothing was decided or recorded" in gate.json()["detail"]
+    metrics = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
+    assert "sealtrail_refusal_seal_failures_total 2.0" in metrics
