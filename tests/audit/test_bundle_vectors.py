@@ -20,6 +20,7 @@ VECTORS = Path(__file__).parents[1] / "vectors"
 V1 = VECTORS / "bundle-v1"
 V2 = VECTORS / "bundle-v2"
 V3 = VECTORS / "bundle-v3"
+V4 = VECTORS / "bundle-v4"
 
 
 def _member(path: Path, name: str) -> bytes:
@@ -86,12 +87,37 @@ def test_a_version_3_bundle_verifies_and_replays_its_refusals(sandbox: Sandbox) 
     got = (doc["format"], doc["decisions"], doc["summaries"], doc["refusals"], doc["refusals_replayed"])
     assert got == (3, 12, 3, 4, 4)
     assert doc["completeness"]["proven"] is True and doc["completeness"]["notes"] == []
+    assert doc["completeness"]["refusals_proven"] is None  # format 3 does not prove its refusals complete
 
 
 def test_version_3_records_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> None:
     records = _member(V3 / "bundle.zip", "records.jsonl").splitlines()
     index = [orjson.loads(x) for x in _member(V3 / "bundle.zip", "index.jsonl").splitlines()]
     assert [e["kind"] for e in index].count("refusal") == 4
+    for line, entry in zip(records, index, strict=True):
+        assert canonical_bytes(orjson.loads(line)) == line == rfc8785.dumps(orjson.loads(line)), entry["seq"]
+        assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
+
+
+def test_a_version_4_bundle_proves_its_refusals_complete_and_replays_them(sandbox: Sandbox) -> None:
+    key = NoteVerifier.from_vkey((V4 / "trusted.vkey").read_text().strip())
+    doc = verify_bundle(V4 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed).to_json()
+    got = (doc["format"], doc["decisions"], doc["summaries"], doc["refusals"], doc["refusals_replayed"])
+    assert got == (4, 12, 9, 6, 4)
+    c = doc["completeness"]
+    assert (c["proven"], c["refusals_proven"], c["checked"], c["refusals_checked"], c["notes"]) == (
+        True, True, 12, 6, [])
+
+
+def test_version_4_records_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> None:
+    records = _member(V4 / "bundle.zip", "records.jsonl").splitlines()
+    index = [orjson.loads(x) for x in _member(V4 / "bundle.zip", "index.jsonl").splitlines()]
+    kinds = [e["kind"] for e in index]
+    assert (kinds.count("refusal"), kinds.count("decision.summary")) == (6, 9)
+    summaries = [orjson.loads(line)["record"] for line, e in zip(records, index, strict=True)
+                 if e["kind"] == "decision.summary"]
+    assert {s["schema"] for s in summaries} == {"sealtrail.decision.summary/2"}
+    assert sum(1 for s in summaries for e in s["entries"] if "refusal" in e) == 6
     for line, entry in zip(records, index, strict=True):
         assert canonical_bytes(orjson.loads(line)) == line == rfc8785.dumps(orjson.loads(line)), entry["seq"]
         assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
