@@ -98,7 +98,8 @@ def _validation(data: bytes, fmt: str) -> tuple[list[dict[str, Any]], str]:
     except MessageError:
         kind = "unrecognised"
     if kind not in _XML_KINDS:
-        return [], NOT_XML.format(kind={"mt": "SWIFT FIN", "json": "JSON"}.get(kind, kind))
+        name = "SWIFT FIN" if kind.startswith("mt") else "JSON" if kind == "json" else kind
+        return [], NOT_XML.format(kind=name)
     try:
         return [p.to_json() for p in validate_xml(data)], ""
     except MessageError as exc:
