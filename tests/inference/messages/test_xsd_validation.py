@@ -68,7 +68,8 @@ def test_only_the_definitions_sealtrail_reads_are_shipped() -> None:
     families = {name.rsplit(".", 2)[0] for name in SCHEMAS}
     assert families <= {"head.001", "pacs.008", "pacs.009", "pacs.004", "pain.001"}
     assert {"pacs.008.001.02", "pacs.008.001.08", "pacs.008.001.13", "pain.001.001.03",
-            "pain.001.001.09", "head.001.001.04", "pacs.009.001.11", "pacs.004.001.13"} <= SCHEMAS
+            "pain.001.001.09", "head.001.001.02", "head.001.001.04", "pacs.009.001.11",
+            "pacs.004.001.13"} <= SCHEMAS
     assert schema_for(ISO + "pacs.008.001.08") == "pacs.008.001.08"
     assert schema_for(ISO + "pacs.008.001.01") is None  # older than sealtrail reads
     assert schema_for(ISO + "camt.053.001.08") is None
@@ -156,9 +157,11 @@ def test_errors_are_capped_and_the_rest_counted() -> None:
 
 def test_a_version_without_a_shipped_schema_is_not_validated_never_invalid() -> None:
     hdr, doc = validate_xml(PACS009_08.read_bytes())
-    for part, ns in ((hdr, "head.001.001.02"), (doc, "pacs.009.001.08")):
-        assert (part.status, part.valid, part.schema, part.errors) == ("not validated", None, None, ())
-        assert part.note == f"no schema shipped for {ISO}{ns}"
+    assert (hdr.schema, hdr.status) == ("head.001.001.02.xsd", "valid")
+    assert (doc.status, doc.valid, doc.schema, doc.errors) == ("not validated", None, None, ())
+    assert doc.note == f"no schema shipped for {ISO}pacs.009.001.08"
+    prowide_hdr = validate_xml(PROWIDE.read_bytes())[0]
+    assert (prowide_hdr.namespace, prowide_hdr.status) == (ISO + "head.001.001.01", "not validated")
 
 
 def test_a_national_variant_is_not_validated() -> None:
