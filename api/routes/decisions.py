@@ -146,10 +146,11 @@ _BATCH_DOC = body({
     description=f"Up to {MAX_BATCH:,} transactions: a JSON array, an RJE file of FIN messages ('$' between "
                 "them), or a pacs.008 with several CdtTrfTxInf")
 _ERRORS = problems(413, 415, 422, 503, notes={
-    413: f"Body over {MAX_FILE_BYTES:,} bytes, or more than {MAX_BATCH:,} transactions",
-    415: f"Content-Type is none of {', '.join(_FORMATS)}",
-    422: "A message refused (or a bad X-Priority): `errors` names each field; nothing was decided. A "
-         "refused message's problem carries `trace_id`, its sealed `refusal` record",
+    413: f"Body over {MAX_FILE_BYTES:,} bytes, or more than {MAX_BATCH:,} transactions; `trace_id`: its "
+         "sealed `refusal` record",
+    415: f"Content-Type is none of {', '.join(_FORMATS)}; `trace_id`: its sealed `refusal` record",
+    422: "A message refused, an empty body, or a bad X-Priority or Idempotency-Key: `errors` names each "
+         "field; nothing was decided. The problem carries `trace_id`, its sealed `refusal` record",
     503: "Ledger unavailable: no decision was issued. Retry after `Retry-After` seconds"})
 
 

@@ -20,11 +20,14 @@ from audit.decide.pipeline import Pipeline
 from audit.decide.principal import Principal
 from audit.decide.refusal import (
     Refusal,
+    empty_body,
+    header_refused,
     parse_refusal_body,
     redact,
     refusal_of,
     replay_refusal,
     too_large,
+    undetected,
 )
 from audit.decide.refusal_seal import seal_refusal
 from audit.decide.submissions import parse_submissions
@@ -396,3 +399,70 @@ def test_a_format_3_bundle_may_not_hold_a_version_2_summary(db: Db, signer: Note
         verify_bundle(older, [signer.verifier], sandbox=sandbox, now=now_fixed)
     assert "completeness.summary" in {f.kind for f in info.value.failures}
     assert any("version 2 summary in a format 3 bundle" in f.detail for f in info.value.failures)
+
+
+def test_a_summary_misstating_its_refusal_fails_ledger_verify(db: Db, signer: NoteSigner) -> None:
+    from audit.decide.account_secret import read_keyer
+    from audit.decide.summary import SUMMARY_KIND, refusal_entries, summary_body
+    from ledger import Record, store
+
+    ledger = make_ledger(db, signer)
+    seal_refusal(ledger, refused(b"[]", "json", True))
+
+    def lying(conn: Any, seq: int) -> Record:  # a writer whose summary names another kind
+        prev = store.last_of_kind(conn, SUMMARY_KIND)
+        body = summary_body(read_keyer(conn).key_id, refusal_entries(["too_large"]), prev)
+        return Record.from_jcs(SUMMARY_KIND, body)
+
+    _, summary = ledger.append_many([refused(MT940, "mt", True).record()], tail=lying)
+    with pytest.raises(DerivedRowError) as info:
+        verify_index(ledger.engine, workers=1)
+    assert (info.value.table, info.value.seq) == ("decision.summary", summary.seq)
+    assert "message_refused" in str(info.value) and "too_large" in str(info.value)
+
+
+# -- version 2: the kinds of refusal that are not the parser's -------------------------------
+
+
+def test_an_empty_body_and_an_undetectable_file_replay_as_refused_again() -> None:
+    from inference.messages import MessageError, detect_format
+
+    empty = parse_refusal_body(empty_body(b" \n", fmt="json", principal=SCORER.to_json(), batch=False,
+                                          via="POST /v1/decisions", max_items=10_000, now=NOW).body())
+    assert (empty.version, empty.kind, empty.replayable) == (2, "empty_body", True)
+    assert replay_refusal(empty, b" \n") is None
+    assert "not empty" in (replay_refusal(empty, b"[]") or "")
+    with pytest.raises(MessageError) as info:
+        detect_format(b"hello")
+    lost = parse_refusal_body(undetected(info.value, b"hello", principal=SCORER.to_json(), batch=True,
+                                         via="sealtrail score", now=NOW).body())
+    assert (lost.format, lost.faults[0]["field"]) == ("auto", "format")
+    assert replay_refusal(lost, b"hello") is None
+    assert "now detected" in (replay_refusal(lost, b"[]") or "")
+
+
+def test_a_header_refusal_keeps_no_payload_and_is_not_replayed() -> None:
+    r = header_refused("invalid_priority", "X-Priority", "X-Priority 'P9' is not P0, P1 or P2", fmt="json",
+                       principal=SCORER.to_json(), batch=False, via="POST /v1/decisions", declared=99,
+                       now=NOW)
+    body = parse_refusal_body(r.body())
+    assert r.record().payload is None
+    assert (body.payload_kept, body.payload_bytes, body.replayable) == (False, 99, False)
+    assert "P9" not in body.reason  # the quoted value withheld, as the parser's reasons are
+    with pytest.raises(ValueError):
+        header_refused("message_refused", "X", "x", fmt="json", principal={}, batch=False, via="x",
+                       declared=None)
+
+
+def test_version_1_bodies_still_parse_and_hold_only_the_first_kinds() -> None:
+    v1 = {**refused(b"[]", "json", True).body(), "schema": "sealtrail.refusal/1"}
+    assert parse_refusal_body(v1).version == 1
+    empty = empty_body(b"", fmt="json", principal=SCORER.to_json(), batch=True, via="x",
+                       max_items=None).body()
+    with pytest.raises(ValueError):
+        parse_refusal_body({**empty, "schema": "sealtrail.refusal/1"})
+    kept = header_refused("unsupported_media_type", "Content-Type", "no", fmt="auto",
+                          principal=SCORER.to_json(), batch=True, via="x", declared=None).body()
+    kept["payload"] = {"sha256": "0" * 64, "bytes": 1, "kept": True, "withheld": None}
+    with pytest.raises(ValueError):  # a refusal made before the body was read cannot hold it
+        parse_refusal_body(kept)
