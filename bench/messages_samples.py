@@ -1,9 +1,12 @@
 """Seeded, varied, valid payment messages for bench.messages and the parser tests.
 
-One ``Payment`` is drawn per message and written as SWIFT FIN MT103, MT202 or MT202COV, or as
-ISO 20022 pacs.008. FIN text is in the SWIFT X character set, lines of at most
-35; IBANs have valid mod-97 and (where schwifty checks them) national check digits; BICs are
-real institutions; amounts have the currency's ISO 4217 minor units.
+One ``Payment`` is drawn per transaction and written as SWIFT FIN MT103, MT202 or MT202COV, or as
+ISO 20022 pacs.008, pacs.009 (core, or COV with the customer transfer it covers) or pain.001 (a
+customer's batch: several payments per ``PmtInf``, several ``PmtInf`` per message, see
+``pain001_messages``). FIN text is in the SWIFT X character set, lines of at most 35; IBANs have
+valid mod-97 and (where schwifty checks them) national check digits; BICs are real institutions;
+amounts have the currency's ISO 4217 minor units. The XML follows each version's element order
+(pacs.009.001.11, pain.001.001.03 and .09 validate against their shipped XSD).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import contextlib
 import random
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from decimal import Decimal
 from xml.sax.saxutils import escape
@@ -20,7 +23,8 @@ from xml.sax.saxutils import escape
 from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
-__all__ = ["SEED", "Customer", "Payment", "is_x", "mt103", "mt202", "pacs008", "payments", "swift_amount"]
+__all__ = ["PAIN001_MIX", "SEED", "Customer", "Payment", "is_x", "mt103", "mt202", "pacs008", "pacs009",
+           "pain001_messages", "payments", "swift_amount"]
 
 SEED = 20260115
 EXPONENT = {"EUR": 2, "USD": 2, "GBP": 2, "CHF": 2, "JPY": 0}
@@ -346,9 +350,157 @@ def pacs008(p: Payment) -> bytes:
              _e("NbOfTxs", "1"), _e("SttlmInf", _e("SttlmMtd", "INDA" if p.op_code == "CRED" else "CLRG")))
     doc = _e("Document", _e("FIToFICstmrCdtTrf", grp, tx), attrs=f' xmlns="{ns}"')
     if p.mur:
-        hdr = _e("AppHdr", _e("Fr", _fin("FIId", p.sender)), _e("To", _fin("FIId", p.receiver)),
-                 _e("BizMsgIdr", p.related), _e("MsgDefIdr", f"pacs.008.001.{version:02d}"),
-                 _e("CreDt", f"{p.value_date.isoformat()}T09:00:00Z"),
-                 attrs=' xmlns="urn:iso:std:iso:20022:tech:xsd:head.001.001.02"')
+        hdr = _app_hdr(p, f"pacs.008.001.{version:02d}", p.sender, p.receiver)
         doc = _e("Envelope", hdr, doc, attrs=' xmlns="urn:example:envelope"')
+    return _xml(doc)
+
+
+def _xml(doc: str) -> bytes:
     return ('<?xml version="1.0" encoding="UTF-8"?>\n' + doc + "\n").encode()
+
+
+def _app_hdr(p: Payment, message: str, sender: str, receiver: str, service: str = "") -> str:
+    """A head.001.001.02 business application header."""
+    return _e("AppHdr", _e("Fr", _fin("FIId", sender)), _e("To", _fin("FIId", receiver)),
+              _e("BizMsgIdr", p.related), _e("MsgDefIdr", message), service and _e("BizSvc", service),
+              _e("CreDt", f"{p.value_date.isoformat()}T09:00:00Z"),
+              attrs=' xmlns="urn:iso:std:iso:20022:tech:xsd:head.001.001.02"')
+
+
+def _group_header(msg_id: str, p: Payment, txs: int, *rest: str) -> str:
+    return _e("GrpHdr", _e("MsgId", msg_id),
+              _e("CreDtTm", f"{p.value_date.isoformat()}T09:{int(p.amount) % 60:02d}:00Z"),
+              _e("NbOfTxs", str(txs)), *rest)
+
+
+def _ustrd(p: Payment) -> str:
+    return _e("RmtInf", *(_e("Ustrd", ln) for ln in p.remittance)) if p.remittance else ""
+
+
+def pacs009(p: Payment, cov: bool = False) -> bytes:
+    """The banks' transfer as a one-transaction pacs.009.001.08, .10 or .11 (about 4, 1 and 2 in 7).
+    Core: debtor and creditor are the ordering and beneficiary institutions (an MT202's 52A and
+    58A; the creditor's account where the MT202 gives one). COV (``cov``): the same, with the
+    customer credit transfer it covers (``UndrlygCstmrCdtTrf``: debtor, creditor, their accounts,
+    agents, remittance and instructed amount, as an MT202COV's sequence B). About half come in an
+    envelope with a head.001 application header, as CBPR+ sends them."""
+    version = (8, 8, 8, 8, 10, 11, 11)[int(p.uetr[1], 16) % 7]
+    ns = f"urn:iso:std:iso:20022:tech:xsd:pacs.009.001.{version:02d}"
+    if cov:
+        inst = (_e("InstdAmt", format(p.instructed[1], "f"), attrs=f' Ccy="{p.instructed[0]}"')
+                if p.instructed else "")
+        tail = _e("UndrlygCstmrCdtTrf",
+                  _e("Dbtr", _iso_party(p.originator, p.ordering_option == "F")),
+                  _iso_account("DbtrAcct", p.originator.account), _fin("DbtrAgt", p.originator.bank),
+                  _fin("CdtrAgt", p.beneficiary.bank), _e("Cdtr", _iso_party(p.beneficiary, False)),
+                  _iso_account("CdtrAcct", p.beneficiary.account), _ustrd(p), inst)
+    else:
+        tail = _e("InstrForNxtAgt", _e("InstrInf", p.s2r)) if p.s2r else ""
+    tx = _e("CdtTrfTxInf",
+            _e("PmtId", _e("InstrId", p.related), _e("EndToEndId", p.reference), _e("UETR", p.uetr)),
+            _e("IntrBkSttlmAmt", format(p.amount, "f"), attrs=f' Ccy="{p.currency}"'),
+            _e("IntrBkSttlmDt", p.value_date.isoformat()), _fin("InstgAgt", p.sender),
+            _fin("InstdAgt", p.receiver), _fin("IntrmyAgt1", p.intermediary) if p.intermediary else "",
+            _fin("Dbtr", p.originator.bank),
+            _fin("CdtrAgt", p.receiver) if p.receiver != p.beneficiary.bank else "",
+            _fin("Cdtr", p.beneficiary.bank),
+            _iso_account("CdtrAcct", p.beneficiary.account) if not cov and p.op_code == "CRED" else "",
+            tail)
+    grp = _group_header(f"{p.sender[:8]}-{p.related}", p, 1,
+                        _e("SttlmInf", _e("SttlmMtd", "INDA" if p.op_code == "CRED" else "CLRG")))
+    doc = _e("Document", _e("FICdtTrf", grp, tx), attrs=f' xmlns="{ns}"')
+    if int(p.uetr[2], 16) % 2:
+        hdr = _app_hdr(p, f"pacs.009.001.{version:02d}", p.sender, p.receiver,
+                       "swift.cbprplus.cov.02" if cov else "swift.cbprplus.02")
+        doc = _e("Envelope", hdr, doc, attrs=' xmlns="urn:swift:xsd:envelope"')
+    return _xml(doc)
+
+
+# pain.001 messages, drawn in turn until the payments run out: (kind, weight). A CBPR+ initiation is a
+# pain.001.001.09 with one PmtInf of one transaction, in an envelope with an application header; a
+# corporate batch file is a pain.001.001.03 or .09 of several PmtInf (one debtor account and execution
+# date each) of several transactions each. Half the .09 batches carry UETRs.
+_PAIN_KINDS = (("cbpr", 20), ("batch.03", 45), ("batch.09", 35))
+_PAIN_BLOCKS = ((1, 55), (2, 25), (3, 12), (4, 8))  # PmtInf per batch file
+_PAIN_TXS = (((1, 1), 25), ((2, 5), 40), ((6, 20), 27), ((21, 60), 8))  # CdtTrfTxInf per PmtInf
+PAIN001_MIX = ("20% CBPR+ (pain.001.001.09, AppHdr, 1 PmtInf of 1 transaction), 45% pain.001.001.03 and "
+               "35% .09 batch files of 1/2/3/4 PmtInf (55/25/12/8%) of 1, 2-5, 6-20 or 21-60 "
+               "transactions (25/40/27/8%)")
+
+
+def pain001_messages(pays: list[Payment], seed: int = SEED) -> list[tuple[bytes, tuple[Payment, ...]]]:
+    """``pays`` as pain.001 messages (``_PAIN_KINDS``), each with the payments it carries in order.
+    The payments of one PmtInf share its debtor and requested execution date (its first payment's):
+    the payments returned are the ones written, changed so where a PmtInf changed them."""
+    rng = random.Random(seed + 1)
+    kinds, kind_w = [k for k, _ in _PAIN_KINDS], [w for _, w in _PAIN_KINDS]
+    blocks, block_w = [k for k, _ in _PAIN_BLOCKS], [w for _, w in _PAIN_BLOCKS]
+    spans, span_w = [k for k, _ in _PAIN_TXS], [w for _, w in _PAIN_TXS]
+    out: list[tuple[bytes, tuple[Payment, ...]]] = []
+    i = 0
+    while i < len(pays):
+        kind = rng.choices(kinds, kind_w)[0]
+        sizes = [1] if kind == "cbpr" else [rng.randint(*rng.choices(spans, span_w)[0])
+                                            for _ in range(rng.choices(blocks, block_w)[0])]
+        grouped: list[tuple[Payment, ...]] = []
+        for size in sizes:
+            chunk = pays[i:i + size]
+            i += len(chunk)
+            if chunk:
+                head = chunk[0]
+                grouped.append(tuple(replace(q, originator=head.originator, value_date=head.value_date)
+                                     for q in chunk))
+        uetr = kind == "cbpr" or (kind == "batch.09" and rng.random() < 0.5)
+        out.append((_pain001(kind, grouped, uetr), tuple(q for b in grouped for q in b)))
+    return out
+
+
+def _fin_v(tag: str, bic: str, version: int) -> str:
+    """A FinInstnId by BIC: ``BIC`` before version 4 of pain.001, ``BICFI`` since."""
+    return _e(tag, _e("FinInstnId", _e("BICFI" if version >= 4 else "BIC", bic)))
+
+
+def _sum(block: tuple[Payment, ...]) -> str:
+    return format(sum(q.amount for q in block), "f")
+
+
+def _pain001(kind: str, blocks: list[tuple[Payment, ...]], uetr: bool) -> bytes:
+    version = 3 if kind == "batch.03" else 9
+    first = blocks[0][0]
+    every = [q for b in blocks for q in b]
+    infos = []
+    for n, block in enumerate(blocks, 1):
+        head = block[0]
+        debtor = head.originator
+        sepa = all(q.currency == "EUR" and q.beneficiary.account[:2].isalpha() for q in block) and \
+            debtor.account[:2].isalpha()
+        when = head.value_date.isoformat()
+        txs = [_e("CdtTrfTxInf",
+                  _e("PmtId", _e("InstrId", q.related) if n % 2 else "", _e("EndToEndId", q.reference),
+                     _e("UETR", q.uetr) if uetr else ""),
+                  _e("Amt", _e("InstdAmt", format(q.amount, "f"), attrs=f' Ccy="{q.currency}"')),
+                  "" if sepa else _e("ChrgBr", _CHARGE_BEARER[q.charges]),
+                  _fin_v("IntrmyAgt1", q.intermediary, version) if q.intermediary and not sepa else "",
+                  _fin_v("CdtrAgt", q.beneficiary.bank, version),
+                  _e("Cdtr", _iso_party(q.beneficiary, False)),
+                  _iso_account("CdtrAcct", q.beneficiary.account),
+                  (_e("RmtInf", _e("Ustrd", " ".join(q.remittance)[:140])) if q.remittance else "") if sepa
+                  else _ustrd(q))
+               for q in block]
+        infos.append(_e("PmtInf", _e("PmtInfId", f"PMT-{head.related}-{n}"), _e("PmtMtd", "TRF"),
+                        _e("BtchBookg", "true") if len(block) > 1 else "", _e("NbOfTxs", str(len(block))),
+                        _e("CtrlSum", _sum(block)),
+                        _e("PmtTpInf", _e("SvcLvl", _e("Cd", "SEPA"))) if sepa else "",
+                        _e("ReqdExctnDt", when) if version < 8 else _e("ReqdExctnDt", _e("Dt", when)),
+                        _e("Dbtr", _iso_party(debtor, head.ordering_option == "F")),
+                        _iso_account("DbtrAcct", debtor.account), _fin_v("DbtrAgt", debtor.bank, version),
+                        _e("ChrgBr", "SLEV") if sepa else "", *txs))
+    grp = _group_header(f"PAIN-{first.related}", first, len(every), _e("CtrlSum", _sum(tuple(every))),
+                        _e("InitgPty", _e("Nm", first.originator.name)))
+    ns = f"urn:iso:std:iso:20022:tech:xsd:pain.001.001.{version:02d}"
+    doc = _e("Document", _e("CstmrCdtTrfInitn", grp, *infos), attrs=f' xmlns="{ns}"')
+    if kind == "cbpr":
+        hdr = _app_hdr(first, f"pain.001.001.{version:02d}", first.originator.bank, first.sender,
+                       "swift.cbprplus.02")
+        doc = _e("Envelope", hdr, doc, attrs=' xmlns="urn:swift:xsd:envelope"')
+    return _xml(doc)
