@@ -48,22 +48,19 @@ from audit.decide.record import (
     decision_bodies,
     jcs_fired,
 )
-from audit.decide.refusal import Refusal
 from audit.decide.summary import AccountKeyer, entries_jcs
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.messages import PARSER
 from inference.schema import FEATURE_SCHEMA
 from inference.velocity import Journal, VelocityState
-from ledger import LedgerUnavailableError, Receipt, Record
+from ledger import LedgerUnavailableError, Record
 from ledger.append import Ledger
 from ledger.jcs import Jcs, canonical_bytes
 from ledger.records import format_time
 from wasm_rules import OUTCOMES, SandboxFault
 
-__all__ = [
-    "Pipeline", "seal_refusal"
-]
+__all__ = ["Pipeline"]
 
 F64 = np.float64
 log = logging.getLogger(__name__)
@@ -72,16 +69,6 @@ _Hits = tuple[tuple[RuleHit, ...], Jcs]  # fired rules, and the canonical bytes 
 
 def _us(t0: float, t1: float) -> int:
     return round((t1 - t0) * 1e6)
-
-
-def seal_refusal(ledger: Ledger, refusal: Refusal) -> Receipt:
-    """Seal one refused request (DESIGN.md invariant 12): its ``refusal`` record, the request's
-    bytes as its payload, in one commit of its own; durable when this returns. A refusal
-    advances no velocity window and no decision summary (it decides nothing), so it needs none
-    of the batch machinery. ``LedgerUnavailableError`` (or any ``LedgerError``) if it cannot be
-    sealed: callers still refuse the request, without a trace id."""
-    (receipt,) = ledger.append_many([refusal.record()])
-    return receipt
 
 
 class Pipeline:
@@ -131,10 +118,6 @@ class Pipeline:
     def activate(self, rules: ActiveRules) -> None:
         """Switch rule modules; the next batch uses the new one, a running batch the old one."""
         self._rules = rules
-
-    def refuse(self, refusal: Refusal) -> Receipt:
-        """Seal a refused request in this pipeline's ledger (``seal_refusal``)."""
-        return seal_refusal(self.ledger, refusal)
 
     def decide(self, subs: Sequence[Submission]) -> list[Decision]:
         """Decide and seal ``subs`` in one commit; returns only once the records are durable.
