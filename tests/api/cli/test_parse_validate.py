@@ -17,7 +17,7 @@ from api.cli import app
 TESTS = Path(__file__).resolve().parents[2]
 PUBLIC = TESTS / "vectors" / "public"
 VALID = PUBLIC / "iso-ballerina-iso20022-to-swiftmt" / "p_2_1_1 pacs.008-AtoB.xml"  # head.04 + pacs.008.12
-UNSHIPPED = PUBLIC / "iso-phoughton-cbpr-ur" / "y2025_pacs.004.min.xml"  # pacs.004.001.09: no schema
+UNSHIPPED = PUBLIC / "iso-phoughton-cbpr-ur" / "y2025_pacs.004.min.xml"  # head.02 + pacs.004.09: no schema
 XSD_INVALID = PUBLIC / "iso-svapnil-iso20022js" / "cross_river_pain_001_ach_credit.xml"  # 9-character BIC
 FIN = TESTS / "vectors" / "messages" / "mt" / "mt202.fin"
 runner = CliRunner()
@@ -80,13 +80,15 @@ def test_a_version_without_a_shipped_schema_is_reported_and_does_not_fail() -> N
     code, doc = _json(str(UNSHIPPED), "--validate")
     assert code == 0 and doc["ok"] is True
     hdr, body = doc["validation"]
-    assert (hdr["status"], hdr["valid"], hdr["schema"]) == ("valid", True, "head.001.001.02.xsd")
+    assert (hdr["status"], hdr["valid"], hdr["schema"]) == ("not validated", None, None)
+    assert hdr["note"] == "no schema shipped for urn:iso:std:iso:20022:tech:xsd:head.001.001.02"
     assert (body["status"], body["valid"], body["schema"]) == ("not validated", None, None)
     assert body["note"] == "no schema shipped for urn:iso:std:iso:20022:tech:xsd:pacs.004.001.09"
     human = runner.invoke(app, ["parse", str(UNSHIPPED), "--validate"])
     assert human.exit_code == 0
     assert "validation: Document pacs.004.001.09: not validated (no schema shipped for" in human.stdout
-    assert "1 valid, 0 invalid, 1 not validated" in human.stdout
+    assert "validation: AppHdr head.001.001.02: not validated (no schema shipped for" in human.stdout
+    assert "0 valid, 0 invalid, 2 not validated" in human.stdout
 
 
 def test_fin_input_gets_a_note_and_keeps_its_exit_code() -> None:
@@ -100,7 +102,8 @@ def test_fin_input_gets_a_note_and_keeps_its_exit_code() -> None:
 def test_a_refused_message_is_still_refused_with_validate() -> None:
     code, doc = _json(str(PUBLIC / "iso-phoughton-cbpr-ur" / "y2025_pacs.009.min.xml"), "--validate")
     assert code == 1 and doc["error"] == "message_refused"
-    assert [p["status"] for p in doc["validation"]] == ["valid", "not validated"]  # the refusal fails it
+    # nothing is invalid (no schema for head.001.001.02 or pacs.009.001.08): the refusal alone fails it
+    assert [p["status"] for p in doc["validation"]] == ["not validated", "not validated"]
 
 
 def test_hostile_xml_is_refused_before_any_schema_runs(tmp_path: Path) -> None:
