@@ -92,6 +92,13 @@ class Cell:
     mean_bytes: float  # per message
     rates: tuple[float, ...]  # transactions per second, each pass
     seconds: float
+    cpu_seconds: float  # the process's CPU time over the same passes: below ``seconds`` when other work
+    # on the host took the core from it (a shared VM), which the rates then show as slowness
+
+    @property
+    def on_cpu(self) -> float:
+        """The share of the timed wall-clock time this process was running."""
+        return self.cpu_seconds / self.seconds
 
     @property
     def per_second(self) -> float:
@@ -129,6 +136,7 @@ class Cell:
                 "transactions_per_s_median_pass": self.tx_per_second,
                 "messages_per_s_mean": self.mean_per_second,
                 "us_per_message": self.us_per_message, "us_per_transaction": self.us_per_transaction,
+                "cpu_seconds": self.cpu_seconds, "on_cpu": self.on_cpu,
                 "pass_rates": list(self.message_rates)}
 
 
@@ -295,21 +303,24 @@ def measure(fmt: str, jobs: Sequence[Job], seconds: float, min_passes: int) -> l
         for x in items[:200]:
             fn(x)
     gc.collect()
-    clock = time.perf_counter
+    clock, cpu = time.perf_counter, time.process_time
+    used = [0.0] * len(jobs)
     rates: list[list[float]] = [[] for _ in jobs]
     spent = [0.0] * len(jobs)
     while min(spent) < seconds or min(map(len, rates)) < min_passes:
         for k, (_, fn, items, _, transactions, _) in enumerate(jobs):
             if spent[k] >= seconds and len(rates[k]) >= min_passes:
                 continue
-            t0 = clock()
+            t0, c0 = clock(), cpu()
             for x in items:
                 fn(x)
             dt = clock() - t0
+            used[k] += cpu() - c0
             rates[k].append(transactions / dt)
             spent[k] += dt
-    return [Cell(fmt, engine, messages, transactions, mean, tuple(r), t)
-            for (engine, _, _, messages, transactions, mean), r, t in zip(jobs, rates, spent, strict=True)]
+    return [Cell(fmt, engine, messages, transactions, mean, tuple(r), t, c)
+            for (engine, _, _, messages, transactions, mean), r, t, c
+            in zip(jobs, rates, spent, used, strict=True)]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -325,13 +336,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def grid(cells: Sequence[Cell]) -> str:
     """Every cell as an aligned table (txs: transactions a pass, where a message carries several)."""
     head = ("format", "parser", "messages", "txs", "mean bytes", "msgs/s", "us/msg", "txs/s",
-            "passes [min-max] msgs/s", "mean msgs/s")
+            "passes [min-max] msgs/s", "mean msgs/s", "on CPU")
     several = [c.transactions != c.messages for c in cells]
     body = [(c.fmt, c.engine, f"{c.messages:,}", f"{c.transactions:,}" if many else "",
              f"{c.mean_bytes:,.0f}", f"{c.per_second:,.0f}", f"{c.us_per_message:.1f}",
              f"{c.tx_per_second:,.0f}" if many else "",
              f"{len(c.rates)} [{min(c.message_rates):,.0f}-{max(c.message_rates):,.0f}]",
-             f"{c.mean_per_second:,.0f}") for c, many in zip(cells, several, strict=True)]
+             f"{c.mean_per_second:,.0f}", f"{c.on_cpu:.0%}") for c, many in zip(cells, several, strict=True)]
     widths = [max(len(r[i]) for r in (head, *body)) for i in range(len(head))]
     lines = ["  ".join(v.rjust(w) if i >= 2 else v.ljust(w)
                        for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
@@ -400,7 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{time.perf_counter() - t0:.1f} s, rendered and checked before timing; one per message, except "
           f"pain.001: {PAIN001_MIX}")
     print(f"Timing:     whole passes over each set, >= {seconds:g} s and >= {passes} passes per cell, MT103 "
-          "parsers taking turns; msgs/s = median pass; the mt103 package gets pre-decoded str\n")
+          "parsers taking turns; msgs/s = median pass; the mt103 package gets pre-decoded str; on CPU = the "
+          "process's CPU time over the wall-clock time timed (under 100%: other work on the host took the "
+          "core, and the rates are low by as much)\n")
     cells: list[Cell] = []
     checks: dict[str, Any] = {}
     problems = 0
