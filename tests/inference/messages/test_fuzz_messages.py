@@ -60,11 +60,13 @@ def test_there_are_seeds_of_every_format() -> None:
 
 test_a_mutated_fin_message_is_decided_or_refused_naming_a_field = _property("mt", 2_000)
 test_a_mutated_pacs008_message_is_decided_or_refused_naming_a_field = _property("pacs008", 2_000)
+test_a_mutated_iso20022_message_is_decided_or_refused_naming_a_field = _property("iso20022", 2_000)
 test_a_mutated_json_message_is_decided_or_refused_naming_a_field = _property("json", 2_000)
 test_a_mutated_message_of_any_format_is_decided_or_refused_as_auto = _property("auto", 2_000)
 
 test_many_mutated_fin_messages = pytest.mark.fuzz_long(pytest.mark.slow(_property("mt", 20_000)))
 test_many_mutated_pacs008_messages = pytest.mark.fuzz_long(pytest.mark.slow(_property("pacs008", 20_000)))
+test_many_mutated_iso20022_messages = pytest.mark.fuzz_long(pytest.mark.slow(_property("iso20022", 20_000)))
 test_many_mutated_json_messages = pytest.mark.fuzz_long(pytest.mark.slow(_property("json", 20_000)))
 test_many_mutated_messages_as_auto = pytest.mark.fuzz_long(pytest.mark.slow(_property("auto", 20_000)))
 
