@@ -216,7 +216,7 @@ def test_batch_endpoint_decides_each_and_seals_each_payload_apart(server: Server
     assert seqs == sorted(seqs)
 
 
-# -- bad input: refused whole, nothing written -----------------------------------------------------
+# -- bad input: refused whole, nothing decided -----------------------------------------------------
 
 
 def _size(server: Server) -> int:
@@ -246,10 +246,10 @@ def test_bad_decision_requests_are_refused_naming_the_problem(
     assert problem["status"] == status and problem["detail"]
     if field is not None:
         assert any(e["field"] == field for e in problem["errors"]), problem
-    # nothing decided; a message the parser refused is sealed as one refusal record, named in the answer
-    sealed = problem["type"].endswith(("message_refused", "one_message_expected"))
-    assert ("trace_id" in problem) == sealed, problem
-    assert _size(server) == before + sealed
+    # nothing decided; every refusal of a scorer is sealed (its refusal record and the summary that
+    # speaks for it, one commit) and named in the answer
+    assert "trace_id" in problem, problem
+    assert _size(server) == before + 2
 
 
 def test_a_batch_with_one_bad_transaction_is_refused_whole(server: Server) -> None:
@@ -263,7 +263,7 @@ def test_a_batch_with_one_bad_transaction_is_refused_whole(server: Server) -> No
     assert r.status_code == 422, r.text
     fields = [e["field"] for e in r.json()["errors"]]
     assert len(fields) == 1 and fields[0].startswith("[3]"), fields
-    assert _size(server) == before + 1 and r.json()["trace_id"]  # the refusal record alone
+    assert _size(server) == before + 2 and r.json()["trace_id"]  # the refusal and its summary alone
 
 
 def test_more_than_ten_thousand_in_a_batch_is_refused(server: Server) -> None:
