@@ -7,8 +7,8 @@ several payments (several PmtInf of several CdtTrfTxInf each, ``PAIN001_MIX``); 
 one. Every message is parsed once and checked against the payments it was made from (0 refused, as
 many transactions, and each with the same reference, amount, currency, value date and UETR, and
 for the ISO 20022 formats the same parties). Then each format's whole set is parsed over and over
-for at least ``--seconds``; pain.001 is also reported per transaction. The ``mt103`` package from
-PyPI is timed side by side on the same MT103 messages.
+for at least ``--seconds``, the formats taking turns pass by pass; pain.001 is also reported per
+transaction. The ``mt103`` package from PyPI is timed side by side on the same MT103 messages.
 Run from the repository root: ``python -m bench.messages [--quick] [--json PATH]``.
 """
 
@@ -296,9 +296,11 @@ def side_by_side(msgs: Sequence[bytes], checks: dict[str, Any]) -> list[Job]:
     return [("mt103 package", package.MT103, texts, n, n, mean), *jobs]
 
 
-def measure(fmt: str, jobs: Sequence[Job], seconds: float, min_passes: int) -> list[Cell]:
-    """Whole passes over each job's items, the jobs taking turns (so that a slow spell of a shared
-    machine hits them alike), until each has run ``seconds`` and ``min_passes``."""
+def measure(timed: Sequence[tuple[str, Job]], seconds: float, min_passes: int) -> list[Cell]:
+    """Whole passes over each job's items (each named by its format), all the jobs taking turns, one
+    pass each a round (so that a slow spell of a shared machine hits every format alike, not the
+    one being timed then), until each has run ``seconds`` and ``min_passes``."""
+    jobs = [job for _, job in timed]
     for _, fn, items, _, _, _ in jobs:
         for x in items[:200]:
             fn(x)
@@ -319,8 +321,8 @@ def measure(fmt: str, jobs: Sequence[Job], seconds: float, min_passes: int) -> l
             rates[k].append(transactions / dt)
             spent[k] += dt
     return [Cell(fmt, engine, messages, transactions, mean, tuple(r), t, c)
-            for (engine, _, _, messages, transactions, mean), r, t, c
-            in zip(jobs, rates, spent, used, strict=True)]
+            for (fmt, (engine, _, _, messages, transactions, mean)), r, t, c
+            in zip(timed, rates, spent, used, strict=True)]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -410,11 +412,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Messages:   {n:,} seeded payments per format (seed {SEED}, 1,024 customers), generated in "
           f"{time.perf_counter() - t0:.1f} s, rendered and checked before timing; one per message, except "
           f"pain.001: {PAIN001_MIX}")
-    print(f"Timing:     whole passes over each set, >= {seconds:g} s and >= {passes} passes per cell, MT103 "
-          "parsers taking turns; msgs/s = median pass; the mt103 package gets pre-decoded str; on CPU = the "
-          "process's CPU time over the wall-clock time timed (under 100%: other work on the host took the "
-          "core, and the rates are low by as much)\n")
-    cells: list[Cell] = []
+    print(f"Timing:     whole passes over each set, >= {seconds:g} s and >= {passes} passes per cell, every "
+          "cell taking turns (one pass each a round); msgs/s = median pass; the mt103 package gets "
+          "pre-decoded str; on CPU = the process's CPU time over the wall-clock time timed (under 100%: "
+          "other work on the host took the core, and the rates are low by as much)\n")
+    timed: list[tuple[str, Job]] = []
     checks: dict[str, Any] = {}
     problems = 0
     for fmt in formats():
@@ -438,7 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         jobs: list[Job] = [("ours", fmt.parse, msgs, len(msgs), txs, mean)]
         if fmt.name == "MT103":
             jobs += side_by_side(msgs, checks)
-        cells += measure(fmt.name, jobs, seconds, passes)
+        timed += [(fmt.name, job) for job in jobs]
+    cells = measure(timed, seconds, passes)
     probe_after = probe_ms()
     print(f"\nCPU probe:  {probe_before:.1f} ms before, {probe_after:.1f} ms after (a fixed pure-Python "
           "loop; a slower probe means the shared host was slower, and so are these figures)")
