@@ -102,6 +102,7 @@ class Traffic:
     orig: np.ndarray
     bene: np.ndarray
     account_typology: np.ndarray
+    kinds: np.ndarray | None = None  # what each payment is (held-out generator only)
 
     @classmethod
     def of_heldout(cls, heldout: HeldoutRun) -> Traffic:
@@ -116,6 +117,7 @@ class Traffic:
             np.fromiter((x.orig for x in txs), np.int64, len(txs)),
             np.fromiter((x.bene for x in txs), np.int64, len(txs)),
             typology,
+            np.array([x.kind for x in txs], dtype=object),
         )
 
     @classmethod
@@ -269,6 +271,15 @@ def metrics(s: Scored, seed: int, typologies: tuple[str, ...] = TYPOLOGIES) -> d
             r: round(c / int(normal_pay.sum()), 4) for r, c in fired_normal.most_common(6)
         },
     }
+    kinds = s.traffic.kinds
+    if kinds is not None:  # the benign look-alikes among the rest of normal traffic
+        out["rules"]["normal_payment_alert_rate_by_kind"] = {
+            str(k): float(alerted_pay[kinds == k].mean()) for k in sorted(set(kinds[normal_pay].tolist()))
+        }
+        out["model_score_above_half_by_kind"] = {
+            str(k): float((s.scores[kinds == k] > 0.5).mean())
+            for k in sorted(set(kinds[normal_pay].tolist()))
+        }
     return out
 
 
@@ -316,6 +327,14 @@ def report(title: str, m: dict[str, Any], typologies: tuple[str, ...] = TYPOLOGI
         "rules firing most on normal payments: "
         + (", ".join(f"{k} {v:.2%}" for k, v in r["top_rules_on_normal_payments"].items()) or "none")
     )
+    if "normal_payment_alert_rate_by_kind" in r:
+        print(
+            "normal payments by kind, REVIEW or worse / model score > 0.5: "
+            + ", ".join(
+                f"{k} {v:.1%}/{m['model_score_above_half_by_kind'][k]:.1%}"
+                for k, v in r["normal_payment_alert_rate_by_kind"].items()
+            )
+        )
     print(
         f"time: features {m['seconds']['features']:.1f} s, model {m['seconds']['model']:.2f} s, "
         f"rules {m['seconds']['rules']:.2f} s"
