@@ -87,7 +87,8 @@ def settings(db: str | None, keys: Path | None, **more: Any) -> Settings:
     return Settings(**overrides)
 
 
-FORMATS = ("auto", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json")  # --format values
+# --format values: inference.messages.FORMATS (a test holds them equal; not imported, so --help stays light)
+FORMATS = ("auto", "mt", "mt103", "mt202", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json")
 FORMAT_HELP = " | ".join(FORMATS)
 
 

@@ -54,7 +54,8 @@ REFUSAL_SCHEMA = "sealtrail.refusal/2"
 REFUSAL_SCHEMAS = ("sealtrail.refusal/1", REFUSAL_SCHEMA)  # every version read
 MAX_FAULTS = 100  # faults named one by one (parse_submissions names no more); fault_count says all
 MAX_REASON = 2000  # characters of the reason text kept (the error's sentence, redacted)
-_FORMATS = frozenset({"json", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "auto"})
+_FORMATS = frozenset({"json", "mt", "mt103", "mt202", "pacs008", "pacs009", "pacs004", "pain001", "iso20022",
+                      "auto"})
 _KINDS_V1 = frozenset({"message_refused", "one_message_expected", "batch_too_large", "too_large"})
 HEADER_KINDS = frozenset({"unsupported_media_type", "invalid_priority", "invalid_idempotency_key"})
 _KINDS = _KINDS_V1 | HEADER_KINDS | {"empty_body", "format_undetected"}

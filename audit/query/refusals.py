@@ -27,7 +27,7 @@ from ledger import store
 
 __all__ = ["FORMATS", "RefusalFilter", "RefusalPage", "RefusalSummary", "query_refusals", "refusal_json"]
 
-FORMATS = ("json", "mt", "pacs008", "pacs009", "pacs004", "pain001", "iso20022")
+FORMATS = ("json", "mt", "mt103", "mt202", "pacs008", "pacs009", "pacs004", "pain001", "iso20022")
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _CURSOR = re.compile(rb"r1\.(\d{1,19})")
 _SCAN = 500

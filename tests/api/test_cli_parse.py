@@ -48,3 +48,24 @@ def test_format_errors(tmp_path: Path) -> None:
     forced = runner.invoke(app, ["parse", str(VEC / "mt" / "mt202.fin"), "--format", "json",
                                  "--json"])
     assert forced.exit_code == 1 and json.loads(forced.stdout)["errors"][0]["message"]
+
+
+DEDMOO = Path(__file__).parents[1] / "vectors" / "public" / "mt-dedmoo-swift-mt103-parser"
+
+
+def test_a_stated_mt103_reads_a_text_block_without_headers_and_auto_does_not() -> None:
+    f = str(DEDMOO / "valid-plain.txt")
+    res = runner.invoke(app, ["parse", f, "--format", "mt103", "--json"])
+    assert res.exit_code == 0, res.output
+    (t,) = json.loads(res.stdout)["transactions"]
+    assert t["message_type"] == "MT103" and [x["code"] for x in t["findings"]] == ["HEADERS_MISSING"]
+    refused = runner.invoke(app, ["parse", f, "--json"])  # auto: nothing states the type
+    assert refused.exit_code == 1
+    assert [e["field"] for e in json.loads(refused.stdout)["errors"]] == ["block 2"]
+
+
+def test_the_cli_offers_every_format_the_parsers_read() -> None:
+    from api.cli.common import FORMATS
+    from inference.messages import FORMATS as PARSER_FORMATS
+
+    assert set(FORMATS) == set(PARSER_FORMATS)
