@@ -8,7 +8,7 @@
   subscriptions (a fixed price, often to a foreign biller), collected early in the morning;
 - households: members send each other money, and the receiver often sends part of it back
   days later (a family round-trip); persons without a salary get a monthly allowance;
-- supplier runs: every business pays a batch of its suppliers once a month (companies up to 60),
+- supplier runs: every business pays a batch of its suppliers once a month (companies up to 59),
   merchants also pay one to three suppliers each Monday;
 - everyday spending: a Hawkes process per person in its cluster form. Sessions arrive as a
   Poisson process whose rate follows the weekday (Friday and Saturday high, Sunday low) and a

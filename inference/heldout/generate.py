@@ -23,6 +23,7 @@ from inference.messages.transaction import R16, Agent, Identifier, Party, Transa
 __all__ = ["HeldoutRun", "HeldoutTx", "credit_minor", "generate"]
 
 _US = timedelta(microseconds=1)
+_USD_PER_UNIT = {c.currency: c.usd_per_unit for c in BY_CODE.values()}
 _STREETS = (
     "Hauptstrasse",
     "Kerkstraat",
@@ -76,8 +77,7 @@ def credit_minor(amount_minor: int, from_currency: str, to_currency: str) -> int
     """What the payee is credited (its minor units) for ``amount_minor`` of the payer's currency."""
     if from_currency == to_currency:
         return amount_minor
-    rate = {c.currency: c.usd_per_unit for c in BY_CODE.values()}
-    return round(amount_minor * rate[from_currency] / rate[to_currency])
+    return round(amount_minor * _USD_PER_UNIT[from_currency] / _USD_PER_UNIT[to_currency])
 
 
 def _to_minor(usd: float, scale: float, acct: Account) -> int:

@@ -31,7 +31,7 @@ BILLER_KINDS = ("landlord", "utility", "telecom", "subscription")
 
 @dataclass(frozen=True)
 class HeldoutConfig:
-    """What to generate. Amounts (USD-equivalent medians below) are multiplied by ``amount_scale``;
+    """What to generate. Every amount (planned in USD equivalents) is multiplied by ``amount_scale``;
     ``density`` is the target number of normal payments per account per day."""
 
     seed: int = 1
@@ -302,6 +302,8 @@ def _employ(world: World, rng: np.random.Generator) -> None:
     weight = {e: float(s) for e, s in zip(employers, size, strict=True)}
     all_w = np.array([weight[e] for e in employers])
     all_w = all_w / all_w.sum()
+    local_w = {c: np.array([weight[e] for e in v]) for c, v in by_country.items()}
+    local_p = {c: w / w.sum() for c, w in local_w.items()}
     for p in world.by_role[PERSON]:
         u = rng.random()
         if u < 0.04:
@@ -309,10 +311,10 @@ def _employ(world: World, rng: np.random.Generator) -> None:
             continue
         if u < 0.18:  # students, retired, unemployed: no salary
             continue
-        local = by_country.get(acc[p].country.code)
+        code = acc[p].country.code
+        local = by_country.get(code)
         if local and rng.random() < 0.9:
-            w = np.array([weight[e] for e in local])
-            e = local[int(rng.choice(len(local), p=w / w.sum()))]
+            e = local[int(rng.choice(len(local), p=local_p[code]))]
         else:
             e = employers[int(rng.choice(len(employers), p=all_w))]
         acc[p].employer = e
@@ -355,12 +357,18 @@ def _bills_and_favourites(world: World, rng: np.random.Generator) -> None:
     billers = {k: world.of_role(BILLER, k) for k in BILLER_KINDS}
     merchants = world.by_role[MERCHANT]
     m_country = np.array([acc[m].country.code for m in merchants])
+    codes = sorted({acc[p].country.code for p in world.by_role[PERSON]})
+    local_of = {
+        c: {k: [b for b in v if acc[b].country.code == c] or v for k, v in billers.items()} for c in codes
+    }
+    same_of = {c: np.flatnonzero(m_country == c) for c in codes}
+    online = [m for m in merchants if acc[m].kind in ("online", "travel")]
     for p in world.by_role[PERSON]:
         person = acc[p]
         if person.dormant:
             continue
         bills: list[tuple[int, int, float]] = []
-        local = {k: [b for b in v if acc[b].country == person.country] or v for k, v in billers.items()}
+        local = local_of[person.country.code]
         if person.employer >= 0 and rng.random() < 0.6:
             landlord = local["landlord"][int(rng.integers(0, len(local["landlord"])))]
             bills.append(
@@ -384,14 +392,13 @@ def _bills_and_favourites(world: World, rng: np.random.Generator) -> None:
                 )
             )
         person.bills = tuple(bills)
-        same = np.flatnonzero(m_country == person.country.code)
+        same = same_of[person.country.code]
         k = int(rng.integers(4, 15))
         picks = (
             [merchants[int(j)] for j in rng.choice(same, min(k, len(same)), replace=False)]
             if len(same)
             else []
         )
-        online = [m for m in merchants if acc[m].kind in ("online", "travel")]
         picks += (
             [online[int(rng.integers(0, len(online)))] for _ in range(int(rng.integers(0, 3)))]
             if online
@@ -405,13 +412,16 @@ def _bills_and_favourites(world: World, rng: np.random.Generator) -> None:
 
 
 def _suppliers(world: World, rng: np.random.Generator) -> None:
-    """Businesses buy from companies: 3-60 suppliers each, a third of them abroad."""
+    """Businesses buy from companies (companies 5-59 suppliers, others 3-11), drawn from all countries
+    alike, so most suppliers are abroad."""
     acc = world.accounts
     companies = world.by_role[COMPANY]
+    position = {c: i for i, c in enumerate(companies)}
     for b in world.by_role[COMPANY] + world.by_role[MERCHANT] + world.by_role[BILLER]:
         k = min(
             len(companies) - 1,
             int(rng.integers(3, 12)) if acc[b].role != COMPANY else int(rng.integers(5, 60)),
         )
-        pool = [c for c in companies if c != b]
+        i = position.get(b)
+        pool = companies if i is None else companies[:i] + companies[i + 1 :]
         acc[b].suppliers = tuple(pool[int(j)] for j in rng.choice(len(pool), max(1, k), replace=False))
