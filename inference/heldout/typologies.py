@@ -3,7 +3,9 @@
 ``typologies.md`` beside this module gives each typology's mechanics and its source. Every
 instance is a ``Pattern``: its payments share a pattern id, and its suspects (the accounts
 that act for it) are listed; innocent victims (fraud victims paying a mule) are listed apart.
-An account takes part in at most one pattern. Amounts are USD-equivalents before the amount
+An account takes part in at most one pattern, unless the world is too small to give every
+typology an instance with accounts of its own. At most a quarter of the accounts act for
+patterns (each typology's part of that by its share of the mix). Amounts are USD-equivalents before the amount
 scale, so thresholds such as the USD 10,000 reporting line scale with it.
 """
 
@@ -30,6 +32,7 @@ _MIX: dict[str, tuple[float, float]] = {
     "trade_layering": (0.12, 13.0),
 }
 TYPOLOGIES: tuple[str, ...] = tuple(_MIX)
+_SUSPECT_BUDGET = 0.25  # at most this share of the accounts acts for patterns (split by the mix)
 _HOPS = np.arange(3, 11)  # accounts in a cycle, shorter ones more often (weight 1 / (hops - 2))
 _HOP_WEIGHTS = (1 / (_HOPS - 2)) / (1 / (_HOPS - 2)).sum()
 
@@ -95,12 +98,26 @@ def plan_typologies(world: World, plan: Plan) -> None:
         "trade_layering": _trade_layering,
     }
     pattern = 0
+    rngs = {name: stream(world.config, f"typology:{name}") for name in TYPOLOGIES}
     for name in TYPOLOGIES:
-        rng = stream(world.config, f"typology:{name}")
         weight, size = _MIX[name]
+        budget = _SUSPECT_BUDGET * world.config.n_accounts * weight
+        suspects = 0
         for _ in range(max(1, round(laundering * weight / size))):
+            if suspects >= budget:
+                break
             pattern += 1
-            builders[name](plan, cast, rng, pattern)
+            before = len(plan.patterns)
+            builders[name](plan, cast, rngs[name], pattern)
+            suspects += sum(len(p.suspects) for p in plan.patterns[before:])
+    for name in TYPOLOGIES:  # a world too small for every pattern: accounts may serve twice
+        if not any(p.typology == name for p in plan.patterns):
+            cast.used.clear()
+            for _ in range(20):
+                pattern += 1
+                builders[name](plan, cast, rngs[name], pattern)
+                if plan.patterns and plan.patterns[-1].typology == name:
+                    break
 
 
 def _start(plan: Plan, rng: np.random.Generator, latest: float = 0.8) -> int:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from dataclasses import replace
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -144,6 +145,13 @@ def test_density_and_accounts_set_the_volume() -> None:
     assert 0.8 * 0.2 * 7_000 < len(low.transactions) < 1.2 * 0.2 * 7_000 * 1.1
     assert len(high.transactions) > 2 * len(low.transactions)
     assert len(low.world.accounts) == 1_000
+
+
+def test_a_small_world_over_a_long_period_still_has_every_typology_and_mostly_normal_accounts() -> None:
+    r = run(HeldoutConfig(seed=1, n_accounts=1_000, days=180, typology_share=0.3))
+    assert {p.typology for p in r.patterns} == set(TYPOLOGIES)
+    assert len(r.suspects()) <= 0.3 * len(r.world.accounts)  # the quarter budget, give or take one pattern
+    assert r.transactions[-1].at - r.transactions[0].at > timedelta(days=170)
 
 
 def test_no_laundering_when_the_share_is_zero() -> None:
