@@ -1,0 +1,20 @@
+"""Transaction-graph and behavioural features over a rolling window of up to 30 days.
+
+- ``config``: ``GraphConfig``, the window, search depths and caps;
+- ``store``: ``TransactionGraph``, payments as edges between accounts, bounded per account and in all;
+- ``cycles``: temporal cycles a payment closes;
+- ``flagged``: hops from a payment to a flagged account;
+- ``fixedpoint``: the integer log2, ratios, percentiles and running means the values use;
+- ``features``: ``GraphFeatures``, the values of each payment (``GRAPH_FEATURE_NAMES``).
+
+Everything is integer arithmetic, so the values and ``state_bytes()`` are the same on every CPU.
+These features are computed here and are not yet part of the sealed feature schema.
+"""
+
+from inference.graph.config import GraphConfig
+from inference.graph.errors import GraphConfigError, GraphError, GraphInputError
+from inference.graph.features import GRAPH_FEATURE_NAMES, GraphFeatures, Payment, as_dict
+from inference.graph.store import GRAPH_STATE_FORMAT, TransactionGraph
+
+__all__ = ["GRAPH_FEATURE_NAMES", "GRAPH_STATE_FORMAT", "GraphConfig", "GraphConfigError", "GraphError",
+           "GraphFeatures", "GraphInputError", "Payment", "TransactionGraph", "as_dict"]

@@ -1,0 +1,101 @@
+"""Temporal cycles closed by a payment: money that left the beneficiary comes back to it.
+
+A payment ``u -> v`` at time ``t`` closes a temporal cycle of length ``L`` (2 <= L <= k, counting
+this payment) when the graph holds a path of ``L - 1`` edges ``v = x0 -> x1 -> ... -> x(L-1) = u``
+through distinct accounts other than ``u`` and ``v``, with times strictly increasing along the path
+and all before ``t``; every edge held is inside the window, so the whole cycle is too. Money paid
+out by ``v`` thus returns to ``v`` through ``u`` with each hop later than the last.
+
+``temporal_cycle`` returns the shortest such ``L`` (0 if none), the number of distinct account
+sequences ``(x0, ..., x(L-1))`` that admit such times (capped at ``CYCLE_COUNT_CAP``), and whether
+the search stopped at its budget (then both are over what was searched). The search runs depth
+first over each account's sent edges in time order, taking for each next account the earliest edge
+after the time the money arrived (the earliest is the one that leaves the most paths open), and
+checks the last hop into ``u`` with one lookup; ``budget`` bounds the edges it visits.
+A self-transfer (``u`` is ``v``) closes no cycle.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from inference.graph.store import Node
+
+__all__ = ["CYCLE_COUNT_CAP", "temporal_cycle"]
+
+CYCLE_COUNT_CAP = 64
+_BEFORE_ALL = -(1 << 62)  # before any time: no lower bound
+
+
+def _paid_between(x: Node, u: Node, after: int, before: int) -> bool:
+    """Whether x's kept sent edges hold one to ``u`` with ``after < time < before``."""
+    e = x.out_last.get(u)
+    if e is None:
+        return False
+    te = e[0]
+    if te <= after:
+        return False
+    if te < before:
+        return True
+    out = x.out  # the latest is at or after ``before`` (a late payment): look through the rest
+    i = bisect_left(out, (after + 1,))
+    for j in range(i, len(out)):
+        f = out[j]
+        if f[0] >= before:
+            return False
+        if f[2] is u:
+            return True
+    return False
+
+
+def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, int, int]:
+    """(shortest cycle length or 0, number of cycles capped, 1 if the budget cut the search short)
+    for the payment ``u -> v`` at ``t``, over cycles of at most ``k`` payments (see the module)."""
+    if u is v:
+        return 0, 0, 0
+    shortest = 0
+    count = 0
+    if _paid_between(v, u, _BEFORE_ALL, t):  # v -> u, then u -> v now
+        shortest, count = 2, 1
+    if k < 3:
+        return shortest, count, 0
+    into_u = u.in_last
+    left = budget
+    truncated = 0
+    on_path: dict[Node, None] = {v: None, u: None}
+
+    def walk(x: Node, arrived: int, hops: int) -> None:
+        """x reached from v in ``hops`` edges, the last at ``arrived``: extend by one edge."""
+        nonlocal left, truncated, shortest, count
+        last_level = hops + 3 == k  # the next account's only way on is its edge into u
+        seen: dict[Node, None] = {}
+        out = x.out
+        i = bisect_left(out, (arrived + 1,))
+        for j in range(i, len(out)):
+            e = out[j]
+            te = e[0]
+            if te >= t:
+                break
+            left -= 1
+            if left < 0:
+                truncated = 1
+                return
+            y = e[2]
+            if y in on_path or y in seen:
+                continue
+            seen[y] = None
+            if y in into_u and _paid_between(y, u, te, t):
+                length = hops + 3
+                if not shortest or length < shortest:
+                    shortest = length
+                if count < CYCLE_COUNT_CAP:
+                    count += 1
+            if not last_level:
+                on_path[y] = None
+                walk(y, te, hops + 1)
+                del on_path[y]
+                if truncated:
+                    return
+
+    walk(v, _BEFORE_ALL, 0)
+    return shortest, count, truncated

@@ -1,0 +1,180 @@
+"""Per-payment graph and behavioural features, all integers (counts, days, fixed point).
+
+``GraphFeatures.observe(orig, bene, t, cents)`` takes one payment (account keys as
+``inference.features`` names them, time in µs since the Unix epoch, amount in whole US cents),
+returns its values in ``GRAPH_FEATURE_NAMES`` order and adds it to the graph. Payments are taken
+in the order given; ``observe_many`` is ``observe`` in a loop, so batching changes nothing.
+
+Two moments, as a reader of the values needs to know:
+
+- measured on the graph *before* the payment is added (history it is compared with): the cycle,
+  scatter-gather, dormancy, the amount against the account's history, hops to a flagged account
+  and the usual numbers of counterparties;
+- measured *after* it is added (windows that count the current payment, as the velocity
+  features do): fan-in and fan-out, activity in 24 hours and pass-through.
+
+docs/graph-features.md defines each value for an examiner. These values are computed by this
+library only; they are not part of the feature schema that sealed decisions carry.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+
+from inference.graph.config import DAY_US, WEEK_US, GraphConfig
+from inference.graph.cycles import temporal_cycle
+from inference.graph.fixedpoint import ema_step_q16, log2_q8, mid_rank_permille, ratio_q16
+from inference.graph.flagged import hops_to_flagged
+from inference.graph.store import Edge, Node, TransactionGraph
+
+__all__ = ["GRAPH_FEATURE_NAMES", "PASS_THROUGH_CAP_Q16", "GraphFeatures", "Payment", "as_dict"]
+
+GRAPH_FEATURE_NAMES: tuple[str, ...] = (
+    "cycle_len", "cycle_count", "cycle_truncated",
+    "scatter_gather",
+    "orig_fan_out_1d", "orig_fan_out_7d", "orig_fan_out_30d",
+    "orig_fan_in_1d", "orig_fan_in_7d", "orig_fan_in_30d",
+    "orig_usual_fan_out_q16", "orig_usual_fan_in_q16",
+    "bene_fan_in_1d", "bene_fan_in_7d", "bene_fan_in_30d", "bene_usual_fan_in_q16",
+    "pass_through_24h_q16", "pass_through_7d_q16",
+    "orig_dormancy_days", "orig_activity_24h",
+    "amount_history_n", "amount_log2_ratio_q8", "amount_percentile_permille",
+    "flagged_hops",
+)
+PASS_THROUGH_CAP_Q16 = 4 << 16  # out / in is reported up to 4.0
+_GAP_PERIODS_MAX = 64  # empty periods folded into a mean at most (3/4 ** 64 leaves nothing)
+
+Payment = tuple[str, str, int, int]  # originator key, beneficiary key, µs, cents
+
+
+def _roll(n: Node, period: int) -> None:
+    """Close ``n``'s counting period if ``period`` is later: fold its counts into the means (the first
+    completed period sets them), then one empty period per period skipped (at most 64)."""
+    cur = n.period
+    if period <= cur:
+        return  # the same period, or a late payment: it counts in the current one
+    if cur >= 0:
+        if n.periods:
+            n.ema_out = ema_step_q16(n.ema_out, n.p_out)
+            n.ema_in = ema_step_q16(n.ema_in, n.p_in)
+        else:
+            n.ema_out, n.ema_in = n.p_out << 16, n.p_in << 16
+        n.periods += 1
+        for _ in range(min(period - cur - 1, _GAP_PERIODS_MAX)):
+            n.ema_out = ema_step_q16(n.ema_out, 0)
+            n.ema_in = ema_step_q16(n.ema_in, 0)
+            n.periods += 1
+    n.period = period
+    n.p_out = n.p_in = 0
+
+
+def _fan(last: dict[Node, Edge], lo1: int, lo7: int) -> tuple[int, int, int]:
+    """Distinct counterparties whose latest kept edge is after lo1, after lo7, and in all."""
+    n1 = n7 = 0
+    for e in last.values():
+        te = e[0]
+        if te > lo7:
+            n7 += 1
+            if te > lo1:
+                n1 += 1
+    return n1, n7, len(last)
+
+
+def _after(edges: list[Edge], lo: int) -> int:
+    """Index of the first edge later than ``lo`` in a time-ordered list."""
+    return bisect_left(edges, (lo + 1,))
+
+
+def _cents(edges: list[Edge], i: int) -> int:
+    total = 0
+    for j in range(i, len(edges)):
+        total += edges[j][3]
+    return total
+
+
+class GraphFeatures:
+    """A ``TransactionGraph`` and the features each payment gets from it (one per scoring stream)."""
+
+    def __init__(self, config: GraphConfig | None = None) -> None:
+        self.graph = TransactionGraph(config)
+        self.config = self.graph.config
+
+    def flag(self, key: str) -> None:
+        """Mark an account flagged (for example after a BLOCK)."""
+        self.graph.flag(key)
+
+    def unflag(self, key: str) -> None:
+        """Take a flag back."""
+        self.graph.unflag(key)
+
+    def state_bytes(self) -> bytes:
+        """The graph's whole state as canonical bytes (see ``TransactionGraph.state_bytes``)."""
+        return self.graph.state_bytes()
+
+    def observe_many(self, payments: Iterable[Payment]) -> list[tuple[int, ...]]:
+        """``observe`` each payment in order; a bad one raises with the ones before it added."""
+        return [self.observe(o, b, t, c) for o, b, t, c in payments]
+
+    def observe(self, orig: str, bene: str, t: int, cents: int) -> tuple[int, ...]:
+        """The payment's values in ``GRAPH_FEATURE_NAMES`` order; then it is part of the graph.
+        A bad payment raises ``GraphInputError`` and changes nothing."""
+        g = self.graph
+        cfg = self.config
+        g.check(orig, bene, t, cents)
+        src = g.node(orig)
+        dst = g.node(bene)
+        g.advance(t)
+
+        # --- before the payment is added ---
+        c_len, c_count, c_cut = temporal_cycle(src, dst, t, cfg.cycle_hops, cfg.search_budget)
+        lo_s = t - cfg.scatter_us
+        scatter = 0
+        for e in src.in_last.values():
+            if lo_s < e[0] < t:
+                scatter += 1
+        last = src.last
+        dormancy = -1 if last < 0 else (t - last) // DAY_US if t > last else 0
+        hist = src.amounts
+        n_hist = len(hist)
+        if n_hist:
+            median = hist[(n_hist - 1) // 2]
+            log_ratio = log2_q8(cents if cents > 0 else 1) - log2_q8(median if median > 0 else 1)
+            pct = mid_rank_permille(hist, cents)
+        else:
+            log_ratio, pct = 0, -1
+        hops = hops_to_flagged(src, dst, g.flagged, cfg.flag_hops, cfg.search_budget)
+        period = t // WEEK_US
+        _roll(src, period)
+        if dst is not src:
+            _roll(dst, period)
+        start = period * WEEK_US
+        prev = src.out_last.get(dst)
+        if prev is None or prev[0] < start:
+            src.p_out += 1
+        prev = dst.in_last.get(src)
+        if prev is None or prev[0] < start:
+            dst.p_in += 1
+        usual = (src.ema_out, src.ema_in, dst.ema_in)
+
+        g.add(src, dst, t, cents)
+
+        # --- after: windows that count this payment ---
+        lo1, lo7 = t - DAY_US, t - WEEK_US
+        o_out = _fan(src.out_last, lo1, lo7)
+        o_in = _fan(src.in_last, lo1, lo7)
+        b_in = _fan(dst.in_last, lo1, lo7)
+        out, inn = src.out, src.inn
+        i_out1, i_in1 = _after(out, lo1), _after(inn, lo1)
+        i_out7, i_in7 = _after(out, lo7), _after(inn, lo7)
+        out1, out7 = _cents(out, i_out1), _cents(out, i_out7)
+        in1, in7 = _cents(inn, i_in1), _cents(inn, i_in7)
+        activity = len(out) - i_out1 + len(inn) - i_in1
+        return (c_len, c_count, c_cut, scatter, *o_out, *o_in, usual[0], usual[1], *b_in, usual[2],
+                ratio_q16(out1, in1, PASS_THROUGH_CAP_Q16), ratio_q16(out7, in7, PASS_THROUGH_CAP_Q16),
+                dormancy, activity, n_hist, log_ratio, pct, hops)
+
+
+def as_dict(values: Sequence[int]) -> dict[str, int]:
+    """One payment's values by name."""
+    return dict(zip(GRAPH_FEATURE_NAMES, values, strict=True))

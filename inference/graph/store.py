@@ -1,0 +1,277 @@
+"""The rolling transaction graph: payments as edges between accounts, held for a window of up to
+30 days under a per-account and a global cap.
+
+An edge is ``(t, originator, beneficiary, cents)``: time in microseconds since the Unix epoch,
+the two accounts' nodes and the amount in whole US cents. Each account keeps its sent edges and
+its received edges as two lists in time order (ties in arrival order), and, per counterparty, its
+latest edge (``out_last`` / ``in_last``), so "has it paid X, and when last" is one lookup.
+
+What is kept:
+
+- the window: an edge at or before ``watermark - window_us`` expires (the watermark is the
+  latest time seen; expiry runs as it advances);
+- the per-account cap: an account keeps at most ``node_cap`` sent and ``node_cap`` received edges,
+  the newest; an older one drops out of that account's list (it may still be in the other
+  account's list). A hub with a million payments holds ``node_cap`` of them, so every search
+  through it is bounded;
+- the global cap: at most ``global_cap`` edges are held in all (an edge counts while either
+  account's list holds it); past it the oldest go first, as if expired.
+
+Payments arrive in time order; one up to ``late_us`` behind the watermark is placed in time order
+and sees the graph as held; one further back is refused (``GraphInputError``). Accounts are keyed
+by string (what ``inference.features`` names an account) and numbered in the order first seen;
+nothing depends on ``PYTHONHASHSEED`` or on hash order: iteration goes over lists and over
+insertion-ordered dicts only, and ``state_bytes()`` writes accounts in number order and edges in
+time order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_left, insort
+from collections import deque
+
+import orjson
+
+from inference.graph.config import GraphConfig
+from inference.graph.errors import GraphInputError
+
+__all__ = ["GRAPH_STATE_FORMAT", "Edge", "Node", "TransactionGraph"]
+
+GRAPH_STATE_FORMAT = "sealtrail.graph/1"
+
+# (t µs, originator, beneficiary, cents): a tuple, so a list of edges bisects by ``(t,)``.
+Edge = tuple[int, "Node", "Node", int]
+
+
+class Node:
+    """One account: its kept edges each way, latest edge per counterparty, sorted sent amounts,
+    last activity and the counts behind its usual number of counterparties."""
+
+    __slots__ = ("amounts", "ema_in", "ema_out", "flagged", "id", "in_last", "inn", "key", "last", "out",
+                 "out_last", "p_in", "p_out", "period", "periods")
+
+    def __init__(self, key: str, ident: int) -> None:
+        self.key = key
+        self.id = ident
+        self.out: list[Edge] = []  # sent edges kept, time order
+        self.inn: list[Edge] = []  # received edges kept, time order
+        self.out_last: dict[Node, Edge] = {}  # beneficiary -> latest kept edge to it
+        self.in_last: dict[Node, Edge] = {}  # originator -> latest kept edge from it
+        self.amounts: list[int] = []  # cents of the kept sent edges, sorted
+        self.last = -1  # time of the latest activity, either way (-1: none yet)
+        self.flagged = False
+        # Usual number of counterparties: 7-day periods counted from the epoch.
+        self.period = -1  # the period the counts below are for
+        self.p_out = 0  # distinct beneficiaries first paid in it
+        self.p_in = 0  # distinct originators first received from in it
+        self.periods = 0  # completed periods folded into the means
+        self.ema_out = 0  # running mean (Q16) of p_out over completed periods
+        self.ema_in = 0
+
+    def __repr__(self) -> str:
+        return f"Node({self.key!r})"
+
+
+def _holds(edges: list[Edge], e: Edge) -> bool:
+    """Whether ``edges`` (time order) holds this very edge."""
+    t = e[0]
+    i = bisect_left(edges, (t,))  # (t,) sorts before every edge at t
+    n = len(edges)
+    while i < n and edges[i][0] == t:
+        if edges[i] is e:
+            return True
+        i += 1
+    return False
+
+
+class TransactionGraph:
+    """Accounts and the payments between them over a rolling window; ``add`` takes one payment."""
+
+    def __init__(self, config: GraphConfig | None = None) -> None:
+        self.config = config if config is not None else GraphConfig()
+        self._nodes: dict[str, Node] = {}
+        self._by_id: list[Node] = []
+        self._edges: deque[Edge] = deque()  # every edge held, time order (some dropped by both lists)
+        self._dead = 0  # edges in _edges that neither account's list holds any more
+        self.watermark: int | None = None  # latest time seen
+        self.flagged: set[Node] = set()
+
+    # --- accounts -------------------------------------------------------------------------
+
+    def node(self, key: str) -> Node:
+        """The account ``key``, created (unflagged, no edges) when first seen."""
+        n = self._nodes.get(key)
+        if n is None:
+            if type(key) is not str or not key:
+                raise GraphInputError(f"an account key is a non-empty string, got {key!r}")
+            n = self._nodes[key] = Node(key, len(self._by_id))
+            self._by_id.append(n)
+        return n
+
+    def get(self, key: str) -> Node | None:
+        """The account ``key`` if the graph has seen it."""
+        return self._nodes.get(key)
+
+    def flag(self, key: str) -> None:
+        """Mark an account flagged (for example after a BLOCK): hops to it become a feature."""
+        n = self.node(key)
+        n.flagged = True
+        self.flagged.add(n)
+
+    def unflag(self, key: str) -> None:
+        """Take a flag back (a cleared case); an unknown or unflagged account is left as it is."""
+        n = self._nodes.get(key)
+        if n is not None and n.flagged:
+            n.flagged = False
+            self.flagged.discard(n)
+
+    @property
+    def accounts(self) -> int:
+        return len(self._by_id)
+
+    @property
+    def edges_held(self) -> int:
+        """Edges held (in at least one account's list): what the global cap bounds."""
+        return len(self._edges) - self._dead
+
+    # --- edges ----------------------------------------------------------------------------
+
+    def check(self, orig: str, bene: str, t: int, cents: int) -> None:
+        """Raise ``GraphInputError`` if ``add`` would refuse this payment (nothing changes)."""
+        if type(orig) is not str or not orig or type(bene) is not str or not bene:
+            raise GraphInputError(f"account keys are non-empty strings, got {orig!r} -> {bene!r}")
+        if type(t) is not int:
+            raise GraphInputError(f"a payment time is an integer of microseconds, got {t!r}")
+        if type(cents) is not int or cents < 0:
+            raise GraphInputError(f"an amount is a non-negative integer of US cents, got {cents!r}")
+        wm = self.watermark
+        if wm is not None and t < wm - self.config.late_us:
+            raise GraphInputError(
+                f"payment at {t} µs is {wm - t} µs behind the latest seen ({wm}); "
+                f"at most {self.config.late_us} µs late is accepted")
+
+    def advance(self, t: int) -> None:
+        """Move the watermark to ``t`` if later and expire what falls out of the window."""
+        wm = self.watermark
+        if wm is None or t > wm:
+            self.watermark = t
+            horizon = t - self.config.window_us
+            edges = self._edges
+            while edges and edges[0][0] <= horizon:
+                self._expire_oldest()
+
+    def add(self, src: Node, dst: Node, t: int, cents: int) -> Edge:
+        """Add the payment ``src -> dst`` (already checked and advanced to); returns its edge."""
+        e: Edge = (t, src, dst, cents)
+        edges = self._edges
+        if not edges or edges[-1][0] <= t:
+            edges.append(e)
+        else:  # late: after every edge at or before t
+            i = len(edges)
+            while i and edges[i - 1][0] > t:
+                i -= 1
+            edges.insert(i, e)
+        cap = self.config.node_cap
+        out = src.out
+        if not out or out[-1][0] <= t:
+            out.append(e)
+        else:
+            out.insert(bisect_left(out, (t + 1,)), e)
+        prev = src.out_last.get(dst)
+        if prev is None or prev[0] <= t:
+            src.out_last[dst] = e
+        insort(src.amounts, cents)
+        inn = dst.inn
+        if not inn or inn[-1][0] <= t:
+            inn.append(e)
+        else:
+            inn.insert(bisect_left(inn, (t + 1,)), e)
+        prev = dst.in_last.get(src)
+        if prev is None or prev[0] <= t:
+            dst.in_last[src] = e
+        if len(out) > cap:
+            old = out[0]
+            self._drop_out(src, old)
+            if not _holds(old[2].inn, old):
+                self._dead += 1
+        if len(inn) > cap:
+            old = inn[0]
+            self._drop_in(dst, old)
+            if not _holds(old[1].out, old):
+                self._dead += 1
+        if t > src.last:
+            src.last = t
+        if t > dst.last:
+            dst.last = t
+        if len(edges) - self._dead > self.config.global_cap:
+            self._expire_oldest()
+        if self._dead > 1024 and self._dead * 2 > len(edges):
+            self._compact()
+        return e
+
+    @staticmethod
+    def _drop_out(n: Node, e: Edge) -> None:
+        """``e`` leaves the head of ``n``'s sent list."""
+        del n.out[0]
+        dst = e[2]
+        if n.out_last.get(dst) is e:
+            del n.out_last[dst]
+        amounts = n.amounts
+        del amounts[bisect_left(amounts, e[3])]
+
+    @staticmethod
+    def _drop_in(n: Node, e: Edge) -> None:
+        """``e`` leaves the head of ``n``'s received list."""
+        del n.inn[0]
+        src = e[1]
+        if n.in_last.get(src) is e:
+            del n.in_last[src]
+
+    def _expire_oldest(self) -> None:
+        """The oldest edge held leaves both lists that hold it (it is at their heads)."""
+        edges = self._edges
+        while True:
+            e = edges.popleft()
+            src, dst = e[1], e[2]
+            held = False
+            if src.out and src.out[0] is e:
+                self._drop_out(src, e)
+                held = True
+            if dst.inn and dst.inn[0] is e:
+                self._drop_in(dst, e)
+                held = True
+            if held:
+                return
+            self._dead -= 1  # dropped from both lists by the caps before: not an edge held
+            if not edges:
+                return
+
+    def _compact(self) -> None:
+        """Forget the edges neither list holds (both dropped by the per-account cap)."""
+        self._edges = deque(e for e in self._edges if _holds(e[1].out, e) or _holds(e[2].inn, e))
+        self._dead = 0
+
+    # --- state ----------------------------------------------------------------------------
+
+    def state_bytes(self) -> bytes:
+        """The whole state as canonical JSON: settings, watermark, accounts in the order first seen
+        (key, last activity, flag, period counts and means) and the edges held in time order, each
+        with whether the originator's and the beneficiary's lists hold it. Equal bytes: equal state."""
+        cfg = self.config
+        accounts = [[n.key, n.last, 1 if n.flagged else 0, n.period, n.p_out, n.p_in, n.periods, n.ema_out,
+                     n.ema_in] for n in self._by_id]
+        edges = []
+        for e in self._edges:
+            o, i = _holds(e[1].out, e), _holds(e[2].inn, e)
+            if o or i:
+                edges.append([e[0], e[1].id, e[2].id, e[3], int(o), int(i)])
+        return orjson.dumps({
+            "format": GRAPH_STATE_FORMAT,
+            "config": [cfg.window_us, cfg.cycle_hops, cfg.flag_hops, cfg.scatter_us, cfg.node_cap,
+                       cfg.global_cap, cfg.search_budget, cfg.late_us],
+            "watermark": self.watermark, "accounts": accounts, "edges": edges})
+
+    def state_sha256(self) -> str:
+        """SHA-256 of ``state_bytes()``, lower-case hex."""
+        return hashlib.sha256(self.state_bytes()).hexdigest()
