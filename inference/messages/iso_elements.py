@@ -223,20 +223,26 @@ def req(parent: Element, tag: str, path: str) -> Element:
 def value(el: Element, path: str, max_len: int) -> str:
     """An element's text: present, no control character; longer than ``max_len`` is a finding."""
     got = (el.text or "").strip()
-    where = f"{path}/{el.tag}".lstrip("/")
     if not got or len(el):
-        raise MessageError(f"{el.tag} must hold text (1-{max_len} characters)", field=where)
-    if (bad := _CONTROL.search(got)) is not None:
+        raise MessageError(f"{el.tag} must hold text (1-{max_len} characters)", field=_where(path, el))
+    # isprintable() is False wherever _CONTROL would match: the search runs only on the rare text it may
+    if not got.isprintable() and (bad := _CONTROL.search(got)) is not None:
+        where = _where(path, el)
         if _CONTROL.search(got.translate(_XML_SPACE)) is not None:
             raise MessageError(f"{el.tag} holds the control character U+{ord(bad.group()):04X}", field=where)
         note("LAYOUT", where, f"line break or tab U+{ord(bad.group()):04X} read as a space")
         got = " ".join(got.split())
     if len(got) > max_len:
+        where = _where(path, el)
         if len(got) > 4 * max_len + 1024:  # beyond any reading of the schema: not kept
             raise MessageError(f"{el.tag} is {len(got)} characters; at most {max_len} are allowed",
                                field=where)
         note("FIELD_TOO_LONG", where, f"{len(got)} characters; at most {max_len} are allowed")
     return got
+
+
+def _where(path: str, el: Element) -> str:
+    return f"{path}/{el.tag}".lstrip("/")
 
 
 def text(parent: Element, tag: str, path: str, max_len: int) -> str | None:

@@ -59,6 +59,35 @@ def test_any_dtd_is_refused() -> None:
     assert e.field == "Document" and "DTDs, entities and external references are forbidden" in e.reason
 
 
+@pytest.mark.parametrize(("where", "insert"), [
+    ("<Document ", '<!-- a comment first --><!DOCTYPE Document [<!ENTITY x "y">]><Document '),
+    ("<Document ", "<!doctype Document><Document "),  # any case: not XML, and never read without defusedxml
+    ("<Document ", '<!DOCTYPE Document [<!-- --><!ENTITY x SYSTEM "file:///etc/passwd">]><Document '),
+])
+def test_a_declaration_anywhere_goes_through_defusedxml(where: str, insert: str) -> None:
+    e = refuse(sub("sepa_eur_ibans.xml", where, insert))
+    assert e.field == "Document"
+    assert "forbidden" in e.reason or "not well-formed" in e.reason
+
+
+def test_an_entity_reference_without_a_dtd_is_not_well_formed() -> None:
+    e = refuse(sub("sepa_eur_ibans.xml", "<MsgId>", "<MsgId>&xxe;"))
+    assert e.field == "Document" and "not well-formed" in e.reason and "undefined entity" in e.reason
+
+
+def test_a_single_quoted_foreign_encoding_is_refused_before_any_parser() -> None:
+    e = refuse(sub("sepa_eur_ibans.xml", 'encoding="UTF-8"', "encoding = 'cp037'"))
+    assert "'cp037'; only UTF-8" in e.reason
+
+
+def test_comments_and_cdata_alone_keep_the_message_readable() -> None:
+    from inference.messages import Transaction, parse_messages
+
+    data = sub("sepa_eur_ibans.xml", "<Document ", "<!-- exported 2026-12-04 --><Document ")
+    data = data.replace(b"<MsgId>", b"<MsgId><![CDATA[]]>", 1)
+    assert all(isinstance(t, Transaction) for t in parse_messages(data, "pacs008"))
+
+
 @pytest.mark.parametrize(("namespace", "reason"), [
     ("pacs.009.001.08", "unsupported message pacs.009.001.08: pacs.008 is parsed here"),
     ("pacs.008.001.01", "pacs.008.001.01 is not supported (pacs.008.001.02 and later)"),
