@@ -1,0 +1,162 @@
+"""Per-payment graph features on hand-built cases: mule collection against payroll, a dormant
+account waking, pass-through, the amount against the account's history, the usual number of
+counterparties and hops to a flagged account."""
+
+from __future__ import annotations
+
+from inference.graph import GRAPH_FEATURE_NAMES, GraphConfig, GraphFeatures, as_dict
+from inference.graph.fixedpoint import log2_q8
+
+H = 3_600_000_000
+DAY = 24 * H
+WEEK = 7 * DAY
+T0 = 2_930 * WEEK  # a period boundary (2026-02-26), so the 7-day periods are easy to read
+
+
+def test_values_are_integers_in_the_named_order() -> None:
+    values = GraphFeatures().observe("A", "B", T0, 100)
+    assert len(values) == len(GRAPH_FEATURE_NAMES)
+    assert all(type(v) is int for v in values)
+
+
+def test_forty_sources_then_fan_out_is_scatter_gather_of_forty() -> None:
+    gf = GraphFeatures()
+    for i in range(40):
+        gf.observe(f"SRC{i:02d}", "MULE", T0 + i * 60_000_000, 95_000)
+    first = as_dict(gf.observe("MULE", "OUT1", T0 + 2 * H, 1_800_000))
+    assert first["scatter_gather"] == 40
+    assert first["orig_fan_in_1d"] == 40
+    assert first["pass_through_24h_q16"] == (1_800_000 << 16) // (40 * 95_000)
+    second = as_dict(gf.observe("MULE", "OUT2", T0 + 3 * H, 1_800_000))
+    assert second["scatter_gather"] == 40
+    assert second["orig_fan_out_1d"] == 2
+    assert second["pass_through_24h_q16"] == (3_600_000 << 16) // (40 * 95_000)
+
+
+def test_scatter_gather_counts_only_sources_inside_its_window() -> None:
+    gf = GraphFeatures(GraphConfig(scatter_us=DAY))
+    gf.observe("OLD", "M", T0, 100)
+    gf.observe("NEW", "M", T0 + 2 * DAY, 100)
+    assert as_dict(gf.observe("M", "X", T0 + 2 * DAY + H, 100))["scatter_gather"] == 1
+
+
+def test_payroll_fan_out_is_told_apart_from_mule_forwarding() -> None:
+    gf = GraphFeatures()
+    gf.observe("REVENUE", "EMPLOYER", T0, 60_000_000)
+    rows = [as_dict(gf.observe("EMPLOYER", f"STAFF{i:03d}", T0 + H + i * 10_000_000, 280_000))
+            for i in range(200)]
+    last = rows[-1]
+    assert last["orig_fan_out_1d"] == 200  # high fan-out ...
+    assert max(r["cycle_len"] for r in rows) == 0  # ... no money coming back ...
+    assert max(r["scatter_gather"] for r in rows) == 1  # ... fed by one source, not many
+    assert last["flagged_hops"] == -1
+
+
+def test_dormant_account_waking_reports_days_since_its_last_activity() -> None:
+    gf = GraphFeatures()
+    assert as_dict(gf.observe("SLEEPER", "SHOP", T0, 5_000))["orig_dormancy_days"] == -1  # never seen
+    woke = as_dict(gf.observe("SLEEPER", "X1", T0 + 45 * DAY + 5 * H, 900_000))
+    assert woke["orig_dormancy_days"] == 45  # beyond the 30-day window: the account is remembered
+    assert woke["orig_activity_24h"] == 1
+    assert woke["amount_history_n"] == 0  # its old payment has left the window
+    burst = [as_dict(gf.observe("SLEEPER", f"X{i}", T0 + 45 * DAY + 6 * H + i, 900_000)) for i in range(2, 9)]
+    assert burst[-1]["orig_dormancy_days"] == 0
+    assert burst[-1]["orig_activity_24h"] == 8
+
+
+def test_activity_counts_both_directions_inside_24_hours() -> None:
+    gf = GraphFeatures()
+    gf.observe("A", "B", T0, 100)
+    gf.observe("C", "A", T0 + 4 * H, 100)
+    gf.observe("A", "D", T0 + DAY + 2 * H, 100)  # the first one is now more than 24 h back
+    assert as_dict(gf.observe("A", "E", T0 + DAY + 3 * H, 100))["orig_activity_24h"] == 3
+
+
+def test_pass_through_is_capped_and_zero_without_money_in() -> None:
+    gf = GraphFeatures()
+    assert as_dict(gf.observe("A", "B", T0, 1_000))["pass_through_24h_q16"] == 0  # nothing came in
+    gf.observe("C", "A", T0 + H, 100)
+    got = as_dict(gf.observe("A", "B", T0 + 2 * H, 100_000))
+    assert got["pass_through_24h_q16"] == 4 << 16  # out / in = 1,010: reported as the cap, 4.0
+    gf.observe("D", "A", T0 + 9 * DAY, 500_000)
+    later = as_dict(gf.observe("A", "B", T0 + 9 * DAY + H, 250_000))
+    assert later["pass_through_24h_q16"] == 1 << 15  # 250,000 / 500,000 = 0.5
+    assert later["pass_through_7d_q16"] == 1 << 15  # the first week's flows are older than 7 days
+
+
+def test_amount_against_the_accounts_own_history() -> None:
+    gf = GraphFeatures()
+    for i in range(10):
+        gf.observe("A", f"P{i}", T0 + i * H, 10_000 + i)  # USD 100.00 .. 100.09
+    got = as_dict(gf.observe("A", "BIG", T0 + 11 * H, 1_000_000))
+    assert got["amount_history_n"] == 10
+    assert got["amount_log2_ratio_q8"] == log2_q8(1_000_000) - log2_q8(10_004)  # lower median: 10,004
+    assert 1_697 <= got["amount_log2_ratio_q8"] <= 1_703  # log2(100) = 6.64 -> 1,700.9 / 256
+    assert got["amount_percentile_permille"] == 1000  # above every earlier one
+    low = as_dict(gf.observe("A", "SMALL", T0 + 12 * H, 10_004))
+    assert low["amount_percentile_permille"] == (1000 * (2 * 4 + 1)) // (2 * 11)  # mid-rank of 11
+    assert low["amount_log2_ratio_q8"] == 0  # the median of 11 is 10,005; same top nine bits
+
+
+def test_usual_counterparties_is_a_running_mean_over_completed_weeks() -> None:
+    gf = GraphFeatures()
+    for week in range(3):
+        for j in range(4):
+            gf.observe("A", f"W{week}P{j}", T0 + week * WEEK + j * H, 100)
+    got = as_dict(gf.observe("A", "NEW", T0 + 3 * WEEK + H, 100))
+    assert got["orig_usual_fan_out_q16"] == 4 << 16  # 4, 4, 4 distinct payees a week
+    # one week with 20 payees: the mean moves a quarter of the way towards 20
+    for j in range(19):
+        gf.observe("A", f"BURST{j}", T0 + 3 * WEEK + 2 * H + j, 100)
+    got = as_dict(gf.observe("A", "AFTER", T0 + 4 * WEEK + H, 100))
+    assert got["orig_usual_fan_out_q16"] == (4 << 16) + ((20 << 16) - (4 << 16)) // 4  # 8.0
+    # two silent weeks pull it down a quarter each
+    got = as_dict(gf.observe("A", "LATE", T0 + 7 * WEEK + H, 100))
+    ema = (8 << 16) + ((1 << 16) - (8 << 16)) // 4  # the week with one payee ("AFTER")
+    ema -= ema // 4
+    ema -= ema // 4
+    assert got["orig_usual_fan_out_q16"] == ema
+
+
+def test_a_payee_paid_again_in_the_same_week_is_not_new() -> None:
+    gf = GraphFeatures()
+    for i in range(5):
+        gf.observe("A", "SAME", T0 + i * H, 100)
+    assert as_dict(gf.observe("A", "X", T0 + WEEK + H, 100))["orig_usual_fan_out_q16"] == 1 << 16
+
+
+def test_fan_counts_over_one_seven_and_thirty_days() -> None:
+    gf = GraphFeatures()
+    gf.observe("A", "OLD", T0, 100)  # 20 days before
+    gf.observe("A", "WEEK", T0 + 17 * DAY, 100)  # 3 days before
+    gf.observe("IN2", "A", T0 + 19 * DAY, 100)  # exactly 24 h back: outside (t - 24 h, t]
+    gf.observe("IN", "A", T0 + 19 * DAY + H, 100)
+    got = as_dict(gf.observe("A", "TODAY", T0 + 20 * DAY, 100))
+    assert (got["orig_fan_out_1d"], got["orig_fan_out_7d"], got["orig_fan_out_30d"]) == (1, 2, 3)
+    assert (got["orig_fan_in_1d"], got["orig_fan_in_7d"], got["orig_fan_in_30d"]) == (1, 2, 2)
+    assert (got["bene_fan_in_1d"], got["bene_fan_in_7d"], got["bene_fan_in_30d"]) == (1, 1, 1)
+
+
+def test_hops_to_a_flagged_account_either_way() -> None:
+    gf = GraphFeatures()
+    gf.observe("A", "B", T0, 100)
+    gf.observe("C", "B", T0 + H, 100)  # B is paid by C: the link counts against its direction
+    assert as_dict(gf.observe("X", "A", T0 + 2 * H, 100))["flagged_hops"] == -1  # nothing flagged
+    gf.flag("C")
+    assert as_dict(gf.observe("Y", "A", T0 + 3 * H, 100))["flagged_hops"] == 2  # A - B - C
+    assert as_dict(gf.observe("Z", "B", T0 + 4 * H, 100))["flagged_hops"] == 1  # B - C
+    assert as_dict(gf.observe("C", "Q", T0 + 5 * H, 100))["flagged_hops"] == 0  # C itself
+    far = GraphFeatures(GraphConfig(flag_hops=1))
+    far.observe("A", "B", T0, 100)
+    far.observe("B", "C", T0 + H, 100)
+    far.flag("C")
+    assert as_dict(far.observe("Y", "A", T0 + 2 * H, 100))["flagged_hops"] == -1  # 2 hops > 1
+    gf.unflag("C")
+    assert as_dict(gf.observe("W", "A", T0 + 6 * H, 100))["flagged_hops"] == -1
+
+
+def test_flag_on_an_unseen_account_is_found_once_it_is_linked() -> None:
+    gf = GraphFeatures()
+    gf.flag("BLOCKED")
+    gf.observe("BLOCKED", "M", T0, 100)
+    assert as_dict(gf.observe("M", "N", T0 + H, 100))["flagged_hops"] == 1

@@ -1,0 +1,79 @@
+"""The graph's values against a slow, independent re-derivation over the flat list of payments, on
+random small streams where no cap is reached: cycles, scatter-gather, fan-in and fan-out, activity,
+pass-through, dormancy and the amount against history."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from inference.graph import GraphConfig, GraphFeatures, as_dict
+from inference.graph.fixedpoint import log2_q8
+
+H = 3_600_000_000
+DAY = 24 * H
+Pay = tuple[str, str, int, int]
+
+
+def _cycles(held: list[Pay], u: str, v: str, t: int, k: int) -> tuple[int, int]:
+    """Shortest cycle and number of account routes v -> ... -> u, times rising, all before t."""
+    if u == v:
+        return 0, 0
+    found: list[int] = []
+
+    def extend(x: str, arrived: int, route: list[str]) -> None:
+        if len(route) > k - 1:
+            return
+        firsts: dict[str, int] = {}
+        for o, b, te, _ in held:
+            if o == x and arrived < te < t and (b not in firsts or te < firsts[b]):
+                firsts[b] = te
+        for b, te in sorted(firsts.items()):
+            if b == u:
+                found.append(len(route) + 1)
+            elif b not in route:
+                extend(b, te, [*route, b])
+
+    extend(v, -(1 << 62), [v])
+    return (min(found) if found else 0), min(len(found), 64)
+
+
+def _distinct(held: list[Pay], t: int, lo: int, key: int, match: int, who: str) -> int:
+    return len({p[key] for p in held if p[match] == who and lo < p[2] <= t})
+
+
+@pytest.mark.parametrize(("seed", "k"), [(1, 3), (2, 4), (3, 5), (4, 6), (5, 3)])
+def test_values_match_a_slow_re_derivation(seed: int, k: int) -> None:
+    rng = random.Random(seed)
+    window = 5 * DAY
+    gf = GraphFeatures(GraphConfig(cycle_hops=k, window_us=window, scatter_us=DAY, late_us=0))
+    names = [chr(65 + i) for i in range(9)]
+    seen: list[Pay] = []
+    last_seen: dict[str, int] = {}
+    t = 0
+    for _ in range(400):
+        t += rng.randrange(3 * H)
+        u, v, c = rng.choice(names), rng.choice(names), rng.randrange(0, 100_000)
+        held = [p for p in seen if p[2] > t - window]  # the window as of this payment
+        got = as_dict(gf.observe(u, v, t, c))
+        want_len, want_count = _cycles(held, u, v, t, k)
+        assert (got["cycle_len"], got["cycle_count"]) == (want_len, want_count)
+        assert got["scatter_gather"] == len({p[0] for p in held if p[1] == u and t - DAY < p[2] < t})
+        hist = sorted(p[3] for p in held if p[0] == u)
+        assert got["amount_history_n"] == len(hist)
+        if hist:
+            med = hist[(len(hist) - 1) // 2]
+            assert got["amount_log2_ratio_q8"] == log2_q8(max(c, 1)) - log2_q8(max(med, 1))
+        assert got["orig_dormancy_days"] == ((t - last_seen[u]) // DAY if u in last_seen else -1)
+        now = [*held, (u, v, t, c)]
+        for span, name in ((DAY, "1d"), (7 * DAY, "7d"), (window, "30d")):
+            assert got[f"orig_fan_out_{name}"] == _distinct(now, t, t - span, 1, 0, u)
+            assert got[f"orig_fan_in_{name}"] == _distinct(now, t, t - span, 0, 1, u)
+            assert got[f"bene_fan_in_{name}"] == _distinct(now, t, t - span, 0, 1, v)
+        out1 = sum(p[3] for p in now if p[0] == u and p[2] > t - DAY)
+        in1 = sum(p[3] for p in now if p[1] == u and p[2] > t - DAY)
+        assert got["pass_through_24h_q16"] == (min((out1 << 16) // in1, 4 << 16) if in1 else 0)
+        assert got["orig_activity_24h"] == sum((p[0] == u) + (p[1] == u) for p in now if p[2] > t - DAY)
+        seen.append((u, v, t, c))
+        last_seen[u] = last_seen[v] = t
