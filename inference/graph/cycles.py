@@ -53,15 +53,35 @@ def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, 
     for the payment ``u -> v`` at ``t``, over cycles of at most ``k`` payments (see the module)."""
     if u is v:
         return 0, 0, 0
+    into_u = u.in_last
+    if not into_u:  # every cycle ends with a payment into u
+        return 0, 0, 0
     shortest = 0
     count = 0
-    if _paid_between(v, u, _BEFORE_ALL, t):  # v -> u, then u -> v now
+    if v in into_u and _paid_between(v, u, _BEFORE_ALL, t):  # v -> u, then u -> v now
         shortest, count = 2, 1
     if k < 3:
         return shortest, count, 0
-    into_u = u.in_last
     left = budget
     truncated = 0
+    if k == 3:  # the usual depth, without the recursion: v -> y -> u
+        seen: dict[Node, None] = {}
+        for e in v.out:
+            te = e[0]
+            if te >= t:
+                break
+            left -= 1
+            if left < 0:
+                return shortest, count, 1
+            y = e[2]
+            if y in into_u and y is not u and y is not v and y not in seen:
+                seen[y] = None
+                if _paid_between(y, u, te, t):
+                    if not shortest:
+                        shortest = 3
+                    if count < CYCLE_COUNT_CAP:
+                        count += 1
+        return shortest, count, 0
     on_path: dict[Node, None] = {v: None, u: None}
 
     def walk(x: Node, arrived: int, hops: int) -> None:

@@ -19,7 +19,6 @@ library only; they are not part of the feature schema that sealed decisions carr
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
 from inference.graph.config import DAY_US, WEEK_US, GraphConfig
@@ -81,16 +80,22 @@ def _fan(last: dict[Node, Edge], lo1: int, lo7: int) -> tuple[int, int, int]:
     return n1, n7, len(last)
 
 
-def _after(edges: list[Edge], lo: int) -> int:
-    """Index of the first edge later than ``lo`` in a time-ordered list."""
-    return bisect_left(edges, (lo + 1,))
-
-
-def _cents(edges: list[Edge], i: int) -> int:
-    total = 0
-    for j in range(i, len(edges)):
-        total += edges[j][3]
-    return total
+def _recent(edges: list[Edge], t: int, lo1: int, lo7: int) -> tuple[int, int, int]:
+    """Edges in (lo1, t], their cents, and the cents of those in (lo7, t], from the newest back
+    (a late payment's list may hold edges after ``t``: they are left out)."""
+    n1 = sum1 = sum7 = 0
+    for j in range(len(edges) - 1, -1, -1):
+        e = edges[j]
+        te = e[0]
+        if te <= lo7:
+            break
+        if te > t:
+            continue
+        sum7 += e[3]
+        if te > lo1:
+            n1 += 1
+            sum1 += e[3]
+    return n1, sum1, sum7
 
 
 class GraphFeatures:
@@ -163,16 +168,12 @@ class GraphFeatures:
         lo1, lo7 = t - DAY_US, t - WEEK_US
         o_out = _fan(src.out_last, lo1, lo7)
         o_in = _fan(src.in_last, lo1, lo7)
-        b_in = _fan(dst.in_last, lo1, lo7)
-        out, inn = src.out, src.inn
-        i_out1, i_in1 = _after(out, lo1), _after(inn, lo1)
-        i_out7, i_in7 = _after(out, lo7), _after(inn, lo7)
-        out1, out7 = _cents(out, i_out1), _cents(out, i_out7)
-        in1, in7 = _cents(inn, i_in1), _cents(inn, i_in7)
-        activity = len(out) - i_out1 + len(inn) - i_in1
+        b_in = _fan(dst.in_last, lo1, lo7) if dst is not src else o_in
+        n_out1, out1, out7 = _recent(src.out, t, lo1, lo7)
+        n_in1, in1, in7 = _recent(src.inn, t, lo1, lo7)
         return (c_len, c_count, c_cut, scatter, *o_out, *o_in, usual[0], usual[1], *b_in, usual[2],
                 ratio_q16(out1, in1, PASS_THROUGH_CAP_Q16), ratio_q16(out7, in7, PASS_THROUGH_CAP_Q16),
-                dormancy, activity, n_hist, log_ratio, pct, hops)
+                dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops)
 
 
 def as_dict(values: Sequence[int]) -> dict[str, int]:

@@ -5,7 +5,8 @@
   (``x >> (n - 8)`` or ``x << (8 - n)``, 256 <= m < 512, truncating the bits below) and
   ``L[m] = floor(256 * log2(m / 256))``. ``L`` is derived exactly at import, by squaring the
   rational ``m / 256`` eight times (each square at or above 2 gives a 1 bit), never from libm.
-  It is within 2/256 below the true log2 (truncated mantissa and floored table).
+  It is never above the true log2 and less than 2.45/256 below it (the floored table costs under
+  1/256, the truncated mantissa under 256 * log2(1 + 1/256) = 1.44 of them).
 - ``ratio_q16(num, den, cap)``: ``floor(num * 65536 / den)``, at most ``cap``; 0 when ``den`` is 0.
 - ``mid_rank_permille(sorted, x)``: ``floor(1000 * (2 * below + equal) / (2 * n))``, the mid-rank
   percentile of ``x`` among ``n`` sorted integers, in thousandths.

@@ -135,6 +135,12 @@ class TransactionGraph:
         """Edges held (in at least one account's list): what the global cap bounds."""
         return len(self._edges) - self._dead
 
+    @property
+    def edges_logged(self) -> int:
+        """Edges in the time-ordered log, counting those both lists dropped that await compaction:
+        at most ``2 * edges_held + 1024``."""
+        return len(self._edges)
+
     # --- edges ----------------------------------------------------------------------------
 
     def check(self, orig: str, bene: str, t: int, cents: int) -> None:
