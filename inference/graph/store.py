@@ -90,7 +90,7 @@ class TransactionGraph:
 
     def __init__(self, config: GraphConfig | None = None) -> None:
         self.config = config if config is not None else GraphConfig()
-        self._nodes: dict[str, Node] = {}
+        self.nodes: dict[str, Node] = {}  # account key -> node (read-only outside this class)
         self._by_id: list[Node] = []
         self._edges: deque[Edge] = deque()  # every edge held, time order (some dropped by both lists)
         self._dead = 0  # edges in _edges that neither account's list holds any more
@@ -101,17 +101,17 @@ class TransactionGraph:
 
     def node(self, key: str) -> Node:
         """The account ``key``, created (unflagged, no edges) when first seen."""
-        n = self._nodes.get(key)
+        n = self.nodes.get(key)
         if n is None:
             if type(key) is not str or not key:
                 raise GraphInputError(f"an account key is a non-empty string, got {key!r}")
-            n = self._nodes[key] = Node(key, len(self._by_id))
+            n = self.nodes[key] = Node(key, len(self._by_id))
             self._by_id.append(n)
         return n
 
     def get(self, key: str) -> Node | None:
         """The account ``key`` if the graph has seen it."""
-        return self._nodes.get(key)
+        return self.nodes.get(key)
 
     def flag(self, key: str) -> None:
         """Mark an account flagged (for example after a BLOCK): hops to it become a feature."""
@@ -121,7 +121,7 @@ class TransactionGraph:
 
     def unflag(self, key: str) -> None:
         """Take a flag back (a cleared case); an unknown or unflagged account is left as it is."""
-        n = self._nodes.get(key)
+        n = self.nodes.get(key)
         if n is not None and n.flagged:
             n.flagged = False
             self.flagged.discard(n)
