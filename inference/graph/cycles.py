@@ -48,6 +48,15 @@ def _paid_between(x: Node, u: Node, after: int, before: int) -> bool:
     return False
 
 
+def _last_before(y: Node, u: Node, before: int) -> int | None:
+    """Time of y's latest kept payment to ``u`` strictly before ``before``, or None."""
+    out = y.out
+    for j in range(bisect_left(out, (before,)) - 1, -1, -1):
+        if out[j][2] is u:
+            return out[j][0]
+    return None
+
+
 def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, int, int]:
     """(shortest cycle length or 0, number of cycles capped, 1 if the budget cut the search short)
     for the payment ``u -> v`` at ``t``, over cycles of at most ``k`` payments (see the module)."""
@@ -64,6 +73,23 @@ def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, 
         return shortest, count, 0
     left = budget
     truncated = 0
+    if k == 3 and len(into_u) < len(v.out_last):  # v -> y -> u, from u's side: fewer to look at
+        for y, last_in in into_u.items():
+            first_out = v.out_last.get(y)
+            if first_out is None or y is v or y is u:
+                continue
+            left -= 1
+            if left < 0:
+                return shortest, count, 1
+            t2: int | None = last_in[0]
+            if t2 is not None and t2 >= t:  # a late payment: y paid u after it; find a payment before
+                t2 = _last_before(y, u, t)
+            if t2 is not None and _paid_between(v, y, _BEFORE_ALL, t2):
+                if not shortest:
+                    shortest = 3
+                if count < CYCLE_COUNT_CAP:
+                    count += 1
+        return shortest, count, 0
     if k == 3:  # the usual depth, without the recursion: v -> y -> u
         seen: dict[Node, None] = {}
         for e in v.out:

@@ -88,3 +88,15 @@ def test_payroll_fan_out_closes_no_cycle(k: int) -> None:
     for i in range(200):
         got = as_dict(gf.observe("EMPLOYER", f"STAFF{i:03d}", 2 * H + i * 1_000_000, 250_000))
         assert got["cycle_len"] == 0
+
+
+def test_late_closing_payment_does_not_use_a_hop_after_it() -> None:
+    minute = 60_000_000
+    cfg = GraphConfig(late_us=10 * minute)
+    base = [("A", "B", 1 * H), ("A", "X1", 1 * H + 1), ("A", "X2", 1 * H + 2)]
+    # B pays C only at 3 h; the payment C -> A at 2 h 55 arrives late: no money had come round yet
+    later_only = _last(cfg, [*base, ("B", "C", 3 * H), ("C", "A", 3 * H - 5 * minute)])
+    assert later_only["cycle_len"] == 0
+    # B also paid C at 2 h: that hop is before the late payment, so the cycle is there
+    both = _last(cfg, [*base, ("B", "C", 2 * H), ("B", "C", 3 * H), ("C", "A", 3 * H - 5 * minute)])
+    assert (both["cycle_len"], both["cycle_count"]) == (3, 1)

@@ -77,3 +77,24 @@ def test_values_match_a_slow_re_derivation(seed: int, k: int) -> None:
         assert got["orig_activity_24h"] == sum((p[0] == u) + (p[1] == u) for p in now if p[2] > t - DAY)
         seen.append((u, v, t, c))
         last_seen[u] = last_seen[v] = t
+
+
+@pytest.mark.parametrize(("seed", "k", "accounts"), [(11, 3, 6), (12, 3, 30), (13, 4, 12), (14, 5, 20)])
+def test_cycles_match_with_late_payments_and_uneven_degrees(seed: int, k: int, accounts: int) -> None:
+    rng = random.Random(seed)
+    window, late = 2 * DAY, 40 * 60_000_000
+    gf = GraphFeatures(GraphConfig(cycle_hops=k, window_us=window, scatter_us=DAY, late_us=late))
+    names = [f"N{i}" for i in range(accounts)]
+    busy = names[: max(2, accounts // 5)]  # a few accounts pay out far more than the rest
+    seen: list[Pay] = []
+    watermark = 0
+    for _ in range(600):
+        watermark += rng.randrange(H)
+        t = watermark - (rng.randrange(late) if rng.random() < 0.15 else 0)
+        u = rng.choice(busy if rng.random() < 0.6 else names)
+        v, c = rng.choice(names), rng.randrange(1, 1000)
+        held = [p for p in seen if p[2] > watermark - window]
+        got = as_dict(gf.observe(u, v, t, c))
+        assert (got["cycle_len"], got["cycle_count"]) == _cycles(held, u, v, t, k)
+        assert got["scatter_gather"] == len({p[0] for p in held if p[1] == u and t - DAY < p[2] < t})
+        seen.append((u, v, t, c))
