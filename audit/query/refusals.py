@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body
 from audit.errors import QueryError
-from audit.query.traces import MAX_LIMIT, parse_time
+from audit.query.traces import checked_limit, principal_key, time_window
 from ledger import store
 
 __all__ = ["FORMATS", "RefusalFilter", "RefusalPage", "RefusalSummary", "query_refusals", "refusal_json"]
@@ -47,21 +47,13 @@ class RefusalFilter:
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        since, until = parse_time(self.since, "since"), parse_time(self.until, "until")
-        if since is not None and until is not None and until <= since:
-            raise QueryError("until", "must be later than since")
+        since, until = time_window(self.since, self.until)
         put(self, "since", since)
         put(self, "until", until)
-        if self.principal is not None:
-            if not isinstance(self.principal, str) or not self.principal.strip():
-                raise QueryError("principal", "must be a certificate fingerprint or a subject DN")
-            if _HEX64.fullmatch(self.principal):
-                put(self, "principal", self.principal.lower())
+        put(self, "principal", principal_key(self.principal))
         if self.format is not None and self.format not in FORMATS:
             raise QueryError("format", f"{self.format!r} is not one of {', '.join(FORMATS)}")
-        limit = self.limit
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise QueryError("limit", f"{self.limit!r} is not an integer in 1..{MAX_LIMIT}")
+        checked_limit(self.limit)
         if self.cursor is not None:
             self.before_seq()
 

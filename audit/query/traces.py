@@ -29,7 +29,7 @@ from wasm_rules import OUTCOMES
 
 __all__ = [
     "MAX_LIMIT", "AnnotationView", "TraceDetail", "TraceFilter", "TracePage", "TraceSummary",
-    "get_trace", "parse_time", "query_traces", "time_text"
+    "checked_limit", "get_trace", "parse_time", "principal_key", "query_traces", "time_text", "time_window"
 ]
 
 MAX_LIMIT = 1000
@@ -64,6 +64,30 @@ def parse_time(value: str | datetime | None, name: str) -> str | None:
         raise QueryError(name, "is out of range in UTC") from None
 
 
+def time_window(since: str | datetime | None, until: str | datetime | None) -> tuple[str | None, str | None]:
+    """A filter's ``[since, until)`` as index time text (``parse_time``), until after since."""
+    start, end = parse_time(since, "since"), parse_time(until, "until")
+    if start is not None and end is not None and end <= start:
+        raise QueryError("until", "must be later than since")
+    return start, end
+
+
+def principal_key(principal: str | None) -> str | None:
+    """A filter's principal: a certificate SHA-256 fingerprint (lower-cased) or a subject DN."""
+    if principal is None:
+        return None
+    if not isinstance(principal, str) or not principal.strip():
+        raise QueryError("principal", "must be a certificate fingerprint or a subject DN")
+    return principal.lower() if _HEX64.fullmatch(principal) else principal
+
+
+def checked_limit(limit: int) -> int:
+    """A page size in 1..MAX_LIMIT."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise QueryError("limit", f"{limit!r} is not an integer in 1..{MAX_LIMIT}")
+    return limit
+
+
 def _score(value: float | None, name: str) -> float | None:
     if value is None:
         return None
@@ -90,9 +114,7 @@ class TraceFilter:
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        since, until = parse_time(self.since, "since"), parse_time(self.until, "until")
-        if since is not None and until is not None and until <= since:
-            raise QueryError("until", "must be later than since")
+        since, until = time_window(self.since, self.until)
         put(self, "since", since)
         put(self, "until", until)
         if self.decision is not None and self.decision not in OUTCOMES:
@@ -103,18 +125,12 @@ class TraceFilter:
         account = self.account
         if account is not None and (not isinstance(account, str) or not account.replace(" ", "")):
             raise QueryError("account", "must be a non-empty account number or IBAN")
-        if self.principal is not None:
-            if not isinstance(self.principal, str) or not self.principal.strip():
-                raise QueryError("principal", "must be a certificate fingerprint or a subject DN")
-            if _HEX64.fullmatch(self.principal):
-                put(self, "principal", self.principal.lower())
+        put(self, "principal", principal_key(self.principal))
         put(self, "score_min", _score(self.score_min, "score_min"))
         put(self, "score_max", _score(self.score_max, "score_max"))
         if self.score_min is not None and self.score_max is not None and self.score_min > self.score_max:
             raise QueryError("score_max", "must not be below score_min")
-        limit = self.limit
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise QueryError("limit", f"{self.limit!r} is not an integer in 1..{MAX_LIMIT}")
+        checked_limit(self.limit)
         if self.cursor is not None:
             self.after_seq()  # refuse a bad cursor now, not at query time
 
