@@ -109,6 +109,13 @@ class GraphFeatures:
         """The graph's whole state as canonical bytes (see ``TransactionGraph.state_bytes``)."""
         return self.graph.state_bytes()
 
+    @classmethod
+    def restore(cls, data: bytes, config: GraphConfig | None = None) -> GraphFeatures:
+        """Features over the graph ``state_bytes()`` wrote (``TransactionGraph.restore``)."""
+        gf = cls(config)
+        gf.graph = TransactionGraph.restore(data, gf.config)
+        return gf
+
     def observe_many(self, payments: Iterable[Payment]) -> list[tuple[int, ...]]:
         """``observe`` each payment in order; a bad one raises with the ones before it added."""
         return [self.observe(o, b, t, c) for o, b, t, c in payments]

@@ -278,6 +278,62 @@ class TransactionGraph:
                        cfg.global_cap, cfg.search_budget, cfg.late_us],
             "watermark": self.watermark, "accounts": accounts, "edges": edges})
 
+    @classmethod
+    def restore(cls, data: bytes, config: GraphConfig | None = None) -> TransactionGraph:
+        """The graph ``state_bytes()`` wrote: ``restore(g.state_bytes()).state_bytes() ==
+        g.state_bytes()``, and the same payments then give the same values. The settings the bytes
+        name must be ``config``'s (the default settings when None); ``GraphInputError`` names any
+        field that is missing, of the wrong type or out of place, and nothing is returned."""
+        cfg = config if config is not None else GraphConfig()
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise GraphInputError(f"graph state is not JSON: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != GRAPH_STATE_FORMAT:
+            raise GraphInputError(f"graph state is not {GRAPH_STATE_FORMAT}")
+        want = [cfg.window_us, cfg.cycle_hops, cfg.flag_hops, cfg.scatter_us, cfg.node_cap, cfg.global_cap,
+                cfg.search_budget, cfg.late_us]
+        if doc.get("config") != want:
+            raise GraphInputError(f"graph state was kept under other settings ({doc.get('config')!r}, "
+                                  f"expected {want!r})")
+        wm = doc.get("watermark")
+        if wm is not None and type(wm) is not int:
+            raise GraphInputError("graph state: watermark is not an integer")
+        g = cls(cfg)
+        g.watermark = wm
+        accounts, edges = doc.get("accounts"), doc.get("edges")
+        if not isinstance(accounts, list) or not isinstance(edges, list):
+            raise GraphInputError("graph state: accounts and edges must be lists")
+        for i, a in enumerate(accounts):
+            if (not isinstance(a, list) or len(a) != 9 or type(a[0]) is not str or not a[0]
+                    or any(type(v) is not int for v in a[1:]) or a[0] in g.nodes):
+                raise GraphInputError(f"graph state: account {i} is malformed")
+            n = g.node(a[0])
+            n.last, flagged, n.period, n.p_out, n.p_in, n.periods, n.ema_out, n.ema_in = a[1:]
+            if flagged:
+                n.flagged = True
+                g.flagged.add(n)
+        by_id, last_t = g._by_id, None
+        for i, row in enumerate(edges):
+            if (not isinstance(row, list) or len(row) != 6 or any(type(v) is not int for v in row)
+                    or not (0 <= row[1] < len(by_id) and 0 <= row[2] < len(by_id)) or row[3] < 0
+                    or not (row[4] or row[5]) or (last_t is not None and row[0] < last_t)):
+                raise GraphInputError(f"graph state: edge {i} is malformed or out of time order")
+            t, src, dst, cents = row[0], by_id[row[1]], by_id[row[2]], row[3]
+            last_t = t
+            e: Edge = (t, src, dst, cents)
+            g._edges.append(e)
+            if row[4]:
+                src.out.append(e)
+                src.out_last[dst] = e  # time order: the last one written is the latest
+                src.amounts.append(cents)
+            if row[5]:
+                dst.inn.append(e)
+                dst.in_last[src] = e
+        for n in by_id:
+            n.amounts.sort()
+        return g
+
     def state_sha256(self) -> str:
         """SHA-256 of ``state_bytes()``, lower-case hex."""
         return hashlib.sha256(self.state_bytes()).hexdigest()

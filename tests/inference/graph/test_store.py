@@ -1,6 +1,10 @@
-"""The rolling graph: window expiry, the per-account and global caps, late payments and bad input."""
+"""The rolling graph: window expiry, the per-account and global caps, late payments, bad input, and
+its state saved and restored."""
 
 from __future__ import annotations
+
+import random
+from typing import Any
 
 import pytest
 
@@ -128,3 +132,53 @@ def test_state_bytes_name_their_format_and_change_with_the_state() -> None:
     assert one != empty
     gf.flag("A")
     assert gf.state_bytes() != one
+
+
+def _stream(n: int, seed: int) -> list[tuple[str, str, int, int]]:
+    rng = random.Random(seed)
+    names = [f"AC{i:03d}" for i in range(120)]
+    t = 1_767_225_600_000_000
+    out = []
+    for i in range(n):
+        t += rng.randrange(90_000_000)
+        late = rng.randrange(30_000_000) if rng.random() < 0.05 else 0
+        out.append((rng.choice(names[:20] if i % 3 else names), rng.choice(names), t - late,
+                    rng.randrange(1, 3_000_000)))
+    return out
+
+
+def test_a_restored_graph_holds_the_same_state_and_gives_the_same_values() -> None:
+    cfg = GraphConfig(cycle_hops=4, node_cap=32, global_cap=900, late_us=60_000_000,
+                      window_us=DAY, scatter_us=DAY // 2)
+    payments = _stream(4000, 11)
+    live = GraphFeatures(cfg)
+    live.observe_many(payments[:2500])
+    live.flag(payments[100][1])
+    saved = live.state_bytes()
+    again = GraphFeatures.restore(saved, cfg)
+    assert again.state_bytes() == saved
+    assert again.graph.edges_held == live.graph.edges_held
+    assert again.observe_many(payments[2500:]) == live.observe_many(payments[2500:])
+    assert again.state_bytes() == live.state_bytes()
+
+
+@pytest.mark.parametrize(("mangle", "message"), [
+    (lambda d: b"not json", "not JSON"),
+    (lambda d: d.replace(b"sealtrail.graph/1", b"sealtrail.graph/9"), "is not sealtrail.graph/1"),
+    (lambda d: d.replace(b'"config":[', b'"config":[1,'), "other settings"),
+    (lambda d: d.replace(b'"edges":[[', b'"edges":[[9999999999999999,0,0,0,1,1],['), "out of time order"),
+    (lambda d: d.replace(b'"edges":[[', b'"edges":[[0,99999,0,5,1,1],['), "edge 0 is malformed"),
+    (lambda d: d.replace(b'"accounts":[["', b'"accounts":[[7,"'), "account 0 is malformed"),
+])
+def test_a_damaged_graph_state_is_refused_naming_what_is_wrong(mangle: Any, message: str) -> None:
+    live = GraphFeatures()
+    live.observe_many(_stream(50, 3))
+    with pytest.raises(GraphInputError, match=message):
+        GraphFeatures.restore(mangle(live.state_bytes()))
+
+
+def test_a_graph_state_kept_under_other_settings_is_refused() -> None:
+    live = GraphFeatures(GraphConfig(cycle_hops=5))
+    live.observe_many(_stream(20, 4))
+    with pytest.raises(GraphInputError, match="other settings"):
+        GraphFeatures.restore(live.state_bytes())
