@@ -27,7 +27,7 @@ from inference.graph.config import DAY_US, WEEK_US, GraphConfig
 from inference.graph.cycles import temporal_cycle
 from inference.graph.fixedpoint import ema_step_q16, log2_q8, mid_rank_permille, ratio_q16
 from inference.graph.flagged import hops_to_flagged
-from inference.graph.store import Edge, Node, TransactionGraph
+from inference.graph.store import Edge, GraphJournal, Node, TransactionGraph
 
 __all__ = ["GRAPH_FEATURE_NAMES", "PASS_THROUGH_CAP_Q16", "GraphFeatures", "Payment", "as_dict"]
 
@@ -105,6 +105,17 @@ class GraphFeatures:
         """Take a flag back."""
         self.graph.unflag(key)
 
+    def begin_journal(self) -> GraphJournal:
+        """Journal what the following payments change (``TransactionGraph.begin_journal``)."""
+        return self.graph.begin_journal()
+
+    def end_journal(self) -> None:
+        self.graph.end_journal()
+
+    def rollback(self, journals: list[GraphJournal]) -> None:
+        """Take back the journaled payments (``TransactionGraph.rollback``)."""
+        self.graph.rollback(journals)
+
     def state_bytes(self) -> bytes:
         """The graph's whole state as canonical bytes (see ``TransactionGraph.state_bytes``)."""
         return self.graph.state_bytes()
@@ -132,6 +143,9 @@ class GraphFeatures:
         nodes = g.nodes
         src = nodes.get(orig) or g.node(orig)
         dst = nodes.get(bene) or g.node(bene)
+        if g._journal is not None:
+            g.touch(src)
+            g.touch(dst)
         if wm is None or t > wm:
             g.advance(t)
 

@@ -17,6 +17,11 @@ What is kept:
 - the global cap: at most ``global_cap`` edges are held in all (an edge counts while either
   account's list holds it); past it the oldest go first, as if expired.
 
+``begin_journal()`` records what the following payments change, and ``rollback(journals)`` takes
+it back exactly (a decider whose commit failed undoes the batch this way): each account is copied
+the first time a journaled payment changes it, and the time-ordered log's changes are kept as
+operations to reverse. Flags set or taken back are not journaled.
+
 Payments arrive in time order; one up to ``late_us`` behind the watermark is placed in time order
 and sees the graph as held; one further back is refused (``GraphInputError``). Accounts are keyed
 by string (what ``inference.features`` names an account) and numbered in the order first seen;
@@ -30,18 +35,32 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left, insort
 from collections import deque
+from typing import Any
 
 import orjson
 
 from inference.graph.config import GraphConfig
 from inference.graph.errors import GraphInputError
 
-__all__ = ["GRAPH_STATE_FORMAT", "Edge", "Node", "TransactionGraph"]
+__all__ = ["GRAPH_STATE_FORMAT", "Edge", "GraphJournal", "Node", "TransactionGraph"]
 
 GRAPH_STATE_FORMAT = "sealtrail.graph/1"
 
 # (t µs, originator, beneficiary, cents): a tuple, so a list of edges bisects by ``(t,)``.
 Edge = tuple[int, "Node", "Node", int]
+
+
+class GraphJournal:
+    """What a stretch of payments changed in one ``TransactionGraph``, to take back exactly."""
+
+    __slots__ = ("dead", "graph", "ops", "saved", "watermark")
+
+    def __init__(self, graph: TransactionGraph) -> None:
+        self.graph: TransactionGraph | None = graph  # None once rolled back
+        self.watermark = graph.watermark
+        self.dead = graph._dead
+        self.ops: list[tuple[Any, ...]] = []  # changes to the log and new accounts, in order
+        self.saved: dict[Node, tuple[Any, ...]] = {}  # account -> its fields before the first change
 
 
 class Node:
@@ -96,6 +115,7 @@ class TransactionGraph:
         self._dead = 0  # edges in _edges that neither account's list holds any more
         self.watermark: int | None = None  # latest time seen
         self.flagged: set[Node] = set()
+        self._journal: GraphJournal | None = None  # the open journal, if any
 
     # --- accounts -------------------------------------------------------------------------
 
@@ -107,6 +127,8 @@ class TransactionGraph:
                 raise GraphInputError(f"an account key is a non-empty string, got {key!r}")
             n = self.nodes[key] = Node(key, len(self._by_id))
             self._by_id.append(n)
+            if self._journal is not None:
+                self._journal.ops.append(("new",))
         return n
 
     def get(self, key: str) -> Node | None:
@@ -125,6 +147,51 @@ class TransactionGraph:
         if n is not None and n.flagged:
             n.flagged = False
             self.flagged.discard(n)
+
+    # --- journal --------------------------------------------------------------------------
+
+    def begin_journal(self) -> GraphJournal:
+        """Record every change payments make from now on (until ``end_journal``), for ``rollback``."""
+        self._journal = GraphJournal(self)
+        return self._journal
+
+    def end_journal(self) -> None:
+        self._journal = None
+
+    def touch(self, n: Node) -> None:
+        """Before ``n`` changes: an open journal keeps a copy of it, the first time only."""
+        j = self._journal
+        if j is not None and n not in j.saved:
+            j.saved[n] = (n.out[:], n.inn[:], n.out_last.copy(), n.in_last.copy(), n.amounts[:], n.last,
+                          n.period, n.p_out, n.p_in, n.periods, n.ema_out, n.ema_in)
+
+    def rollback(self, journals: list[GraphJournal]) -> None:
+        """Take back what ``journals`` (this graph's latest, in the order they began) recorded,
+        newest first; ``GraphInputError`` and nothing done if one is not this graph's or was
+        rolled back before."""
+        if any(j.graph is not self for j in journals):
+            raise GraphInputError("graph rollback: a journal of another graph, or one already rolled back")
+        for j in reversed(journals):
+            for op in reversed(j.ops):
+                kind = op[0]
+                if kind == "a":
+                    self._edges.pop()
+                elif kind == "i":
+                    del self._edges[op[1]]
+                elif kind == "p":
+                    self._edges.appendleft(op[1])
+                elif kind == "c":
+                    self._edges = op[1]
+                else:  # "new": the newest account goes
+                    del self.nodes[self._by_id.pop().key]
+            for n, fields in j.saved.items():
+                (n.out, n.inn, n.out_last, n.in_last, n.amounts, n.last, n.period, n.p_out, n.p_in, n.periods,
+                 n.ema_out, n.ema_in) = fields
+            self.watermark, self._dead = j.watermark, j.dead
+            j.graph = None
+            j.ops, j.saved = [], {}
+            if self._journal is j:
+                self._journal = None
 
     @property
     def accounts(self) -> int:
@@ -171,13 +238,21 @@ class TransactionGraph:
         """Add the payment ``src -> dst`` (already checked and advanced to); returns its edge."""
         e: Edge = (t, src, dst, cents)
         edges = self._edges
+        j = self._journal
+        if j is not None:
+            self.touch(src)
+            self.touch(dst)
         if not edges or edges[-1][0] <= t:
             edges.append(e)
+            if j is not None:
+                j.ops.append(("a",))
         else:  # late: after every edge at or before t
             i = len(edges)
             while i and edges[i - 1][0] > t:
                 i -= 1
             edges.insert(i, e)
+            if j is not None:
+                j.ops.append(("i", i))
         cap = self.config.node_cap
         out = src.out
         if not out or out[-1][0] <= t:
@@ -237,9 +312,14 @@ class TransactionGraph:
     def _expire_oldest(self) -> None:
         """The oldest edge held leaves both lists that hold it (it is at their heads)."""
         edges = self._edges
+        j = self._journal
         while True:
             e = edges.popleft()
             src, dst = e[1], e[2]
+            if j is not None:
+                j.ops.append(("p", e))
+                self.touch(src)
+                self.touch(dst)
             held = False
             if src.out and src.out[0] is e:
                 self._drop_out(src, e)
@@ -255,6 +335,8 @@ class TransactionGraph:
 
     def _compact(self) -> None:
         """Forget the edges neither list holds (both dropped by the per-account cap)."""
+        if self._journal is not None:
+            self._journal.ops.append(("c", self._edges))
         self._edges = deque(e for e in self._edges if _holds(e[1].out, e) or _holds(e[2].inn, e))
         self._dead = 0
 

@@ -182,3 +182,39 @@ def test_a_graph_state_kept_under_other_settings_is_refused() -> None:
     live.observe_many(_stream(20, 4))
     with pytest.raises(GraphInputError, match="other settings"):
         GraphFeatures.restore(live.state_bytes())
+
+
+@pytest.mark.parametrize("cfg", [
+    GraphConfig(cycle_hops=4, node_cap=32, global_cap=900, late_us=60_000_000, window_us=DAY,
+                scatter_us=DAY // 2),
+    GraphConfig(node_cap=2, global_cap=5_000, late_us=60_000_000),  # edges die by the cap: compaction
+], ids=["expiry-and-global-cap", "per-account-cap"])
+def test_journaled_payments_are_taken_back_exactly(cfg: GraphConfig) -> None:
+    payments = _stream(9000, 21)
+    live, reference = GraphFeatures(cfg), GraphFeatures(cfg)
+    live.observe_many(payments[:3000])
+    reference.observe_many(payments[:3000])
+    before = live.state_bytes()
+    first = live.begin_journal()
+    live.observe_many(payments[3000:6000])
+    second = live.begin_journal()  # a second batch prepared behind the first
+    live.observe_many(payments[6000:])
+    live.end_journal()
+    assert live.state_bytes() != before
+    live.rollback([first, second])
+    assert live.state_bytes() == before
+    # and it goes on exactly as a graph that never saw the batches taken back
+    assert live.observe_many(payments[4000:5000]) == reference.observe_many(payments[4000:5000])
+    assert live.state_bytes() == reference.state_bytes()
+
+
+def test_a_journal_is_taken_back_once_and_only_by_its_graph() -> None:
+    a, b = GraphFeatures(), GraphFeatures()
+    journal = a.begin_journal()
+    a.observe_many(_stream(30, 5))
+    with pytest.raises(GraphInputError, match="another graph"):
+        b.rollback([journal])
+    a.rollback([journal])
+    assert a.graph.accounts == 0
+    with pytest.raises(GraphInputError, match="already rolled back"):
+        a.rollback([journal])
