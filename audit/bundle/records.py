@@ -30,6 +30,8 @@ import orjson
 from audit.bundle.completeness import CompletenessCheck
 from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
 from audit.bundle.replay import Replayer
+from audit.decide.account_risk import AccountRiskError, check_account_risk
+from audit.decide.record import DECISION_SCHEMA
 from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body, replay_refusal
 from audit.decide.summary import SUMMARY_KIND
 from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
@@ -124,6 +126,8 @@ class RecordTally:
     summaries: int = 0
     refusals: int = 0  # format 3
     refusals_replayed: int = 0  # refusals whose payload was parsed again and refused the same way
+    account_risk_checked: int = 0  # decision/2 records whose account_risk is consistent in itself
+    account_alerts: int = 0  # of them, those that raised an account alert
     by_decision: Counter[str] = field(default_factory=Counter)
     payloads_present: int = 0
     payloads_purged: int = 0
@@ -236,6 +240,15 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 t.models.add(str(model.get("sha256")))
             if failed := replayer.add(seq, tid, body):
                 found.extend(failed)
+            if body.get("schema") == DECISION_SCHEMA:  # version 2: account risk, checked in itself
+                try:
+                    risk = check_account_risk(body)
+                except AccountRiskError as exc:
+                    found.add(_fail(ReplayMismatch, "replay.account_risk", str(exc)[:600], seq=seq,
+                                    trace_id=tid))
+                else:
+                    t.account_risk_checked += 1
+                    t.account_alerts += risk.alert
         elif kind == "annotation":
             t.annotations += 1
             ref = body.get("refers_to")

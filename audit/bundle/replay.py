@@ -1,6 +1,6 @@
 """Replay (DESIGN.md invariant 6): re-run recorded decisions and say where they do not reproduce.
 
-For each ``sealtrail.decision/1`` body: the recorded features and score go through the recorded
+For each ``sealtrail.decision/1`` or ``/2`` body: the recorded features and score go through the recorded
 rule module in the sandbox (outcome, fired rule ids, their outcomes and reasons must equal the
 record exactly), and the recorded features through the numpy reference model (score within
 1e-4), as ``docs/bundle-format.md`` "Replay" says, fail-safe records included. Decisions are
@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from audit.decide.record import DECISION_SCHEMA, FAIL_SAFE_DECISION
+from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMAS, FAIL_SAFE_DECISION
 from audit.decide.types import ActiveRules
 from audit.errors import BundleError, ReplayMismatch
 from inference.errors import ModelError
@@ -83,7 +83,7 @@ class Replayer:
             names = FEATURE_SCHEMAS.get(schema) if type(schema) is str else None
             if names is None:
                 raise ValueError(f"unknown feature schema {schema!r}")
-            if (body["schema"] != DECISION_SCHEMA or type(values) is not list
+            if (body["schema"] not in DECISION_SCHEMAS or type(values) is not list
                     or len(values) != len(names) or not _NUMBER_TYPES.issuperset(map(type, values))
                     or type(f["sha256"]) is not str
                     or type(body["model"]["sha256"]) is not str

@@ -205,7 +205,7 @@ def points_milli(policy: AccountRiskPolicy, score: float | None, decision: str, 
     if score is None or not math.isfinite(score):
         base = policy.missing_score_milli
     else:
-        q = min(SCORE_STEPS, max(0, round(score * SCORE_STEPS)))
+        q = round(min(1.0, max(0.0, score)) * SCORE_STEPS)  # scores outside 0..1 count as 0 or 1
         base = q * policy.score_milli // SCORE_STEPS
     return base + policy.outcome_milli[decision]
 

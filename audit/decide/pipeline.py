@@ -19,6 +19,13 @@ fails after the windows advanced, the pipeline marks them stale and, before the 
 takes back exactly what the batches that were not committed added (the failed one and any
 prepared behind it): the windows are again the replay of the ledger, at the cost of the failed
 batches alone, never a replay of the whole window.
+
+Each decision also adds risk points to its originator's and beneficiary's keyed accounts
+(``audit.decide.account_risk``); the record states both accounts' risk and any account alert.
+The account-risk state changes only when a batch commits: a batch is assessed over the committed
+state and the batches prepared before it on the same windows, applied once the ledger holds it,
+and forgotten if its commit fails or is refused, so the state is always the rebuild of the ledger
+(``audit.state.account_risk_replay``) with nothing to take back.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from audit.decide.account_risk import AccountRiskState, Pending, RiskEvent, event_hour, points_milli
 from audit.decide.account_secret import load_keyer, sealing_tail
 from audit.decide.idempotency import with_keys
 from audit.decide.record import (
@@ -85,14 +93,19 @@ class Pipeline:
                  index: DecisionIndex | None = None,
                  rebuild: Callable[[], FeatureExtractor] | None = None,
                  keyer: AccountKeyer | None = None,
+                 account_risk: AccountRiskState | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        """``keyer`` keys the accounts of the ``decision.summary`` sealed with each batch; by
-        default the ledger's own (``audit.decide.account_secret``), read at the first batch."""
+        """``keyer`` keys the accounts of the ``decision.summary`` sealed with each batch (and of
+        account risk); by default the ledger's own (``audit.decide.account_secret``), read at the
+        first batch. ``account_risk`` is the state rebuilt from the ledger
+        (``audit.state.account_risk_replay``); by default an empty one under the default policy,
+        right only for a ledger that holds no decision yet."""
         self.ledger = ledger
         self._keyer = keyer
         self.scorer = scorer
         self._rules = rules
         self.extractor = extractor if extractor is not None else FeatureExtractor()
+        self.account_risk = account_risk if account_risk is not None else AccountRiskState()
         self._clock = clock
         self.index = index
         self._lock = threading.Lock()  # one batch at a time prepares: the windows advance in ledger order
@@ -140,7 +153,7 @@ class Pipeline:
             journal = state.begin_journal() if isinstance(state, VelocityState) else None
             try:  # the windows advance: from here on, no commit means stale windows
                 rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs])
-                prepared = self._prepare(subs, rows, t0)
+                prepared = self._prepare(subs, rows, t0, epoch)
             except BaseException:
                 if journal is None or not self._take_back([journal]):  # the latest batch: back at once
                     self._invalidate(epoch)
@@ -213,9 +226,11 @@ class Pipeline:
             tail = sealing_tail(prepared.key_id, prepared.summary)
             receipts = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)[:-1]
             self.sealed += len(receipts)  # still this batch's turn: one writer
+            self.account_risk.commit(prepared.risk)  # in the ledger: its points count from now on
             with self._state:
                 self._pending.pop(ticket, None)  # in the ledger: its additions stay
         except BaseException:
+            self.account_risk.discard(prepared.risk)  # not in the ledger: its points never counted
             self._invalidate(epoch)
             raise
         finally:
@@ -226,14 +241,15 @@ class Pipeline:
         t0, stage, outs, fired, why = prepared.t0, prepared.stage, prepared.outs, prepared.fired, prepared.why
         after = {**stage, "seal": _us(t0, t_ready) - sum(stage.values()), "wait": _us(t_ready, t4),
                  "ledger": _us(t4, t5), "total": _us(t0, t5)}
-        score_list = prepared.scores
+        score_list, risks = prepared.scores, prepared.risk.results
         return [Decision(r.trace_id, r.seq, r.leaf_hash.hex(), r.recorded_at, outs[i],
                          None if math.isnan(score_list[i]) else score_list[i], fired[i][0], why[i],
-                         {"queue": subs[i].queue_us, **after})
+                         {"queue": subs[i].queue_us, **after}, account_risk=risks[i])
                 for i, r in enumerate(receipts)]
 
-    def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float) -> _Prepared:
-        """Model, rules and the records of a batch whose feature rows are ``rows``."""
+    def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float,
+                 epoch: int = 0) -> _Prepared:
+        """Model, rules, account risk and the records of a batch whose feature rows are ``rows``."""
         clock, rules, n = self._clock, self._rules, len(subs)
         t1 = clock()
         live = np.array([not s.expired for s in subs])
@@ -271,10 +287,36 @@ class Pipeline:
         for i, s in enumerate(subs):
             if s.expired:
                 fired[i] = _NO_HITS
-        records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules)
         keyer = self._keyer
         if keyer is None:
             keyer = self._keyer = load_keyer(self.ledger.engine)
+        risk = self._assess(subs, scores, outs, why, keyer, epoch)
+        try:
+            return self._finish(subs, rows, scores, outs, fired, why, fuel, stage, rules, keyer, risk, t0)
+        except BaseException:
+            self.account_risk.discard(risk)
+            raise
+
+    def _assess(self, subs: Sequence[Submission], scores: npt.NDArray[F64], outs: list[str],
+                why: list[str | None], keyer: AccountKeyer, epoch: int) -> Pending:
+        """The batch's account risk, pending until its commit (``AccountRiskState.assess``)."""
+        policy = self.account_risk.policy
+        events = []
+        for i, s in enumerate(subs):
+            tx = s.transaction
+            o, b = tx.originator.account, tx.beneficiary.account
+            score = float(scores[i])
+            events.append(RiskEvent(event_hour(s.received_at), keyer.key(o) if o else None,
+                                    keyer.key(b) if b else None,
+                                    points_milli(policy, None if math.isnan(score) else score, outs[i],
+                                                 why[i])))
+        return self.account_risk.assess(events, keyer.key_id, epoch)
+
+    def _finish(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
+                outs: list[str], fired: list[_Hits], why: list[str | None], fuel: int, stage: dict[str, int],
+                rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float) -> _Prepared:
+        """The records and summary of a batch assessed for account risk."""
+        records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules, risk)
         ids: dict[int, Jcs] = {}  # id(hits) -> canonical array of its rule ids
         for hits, _ in fired:
             if id(hits) not in ids:
@@ -282,7 +324,8 @@ class Pipeline:
         txs = [s.transaction for s in subs]
         summary = entries_jcs(outs, [ids[id(h)] for h, _ in fired],
                               [keyer.keys((tx.originator.account, tx.beneficiary.account)) for tx in txs])
-        return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why, keyer.key_id, summary)
+        return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why, keyer.key_id, summary,
+                         risk)
 
     def _fired(self, rules: ActiveRules, words: npt.NDArray[np.uint64]) -> list[_Hits]:
         """Each row's fired rules and their canonical ``fired`` array, by the row's bitset words
@@ -304,7 +347,7 @@ class Pipeline:
 
     def _bodies(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None],
-                fuel: int, stage: dict[str, int], rules: ActiveRules,
+                fuel: int, stage: dict[str, int], rules: ActiveRules, risk: Pending,
                 ) -> tuple[list[Record], DecisionBatch]:
         """The batch's records (bodies from ``audit.decide.record.decision_bodies``, a batch at a
         time) and their ``DecisionInputs``, made only if asked for."""
@@ -313,6 +356,7 @@ class Pipeline:
         tables = self.extractor.tables.ids
         ats = _times([s.received_at for s in subs])
         score_list: list[float] = scores.tolist()
+        risks = risk.results
 
         def inputs(i: int) -> DecisionInputs:
             s, tx = subs[i], subs[i].transaction
@@ -324,7 +368,8 @@ class Pipeline:
                 backend=self.scorer.name, score=score_list[i], module_sha256=rules.module.sha256,
                 ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version, decision=outs[i],
                 fired=fired[i][0], fail_safe=why[i], fuel=fuel, batch_size=n,
-                latency_us={"queue": s.queue_us, **stage}, idempotency=s.idempotency, parser=PARSER)
+                latency_us={"queue": s.queue_us, **stage}, idempotency=s.idempotency, parser=PARSER,
+                account_risk=risks[i])
 
         le = np.ascontiguousarray(rows, dtype="<f8")
         width = le.shape[1] * 8
@@ -350,7 +395,8 @@ class Pipeline:
             reference=[tx.reference for tx in txs], transaction_sha256=[tx.sha256 for tx in txs],
             principal=[principals[id(s.principal)] for s in subs], score=score_list,
             queue_us=[s.queue_us for s in subs],
-            idempotency=[s.idempotency for s in subs] if any(s.idempotency for s in subs) else None)
+            idempotency=[s.idempotency for s in subs] if any(s.idempotency for s in subs) else None,
+            account_risk=risks)
         # Every body comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or a template
         # filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
         records = [Record.from_jcs(DECISION_KIND, body, payload=s.raw)
@@ -358,7 +404,7 @@ class Pipeline:
         meta = DecisionBatch(inputs, at=ats, principal=[s.principal for s in subs], decision=outs,
                              score=score_list, fired=[f[0] for f in fired], fail_safe=why,
                              ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version,
-                             module_sha256=rules.module.sha256)
+                             module_sha256=rules.module.sha256, account_risk=risks)
         return records, meta
 
     def _principal_bytes(self, principal: dict[str, Any]) -> Jcs:
@@ -388,6 +434,7 @@ class _Prepared:
     why: list[str | None]
     key_id: str  # the account secret's id, and the batch's canonical summary entries
     summary: Jcs
+    risk: Pending  # the batch's account risk, applied when it commits
 
 
 _NO_HITS: _Hits = ((), Jcs(b"[]"))

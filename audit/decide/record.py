@@ -1,4 +1,5 @@
-"""The decision record (``sealtrail.decision/1``): what one sealed decision binds.
+"""The decision record (``sealtrail.decision/2``; ``/1`` before account risk): what one sealed
+decision binds.
 
 The ledger envelope adds ``trace_id`` (UUIDv7), ``recorded_at`` and ``payload_sha256`` (the raw
 message, kept apart so that it can be purged); this body binds the rest of DESIGN.md
@@ -7,6 +8,11 @@ the features (values and SHA-256, with the reference tables), the model (SHA-256
 backend), the score, the rule module (SHA-256, ruleset id and version), the outcome (decision,
 fired rules with reasons, fuel) and the stage latencies. No personal data from the payment is
 in it: names and accounts stay in the purgeable payload.
+
+Version 2 adds ``account_risk`` (``audit.decide.account_risk``): the originator's and the
+beneficiary's keyed account, each one's risk before and after this decision's points, their
+maximum, the sides that raised an account alert, and the policy with its constants. A body
+without it is version 1, as every record sealed before it was.
 
 Feature values are JSON numbers, ``null`` for a missing value (NaN); JSON round-trips float64
 exactly, so replaying the rule module on the recorded values reproduces the outcome.
@@ -26,6 +32,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from audit.decide.account_risk import AccountRisk
 from ledger.jcs import (
     JCS_NULL,
     CanonicalError,
@@ -41,6 +48,8 @@ from ledger.jcs import (
 __all__ = [
     "DECISION_KIND",
     "DECISION_SCHEMA",
+    "DECISION_SCHEMAS",
+    "DECISION_SCHEMA_V1",
     "FAIL_SAFE_DECISION",
     "SLOTS",
     "BodyTemplate",
@@ -62,7 +71,9 @@ __all__ = [
 ]
 
 DECISION_KIND = "decision"
-DECISION_SCHEMA = "sealtrail.decision/1"
+DECISION_SCHEMA_V1 = "sealtrail.decision/1"  # before account risk
+DECISION_SCHEMA = "sealtrail.decision/2"  # what is sealed: version 1 and ``account_risk``
+DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA)  # every version read and replayed
 FAIL_SAFE_DECISION = "HOLD"
 
 
@@ -124,6 +135,7 @@ class DecisionInputs:
     latency_us: dict[str, int]
     idempotency: IdempotencyKey | None = None  # the sealed key; None: the body has no "idempotency"
     parser: str | None = None  # inference.messages.PARSER that read the message; None: not stated (version 1)
+    account_risk: AccountRisk | None = None  # None: a version 1 body (no account risk)
 
 
 class DecisionBatch(Sequence[DecisionInputs]):
@@ -137,10 +149,14 @@ class DecisionBatch(Sequence[DecisionInputs]):
     def __init__(self, make: Callable[[int], DecisionInputs], *, at: Sequence[str],
                  principal: Sequence[dict[str, Any]], decision: Sequence[str], score: Sequence[float],
                  fired: Sequence[tuple[RuleHit, ...]], fail_safe: Sequence[str | None], ruleset_id: str,
-                 ruleset_version: str, module_sha256: str) -> None:
+                 ruleset_version: str, module_sha256: str,
+                 account_risk: Sequence[AccountRisk | None] | None = None) -> None:
         n = len(at)
         if not len(principal) == len(decision) == len(score) == len(fired) == len(fail_safe) == n:
             raise ValueError("every column of a decision batch has one value per decision")
+        if account_risk is not None and len(account_risk) != n:
+            raise ValueError("every column of a decision batch has one value per decision")
+        self.account_risk = account_risk  # None: no decision of the batch states account risk
         self._make = make
         self.at, self.principal, self.decision, self.score = at, principal, decision, score
         self.fired, self.fail_safe = fired, fail_safe  # score: NaN when the model did not score
@@ -171,7 +187,7 @@ def _num(v: float) -> float | None:
 def decision_body(d: DecisionInputs) -> dict[str, Any]:
     """The record body as a JSON object (canonicalised by the caller)."""
     body: dict[str, Any] = {
-        "schema": DECISION_SCHEMA,
+        "schema": DECISION_SCHEMA_V1 if d.account_risk is None else DECISION_SCHEMA,
         "at": d.at,
         "principal": d.principal,
         "input": {"format": d.message_format, "message_type": d.message_type, "reference": d.reference,
@@ -193,6 +209,8 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         body["input"]["parser"] = d.parser
     if d.idempotency is not None:  # additive: bodies without a key stay as they always were
         body["idempotency"] = d.idempotency.to_json()
+    if d.account_risk is not None:  # version 2
+        body["account_risk"] = d.account_risk.to_json()
     return body
 
 
@@ -243,6 +261,7 @@ class DecisionColumns:
     score: Sequence[float]  # NaN when the model did not score
     queue_us: Sequence[int]
     idempotency: Sequence[IdempotencyKey | None] | None = None  # None: no decision of the batch has a key
+    account_risk: Sequence[AccountRisk | None] | None = None  # None: version 1 bodies, no account risk
 
 
 class BodyTemplate:
@@ -255,9 +274,10 @@ class BodyTemplate:
     whole record (tests/audit/test_record.py checks it against rfc8785 over many records).
     """
 
-    def __init__(self, template: Template, keyed: bool = False) -> None:
+    def __init__(self, template: Template, keyed: bool = False, risked: bool = False) -> None:
         self._template = template
         self.keyed = keyed  # its bodies hold "idempotency" (a slot after SLOTS)
+        self.risked = risked  # its bodies hold "account_risk" (the last slot): version 2
 
     @classmethod
     def for_batch(cls, shared: DecisionInputs) -> BodyTemplate | None:
@@ -279,8 +299,12 @@ class BodyTemplate:
         if keyed:
             slots = (*SLOTS, "idempotency")
             body["idempotency"] = Template.marker("idempotency")
+        risked = shared.account_risk is not None
+        if risked:
+            slots = (*slots, "account_risk")
+            body["account_risk"] = Template.marker("account_risk")
         template = Template.of(body, slots)
-        return None if template is None else cls(template, keyed)
+        return None if template is None else cls(template, keyed, risked)
 
     def body(self, parts: Sequence[Jcs]) -> Jcs:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
@@ -302,11 +326,12 @@ class BodyTemplate:
         rows = zip(cols.at, cols.decision, cols.fail_safe, value_bytes, cols.features_sha256, cols.fired,
                    cols.message_format, cols.message_type, cols.raw_sha256, cols.reference,
                    cols.transaction_sha256, cols.principal, score_bytes, cols.queue_us, strict=True)
-        keys = cols.idempotency
-        keyed = self.keyed
+        keys, risks = cols.idempotency, cols.account_risk
+        keyed, risked = self.keyed, self.risked
         for i, (at, dec, why, vb, fsha, fired, fmt, mtype, raw, ref, tsha, who, sb, queue) in enumerate(rows):
             key = None if keys is None else keys[i]
-            if (key is not None) is not keyed:  # a body the template does not shape: made whole
+            risk = None if risks is None else risks[i]
+            if (key is not None) is not keyed or (risk is not None) is not risked:  # not this shape: whole
                 push(canonical_bytes(decision_body(whole(i))))
                 continue
             try:  # in SLOTS order
@@ -316,6 +341,8 @@ class BodyTemplate:
                     jcs_str(tsha), who, sb, jcs_int(queue))
                 if key is not None:
                     parts = (*parts, canonical_bytes(key.to_json()))
+                if risk is not None:
+                    parts = (*parts, canonical_bytes(risk.to_json()))
                 push(fill(parts))
             except TypeError:  # a value the splice does not vouch for: the whole-body path decides
                 push(canonical_bytes(decision_body(whole(i))))
@@ -329,9 +356,11 @@ def decision_bodies(shared: DecisionInputs, cols: DecisionColumns,
     ``shared`` states what the batch's records share (its per-decision fields are not read),
     ``cols`` what differs, and ``whole(i)`` gives the full inputs of decision ``i``, for a body
     that cannot be spliced. Each body equals ``canonical_bytes(decision_body(whole(i)))``."""
-    keys = cols.idempotency
+    keys, risks = cols.idempotency, cols.account_risk
     if keys is not None and any(k is not None for k in keys):  # a template for the keyed bodies
         shared = replace(shared, idempotency=IdempotencyKey("", ""))
+    first_risk = None if risks is None else next((r for r in risks if r is not None), None)
+    shared = replace(shared, account_risk=first_risk)  # a template for version 2 bodies, or version 1
     try:
         template = BodyTemplate.for_batch(shared)
     except CanonicalError:
@@ -349,4 +378,6 @@ def slot_parts(d: DecisionInputs) -> tuple[Jcs, ...]:
             canonical_bytes(body["features"]["values"]), jcs_str(d.features_sha256), jcs_fired(d.fired),
             jcs_str(d.message_format), jcs_str(d.message_type), jcs_str(d.raw_sha256), jcs_str(d.reference),
             jcs_str(d.transaction_sha256), canonical_bytes(d.principal), canonical_bytes(body["score"]),
-            jcs_int(d.latency_us["queue"]))
+            jcs_int(d.latency_us["queue"])) + (
+                () if d.idempotency is None else (canonical_bytes(d.idempotency.to_json()),)) + (
+                () if d.account_risk is None else (canonical_bytes(d.account_risk.to_json()),))

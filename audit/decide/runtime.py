@@ -4,7 +4,10 @@ Start-up order matters: the ledger first (fail early on a missing key or schema)
 model (checked against its card and registered in the ledger), the active rule module (the
 shipped pack is bootstrapped on a fresh ledger, flagged as such), then the velocity windows
 rebuilt from the ledger's recent decisions, so that a restarted process computes the same
-features as the one that stopped. Only then does the batcher accept work.
+features as the one that stopped, and the account-risk state rebuilt from every sealed decision
+record (``audit.state.account_risk_replay``), under the policy the settings state
+(``account_risk_*`` fields, defaults where absent; a bad value refuses to start). Only then does
+the batcher accept work.
 
 The settings are any object with the fields of ``RuntimeSettings`` (``api.config.Settings`` is
 one); the runtime keeps it as given, so a caller reads its own fields back from ``settings``.
@@ -23,6 +26,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from typing_extensions import TypeVar
 
+from audit.decide.account_risk import AccountRiskPolicy
 from audit.decide.pipeline import Pipeline
 from audit.decide.principal import Principal
 from audit.decide.service import DecisionService
@@ -31,6 +35,7 @@ from audit.governance.models import register_model
 from audit.governance.service import Governance
 from audit.query.index import TraceIndex, catch_up
 from audit.state import snapshot as velocity_snapshot
+from audit.state.account_risk_replay import AccountRiskReport, rebuild_account_risk
 from audit.state.replay import ReplayReport
 from inference.backends import Backend, load_backend
 from inference.batcher import Priority
@@ -133,6 +138,7 @@ class Runtime(Generic[S]):
     velocity_from_snapshot: bool
     _windows: _Windows = field(repr=False)
     _closed: bool = field(default=False, repr=False)
+    account_risk: AccountRiskReport | None = None  # what the account-risk rebuild read at start
 
     @classmethod
     def open(cls, s: S, *, operator: str = "sealtrail-serve") -> Runtime[S]:
@@ -140,7 +146,9 @@ class Runtime(Generic[S]):
 
         ``operator`` names the local principal that registers the model and bootstraps the
         shipped ruleset on a fresh ledger. Raises ``SchemaError`` / ``KeyFileError`` (ledger),
-        ``ModelRegistryError`` / ``GovernanceError`` (audit), ``InferenceError``, ``RuleError``."""
+        ``ModelRegistryError`` / ``GovernanceError`` / ``AccountRiskError`` (audit; the last for a
+        bad ``account_risk_*`` setting), ``InferenceError``, ``RuleError``."""
+        policy = AccountRiskPolicy.from_settings(s)  # refused before anything is opened
         engine = database.open_engine(s.db)
         try:
             ledger = database.open_ledger(engine, s.key_file,
@@ -160,8 +168,9 @@ class Runtime(Generic[S]):
             restored = velocity_snapshot.restore(s.velocity_snapshot_file, engine, ledger.origin)
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
             windows = _Windows(engine, ledger.origin, restored.covered, ledger)
+            risk, risk_report = rebuild_account_risk(engine, policy)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
-                                rebuild=windows.rebuild)
+                                rebuild=windows.rebuild, account_risk=risk)
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000)
         except BaseException:
@@ -170,7 +179,7 @@ class Runtime(Generic[S]):
             engine.dispose()
             raise
         return cls(s, engine, ledger, sandbox, scorer, model, governance, pipeline, service, restored.report,
-                   restored.from_snapshot, windows)
+                   restored.from_snapshot, windows, account_risk=risk_report)
 
     def decide(self, subs: Sequence[Submission], priority: Priority = Priority.P1,
                timeout_s: float | None = None) -> list[Decision]:

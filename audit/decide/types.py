@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from audit.decide.account_risk import AccountRisk
 from audit.decide.record import DecisionInputs, IdempotencyKey, RuleHit
 from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
 from inference.schema import FEATURE_SCHEMA, rule_feature_names
@@ -103,3 +104,4 @@ class Decision:
     fail_safe: str | None
     latency_us: dict[str, int] = field(default_factory=dict)
     replayed: bool = False  # an earlier decision of the same payment, returned again (idempotency)
+    account_risk: AccountRisk | None = None  # its accounts' risk and any account alert (decision/2)

@@ -3,6 +3,7 @@ pending batches, and the policy's refusals."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, getcontext
 
@@ -47,7 +48,7 @@ def test_decay_table_matches_an_independent_high_precision_reference() -> None:
 
 def test_decay_never_increases_with_time() -> None:
     got = [decay(987_654, h, 336) for h in range(0, 3 * 336 + 5)]
-    assert all(a >= b for a, b in zip(got, got[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(got))
     assert got[336] == 987_654 // 2
 
 

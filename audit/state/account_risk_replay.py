@@ -1,0 +1,112 @@
+"""Rebuild the account-risk state from the ledger: every decision record, in seq order.
+
+A ``sealtrail.decision/2`` record states its keyed accounts and the policy it was decided under;
+its points follow from its recorded score, decision and fail_safe. Applying each record in seq
+order (``AccountRiskState.apply_record``) gives the state the pipeline held after sealing it,
+bit for bit, without reading a payload: erasure and retention do not change it. Records of
+version 1 carry no account risk and add nothing (account risk starts with the first version 2
+record). Where a record states other values than the rebuild computes (a decider whose state was
+not the ledger's), the rebuild keeps its own and counts the record in ``mismatched``.
+
+There is no window to start from: risk is a sum that only decays, so the whole log is read (the
+bodies only, a page at a time).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, select
+
+from audit.decide.account_risk import AccountRisk, AccountRiskError, AccountRiskPolicy, AccountRiskState
+from audit.decide.record import DECISION_KIND, DECISION_SCHEMA
+from ledger import store
+
+__all__ = ["AccountRiskReport", "apply_records", "rebuild_account_risk"]
+
+log = logging.getLogger(__name__)
+_PAGE = 2000
+
+
+@dataclass(frozen=True)
+class AccountRiskReport:
+    """What a rebuild read: decisions applied, version 1 ones (no account risk), records whose
+    ``account_risk`` could not be read, and those whose stated values differ from the rebuild's."""
+
+    applied: int
+    without_risk: int
+    unreadable: int
+    mismatched: int
+    first_mismatch_seq: int | None
+    to_seq: int  # exclusive: the ledger size read up to
+    accounts: int  # accounts held after the rebuild
+
+
+def apply_records(state: AccountRiskState, records: Iterable[tuple[int, dict[str, Any]]],
+                  to_seq: int = 0) -> AccountRiskReport:
+    """Apply decision bodies ``(seq, body)`` in seq order to ``state`` (pure: no database)."""
+    applied = without = unreadable = mismatched = 0
+    first: int | None = None
+    last = to_seq
+    for seq, body in records:
+        last = max(last, seq + 1)
+        if not isinstance(body, dict) or body.get("schema") != DECISION_SCHEMA:
+            without += 1
+            continue
+        try:
+            risk = AccountRisk.from_json(body.get("account_risk"))
+            score = body.get("score")
+            fs = body.get("fail_safe")
+            got = state.apply_record(risk, str(body["at"]), None if score is None else float(score),
+                                     str(body["decision"]), fs if isinstance(fs, str) else None)
+        except (AccountRiskError, KeyError, TypeError, ValueError) as exc:
+            unreadable += 1
+            log.warning("account risk: decision at seq %d not applied: %s", seq, exc)
+            continue
+        applied += 1
+        if got != risk:
+            mismatched += 1
+            first = seq if first is None else first
+    return AccountRiskReport(applied, without, unreadable, mismatched, first, last, len(state))
+
+
+def _bodies(engine: Engine, from_seq: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    e = store.entries
+    seq = from_seq
+    while True:
+        with engine.connect() as conn:
+            rows = conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == DECISION_KIND, e.c.seq >= seq)
+                                .order_by(e.c.seq).limit(_PAGE)).all()
+        if not rows:
+            return
+        for s, r in rows:
+            yield int(s), orjson.loads(r)["record"]
+        seq = int(rows[-1][0]) + 1
+
+
+def rebuild_account_risk(engine: Engine, policy: AccountRiskPolicy | None = None, *,
+                         progress: Callable[[int], None] | None = None,
+                         ) -> tuple[AccountRiskState, AccountRiskReport]:
+    """The account-risk state of the ledger at ``engine`` as it is now, under ``policy`` for the
+    decisions still to come (each sealed one is applied under the policy it states)."""
+    state = AccountRiskState(policy)
+    with engine.connect() as conn:
+        size = store.tail(conn)[0]
+
+    def counted() -> Iterator[tuple[int, dict[str, Any]]]:
+        for n, item in enumerate(_bodies(engine, 0), 1):
+            if item[0] >= size:
+                return
+            if progress is not None and n % _PAGE == 0:
+                progress(n)
+            yield item
+
+    report = apply_records(state, counted(), size)
+    if report.mismatched:
+        log.warning("account risk: %d decision(s) state other values than the rebuild (first at seq %d)",
+                    report.mismatched, report.first_mismatch_seq)
+    return state, report
