@@ -34,7 +34,8 @@ traces_app = typer.Typer(no_args_is_help=True, help="Find sealed decisions; show
 _OPTION = {"since": "--since", "until": "--until", "decision": "--decision", "rule_id": "--rule",
            "account": "--account", "principal": "--principal", "score_min": "--score-min",
            "score_max": "--score-max", "limit": "--limit", "cursor": "--cursor", "trace_id": "TRACE_ID",
-           "format": "--format"}
+           "format": "--format", "account_risk_min_milli": "--account-risk-min",
+           "account_alert": "--account-alert"}
 
 
 def _refused(exc: QueryError) -> NoReturn:
@@ -58,7 +59,8 @@ def summary_json(t: TraceSummary) -> dict[str, Any]:
     return {"seq": t.seq, "trace_id": t.trace_id, "recorded_at": t.recorded_at, "event_at": t.event_at,
             "decision": t.decision, "score": t.score, "fail_safe": t.fail_safe, "fired": list(t.fired),
             "principal": {"subject": t.principal_subject, "fingerprint_sha256": t.principal_fp},
-            "ruleset": f"{t.ruleset_id}@{t.ruleset_version}", "module_sha256": t.module_sha256}
+            "ruleset": f"{t.ruleset_id}@{t.ruleset_version}", "module_sha256": t.module_sha256,
+            "account_risk_milli": t.account_risk_milli, "account_alerts": list(t.account_alerts)}
 
 
 @traces_app.command("query")
@@ -75,6 +77,11 @@ def traces_query(
     score_max: Annotated[str | None, typer.Option("--score-max", help="score <= this, in [0, 1]")] = None,
     limit: Annotated[int, typer.Option(help="page size, 1..1000")] = 100,
     cursor: Annotated[str | None, typer.Option(help="next cursor printed by the previous page")] = None,
+    account_risk_min: Annotated[int | None, typer.Option(
+        "--account-risk-min", help="the larger account risk (account_risk.max_milli) >= this, in "
+                                   "milli-points (1000 = one point)")] = None,
+    account_alert: Annotated[bool, typer.Option(
+        "--account-alert", help="only decisions that raised an account alert")] = False,
     db: DbOpt = None,
     keys: KeysOpt = None,
     as_json: JsonOpt = False,
@@ -88,7 +95,8 @@ def traces_query(
         f = TraceFilter(since=parse_time(since, "since"), until=parse_time(until, "until"),
                         decision=decision, rule_id=rule, account=account, principal=principal,
                         score_min=_score(score_min, "score_min"), score_max=_score(score_max, "score_max"),
-                        limit=limit, cursor=cursor)
+                        limit=limit, cursor=cursor, account_risk_min_milli=account_risk_min,
+                        account_alert=account_alert)
     except QueryError as exc:
         _refused(exc)
     engine = ops.engine_for(settings(db, keys))
@@ -103,8 +111,11 @@ def traces_query(
         for t in page.items:
             sc = "-" if t.score is None else f"{t.score:.4f}"
             fired = ",".join(t.fired) or "-"
+            risk = "" if t.account_risk_milli is None else f"  risk {t.account_risk_milli / 1000:.3f}"
+            if t.account_alerts:
+                risk += f" ALERT {','.join(t.account_alerts)}"
             out.print(f"{t.seq:>8}  {t.trace_id}  {t.recorded_at}  {t.decision:<6}  {sc:>6}  "
-                      f"{fired}  {t.principal_subject}", markup=False)
+                      f"{fired}  {t.principal_subject}{risk}", markup=False)
         out.print(f"{len(page.items)} trace(s); " + (f"next cursor: {page.next_cursor}"
                   if page.next_cursor else "last page"), markup=False)
 

@@ -83,6 +83,36 @@ class LedgerRef(BaseModel):
     leaf_hash: str = Field(description="RFC 6962 leaf hash of the record, lower-case hex")
 
 
+class AccountRiskSideOut(BaseModel):
+    account: str = Field(description="the account keyed under the ledger's account secret (32 hex digits, "
+                                     "as in the decision summary), never the account itself")
+    before_milli: int = Field(description="its risk before this decision (decayed to the decision's hour), "
+                                          "in milli-points")
+    after_milli: int = Field(description="its risk after this decision's points")
+
+
+class AccountRiskPolicyOut(BaseModel):
+    id: str = Field(description='"sealtrail.account-risk/1"')
+    half_life_hours: int
+    threshold_milli: int = Field(description="an account alert is raised on crossing it from below")
+    floor_milli: int = Field(description="risk below it at the start of a UTC day is forgotten")
+    score_milli: int = Field(description="points of a score of 1.0 (the score is quantised to thousandths)")
+    missing_score_milli: int
+    outcome_milli: dict[str, int] = Field(description="points per outcome: ALLOW, REVIEW, HOLD, BLOCK")
+
+
+class AccountRiskOut(BaseModel):
+    policy: AccountRiskPolicyOut
+    account_key_id: str = Field(description="which account secret keyed the accounts")
+    points_milli: int = Field(description="the points this decision added to each of its accounts")
+    originator: AccountRiskSideOut | None
+    beneficiary: AccountRiskSideOut | None
+    max_milli: int = Field(description="the larger of the two sides' after_milli")
+    alerts: list[str] = Field(description="originator and/or beneficiary: the sides whose risk crossed the "
+                                          "threshold with this decision (an account alert), whatever the "
+                                          "decision itself")
+
+
 class DecisionOut(BaseModel):
     trace_id: str = Field(description="UUIDv7 of the sealed record")
     decision: str = Field(description="ALLOW | REVIEW | HOLD | BLOCK")
@@ -97,6 +127,9 @@ class DecisionOut(BaseModel):
     replayed: bool = Field(False, description="present and true when this payment (its idempotency key, "
                                               "same content) was decided before: the answer is that "
                                               "existing decision, and nothing new was sealed")
+    account_risk: AccountRiskOut | None = Field(None, description="the accounts' risk after this decision "
+                                                "and any account alert (docs/account-risk.md), as the record "
+                                                "states it; null where the record states none")
 
     model_config = {"json_schema_extra": {"examples": [{
         "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "decision": "REVIEW", "score": 0.71,
@@ -105,7 +138,17 @@ class DecisionOut(BaseModel):
         "fail_safe": None, "reference": "REF20261203-001", "recorded_at": "2026-12-03T09:12:44.123456Z",
         "ledger": {"seq": 41873, "leaf_hash": "5f1c...e2"},
         "latency_us": {"queue": 40, "features": 30, "model": 60, "rules": 35, "seal": 20, "ledger": 900,
-                       "total": 1050, "request": 1300}}]}}
+                       "total": 1050, "request": 1300},
+        "account_risk": {
+            "policy": {"id": "sealtrail.account-risk/1", "half_life_hours": 336, "threshold_milli": 50000,
+                       "floor_milli": 1000, "score_milli": 10000, "missing_score_milli": 5000,
+                       "outcome_milli": {"ALLOW": 0, "REVIEW": 10000, "HOLD": 25000, "BLOCK": 50000}},
+            "account_key_id": "3f0c9a1b2d4e5f60", "points_milli": 17100,
+            "originator": {"account": "9b1d5c0e7a2f4b3c8d6e1f0a2b3c4d5e", "before_milli": 36200,
+                           "after_milli": 53300},
+            "beneficiary": {"account": "0c4e6a8b2d1f3e5a7c9b0d2f4a6c8e1b", "before_milli": 0,
+                            "after_milli": 17100},
+            "max_milli": 53300, "alerts": ["originator"]}}]}}
 
 
 class BatchOut(BaseModel):
@@ -301,6 +344,8 @@ def decision_json(d: Decision, reference: str | None, request_us: int) -> dict[s
            "latency_us": {**d.latency_us, "request": request_us}}
     if d.replayed:
         out["replayed"] = True
+    risk = getattr(d, "account_risk", None)  # (test doubles may lack the field)
+    out["account_risk"] = None if risk is None else risk.to_json()
     return out
 
 

@@ -32,13 +32,14 @@ _SEARCH_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"applicati
                "decision": "HOLD", "score": 0.86, "fail_safe": None, "fired": ["MODEL_SCORE_HIGH"],
                "principal": {"subject": "CN=payments-engine,O=Example Bank",
                              "fingerprint_sha256": "9f86...0a08"},
-               "ruleset": "aml_core@2026.12.0", "module_sha256": "9170...2337"}],
+               "ruleset": "aml_core@2026.12.0", "module_sha256": "9170...2337",
+               "account_risk_milli": 53300, "account_alerts": ["originator"]}],
     "next_cursor": "dDEuNDE4NzMuM2E5ZjBjMWI"}}}}}
 _TRACE_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"example": {
     "seq": 41873, "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "kind": "decision",
     "recorded_at": "2026-12-03T09:12:44.123456Z", "leaf_hash": "5f1c...e2", "chain_hash": "77a0...19",
     "record": {"kind": "decision", "payload_sha256": "4825...8fea",
-               "record": {"schema": "sealtrail.decision/1"},
+               "record": {"schema": "sealtrail.decision/2"},
                "recorded_at": "2026-12-03T09:12:44.123456Z", "trace_id": "019ae3c4-...", "v": 1},
     "record_bytes": "eyJraW5kIjoiZGVjaXNpb24iLC4uLn0=",
     "payload": {"sha256": "4825...8fea", "state": "present", "encoding": "utf-8", "data": "{1:F01...}"},
@@ -62,15 +63,21 @@ def search(
     score_max: float | None = Query(None, ge=0, le=1),
     limit: int = Query(100, ge=1, le=MAX_LIMIT),
     cursor: str | None = Query(None, description="next_cursor of the previous page"),
+    account_risk_min_milli: int | None = Query(
+        None, ge=0, description="only decisions whose larger account risk (account_risk.max_milli, "
+                                "milli-points) is at least this; records without account risk never match"),
+    account_alert: bool = Query(False, description="true: only decisions that raised an account alert"),
 ) -> dict[str, Any]:
     f = TraceFilter(since=since, until=until, decision=decision, rule_id=rule, account=account,
-                    principal=principal, score_min=score_min, score_max=score_max, limit=limit, cursor=cursor)
+                    principal=principal, score_min=score_min, score_max=score_max, limit=limit, cursor=cursor,
+                    account_risk_min_milli=account_risk_min_milli, account_alert=account_alert)
     page = query_traces(rt.engine, f)
     return {"items": [{"seq": t.seq, "trace_id": t.trace_id, "recorded_at": t.recorded_at,
                        "event_at": t.event_at, "decision": t.decision, "score": t.score,
                        "fail_safe": t.fail_safe, "fired": list(t.fired),
                        "principal": {"subject": t.principal_subject, "fingerprint_sha256": t.principal_fp},
-                       "ruleset": f"{t.ruleset_id}@{t.ruleset_version}", "module_sha256": t.module_sha256}
+                       "ruleset": f"{t.ruleset_id}@{t.ruleset_version}", "module_sha256": t.module_sha256,
+                       "account_risk_milli": t.account_risk_milli, "account_alerts": list(t.account_alerts)}
                       for t in page.items],
             "next_cursor": page.next_cursor}
 

@@ -13,6 +13,11 @@ beneficiary (creditor). That is pseudonymisation, not anonymisation: whoever kno
 can compute its key, which is exactly how the filter works. The accounts themselves live only
 in the purgeable payload store.
 
+Account risk (``sealtrail.decision/2``, migration 0007): ``account_risk_milli`` is the larger
+of the two accounts' risk after the decision (``account_risk.max_milli``), ``account_alert`` a
+bitmask of the sides that raised an account alert (1 originator, 2 beneficiary, 0 none); both
+are null for a version 1 record, which states no account risk.
+
 The index is derived, never the truth: ``ledger verify`` checks every row against the record it
 derives from (``audit.query.verify``), export selection checks the rows it relies on, and a row
 already in the way of the writer (a forged one) never fails the sealing commit: the decision is
@@ -49,12 +54,14 @@ from sqlalchemy import (
     Engine,
     Index,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
 )
 from sqlalchemy.exc import IntegrityError
 
+from audit.decide.account_risk import AccountRisk
 from audit.decide.record import DECISION_KIND, DecisionBatch, DecisionInputs
 from inference.messages import Party, Transaction, parse_messages, transaction_schema_of
 from inference.messages.fields import iban_or_none
@@ -64,8 +71,9 @@ if TYPE_CHECKING:
     from audit.decide.types import Submission
 
 __all__ = ["ACCOUNT_KEY_DOMAIN", "ANNOTATION_KIND", "TABLES", "TRACE_COLUMNS", "CatchUpReport", "TraceIndex",
-           "account_key", "accounts_of", "annotation_target", "catch_up", "metadata", "payload_data",
-           "record_rows", "trace_accounts", "trace_annotations", "trace_rules", "traces", "write_annotations"]
+           "account_key", "accounts_of", "alert_mask", "annotation_target", "catch_up", "metadata",
+           "payload_data", "record_rows", "trace_accounts", "trace_annotations", "trace_rules", "traces",
+           "write_annotations"]
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +99,18 @@ traces = Table(
     Column("ruleset_id", String(64), nullable=False),
     Column("ruleset_version", Text, nullable=False),
     Column("module_sha256", String(64), nullable=False),
+    Column("account_risk_milli", BigInteger, nullable=True,
+           comment="account_risk.max_milli (decision/2); null: the record states none"),
+    Column("account_alert", SmallInteger, nullable=True,
+           comment="sides that raised an account alert: 1 originator, 2 beneficiary, 3 both, 0 none"),
     Index("ix_audit_traces_trace_id", "trace_id", unique=True),
     Index("ix_audit_traces_recorded_at_seq", "recorded_at", "seq"),
     Index("ix_audit_traces_decision_seq", "decision", "seq"),
     Index("ix_audit_traces_principal_fp_seq", "principal_fp", "seq"),
     Index("ix_audit_traces_principal_subject_seq", "principal_subject", "seq"),
     Index("ix_audit_traces_score_seq", "score", "seq"),
+    Index("ix_audit_traces_account_risk_seq", "account_risk_milli", "seq"),
+    Index("ix_audit_traces_account_alert_seq", "account_alert", "seq"),
 )
 
 trace_rules = Table(
@@ -145,12 +159,34 @@ def _reason_code(fail_safe: str | None) -> str | None:
     return None if fail_safe is None else fail_safe.split(":", 1)[0][:32]
 
 
+_ALERT_BITS = {"originator": 1, "beneficiary": 2}
+
+
+def alert_mask(alerts: Iterable[str]) -> int:
+    """``account_alert``: 1 for the originator, 2 for the beneficiary, summed."""
+    return sum(_ALERT_BITS.get(a, 0) for a in set(alerts))
+
+
+def _risk_columns(risk: AccountRisk | None) -> tuple[int | None, int | None]:
+    return (None, None) if risk is None else (risk.max_milli, alert_mask(risk.alerts))
+
+
+def _recorded_risk(body: dict[str, Any]) -> tuple[Any, Any]:
+    """The account-risk columns a record stands for (as stated: verify compares, never trusts)."""
+    risk = body.get("account_risk")
+    if not isinstance(risk, dict):
+        return None, None
+    alerts = risk.get("alerts")
+    names = [a for a in alerts if isinstance(a, str)] if isinstance(alerts, list) else []
+    return risk.get("max_milli"), alert_mask(names)
+
+
 def _trace_row(seq: int, trace_id: str, recorded_at: str, at: str, decision: str, score: float | None,
                fail_safe: str | None, fired: Iterable[str], principal: dict[str, Any], ruleset_id: str,
-               version: str, module: str) -> tuple[Any, ...]:
+               version: str, module: str, risk: tuple[Any, Any] = (None, None)) -> tuple[Any, ...]:
     return (seq, trace_id, recorded_at, at, decision, score, _reason_code(fail_safe), ",".join(fired),
             principal.get("fingerprint_sha256", ""), principal.get("subject", ""), ruleset_id, version,
-            module)
+            module, *risk)
 
 
 def record_rows(seq: int, env: dict[str, Any]) -> tuple[tuple[Any, ...], list[str]]:
@@ -162,7 +198,7 @@ def record_rows(seq: int, env: dict[str, Any]) -> tuple[tuple[Any, ...], list[st
     rules = b["rules"]
     return (_trace_row(seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], b["score"],
                        b["fail_safe"], ids, b["principal"], rules["ruleset_id"], rules["version"],
-                       rules["module_sha256"]), ids)
+                       rules["module_sha256"], _recorded_risk(b)), ids)
 
 
 def annotation_target(env: dict[str, Any]) -> int:
@@ -258,9 +294,15 @@ class TraceIndex:
             subjects.append(p[1])
         scores = [None if v != v else v for v in inputs.score]  # NaN: not scored
         reasons = [None if f is None else _reason_code(f) for f in inputs.fail_safe]
+        risks = inputs.account_risk
+        risk_milli: Iterable[int | None] = repeat(None)
+        alerts: Iterable[int | None] = repeat(None)
+        if risks is not None:
+            cols = [_risk_columns(r) for r in risks]
+            risk_milli, alerts = [c[0] for c in cols], [c[1] for c in cols]
         rows = list(zip(seqs, map(_TRACE_ID, receipts), map(_RECORDED_AT, receipts), inputs.at,
                         inputs.decision, scores, reasons, csv, fps, subjects, repeat(inputs.ruleset_id),
-                        repeat(inputs.ruleset_version), repeat(inputs.module_sha256)))
+                        repeat(inputs.ruleset_version), repeat(inputs.module_sha256), risk_milli, alerts))
         accounts: list[tuple[str, int]] = []
         push = accounts.append
         key = account_key
@@ -332,7 +374,8 @@ def _item_rows(subs: Sequence[Submission], inputs: Sequence[DecisionInputs], rec
         ids = list(dict.fromkeys(h.id for h in d.fired))
         score = None if math.isnan(d.score) else d.score
         rows.append(_trace_row(seq, r.trace_id, r.recorded_at, d.at, d.decision, score, d.fail_safe, ids,
-                               d.principal, d.ruleset_id, d.ruleset_version, d.module_sha256))
+                               d.principal, d.ruleset_id, d.ruleset_version, d.module_sha256,
+                               _risk_columns(d.account_risk)))
         rules += [(i, seq) for i in ids]
         tx = sub.transaction
         accounts += [(k, seq) for k in _party_keys(tx.originator, tx.beneficiary)]

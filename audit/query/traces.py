@@ -36,6 +36,7 @@ MAX_LIMIT = 1000
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RULE_ID = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_MAX_RISK = 2**62  # milli-points: any account_risk_milli an index column holds
 _CURSOR = re.compile(rb"t1\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
 
 
@@ -111,6 +112,8 @@ class TraceFilter:
     score_max: float | None = None
     limit: int = 100
     cursor: str | None = None
+    account_risk_min_milli: int | None = None  # account_risk.max_milli >= this (decision/2 records only)
+    account_alert: bool = False  # only decisions that raised an account alert
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -131,6 +134,12 @@ class TraceFilter:
         if self.score_min is not None and self.score_max is not None and self.score_min > self.score_max:
             raise QueryError("score_max", "must not be below score_min")
         checked_limit(self.limit)
+        risk = self.account_risk_min_milli
+        if risk is not None and (type(risk) is not int or not 0 <= risk <= _MAX_RISK):
+            raise QueryError("account_risk_min_milli", f"{risk!r} is not an integer in 0..{_MAX_RISK} "
+                             "(milli-points)")
+        if type(self.account_alert) is not bool:
+            raise QueryError("account_alert", f"{self.account_alert!r} is not true or false")
         if self.cursor is not None:
             self.after_seq()  # refuse a bad cursor now, not at query time
 
@@ -138,6 +147,9 @@ class TraceFilter:
         """What a cursor is bound to: the filter without limit and cursor."""
         d = asdict(self)
         del d["limit"], d["cursor"]
+        for name in ("account_risk_min_milli", "account_alert"):  # cursors issued before them still hold
+            if d[name] is None or d[name] is False:
+                del d[name]
         return hashlib.sha256(orjson.dumps(d, option=orjson.OPT_SORT_KEYS)).hexdigest()[:8]
 
     def after_seq(self) -> int | None:
@@ -175,6 +187,8 @@ class TraceSummary:
     ruleset_id: str
     ruleset_version: str
     module_sha256: str
+    account_risk_milli: int | None = None  # account_risk.max_milli; None: the record states none
+    account_alerts: tuple[str, ...] = ()  # the sides that raised an account alert
 
 
 @dataclass(frozen=True)
@@ -211,6 +225,10 @@ def _page_query(f: TraceFilter) -> Select[Any]:
         q = q.where(t.c.score >= f.score_min)
     if f.score_max is not None:
         q = q.where(t.c.score <= f.score_max)
+    if f.account_risk_min_milli is not None:
+        q = q.where(t.c.account_risk_milli >= f.account_risk_min_milli)
+    if f.account_alert:
+        q = q.where(t.c.account_alert.in_((1, 2, 3)))
     after = f.after_seq()
     if after is not None:
         q = q.where(order < after)
@@ -226,7 +244,14 @@ def _summary(row: Any) -> TraceSummary:
     return TraceSummary(int(row.seq), row.trace_id, row.recorded_at, row.event_at, row.decision,
                         None if score is None or math.isnan(score) else float(score), row.fail_safe,
                         tuple(row.fired.split(",")) if row.fired else (), row.principal_subject,
-                        row.principal_fp, row.ruleset_id, row.ruleset_version, row.module_sha256)
+                        row.principal_fp, row.ruleset_id, row.ruleset_version, row.module_sha256,
+                        None if row.account_risk_milli is None else int(row.account_risk_milli),
+                        _sides(row.account_alert))
+
+
+def _sides(mask: int | None) -> tuple[str, ...]:
+    m = mask or 0
+    return tuple(name for bit, name in ((1, "originator"), (2, "beneficiary")) if m & bit)
 
 
 def query_traces(engine: Engine, f: TraceFilter) -> TracePage:

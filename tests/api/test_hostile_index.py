@@ -33,7 +33,7 @@ def test_a_forged_index_row_at_a_future_seq_stops_no_payment(served: Served) -> 
         existing = conn.exec_driver_sql("SELECT trace_id FROM ledger_entries WHERE seq = 0").scalar_one()
         conn.exec_driver_sql(
             f"INSERT INTO audit_traces VALUES ({forged_at}, '{existing}', '2026-01-01T00:00:00.000000Z', "
-            "'x', 'ALLOW', NULL, NULL, '', '', '', '', '', '')")
+            "'x', 'ALLOW', NULL, NULL, '', '', '', '', '', '', NULL, NULL)")
         conn.commit()
     answers = [served.post(tx) for tx in payments[1:]]
     assert [r.status_code for r in answers] == [200] * 5, [r.text for r in answers]

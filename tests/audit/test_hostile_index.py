@@ -203,7 +203,7 @@ def test_verify_names_forged_rows_where_no_record_is(world: World) -> None:
     genesis = sql(engine, "SELECT trace_id FROM ledger_entries WHERE seq = 0")[0][0]
     # no trigger refuses INSERT: the least-privilege role could do all of this
     sql(engine, "INSERT INTO audit_traces VALUES (?, ?, 'x', 'x', 'HOLD', NULL, NULL, '', '', '', '', '', "
-                "'')",
+                "'', NULL, NULL)",
         size + 50, genesis)
     sql(engine, "INSERT INTO audit_trace_rules VALUES ('VELOCITY_BURST', ?)", 0)
     sql(engine, "INSERT INTO audit_trace_accounts VALUES (?, ?)", account_key("DE89370400440532013000"),
@@ -404,7 +404,7 @@ def test_a_forged_row_at_a_future_seq_stops_no_decision(world: World,
     forged_at = size + 2
     existing = sql(engine, "SELECT trace_id FROM ledger_entries WHERE seq = 0")[0][0]  # the genesis entry's
     sql(engine, "INSERT INTO audit_traces VALUES (?, ?, '2026-01-01T00:00:00.000000Z', 'x', 'ALLOW', NULL, "
-                "NULL, '', '', '', '', '', '')", forged_at, existing)
+                "NULL, '', '', '', '', '', '', NULL, NULL)", forged_at, existing)
     index = world.pipe.index
     assert isinstance(index, TraceIndex) and index.conflicts == 0
     with caplog.at_level(logging.ERROR, logger="audit.query.index"):
@@ -439,7 +439,7 @@ def test_a_forged_row_holding_the_next_trace_id_stops_no_decision(world: World) 
                 seen.append(receipts[0].trace_id)
                 conn.exec_driver_sql(
                     f"INSERT INTO audit_traces VALUES ({size + 1000}, '{receipts[0].trace_id}', 'x', 'x', "
-                    "'ALLOW', NULL, NULL, '', '', '', '', '', '')")
+                    "'ALLOW', NULL, NULL, '', '', '', '', '', '', NULL, NULL)")
             super().write(conn, subs, inputs, receipts)
 
     world.pipe.index = Forger()

@@ -95,7 +95,8 @@ def test_index_rows_agree_with_the_sealed_records(db: Db, signer: NoteSigner, sa
         assert rows[seq] == (seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], b["score"],
                              fail_safe, ",".join(fired), b["principal"]["fingerprint_sha256"],
                              b["principal"]["subject"], "aml_core", b["rules"]["version"],
-                             b["rules"]["module_sha256"])
+                             b["rules"]["module_sha256"], b["account_risk"]["max_milli"],
+                             sum({"originator": 1, "beneficiary": 2}[x] for x in b["account_risk"]["alerts"]))
         want_rules |= {(r, seq) for r in fired}
         assert raw is not None
         tx = transaction_of(b, raw)
@@ -140,7 +141,7 @@ def test_a_failed_commit_leaves_no_index_rows(db: Db, signer: NoteSigner, sandbo
     with ledger.engine.begin() as conn:
         store.insert_rows(conn, traces, [c.name for c in traces.columns],
                           [(size + 5, "00000000-0000-7000-8000-000000000000", "x", "x", "ALLOW", None, None,
-                            "", "", "", "", "", "")])
+                            "", "", "", "", "", "", None, None)])
     pipe = indexed_pipeline(ledger, sandbox, pack_wasm)
     assert len(pipe.decide(subs[20:60])) == 40 and ledger.size() == size + 40 + 1  # and the batch's summary
     assert isinstance(pipe.index, TraceIndex) and pipe.index.conflicts == 1
