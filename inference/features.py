@@ -1,4 +1,4 @@
-"""Deterministic feature rows (schema ``sealtrail.features/2``) from canonical transactions.
+"""Deterministic feature rows (schema ``sealtrail.features/3``) from canonical transactions.
 
 ``FeatureExtractor.extract(transactions, at)`` returns one float64 row per transaction, in
 ``FEATURE_NAMES`` order, and advances the velocity windows: transactions are taken in the
@@ -19,7 +19,12 @@ Definitions (docs/scoring.md "Features" lists them for examiners):
   party's iban_invalid is 1 when its account has the shape of an IBAN of an IBAN country and fails
   its length or check digits (the parser's ``IBAN_CHECK_DIGITS``, told apart by party);
   country_unreadable is 1 when a country or BIC's country could not be read (``COUNTRY_UNKNOWN``,
-  ``BIC_UNKNOWN_COUNTRY``, ``BIC_MALFORMED``); service_nak is 1 behind a SWIFT NAK (``SERVICE_NAK``).
+  ``BIC_UNKNOWN_COUNTRY``, ``BIC_MALFORMED``); service_nak is 1 behind a SWIFT NAK (``SERVICE_NAK``);
+- behaviour and graph (``features/3``): ``inference.graph.GraphFeatures`` under its default settings,
+  fed the two accounts (as the velocity state keys them), the time and the USD cents; every value
+  is NaN, and the payment is not added to the graph, when an account is unknown, the amount has
+  no USD value, or the time is further behind the latest seen than the graph accepts (5 minutes).
+  The graph is journaled with the velocity windows (``VelocityState.journal_with``).
 """
 
 from __future__ import annotations
@@ -30,16 +35,18 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from operator import itemgetter
 
 import numpy as np
 from schwifty.exceptions import SchwiftyException
 from schwifty.registry import get_iban_spec
 
 from inference.errors import FeatureError
+from inference.graph import GRAPH_FEATURE_NAMES, GraphFeatures
 from inference.messages.fields import iban_or_none
 from inference.messages.transaction import Party, Transaction
 from inference.reference_tables import Tables, default_tables
-from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, N_FEATURES
+from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, GRAPH_NAMES, N_FEATURES
 from inference.velocity import VelocityState
 
 __all__ = ["FEATURE_NAMES", "FEATURE_SCHEMA", "FeatureExtractor", "epoch_us", "features_sha256", "row_dict"]
@@ -58,6 +65,8 @@ _BENE_RANK = {r: i for i, r in enumerate(_BENE_AGENTS)}
 _UNRANKED = len(_ORIG_AGENTS) + len(_BENE_AGENTS)  # above every rank
 _IBAN_LIKE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}")
 _COUNTRY_UNREADABLE = frozenset({"COUNTRY_UNKNOWN", "BIC_UNKNOWN_COUNTRY", "BIC_MALFORMED"})
+_NAN_GRAPH = (NAN,) * len(GRAPH_NAMES)
+_SEALED_GRAPH = itemgetter(*(GRAPH_FEATURE_NAMES.index(n) for n in GRAPH_NAMES))  # the features/3 values
 
 
 def epoch_us(at: datetime) -> int:
@@ -149,9 +158,13 @@ def _data_quality(tx: Transaction) -> tuple[float, float, float, float, float]:
 class FeatureExtractor:
     """Feature rows plus the velocity state they advance (one extractor per scoring stream)."""
 
-    def __init__(self, tables: Tables | None = None, state: VelocityState | None = None) -> None:
+    def __init__(self, tables: Tables | None = None, state: VelocityState | None = None,
+                 graph: GraphFeatures | None = None) -> None:
         self.tables = tables if tables is not None else default_tables()
         self.state = state if state is not None else VelocityState()
+        self.graph = graph if graph is not None else GraphFeatures()
+        if isinstance(self.state, VelocityState):
+            self.state.journal_with(self.graph)
         self._lookups: _Lookups | None = None
 
     def extract(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> np.ndarray:
@@ -173,6 +186,9 @@ class FeatureExtractor:
         rates, risks, risk = look.cents_per_unit, look.risks, look.risk
         state = self.state
         observe_into = state.observe_into if isinstance(state, VelocityState) else None
+        account_id = state.account_id if isinstance(state, VelocityState) else str
+        graph = self.graph
+        g_observe, g_late, pick = graph.observe, graph.config.late_us, _SEALED_GRAPH
         log10 = math.log10
         flat: list[float] = []  # the rows one after another; np.fromiter makes floats of the ints and bools
         for tx, us in zip(transactions, stamps, strict=True):
@@ -218,6 +234,12 @@ class FeatureExtractor:
             flat += (us % _DAY_US // _HOUR_US,  # floor division and modulo: right before 1970 too
                      1.0 if (us // _DAY_US + 3) % 7 >= 5 else 0.0)  # 1970-01-01 was a Thursday (weekday 3)
             flat += _data_quality(tx)
+            wm = graph.graph.watermark
+            if (o_acct is None or b_acct is None or cents is None or cents < 0
+                    or (wm is not None and us < wm - g_late)):
+                flat += _NAN_GRAPH
+            else:
+                flat += pick(g_observe(account_id(o_acct), account_id(b_acct), us, cents))
         return np.fromiter(flat, np.float64, n * N_FEATURES).reshape(n, N_FEATURES)
 
     def observe(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> None:

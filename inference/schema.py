@@ -7,6 +7,9 @@ means a new schema id and a new rule pack.
 
 ``sealtrail.features/2`` is ``sealtrail.features/1``'s 32 columns, unchanged, followed by the
 data-quality columns (``DATA_QUALITY_NAMES``) read from the transaction's findings and accounts.
+``sealtrail.features/3`` is ``features/2`` followed by the behavioural and transaction-graph columns
+(``GRAPH_NAMES``) of ``inference.graph`` under its default settings (a 30-day window, temporal
+cycles of up to 3 hops), each an integer: counts, days, Q8 or Q16 fixed point.
 Because every schema so far extends the one before it, a risk model trained on an earlier schema
 reads the leading columns of a later row (``model_columns``): the shipped model reads the
 ``features/1`` columns. Records name the schema their values follow, and replay reads each record
@@ -16,10 +19,11 @@ by its own (``feature_names``, ``rule_feature_names``).
 from __future__ import annotations
 
 from inference.errors import FeatureError
+from inference.graph import GRAPH_FEATURE_NAMES
 
-__all__ = ["DATA_QUALITY_NAMES", "FEATURE_NAMES", "FEATURE_SCHEMA", "FEATURE_SCHEMAS", "MODEL_SCHEMA",
-           "N_FEATURES", "RULE_FEATURE_NAMES", "SCORE_NAME", "UnknownFeatureSchemaError",
-           "feature_names", "model_columns", "rule_feature_names"]
+__all__ = ["DATA_QUALITY_NAMES", "FEATURE_NAMES", "FEATURE_SCHEMA", "FEATURE_SCHEMAS", "GRAPH_NAMES",
+           "GRAPH_UNSEALED", "MODEL_SCHEMA", "N_FEATURES", "RULE_FEATURE_NAMES", "SCORE_NAME",
+           "UnknownFeatureSchemaError", "feature_names", "model_columns", "rule_feature_names"]
 
 _V1: tuple[str, ...] = (
     "amount_usd",
@@ -66,11 +70,20 @@ DATA_QUALITY_NAMES: tuple[str, ...] = (
     "service_nak",
 )
 
+# The graph library's values but two kinds: hops to a flagged account (no decision flags an account
+# yet) and the usual numbers of counterparties, running means over the account's whole history,
+# which a decider replaying the last 30 days of its log could not re-derive. Every value kept
+# depends on the payments of the window alone.
+GRAPH_UNSEALED: tuple[str, ...] = ("orig_usual_fan_out_q16", "orig_usual_fan_in_q16", "bene_usual_fan_in_q16",
+                                   "flagged_hops")
+GRAPH_NAMES: tuple[str, ...] = tuple(n for n in GRAPH_FEATURE_NAMES if n not in GRAPH_UNSEALED)
+
 FEATURE_SCHEMAS: dict[str, tuple[str, ...]] = {
     "sealtrail.features/1": _V1,
     "sealtrail.features/2": (*_V1, *DATA_QUALITY_NAMES),
+    "sealtrail.features/3": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES),
 }
-FEATURE_SCHEMA = "sealtrail.features/2"
+FEATURE_SCHEMA = "sealtrail.features/3"
 FEATURE_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[FEATURE_SCHEMA]
 N_FEATURES = len(FEATURE_NAMES)
 MODEL_SCHEMA = "sealtrail.features/1"  # the columns the shipped model is trained on

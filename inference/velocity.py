@@ -26,7 +26,9 @@ converted to keyed identifiers as it loads.
 ``begin_journal()`` records every change the following observations make, and
 ``rollback(journals)`` takes them back exactly (watermark, evicted events, swept accounts, the
 order accounts are swept in): the decision pipeline undoes a batch whose commit failed this way
-instead of replaying the ledger.
+instead of replaying the ledger. Other state that advances with the same transactions (the
+transaction graph) joins the journal with ``journal_with``: each journal then begins, ends and
+rolls back theirs too, so one journal covers all the feature state a batch changed.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import hmac
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -67,16 +69,27 @@ def key_id(key: bytes) -> str:
 _NEW, _SWEPT, _EVICT, _ADD, _CP = range(5)
 
 
+class Journaled(Protocol):
+    """State journaled along with the windows (``VelocityState.journal_with``)."""
+
+    def begin_journal(self) -> Any: ...
+
+    def end_journal(self) -> None: ...
+
+    def rollback(self, journals: list[Any]) -> None: ...
+
+
 class Journal:
     """What a stretch of observations changed in one ``VelocityState``, to take back exactly."""
 
-    __slots__ = ("entries", "next_sweep", "state", "watermark")
+    __slots__ = ("entries", "linked", "next_sweep", "state", "watermark")
 
     def __init__(self, state: VelocityState) -> None:
         self.state: VelocityState | None = state  # None once rolled back
         self.watermark = state.watermark
         self.next_sweep = state._next_sweep
         self.entries: list[tuple[Any, ...]] = []
+        self.linked: list[Any] = []  # the journals of the state joined with ``journal_with``, in order
 
 
 def _is_near(cents: int) -> bool:
@@ -188,6 +201,7 @@ class VelocityState:
         self._next_sweep = 0
         self._seq = 0  # touches so far: an account's seq orders the sweep
         self._log: list[tuple[Any, ...]] | None = None  # the open journal's entries
+        self._joined: list[Journaled] = []  # journaled with the windows (journal_with)
 
     def __len__(self) -> int:
         return len(self._accounts)
@@ -196,6 +210,19 @@ class VelocityState:
     def key_id(self) -> str | None:
         """``key_id(key)`` of the key accounts are hashed under; None: accounts in clear."""
         return None if self._key is None else key_id(self._key)
+
+    def account_id(self, account: str) -> str:
+        """What the state holds ``account`` as: its keyed identifier (a state made with a key), else
+        the account itself. Other state kept beside the windows keys accounts the same way."""
+        ids = self._ids
+        if ids is None:
+            return account
+        return ids.get(account) or self._id(account)
+
+    def journal_with(self, other: Journaled) -> None:
+        """Journal ``other`` with the windows from the next ``begin_journal`` on: each journal of
+        this state begins, ends and rolls back one of ``other``'s."""
+        self._joined.append(other)
 
     def _id(self, account: str) -> str:
         """The keyed identifier the state holds ``account`` as (a state made with a key)."""
@@ -213,11 +240,14 @@ class VelocityState:
         so that ``rollback`` can take it back."""
         journal = Journal(self)
         self._log = journal.entries
+        journal.linked = [other.begin_journal() for other in self._joined]
         return journal
 
     def end_journal(self) -> None:
         """Stop recording changes."""
         self._log = None
+        for other in self._joined:
+            other.end_journal()
 
     def rollback(self, journals: Sequence[Journal]) -> None:
         """Take back every change ``journals`` recorded, newest first: the state is again
@@ -225,6 +255,10 @@ class VelocityState:
         in the order they began, none rolled back before (else ``FeatureError``, nothing done)."""
         if any(j.state is not self for j in journals):
             raise FeatureError("velocity rollback: a journal of another state, or one already rolled back")
+        if any(len(j.linked) != len(self._joined) for j in journals):
+            raise FeatureError("velocity rollback: a journal begun before other state joined it")
+        for i, other in enumerate(self._joined):  # each checks its journals before changing anything
+            other.rollback([j.linked[i] for j in journals])
         accounts = self._accounts
         moved = False  # an account held before went back to an earlier place in the sweep order
         for journal in reversed(journals):

@@ -51,14 +51,16 @@ def features(
         "--at", help="event time of every message (ISO 8601; without an offset: UTC)",
         show_default="value date 00:00 UTC")] = None,
     state: Annotated[Path | None, typer.Option(
-        "--state", help="velocity state file: read before, written back after (created if missing)")] = None,
+        "--state", help="feature state file (velocity windows and transaction graph): read before, "
+                        "written back after (created if missing)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Feature rows (sealtrail.features/1) per message, in file order; exit 1 if any is refused."""
+    """Feature rows (this build's feature schema) per message, in file order; exit 1 if any is refused."""
     from inference.errors import InferenceError
     from inference.features import FeatureExtractor, features_sha256, row_dict
     from inference.messages import MessageError, Transaction, parse_messages
-    from inference.state_store import load_state, save_state
+    from inference.schema import FEATURE_SCHEMA
+    from inference.state_store import load_features_state, save_features_state
 
     if fmt not in FORMATS:
         raise CliError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}", code=2, error="usage",
@@ -69,10 +71,10 @@ def features(
     refused = [r for r in results if isinstance(r, MessageError)]
     times = [when or datetime.combine(t.value_date, time(0), tzinfo=UTC) for t in txs]
     try:
-        extractor = FeatureExtractor(state=load_state(state) if state is not None else None)
+        extractor = load_features_state(state) if state is not None else FeatureExtractor()
         rows = extractor.extract(txs, times)
         if state is not None:
-            save_state(state, extractor.state)
+            save_features_state(state, extractor)
     except InferenceError as exc:
         fail(exc, code=2)
     items: list[dict[str, Any]] = [
@@ -80,7 +82,7 @@ def features(
          "features": row_dict(r), "features_sha256": features_sha256(r)}
         for t, a, r in zip(txs, times, rows, strict=True)]
     doc: dict[str, Any] = {
-        "ok": not refused, "feature_schema": "sealtrail.features/1",
+        "ok": not refused, "feature_schema": FEATURE_SCHEMA,
         "tables": extractor.tables.ids, "rows": items,
         "errors": [{"message": e.message, "field": e.field, "reason": e.reason} for e in refused],
     }

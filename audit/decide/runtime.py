@@ -236,7 +236,7 @@ class Runtime(Generic[S]):
             ours = self.pipeline.sealed - self.pipeline.sealed_at_rebuild
             if velocity_snapshot.decisions_between(self.engine, self._windows.covered, size) != ours:
                 return  # another process sealed decisions too: the next start replays instead
-            velocity_snapshot.save(path, self.engine, self.ledger.origin, self.pipeline.extractor.state, size)
+            velocity_snapshot.save(path, self.engine, self.ledger.origin, self.pipeline.extractor, size)
         except (OSError, SQLAlchemyError) as exc:  # a snapshot is an optimisation: never fail a stop
             log.warning("velocity snapshot not saved: %s", exc)
 

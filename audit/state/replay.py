@@ -1,11 +1,12 @@
-"""Rebuild the velocity windows from the ledger: the decisions of the last seven days, replayed.
+"""Rebuild the feature state from the ledger: the decisions of the last 30 days, replayed.
 
 Each decision record names its event time (``at``), the message format and the canonical
 transaction's SHA-256; its raw message sits in the payload store. Replaying those messages in
-ledger order through ``FeatureExtractor.observe`` gives the same windows the pipeline had
-(sums are exact integers; see ``inference.velocity``). A decision whose payload was purged or
-erased cannot be replayed: it is counted in the report and left out, which only matters
-inside its 7-day window. A velocity snapshot (``inference.state_store``) saved with the ledger
+ledger order through ``FeatureExtractor.observe`` gives the same velocity windows and transaction
+graph the pipeline had (integers throughout; see ``inference.velocity`` and ``inference.graph``:
+every sealed value depends on the payments of its window alone). A decision whose payload was
+purged or erased cannot be replayed: it is counted in the report and left out, which only matters
+inside its 30-day window. A velocity snapshot (``inference.state_store``) saved with the ledger
 size it covers makes a restart replay only the entries after it.
 """
 
@@ -26,7 +27,7 @@ from ledger import store
 
 __all__ = ["ReplayReport", "replay_decisions", "window_start_seq"]
 
-WINDOW = timedelta(days=7, hours=1)  # the longest window, plus slack for queueing before recording
+WINDOW = timedelta(days=30, hours=1)  # the graph's window (the longest), plus slack for queueing before recording
 _PAGE = 2000
 
 

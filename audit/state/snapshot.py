@@ -1,6 +1,7 @@
-"""Velocity windows saved at a clean stop, bound to the exact ledger prefix they cover.
+"""Feature state (velocity windows and transaction graph) saved at a clean stop, bound to the exact
+ledger prefix it covers.
 
-Rebuilding the windows replays every decision of the last seven days (``velocity_replay``):
+Rebuilding the state replays every decision of the last 30 days (``audit.state.replay``):
 fine for thousands, too slow for millions. At a clean stop the service writes its state with
 the ledger size it covers and the chain hash of the last covered entry; the next start restores
 it and replays only what follows. The snapshot is trusted only if the chain hash still matches
@@ -9,16 +10,18 @@ prefix: every decision sealed since the windows were last rebuilt is one this pr
 process killed without a clean stop leaves the old snapshot, which no longer matches or is
 followed by a longer replay — never a wrong state.
 
-File: one JSON line ``{"schema", "origin", "size", "chain"}`` then the
-``VelocityState.snapshot()`` bytes, replaced atomically.
+File: one JSON line ``{"schema", "origin", "size", "chain"}`` then the extractor's
+``sealtrail.feature-state/1`` bytes (``inference.state_store``: velocity windows, then graph),
+replaced atomically. A snapshot of the windows alone (``sealtrail.velocity-snapshot/1`` and ``/2``,
+written before the graph was kept) is not used: the state is replayed, and a file of the first
+kind, which names accounts in clear, is deleted at once.
 
 No account identifier is written in clear (an erasure order must not leave one behind): the
-windows are saved keyed (``sealtrail.velocity/2``), every account and counterparty as
-HMAC-SHA256 under a 32-byte key kept in ``velocity.key`` beside the snapshot (by default the
-keys directory, beside the signing key; created 0600 on first use). A snapshot written before
-(schema ``sealtrail.velocity-snapshot/1``, accounts in clear) still restores: its accounts are
-hashed as it loads and the file is rewritten keyed at once. A snapshot under another key (the
-key file lost or replaced) is discarded, with a log line, and the windows replayed.
+state is saved keyed (``sealtrail.velocity/2`` and the graph over the same identifiers), every
+account and counterparty as HMAC-SHA256 under a 32-byte key kept in ``velocity.key`` beside the
+snapshot (by default the keys directory, beside the signing key; created 0600 on first use). A
+snapshot under another key (the key file lost or replaced) is discarded, with a log line, and the
+state replayed.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from audit.decide.record import DECISION_KIND
 from audit.state.replay import ReplayReport, replay_decisions, window_start_seq
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor
-from inference.state_store import write_atomically
+from inference.state_store import features_state_bytes, read_features_state, write_atomically
 from inference.velocity import KEY_BYTES, VelocityState, key_id
 from ledger import store
 
@@ -46,8 +49,9 @@ __all__ = ["KEY_FILE_NAME", "SNAPSHOT_SCHEMA", "Restored", "decisions_between", 
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_SCHEMA = "sealtrail.velocity-snapshot/2"  # the state keyed: no account in clear
-_SCHEMA_CLEAR = "sealtrail.velocity-snapshot/1"  # the state with accounts in clear: read, never written
+SNAPSHOT_SCHEMA = "sealtrail.velocity-snapshot/3"  # windows and graph, keyed: no account in clear
+_SCHEMA_CLEAR = "sealtrail.velocity-snapshot/1"  # windows alone, accounts in clear: deleted when found
+_SCHEMA_WINDOWS = "sealtrail.velocity-snapshot/2"  # windows alone, keyed: not used (no graph)
 KEY_FILE_NAME = "velocity.key"
 
 
@@ -113,23 +117,23 @@ def decisions_between(engine: Engine, lo: int, hi: int) -> int:
     return int(n)
 
 
-def _write(path: Path, head: dict[str, object], state: VelocityState) -> None:
-    write_atomically(path, orjson.dumps({**head, "schema": SNAPSHOT_SCHEMA}) + b"\n" + state.snapshot())
-
-
-def save(path: Path, engine: Engine, origin: str, state: VelocityState, covered: int) -> None:
-    """Write ``state`` as the replay of the first ``covered`` entries (the caller vouches), its
-    accounts keyed under the key beside ``path`` (a state held in clear is hashed as it is
-    written). ``OSError`` if the key cannot be had, or the state is keyed under another one."""
+def save(path: Path, engine: Engine, origin: str, extractor: FeatureExtractor, covered: int) -> None:
+    """Write the extractor's state as the replay of the first ``covered`` entries (the caller
+    vouches), its accounts keyed under the key beside ``path`` (a state held in clear is hashed as
+    it is written). ``OSError`` if the key cannot be had, or the state is keyed under another one."""
     key = load_key(key_file(path))
-    if state.key_id is None:
-        state = VelocityState.restore(state.snapshot(), key)  # hashes every account and counterparty
+    state = extractor.state
+    body = features_state_bytes(extractor)
+    if state.key_id is None:  # hash every account and counterparty, in the windows and the graph
+        keyed, graph = read_features_state(body, key)
+        body = features_state_bytes(FeatureExtractor(state=keyed, graph=graph))
     elif state.key_id != key_id(key):
         raise OSError(f"the velocity windows are keyed under {state.key_id}, not under {key_file(path)}")
-    _write(path, {"origin": origin, "size": covered, "chain": _chain(engine, covered)}, state)
+    head = {"origin": origin, "size": covered, "chain": _chain(engine, covered), "schema": SNAPSHOT_SCHEMA}
+    write_atomically(path, orjson.dumps(head) + b"\n" + body)
 
 
-def _load(path: Path, engine: Engine, origin: str, key: bytes | None) -> tuple[VelocityState, int] | None:
+def _load(path: Path, engine: Engine, origin: str, key: bytes | None) -> tuple[FeatureExtractor, int] | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -137,23 +141,35 @@ def _load(path: Path, engine: Engine, origin: str, key: bytes | None) -> tuple[V
     line, _, body = data.partition(b"\n")
     try:
         head = orjson.loads(line)
-        if (not isinstance(head, dict) or head.get("schema") not in (SNAPSHOT_SCHEMA, _SCHEMA_CLEAR)
-                or head.get("origin") != origin or not isinstance(head.get("size"), int)):
+        schema = head.get("schema") if isinstance(head, dict) else None
+        if schema in (_SCHEMA_CLEAR, _SCHEMA_WINDOWS):
+            _forget_old(path, schema)
+            return None
+        if schema != SNAPSHOT_SCHEMA or head.get("origin") != origin or not isinstance(head.get("size"), int):
             return None
         size = head["size"]
         if size > ledger_size(engine) or head.get("chain") != _chain(engine, size):
             return None  # another ledger, or history this state does not describe
-        state = VelocityState.restore(body, key)
+        state, graph = read_features_state(body, key)
+        if graph is None:
+            raise FeatureError("the snapshot holds no transaction graph")
     except (orjson.JSONDecodeError, FeatureError) as exc:
-        log.warning("velocity snapshot %s not used (the windows are replayed from the ledger): %s", path, exc)
+        log.warning("velocity snapshot %s not used (the state is replayed from the ledger): %s", path, exc)
         return None  # unreadable, or under another key: rebuild from the ledger rather than trust it
-    if key is not None and head["schema"] == _SCHEMA_CLEAR:
-        try:  # written before snapshots were keyed: no account stays in clear on disk
-            _write(path, head, state)
-            log.warning("velocity snapshot %s held accounts in clear: rewritten keyed", path)
+    return FeatureExtractor(state=state, graph=graph), size
+
+
+def _forget_old(path: Path, schema: str) -> None:
+    """A snapshot of the windows alone is not used (it holds no graph); one that names accounts in
+    clear is deleted at once rather than left until the next clean stop replaces it."""
+    log.warning("velocity snapshot %s holds the windows without the transaction graph (%s): not used, "
+                "the state is replayed from the ledger", path, schema)
+    if schema == _SCHEMA_CLEAR:
+        try:
+            path.unlink()
+            log.warning("velocity snapshot %s held accounts in clear: deleted", path)
         except OSError as exc:
-            log.warning("velocity snapshot %s holds accounts in clear, not rewritten: %s", path, exc)
-    return state, size
+            log.warning("velocity snapshot %s holds accounts in clear, not deleted: %s", path, exc)
 
 
 def restore(path: Path | None, engine: Engine, origin: str) -> Restored:
@@ -171,8 +187,7 @@ def restore(path: Path | None, engine: Engine, origin: str) -> Restored:
                         "will be saved): %s", exc)
     loaded = _load(path, engine, origin, key) if path is not None else None
     if loaded is not None and loaded[1] >= start:
-        state, size = loaded
-        extractor = FeatureExtractor(state=state)
+        extractor, size = loaded
         covered = ledger_size(engine)
         return Restored(extractor, True, covered, replay_decisions(engine, extractor, size))
     extractor = FeatureExtractor(state=VelocityState(key))

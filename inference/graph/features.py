@@ -121,10 +121,11 @@ class GraphFeatures:
         return self.graph.state_bytes()
 
     @classmethod
-    def restore(cls, data: bytes, config: GraphConfig | None = None) -> GraphFeatures:
+    def restore(cls, data: bytes, config: GraphConfig | None = None,
+                rename: Callable[[str], str] | None = None) -> GraphFeatures:
         """Features over the graph ``state_bytes()`` wrote (``TransactionGraph.restore``)."""
         gf = cls(config)
-        gf.graph = TransactionGraph.restore(data, gf.config)
+        gf.graph = TransactionGraph.restore(data, gf.config, rename)
         return gf
 
     def observe_many(self, payments: Iterable[Payment]) -> list[tuple[int, ...]]:
@@ -155,7 +156,8 @@ class GraphFeatures:
         hi = bisect_left(inn, (t,))  # strictly before this payment
         part = inn[bisect_left(inn, (t - cfg.scatter_us + 1,), 0, hi):hi]
         scatter = len(set(map(_SRC, part))) if part else 0
-        last = src.last
+        out, inn_all = src.out, src.inn  # the latest held edge either way: nothing older than the window
+        last = max(out[-1][0] if out else -1, inn_all[-1][0] if inn_all else -1)
         dormancy = -1 if last < 0 else (t - last) // DAY_US if t > last else 0
         hist = src.amounts
         n_hist = len(hist)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -361,11 +362,13 @@ class TransactionGraph:
             "watermark": self.watermark, "accounts": accounts, "edges": edges})
 
     @classmethod
-    def restore(cls, data: bytes, config: GraphConfig | None = None) -> TransactionGraph:
+    def restore(cls, data: bytes, config: GraphConfig | None = None,
+                rename: Callable[[str], str] | None = None) -> TransactionGraph:
         """The graph ``state_bytes()`` wrote: ``restore(g.state_bytes()).state_bytes() ==
         g.state_bytes()``, and the same payments then give the same values. The settings the bytes
         name must be ``config``'s (the default settings when None); ``GraphInputError`` names any
-        field that is missing, of the wrong type or out of place, and nothing is returned."""
+        field that is missing, of the wrong type or out of place, and nothing is returned.
+        ``rename`` maps each account key as it loads (accounts saved in clear, kept keyed)."""
         cfg = config if config is not None else GraphConfig()
         try:
             doc = orjson.loads(data)
@@ -390,7 +393,7 @@ class TransactionGraph:
             if (not isinstance(a, list) or len(a) != 9 or type(a[0]) is not str or not a[0]
                     or any(type(v) is not int for v in a[1:]) or a[0] in g.nodes):
                 raise GraphInputError(f"graph state: account {i} is malformed")
-            n = g.node(a[0])
+            n = g.node(a[0] if rename is None else rename(a[0]))
             n.last, flagged, n.period, n.p_out, n.p_in, n.periods, n.ema_out, n.ema_in = a[1:]
             if flagged:
                 n.flagged = True

@@ -88,19 +88,20 @@ def test_the_snapshot_names_no_account_in_clear_and_restarts_to_the_same_feature
         rt.close()
     assert clear_in_files(s.keys, names) == {}  # signing key, velocity key, snapshot: no account
     head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
-    assert head["schema"] == "sealtrail.velocity-snapshot/2"
+    assert head["schema"] == "sealtrail.velocity-snapshot/3"
     assert (s.keys / KEY_FILE_NAME).stat().st_mode & 0o077 == 0
     assert clear_in_tables(s.db, names) == {}  # outside the payload store, none either
     resumed = probe_equal(s, tmp_path, probe)
     try:
         assert resumed.velocity_from_snapshot and resumed.replay.replayed == 0
         assert not any(n.encode() in resumed.pipeline.extractor.state.snapshot() for n in names)
+        assert not any(n.encode() in resumed.pipeline.extractor.graph.state_bytes() for n in names)
     finally:
         resumed.close()
     assert clear_in_files(s.keys, names) == {}  # saved again at the stop: still keyed
 
 
-def test_a_snapshot_written_in_clear_still_restores_and_is_rewritten_keyed(
+def test_a_snapshot_written_in_clear_is_deleted_at_once_and_the_state_replayed(
         db: Db, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     s = settings(db, tmp_path)
     batch, probe = subs(42, 300), subs(42, 300)[:40]
@@ -120,10 +121,10 @@ def test_a_snapshot_written_in_clear_still_restores_and_is_rewritten_keyed(
     assert clear_in_files(s.keys, names)  # the old file does name them
     with caplog.at_level(logging.WARNING, logger="audit.state.snapshot"):
         resumed = probe_equal(s, tmp_path, probe)
-    try:
-        assert resumed.velocity_from_snapshot and resumed.replay.replayed == 0
-        assert "held accounts in clear: rewritten keyed" in caplog.text
-        assert clear_in_files(s.keys, names) == {}  # rewritten at the start, not only at the next stop
+    try:  # it holds no transaction graph: the state is replayed, the same features all the same
+        assert not resumed.velocity_from_snapshot and resumed.replay.replayed == 300
+        assert "held accounts in clear: deleted" in caplog.text
+        assert clear_in_files(s.keys, names) == {}  # deleted at the start, not only at the next stop
     finally:
         resumed.close()
 
@@ -158,4 +159,4 @@ def test_a_snapshot_under_a_key_it_was_not_written_with_is_replayed_never_truste
     else:  # saved again, keyed under the key now in place
         assert velocity_snapshot.load_key(key) == key.read_bytes()
         head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
-        assert head["schema"] == "sealtrail.velocity-snapshot/2"
+        assert head["schema"] == "sealtrail.velocity-snapshot/3"

@@ -27,7 +27,7 @@ from inference.messages import MessageError
 from inference.model import ModelFiles
 from inference.schema import FEATURE_NAMES
 from inference.simulate import SimConfig, simulate
-from inference.velocity import VelocityState
+from inference.state_store import features_state_bytes, read_features_state
 from ledger import LedgerUnavailableError, store
 from ledger.append import Ledger
 from ledger.verify import verify_ledger
@@ -271,8 +271,9 @@ def test_restart_rebuilds_the_same_windows_from_the_ledger(sqlite_db: Db, signer
     subs = submissions(600, seed=8)
     first = make_pipeline(ledger, sandbox, pack_wasm)
     first.decide(subs[:400])
-    running = FeatureExtractor(state=VelocityState.restore(first.extractor.state.snapshot()))
-    # a new process: the windows are rebuilt by replaying the last 7 days of decisions
+    state, graph = read_features_state(features_state_bytes(first.extractor))
+    running = FeatureExtractor(state=state, graph=graph)
+    # a new process: the windows and the graph are rebuilt by replaying the last 30 days of decisions
     rebuilt = FeatureExtractor()
     report = replay_decisions(ledger.engine, rebuilt, window_start_seq(ledger.engine))
     assert (report.replayed, report.missing_payload) == (400, 0)
@@ -292,13 +293,14 @@ def test_a_purged_payload_is_reported_not_replayed(sqlite_db: Db, signer, sandbo
     assert (report.replayed, report.missing_payload) == (len(subs) - 1, 1)
 
 
-def test_window_start_skips_what_is_older_than_seven_days(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
+def test_window_start_skips_what_is_older_than_30_days(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
     ledger = make_ledger(sqlite_db, signer)
     make_pipeline(ledger, sandbox, pack_wasm).decide(submissions(50))
     newest = datetime.fromisoformat(bodies(ledger.engine)[-1][1]["recorded_at"].replace("Z", "+00:00"))
     with ledger.engine.connect() as conn:
         size = store.tail(conn)[0]
-    assert window_start_seq(ledger.engine, newest + timedelta(days=8)) == size
+    assert window_start_seq(ledger.engine, newest + timedelta(days=31)) == size
+    assert window_start_seq(ledger.engine, newest + timedelta(days=29)) == 0
     assert window_start_seq(ledger.engine) == 0
 
 
@@ -497,7 +499,7 @@ def test_a_beneficiary_iban_failing_its_check_digits_is_decided_and_reviewed(sql
     (_, env, _), (_, env_bad, _) = bodies(ledger.engine)
     for e, flag in ((env, 0.0), (env_bad, 1.0)):
         f = e["record"]["features"]
-        assert f["schema"] == "sealtrail.features/2"
+        assert f["schema"] == "sealtrail.features/3"
         named = dict(zip(FEATURE_NAMES, f["values"], strict=True))
         assert named["bene_iban_invalid"] == flag and named["finding_count"] == flag
 

@@ -16,8 +16,14 @@ from inference.errors import FeatureError
 from inference.features import FeatureExtractor, features_sha256, row_dict
 from inference.messages.transaction import R16, Agent, Party, Transaction
 from inference.reference_tables import default_tables, load_table
-from inference.schema import FEATURE_NAMES, RULE_FEATURE_NAMES
-from inference.state_store import load_state, save_state
+from inference.schema import FEATURE_NAMES, GRAPH_NAMES, RULE_FEATURE_NAMES
+from inference.state_store import (
+    features_state_bytes,
+    load_features_state,
+    load_state,
+    save_features_state,
+    save_state,
+)
 from inference.velocity import VelocityState
 from wasm_rules.language import parse_ruleset
 
@@ -149,17 +155,34 @@ def test_restart_from_a_snapshot_file_gives_the_same_rows(tmp_path: Path) -> Non
     reference = FeatureExtractor().extract(txs, ats)
     fe = FeatureExtractor()
     fe.extract(txs[:500], ats[:500])
-    save_state(tmp_path / "velocity.json", fe.state)
-    restarted = FeatureExtractor(state=load_state(tmp_path / "velocity.json"))
+    save_features_state(tmp_path / "state.json", fe)
+    restarted = load_features_state(tmp_path / "state.json")
     assert restarted.extract(txs[500:], ats[500:]).tobytes() == reference[500:].tobytes()
+    # a file of the windows alone (as written before the graph was kept): the windows resume, the
+    # graph starts empty, so its values differ from the run that never stopped
+    save_state(tmp_path / "velocity.json", fe.state)
+    windows_only = load_features_state(tmp_path / "velocity.json").extract(txs[500:], ats[500:])
+    graph = len(FEATURE_NAMES) - len(GRAPH_NAMES)
+    assert windows_only[:, :graph].tobytes() == reference[500:, :graph].tobytes()
+    assert windows_only[:, graph:].tobytes() != reference[500:, graph:].tobytes()
 
 
-def test_rebuilding_from_the_last_seven_days_gives_the_same_rows() -> None:
+def test_a_damaged_feature_state_file_is_refused_naming_it(tmp_path: Path) -> None:
+    fe = FeatureExtractor()
+    fe.extract(*_stream(50))
+    good = features_state_bytes(fe)
+    for damaged in (good.replace(b'"velocity":', b'"velocity":9', 1), good[:-40]):
+        (tmp_path / "state.json").write_bytes(damaged)
+        with pytest.raises(FeatureError, match=r"state\.json: feature state"):
+            load_features_state(tmp_path / "state.json")
+
+
+def test_rebuilding_from_the_last_30_days_gives_the_same_rows() -> None:
     # the pipeline's path after a restart without a state file: feed the ledger's recent transactions back
-    txs, ats = _stream(1500)
+    txs, ats = _stream(4000)
     reference = FeatureExtractor().extract(txs, ats)
-    cut = 1200
-    since = ats[cut - 1] - timedelta(days=7)
+    cut = 3700
+    since = ats[cut - 1] - timedelta(days=30)
     recent = [i for i in range(cut) if ats[i] > since]
     assert recent[0] > 0  # the stream is longer than the window, so this really drops history
     fe = FeatureExtractor()
@@ -314,11 +337,12 @@ def test_country_unreadable_and_nak_come_from_the_findings() -> None:
         assert got == (len(findings), unreadable, nak)
 
 
-def test_features_2_extends_features_1_column_for_column() -> None:
+def test_each_feature_schema_extends_the_one_before_column_for_column() -> None:
     from inference.schema import DATA_QUALITY_NAMES, feature_names, model_columns
 
     v1, v2 = feature_names("sealtrail.features/1"), feature_names("sealtrail.features/2")
-    assert v2 == (*v1, *DATA_QUALITY_NAMES) and v2 == FEATURE_NAMES
+    assert v2 == (*v1, *DATA_QUALITY_NAMES)
+    assert feature_names("sealtrail.features/3") == (*v2, *GRAPH_NAMES) == FEATURE_NAMES
     assert model_columns(v1) == 32  # a features/1 model reads the leading 32 columns of a features/2 row
     with pytest.raises(FeatureError, match=r"unknown feature schema 'sealtrail\.features/9'"):
         feature_names("sealtrail.features/9")

@@ -55,8 +55,11 @@ def test_payroll_fan_out_is_told_apart_from_mule_forwarding() -> None:
 def test_dormant_account_waking_reports_days_since_its_last_activity() -> None:
     gf = GraphFeatures()
     assert as_dict(gf.observe("SLEEPER", "SHOP", T0, 5_000))["orig_dormancy_days"] == -1  # never seen
+    napped = as_dict(gf.observe("NAPPER", "SHOP", T0, 5_000))
+    napped = as_dict(gf.observe("NAPPER", "X0", T0 + 21 * DAY + 3 * H, 700_000))
+    assert napped["orig_dormancy_days"] == 21  # inside the window: days since its latest payment
     woke = as_dict(gf.observe("SLEEPER", "X1", T0 + 45 * DAY + 5 * H, 900_000))
-    assert woke["orig_dormancy_days"] == 45  # beyond the 30-day window: the account is remembered
+    assert woke["orig_dormancy_days"] == -1  # nothing in the 30-day window: as quiet as a new account
     assert woke["orig_activity_24h"] == 1
     assert woke["amount_history_n"] == 0  # its old payment has left the window
     burst = [as_dict(gf.observe("SLEEPER", f"X{i}", T0 + 45 * DAY + 6 * H + i, 900_000)) for i in range(2, 9)]
