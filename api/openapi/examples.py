@@ -130,7 +130,7 @@ PACS008 = """\
 RULESET_TOML = """\
 [ruleset]
 id = "aml_core"
-version = "2026.12.2"
+version = "2027.1.0"
 description = "Structuring under the USD 10,000 threshold, FATF R.16 originator information, model score"
 features = ["amount_usd", "cross_border", "orig_name_present", "orig_account_present",
             "orig_address_or_id_present", "orig_near_threshold_count_24h", "model_score"]
@@ -182,7 +182,7 @@ RULESET_CASES = "\n".join([
 
 STEP: dict[str, Any] = {
     "comment": "Reviewed against the October 2025 FATF lists; thresholds as documented in the pack.",
-    "module_sha256": "4a88fd661b80599771d551abe2c12c45c3cec47fbff93673da2a8534ea43800d",  # RULESET_TOML's
+    "module_sha256": "514aa205a2ece6016286b2639e933dab148501ab9fc51390ef0f31e4b888816e",  # RULESET_TOML's
 }
 
 ANNOTATION: dict[str, Any] = {

@@ -120,7 +120,7 @@ def test_model_examples_are_accepted_by_their_models() -> None:
     AnnotationIn.model_validate(examples.ANNOTATION)
     Proposal.model_validate({"source": examples.RULESET_TOML, "cases": examples.RULESET_CASES})
     built = build_proposal(examples.RULESET_TOML, examples.RULESET_CASES, None)
-    assert built.body["cases"] is not None and built.body["id"] == "aml_core@2026.12.2"
+    assert built.body["cases"] is not None and built.body["id"] == "aml_core@2027.1.0"
     assert built.body["module_sha256"] == examples.STEP["module_sha256"]  # the approval names this module
 
 
