@@ -1,0 +1,74 @@
+"""One test vector per decision record version: version 2 (account risk) re-encodes to its
+bytes, holds together and rebuilds to the values it states; version 1 records (from the bundle
+vectors) still read, add no account risk and index with null account-risk columns."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import rfc8785
+
+from audit.decide.account_risk import (
+    AccountRiskError,
+    AccountRiskPolicy,
+    AccountRiskState,
+    check_account_risk,
+)
+from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMA_V1
+from audit.query.index import record_rows
+from audit.state.account_risk_replay import apply_records
+from ledger.jcs import canonical_bytes
+
+VECTORS = Path(__file__).parents[1] / "vectors"
+
+
+def _v2() -> list[tuple[bytes, dict[str, Any]]]:
+    lines = (VECTORS / "decision-v2" / "records.jsonl").read_bytes().splitlines()
+    return [(line, orjson.loads(line)) for line in lines]
+
+
+def _v1() -> list[dict[str, Any]]:
+    with zipfile.ZipFile(VECTORS / "bundle-v4" / "bundle.zip") as z:
+        envs = [orjson.loads(x) for x in z.read("records.jsonl").splitlines()]
+    return [e for e in envs if e["kind"] == "decision"]
+
+
+def test_version_2_records_re_encode_to_their_bytes() -> None:
+    for line, body in _v2():
+        assert body["schema"] == DECISION_SCHEMA
+        assert canonical_bytes(body) == line == rfc8785.dumps(body)
+
+
+def test_version_2_records_hold_together_and_the_second_alerts_though_allowed() -> None:
+    risks = [check_account_risk(body) for _, body in _v2()]
+    assert [r.alerts for r in risks] == [(), ("originator",), ()]
+    assert [b["decision"] for _, b in _v2()] == ["ALLOW"] * 3
+
+
+def test_a_rebuild_from_the_version_2_vector_states_what_the_records_state() -> None:
+    state = AccountRiskState(AccountRiskPolicy(threshold_milli=9000))
+    report = apply_records(state, [(i, b) for i, (_, b) in enumerate(_v2())])
+    assert (report.applied, report.mismatched, report.unreadable) == (3, 0, 0)
+    orig = _v2()[-1][1]["account_risk"]["originator"]
+    assert state.risk(orig["account"]) == orig["after_milli"] == 13_500
+
+
+def test_an_altered_version_2_record_fails_its_own_check() -> None:
+    body = _v2()[1][1]
+    body["account_risk"]["alerts"] = []
+    with pytest.raises(AccountRiskError, match="alerts"):
+        check_account_risk(body)
+
+
+def test_version_1_records_still_read_and_add_no_account_risk() -> None:
+    envs = _v1()
+    assert envs and {e["record"]["schema"] for e in envs} == {DECISION_SCHEMA_V1}
+    state = AccountRiskState()
+    report = apply_records(state, list(enumerate(e["record"] for e in envs)))
+    assert (report.applied, report.without_risk, len(state)) == (0, len(envs), 0)
+    row, _ = record_rows(7, envs[0])
+    assert row[-2:] == (None, None)
