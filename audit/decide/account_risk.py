@@ -28,10 +28,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from audit.errors import AuditError
+from ledger.jcs import canonical_bytes
 
 __all__ = [
     "ACCOUNT_RISK_POLICY",
@@ -155,6 +156,11 @@ class AccountRiskPolicy:
             _int_in(name, getattr(self, name), 0, MAX_POINTS_MILLI)
         decay_table(self.half_life_hours)  # built once, here, not inside a batch
 
+    @cached_property
+    def jcs(self) -> bytes:
+        """The canonical bytes of ``to_json()`` (made once per policy)."""
+        return bytes(canonical_bytes(self.to_json()))
+
     @property
     def outcome_milli(self) -> dict[str, int]:
         return {"ALLOW": 0, "REVIEW": self.review_milli, "HOLD": self.hold_milli, "BLOCK": self.block_milli}
@@ -249,6 +255,16 @@ class AccountRisk:
     def alert(self) -> bool:
         return bool(self.alerts)
 
+    def to_jcs(self) -> bytes:
+        """The canonical (RFC 8785) bytes of ``to_json()``, made without a general encoder: every
+        value is an integer or a hex string (tests hold the two equal)."""
+        o, b = self.originator, self.beneficiary
+        alerts = b",".join(b'"' + a.encode() + b'"' for a in self.alerts)
+        return (b'{"account_key_id":"' + self.account_key_id.encode() + b'","alerts":[' + alerts
+                + b'],"beneficiary":' + _side_jcs(b) + b',"max_milli":' + str(self.max_milli).encode()
+                + b',"originator":' + _side_jcs(o) + b',"points_milli":' + str(self.points_milli).encode()
+                + b',"policy":' + self.policy.jcs + b"}")
+
     def to_json(self) -> dict[str, Any]:
         """The record's (and the API's) ``account_risk`` object."""
         return {"policy": self.policy.to_json(), "account_key_id": self.account_key_id,
@@ -301,6 +317,13 @@ class AccountRisk:
                                    f"{policy.threshold_milli} from the recorded values gives "
                                    f"{list(got.alerts)}")
         return got
+
+
+def _side_jcs(s: SideRisk | None) -> bytes:
+    if s is None:
+        return b"null"
+    return (b'{"account":"' + s.account.encode() + b'","after_milli":' + str(s.after_milli).encode()
+            + b',"before_milli":' + str(s.before_milli).encode() + b"}")
 
 
 def check_account_risk(body: Mapping[str, Any]) -> AccountRisk:
@@ -362,14 +385,7 @@ class AccountRiskState:
 
     # reading --------------------------------------------------------------------------------------
     def _read(self, entry: tuple[int, int] | None, at: int, policy: AccountRiskPolicy) -> int:
-        if entry is None:
-            return 0
-        milli, hour = entry
-        day = at - at % DAY_HOURS
-        hl = policy.half_life_hours
-        if day > hour and decay(milli, day - hour, hl) < FLOOR_MILLI:
-            return 0
-        return decay(milli, at - hour, hl)
+        return _risk_at(entry, at, policy.half_life_hours)
 
     def risk(self, account: str, at_hour: int | None = None) -> int:
         """An account's committed risk (milli) at ``at_hour`` (default: the newest hour applied)."""
@@ -393,27 +409,21 @@ class AccountRiskState:
             for p in before:
                 hour = p.hour if hour is None else max(hour, p.hour)
             local: dict[str, tuple[int, int]] = {}
+            layers = [local, *(p.latest for p in reversed(before)), self.accounts]  # newest first
 
             def entry(key: str) -> tuple[int, int] | None:
-                got = local.get(key)
-                if got is not None:
-                    return got
-                for p in reversed(before):
-                    got = p.latest.get(key)
+                for layer in layers:
+                    got = layer.get(key)
                     if got is not None:
                         return got
-                return self.accounts.get(key)
+                return None
 
             steps: list[tuple[int, tuple[tuple[str, int], ...]]] = []
             results: list[AccountRisk] = []
             for ev in events:
                 at = ev.hour if hour is None else max(hour, ev.hour)
                 hour = at
-
-                def read(key: str, at: int = at) -> int:
-                    return self._read(entry(key), at, policy)
-
-                result, updates = _step(policy, account_key_id, ev, read)
+                result, updates = _step(policy, account_key_id, ev, entry, at)
                 for key, after in updates:
                     local[key] = (after, at)
                 steps.append((at, updates))
@@ -460,8 +470,7 @@ class AccountRiskState:
                        points_milli(policy, score, decision, fail_safe))
         with self._lock:
             when = ev.hour if self.hour is None else max(self.hour, ev.hour)
-            result, updates = _step(policy, risk.account_key_id, ev,
-                                    lambda key: self._read(self.accounts.get(key), when, policy))
+            result, updates = _step(policy, risk.account_key_id, ev, self.accounts.get, when)
             self._apply(when, updates)
         return result
 
@@ -494,17 +503,37 @@ class AccountRiskState:
         return len(self.accounts)
 
 
+def _risk_at(entry: tuple[int, int] | None, at: int, half_life_hours: int) -> int:
+    """An account's risk at hour ``at`` from its ``(milli, hour)``: decayed, or none if it was
+    below ``FLOOR_MILLI`` at the start of the latest UTC day after its hour (see the class)."""
+    if entry is None:
+        return 0
+    milli, hour = entry
+    if at <= hour:  # the same hour (the state never reads an account before its hour)
+        return milli
+    table = decay_table(half_life_hours)
+    day = at - at % DAY_HOURS
+    if day > hour:
+        n, h = divmod(day - hour, half_life_hours)
+        if (milli * table[h]) >> (32 + n) < FLOOR_MILLI:
+            return 0
+    n, h = divmod(at - hour, half_life_hours)
+    return (milli * table[h]) >> (32 + n)
+
+
 def _step(policy: AccountRiskPolicy, key_id: str, ev: RiskEvent,
-          read: Callable[[str], int]) -> tuple[AccountRisk, tuple[tuple[str, int], ...]]:
-    """One decision: its ``AccountRisk`` and the accounts' new values (``read``: an account's risk
-    before it, at the decision's effective hour)."""
+          entry: Callable[[str], tuple[int, int] | None], at: int,
+          ) -> tuple[AccountRisk, tuple[tuple[str, int], ...]]:
+    """One decision at effective hour ``at``: its ``AccountRisk`` and the accounts' new values
+    (``entry``: an account's ``(milli, hour)`` before it, or None)."""
     sides: list[SideRisk | None] = []
     updates: dict[str, int] = {}
+    hl = policy.half_life_hours
     for key in (ev.originator, ev.beneficiary):
         if not key:
             sides.append(None)
             continue
-        before = read(key)
+        before = _risk_at(entry(key), at, hl)
         after = before + ev.points_milli
         sides.append(SideRisk(key, before, after))
         updates[key] = after

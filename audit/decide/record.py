@@ -342,7 +342,7 @@ class BodyTemplate:
                 if key is not None:
                     parts = (*parts, canonical_bytes(key.to_json()))
                 if risk is not None:
-                    parts = (*parts, canonical_bytes(risk.to_json()))
+                    parts = (*parts, Jcs(risk.to_jcs()))  # integers and hex only: equal to canonical_bytes
                 push(fill(parts))
             except TypeError:  # a value the splice does not vouch for: the whole-body path decides
                 push(canonical_bytes(decision_body(whole(i))))

@@ -171,3 +171,16 @@ def test_a_recorded_account_risk_is_checked_for_self_consistency() -> None:
 
 def test_the_floor_is_one_point() -> None:
     assert FLOOR_MILLI == 1000
+
+
+def test_the_fast_canonical_bytes_equal_the_reference_encoder() -> None:
+    import rfc8785
+
+    from ledger.jcs import canonical_bytes
+
+    state = AccountRiskState(AccountRiskPolicy(threshold_milli=2000, review_milli=7))
+    events = [_ev(T0 + timedelta(hours=i * 7), o, b, pts)
+              for i, (o, b, pts) in enumerate([(A, B, 1500), (A, None, 900), (None, C, 0), (B, B, 10**9),
+                                               (None, None, 5), (C, A, 123_456)])]
+    for r in state.assess(events, KID).results:
+        assert r.to_jcs() == bytes(canonical_bytes(r.to_json())) == rfc8785.dumps(r.to_json())
