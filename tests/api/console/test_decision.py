@@ -256,3 +256,14 @@ def test_other_record_kinds_show_their_sealed_body(console: Console, decision: d
     assert '<pre class="code">{' in r.text  # the record, as sealed
     assert 'id="annotate"' not in r.text and 'id="payload"' not in r.text
     assert proof_data(r.text)["record_bytes"]
+
+
+def test_page_shows_the_account_risk_the_record_states(console: Console, decision: dict[str, Any]) -> None:
+    page = html.unescape(console.get(url(decision)).text)
+    risk = get_trace(console.runtime.engine, decision["trace_id"]).body["account_risk"]  # type: ignore[union-attr]
+    assert 'id="account-risk"' in page
+    assert f'{risk["max_milli"] / 1000:.3f} points' in page
+    for side in ("originator", "beneficiary"):
+        if risk[side]:
+            assert risk[side]["account"] in page and f'{risk[side]["after_milli"] / 1000:.3f}' in page
+    assert ("account alert:" in page) is bool(risk["alerts"])

@@ -203,3 +203,13 @@ def test_roles_that_may_query_see_the_form(console: Console, role: str) -> None:
     r = console.get("/console/search", role=role)
     assert r.status_code == 200
     assert '<form class="filters" method="get" action="/console/search">' in r.text
+
+
+def test_each_row_shows_its_account_risk_and_alert(console: Console, scored: Scored) -> None:
+    page = console.get("/console/search?limit=1000").text
+    body = page.split('id="results"')[1]
+    for d in scored:
+        risk = d["account_risk"]
+        row = body.split(f'<tr data-trace-id="{d["trace_id"]}">')[1].split("</tr>")[0]
+        assert f'{risk["max_milli"] / 1000:.3f}' in row
+        assert (">alert</span>" in row) is bool(risk["alerts"])
