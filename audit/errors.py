@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from audit.bundle.verify import BundleReport
 
 __all__ = [
+    "AccountRiskError",
     "AnnotationError",
     "AuditError",
     "BundleError",
@@ -67,6 +68,11 @@ __all__ = [
 
 class AuditError(Exception):
     """Base of every audit-layer error; ``str(err)`` is a sentence a person can act on."""
+
+
+class AccountRiskError(AuditError, ValueError):
+    """An account-risk policy value (a setting), or a recorded ``account_risk``, that cannot be
+    used (``audit.decide.account_risk``); the message names the field and what it must be."""
 
 
 class BundleError(AuditError, VerificationError):

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property, lru_cache
 from typing import Any
 
-from audit.errors import AuditError
+from audit.errors import AccountRiskError
 from ledger.jcs import canonical_bytes
 
 __all__ = [
@@ -65,11 +65,6 @@ _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX16 = re.compile(r"[0-9a-f]{16}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
-
-
-class AccountRiskError(AuditError, ValueError):
-    """An account-risk policy value, or a recorded ``account_risk``, that cannot be used; the
-    message names the field and what it must be."""
 
 
 # --- decay: exact integers ------------------------------------------------------------------------
