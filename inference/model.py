@@ -116,8 +116,8 @@ class MlpModel:
                              f"{getattr(lm, 'dtype', type(lm).__name__)} {getattr(lm, 'shape', '')}")
         _check_float32("mean", self.mean, (n,))
         _check_float32("scale", self.scale, (n,))
-        if not (self.scale > 0).all():
-            raise ModelError("scale (1/std) must be positive for every feature")
+        if not (self.scale >= 0).all():  # 0: a column the model does not read
+            raise ModelError("scale (1/std) must be positive, or 0 for a column not read, for every feature")
         if not self.layers:
             raise ModelError("a model needs at least one layer")
         width = n
@@ -145,16 +145,18 @@ class MlpModel:
 
     @property
     def sizes(self) -> tuple[int, ...]:
-        """Layer widths, input first: (32, 32, 16, 1) for the shipped model."""
+        """Layer widths, input first: (57, 64, 32, 1) for the shipped model."""
         return (self.n_features, *(w.shape[1] for w, _ in self.layers))
 
     @classmethod
-    def init(cls, rng: np.random.Generator, sizes: Sequence[int] = (32, 32, 16, 1),
+    def init(cls, rng: np.random.Generator, sizes: Sequence[int] | None = None,
              feature_names: Sequence[str] = MODEL_FEATURE_NAMES, log_mask: npt.ArrayLike | None = None,
              mean: npt.ArrayLike | None = None, scale: npt.ArrayLike | None = None,
              feature_schema: str = MODEL_SCHEMA) -> MlpModel:
-        """A fresh model: He-normal weights drawn from ``rng`` layer by layer, zero biases."""
+        """A fresh model: He-normal weights drawn from ``rng`` layer by layer, zero biases; ``sizes``
+        (input width first) defaults to one feature per input, then 32, 16 and 1."""
         n = len(feature_names)
+        sizes = (n, 32, 16, 1) if sizes is None else sizes
         if len(sizes) < 2 or sizes[0] != n or sizes[-1] != 1:
             raise ModelError(f"sizes must run from the feature count {n} to 1; got {tuple(sizes)}")
         layers = tuple(

@@ -86,7 +86,7 @@ FEATURE_SCHEMAS: dict[str, tuple[str, ...]] = {
 FEATURE_SCHEMA = "sealtrail.features/3"
 FEATURE_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[FEATURE_SCHEMA]
 N_FEATURES = len(FEATURE_NAMES)
-MODEL_SCHEMA = "sealtrail.features/1"  # the columns the shipped model is trained on
+MODEL_SCHEMA = "sealtrail.features/3"  # the columns the shipped model is trained on
 SCORE_NAME = "model_score"
 RULE_FEATURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, SCORE_NAME)
 

@@ -56,6 +56,20 @@ payment or money both in and out:
   (under the USD 1,000 R.16 and grey-list thresholds) from or to 2-4 customers, 25-40 hours apart.
 - ``round_tripping``: 4-5 accounts, USD 6,000-9,400, 0.5-3 % less each hop, 25-60 hours a hop.
 
+Benign look-alikes (``lookalikes=True``; part of the normal payments, label 0), so that a model
+learns what tells laundering apart from ordinary traffic of the same shape: billers collecting
+from 30-300 customers each on one or two fixed days a month (fan-in, no money moved on); merchants
+paid small sums by 20-200 customers a day who settle the takings to a supplier every few days
+(fan-in, some of it moved on); monthly payroll runs of 10-200 staff and supplier runs of 10-60
+suppliers, a third abroad (fan-out); salaries passed on within hours (70-95 % to savings or
+rent); family transfers paid partly back days later (a two-account round trip).
+
+Scale and shape: ``amount_scale`` multiplies every amount, the bands above included (a payment of
+USD 8,000-9,999 at scale 0.01 is one of USD 80-99.99; whole-unit rounding steps scale by the
+nearest power of ten); ``chain_hops``, ``cycle_hops``, ``fan_mules`` and ``fan_hours`` set the plain
+typologies' lengths and spreads. The defaults are the figures above; the same seed and defaults give
+the same payments as before these settings existed.
+
 Patterns that would not fit a short period have fewer or closer payments (never closer than
 the gaps above). Rough size: ``typology_share`` of all transactions are laundering, split 20 % structuring,
 15 % layering, 20 % fan-in, 20 % fan-out, 15 % high-risk corridor, 10 % round-tripping; each
@@ -110,6 +124,13 @@ class SimConfig:
     n_normal: int = 20000  # normal transactions
     typology_share: float = 0.05  # roughly, share of laundering transactions among all
     evasion: bool = False  # evasion variants of the typologies instead of the plain ones
+    # Scale and shape (training on populations unlike each other; the defaults are the plain run):
+    amount_scale: float = 1.0  # multiplies every amount and amount band, normal and laundering
+    chain_hops: tuple[int, int] = (3, 5)  # plain layering: transfers in the chain
+    cycle_hops: tuple[int, int] = (3, 4)  # plain round-tripping: accounts the money passes through
+    fan_mules: tuple[int, int] = (10, 30)  # plain fan-in / fan-out: mules
+    fan_hours: tuple[float, float] = (1.0, 20.0)  # plain fan-in / fan-out: hours the payments spread over
+    lookalikes: bool = False  # benign traffic shaped like laundering (billers, merchants, ...; see module)
 
     def __post_init__(self) -> None:
         if self.start.utcoffset() != timedelta(0):
@@ -122,6 +143,15 @@ class SimConfig:
             raise ValueError(f"n_normal must be >= 0, got {self.n_normal}")
         if not 0.0 <= self.typology_share < 0.5:
             raise ValueError(f"typology_share must be in [0, 0.5), got {self.typology_share}")
+        if not 1e-4 <= self.amount_scale <= 1e4:
+            raise ValueError(f"amount_scale must be in [1e-4, 1e4], got {self.amount_scale}")
+        for name, lo_min, hi_max in (("chain_hops", 2, 12), ("cycle_hops", 2, 12), ("fan_mules", 2, 200)):
+            lo, hi = getattr(self, name)
+            if not lo_min <= lo <= hi <= hi_max:
+                raise ValueError(f"{name} must be (lo, hi) with {lo_min} <= lo <= hi <= {hi_max}, "
+                                 f"got {(lo, hi)}")
+        if not 0.1 <= self.fan_hours[0] <= self.fan_hours[1] <= 24 * 30:
+            raise ValueError(f"fan_hours must be (lo, hi) with 0.1 <= lo <= hi <= 720, got {self.fan_hours}")
 
 
 @dataclass(frozen=True)
@@ -174,13 +204,15 @@ class _Event(NamedTuple):
 _SCALE: dict[str, int] = {c: 10**e for c, e in MINOR_UNITS.items()}
 
 
-def _minor(usd: float, currency: str) -> int:
-    return max(1, round(usd / USD_PER_UNIT[currency] * _SCALE[currency]))
+def _minor_at(usd: float, currency: str, scale: float) -> int:
+    return max(1, round(usd * scale / USD_PER_UNIT[currency] * _SCALE[currency]))
 
 
-def _rounded(minor: int, currency: str, units: int) -> int:
-    """``minor`` rounded to a multiple of ``units`` whole currency units."""
-    step = units * _SCALE[currency]
+def _rounded_at(minor: int, currency: str, units: int, scale: float) -> int:
+    """``minor`` rounded to a multiple of ``units`` whole currency units, the units scaled by
+    ``scale`` to the nearest power of ten (at least one minor unit)."""
+    step = max(1, round(units * _SCALE[currency] * 10 ** round(math.log10(scale)))) if scale != 1 else (
+        units * _SCALE[currency])
     return max(step, round(minor / step) * step)
 
 
@@ -205,6 +237,12 @@ class _Simulator:
 
     # --- shared helpers --------------------------------------------------------------------
 
+    def _minor(self, usd: float, currency: str) -> int:
+        return _minor_at(usd, currency, self.cfg.amount_scale)
+
+    def _rounded(self, minor: int, currency: str, units: int) -> int:
+        return _rounded_at(minor, currency, units, self.cfg.amount_scale)
+
     def _clock(self, account: Account) -> int:
         """A daytime-weighted moment in the account's time zone, as microseconds in the period."""
         rng = self.rng
@@ -227,6 +265,8 @@ class _Simulator:
 
     def _normal(self) -> None:
         rng, pop, n = self.rng, self.pop, self.cfg.n_normal
+        if self.cfg.lookalikes:
+            self._lookalikes()
         for _ in range(n // 2000):
             self._payroll()
         for _ in range(n // 4000):
@@ -250,9 +290,9 @@ class _Simulator:
             currency = a.currency
             if self.acc[bene].country != a.country and rng.random() < 0.15:
                 currency = "EUR" if a.currency == "USD" else "USD"
-            minor = _minor(min(usd, 2_000_000.0), currency)
+            minor = self._minor(min(usd, 2_000_000.0), currency)  # the cap scales with the amounts
             if round_to:
-                minor = _rounded(minor, currency, round_to)
+                minor = self._rounded(minor, currency, round_to)
             variant = rng.choice((1, 1, 2, 3)) if rng.random() < 0.03 else 0
             legs.append(_Leg(self._clock(a), o, bene, minor, currency, variant))
         self._emit(legs, "normal", 0)
@@ -269,9 +309,136 @@ class _Simulator:
         supplier = rng.choice(self.pop.payees[payer.index])
         t0 = min(self._clock(payer), self.period - 2 * _H - 1)
         legs = [_Leg(t0 + rng.randrange(2 * _H), payer.index, supplier,
-                     _minor(rng.uniform(8000, 9999), payer.currency), payer.currency)
+                     self._minor(rng.uniform(8000, 9999), payer.currency), payer.currency)
                 for _ in range(rng.randint(3, 4))]
         self._emit(legs, "normal", 0)
+
+    # --- benign look-alikes -----------------------------------------------------------------
+
+    def _lookalikes(self) -> None:
+        """About a third of the normal payments: billers 10 %, merchants 12 %, payroll and supplier
+        runs 6 %, salaries passed on 3 %, family round trips 2 % (each fills its share in whole
+        patterns, so small runs get at least one of each)."""
+        n, start = self.cfg.n_normal, len(self.events)
+        for share, make in ((0.10, self._billers), (0.12, self._merchants), (0.04, self._big_payroll),
+                            (0.02, self._supplier_run), (0.03, self._salary_pass_through),
+                            (0.02, self._family)):
+            goal = len(self.events) - start + share * n
+            while len(self.events) - start < goal:
+                make()
+
+    def _customers(self, business: Account, lo: int, hi: int) -> list[int]:
+        """``lo``-``hi`` retail customers of ``business``, mostly from its country."""
+        domestic = [i for i in self.pop.by_country[business.country] if not self.acc[i].business]
+        pool = domestic if len(domestic) >= hi else list(self.pop.low_retail)
+        return self.rng.sample(pool, min(len(pool), self.rng.randint(lo, hi)))
+
+    def _billers(self) -> None:
+        rng = self.rng
+        biller = self.acc[rng.choice(self.pop.low_business)]
+        payers = self._customers(biller, 30, 300)
+        usd = rng.lognormvariate(math.log(90), 0.6)
+        days = sorted(rng.sample(range(28), rng.randint(1, 2)))
+        legs = []
+        for month in range(0, self.cfg.days, 30):
+            for c in payers:
+                day = month + days[c % len(days)]
+                t = day * _DAY + rng.randrange(4 * _H, 9 * _H)  # collected early in the morning
+                currency = self.acc[c].currency
+                if t < self.period:
+                    legs.append(_Leg(t, c, biller.index, self._minor(usd * rng.uniform(0.8, 1.25), currency),
+                                     currency))
+        self._emit(legs or [_Leg(0, payers[0], biller.index, self._minor(usd, biller.currency),
+                                 biller.currency)], "normal", 0)
+
+    def _merchants(self) -> None:
+        rng = self.rng
+        merchant = self.acc[rng.choice(self.pop.low_business)]
+        customers = self._customers(merchant, 50, 400)
+        per_day = rng.randint(20, 200)
+        supplier = rng.choice(self.pop.payees[merchant.index])
+        settle_every = rng.randint(2, 7)
+        legs, takings = [], 0
+        for day in range(self.cfg.days):
+            for _ in range(per_day if (self.cfg.start + timedelta(days=day)).weekday() < 6 else per_day // 3):
+                c = rng.choice(customers)
+                t = day * _DAY + rng.randrange(8 * _H, 21 * _H) - COUNTRIES[merchant.country].utc_offset * _H
+                minor = self._minor(rng.lognormvariate(math.log(25), 0.8), merchant.currency)
+                if 0 <= t < self.period:
+                    legs.append(_Leg(t, c, merchant.index, minor, merchant.currency))
+                    takings += minor
+            if day % settle_every == settle_every - 1 and takings:
+                t = day * _DAY + 22 * _H
+                if t < self.period:  # a part of the takings to the supplier, after closing
+                    legs.append(_Leg(t, merchant.index, supplier, round(takings * rng.uniform(0.3, 0.7)),
+                                     merchant.currency))
+                takings = 0
+            if len(legs) > 0.12 * self.cfg.n_normal:
+                break
+        self._emit(legs or [_Leg(0, customers[0], merchant.index, 100, merchant.currency)], "normal", 0)
+
+    def _big_payroll(self) -> None:
+        rng = self.rng
+        employer = self.acc[rng.choice(self.pop.low_business)]
+        staff = self._customers(employer, 10, 200)
+        salary = {s: self._minor(max(1200.0, rng.gauss(3200, 900)), employer.currency) for s in staff}
+        day0 = rng.randrange(min(28, self.cfg.days))
+        legs = []
+        for month_day in range(day0, self.cfg.days, 30):
+            t0 = month_day * _DAY + rng.randrange(6 * _H, 10 * _H)
+            for s in staff:
+                t = t0 + rng.randrange(30 * _MIN)
+                if t < self.period:
+                    legs.append(_Leg(t, employer.index, s, salary[s], employer.currency))
+        self._emit(legs, "normal", 0)
+
+    def _supplier_run(self) -> None:
+        rng, pop = self.rng, self.pop
+        payer = self.acc[rng.choice(pop.low_business)]
+        k = rng.randint(10, 60)
+        suppliers = [self._other(pop.low_business if rng.random() < 0.67 else pop.hubs + pop.low_business,
+                                 (payer.index,)) for _ in range(k)]
+        day0 = rng.randrange(min(28, self.cfg.days))
+        legs = []
+        for month_day in range(day0, self.cfg.days, 30):
+            t0 = month_day * _DAY + rng.randrange(7 * _H, 15 * _H)
+            for sup in suppliers:
+                t = t0 + rng.randrange(_H)
+                usd = rng.lognormvariate(math.log(4000), 1.0)
+                if t < self.period:
+                    legs.append(_Leg(t, payer.index, sup, self._minor(usd, payer.currency), payer.currency))
+        self._emit(legs, "normal", 0)
+
+    def _salary_pass_through(self) -> None:
+        rng, pop = self.rng, self.pop
+        person = self.acc[rng.choice(pop.low_retail)]
+        employer = rng.choice(pop.low_business)
+        savings = rng.choice(pop.payees[person.index])
+        salary = max(1500.0, rng.gauss(3500, 1000))
+        legs = []
+        day0 = rng.randrange(min(28, self.cfg.days))
+        for month_day in range(day0, self.cfg.days, 30):
+            t = month_day * _DAY + rng.randrange(6 * _H, 10 * _H)
+            out = t + rng.randrange(20 * _MIN, 8 * _H)
+            if out < self.period:
+                cur = person.currency
+                legs.append(_Leg(t, employer, person.index, self._minor(salary, cur), cur))
+                passed_on = self._minor(salary * rng.uniform(0.7, 0.95), cur)
+                legs.append(_Leg(out, person.index, savings, passed_on, cur))
+        self._emit(legs or [_Leg(0, employer, person.index, self._minor(salary, person.currency),
+                                 person.currency)], "normal", 0)
+
+    def _family(self) -> None:
+        rng, pop = self.rng, self.pop
+        a = rng.choice(pop.low_retail)
+        b = self._other(pop.by_country[self.acc[a].country], (a,))
+        t = rng.randrange(max(1, self.period - 10 * _DAY))
+        usd = rng.lognormvariate(math.log(800), 0.9)
+        currency = self.acc[a].currency
+        back = t + rng.randrange(1 * _DAY, 10 * _DAY)
+        self._emit([_Leg(t, a, b, self._minor(usd, currency), currency),
+                    _Leg(min(back, self.period - 1), b, a, self._minor(usd * rng.uniform(0.2, 1.0), currency),
+                         currency)], "normal", 0)
 
     def _payroll(self) -> None:
         rng, pop = self.rng, self.pop
@@ -284,7 +451,7 @@ class _Simulator:
         t0 = min(t0, self.period - 21 * _MIN)
         currency = employer.currency
         legs = [_Leg(t0 + rng.randrange(20 * _MIN), employer.index, s,
-                     _minor(max(1200.0, rng.gauss(3200, 700)), currency), currency)
+                     self._minor(max(1200.0, rng.gauss(3200, 700)), currency), currency)
                 for s in rng.sample(staff, k)]
         self._emit(legs, "normal", 0)
 
@@ -349,10 +516,10 @@ class _Simulator:
         for i, (t, o) in enumerate(zip(times, origs, strict=True)):
             currency = self.acc[o].currency
             if ev:
-                minor = _minor(rng.uniform(7000, 7850), currency)
+                minor = self._minor(rng.uniform(7000, 7850), currency)
             else:
-                minor = _minor(rng.uniform(8200, 9850), currency)
-                minor = _rounded(minor, currency, 100) if rng.random() < 0.4 else minor
+                minor = self._minor(rng.uniform(8200, 9850), currency)
+                minor = self._rounded(minor, currency, 100) if rng.random() < 0.4 else minor
             legs.append(_Leg(t, o, benes[i % len(benes)], minor, currency, self._incomplete(0.1)))
         return legs
 
@@ -373,16 +540,17 @@ class _Simulator:
         return chain
 
     def _layering(self, budget: int) -> list[_Leg]:
-        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
-        hops = self._fit(self._size(3, 6, budget), 25) if ev else self._size(3, 5, budget)
+        rng, pop, ev, cfg = self.rng, self.pop, self.cfg.evasion, self.cfg
+        hops = (self._fit(self._size(3, 6, budget), 25) if ev
+                else self._fit(self._size(*cfg.chain_hops, budget), 1))
         source = rng.choice(pop.low_business if ev else pop.hubs + pop.grey + pop.low_business)
         chain = self._chain(source, hops, 0.4 if ev else 0.7, pop.low + pop.hubs)
         currency = self.acc[source].currency if ev else rng.choice(("USD", "USD", "EUR", "GBP"))
         if ev:
-            minor = _minor(rng.uniform(6000, 9400), currency)
+            minor = self._minor(rng.uniform(6000, 9400), currency)
         else:
-            minor = _minor(math.exp(rng.uniform(math.log(12_000), math.log(150_000))), currency)
-            minor = _rounded(minor, currency, 1000) if rng.random() < 0.5 else minor
+            minor = self._minor(math.exp(rng.uniform(math.log(12_000), math.log(150_000))), currency)
+            minor = self._rounded(minor, currency, 1000) if rng.random() < 0.5 else minor
         times = self._gaps(hops, 25, 50) if ev else self._gaps(hops, 5 / 60, 6)
         legs = []
         for i, t in enumerate(times):
@@ -400,8 +568,11 @@ class _Simulator:
             groups = [(s, rng.randint(7, 9), rng.uniform(6000, 9400)) for s in starts]
             window = 6 * _H
         else:
-            groups = [(0, self._size(10, 30, budget), rng.uniform(12_000, 90_000))]
-            window = round(rng.uniform(2 if inward else 1, 20) * _H)
+            lo_h, hi_h = self.cfg.fan_hours
+            lo_h = max(lo_h, 2.0) if inward and self.cfg.fan_hours == (1.0, 20.0) else lo_h  # as before
+            k = self._size(*self.cfg.fan_mules, budget)
+            groups = [(0, k, rng.uniform(12_000, 90_000) * max(1.0, k / 30))]
+            window = min(round(rng.uniform(lo_h, hi_h) * _H), self.room - 11 * _MIN)
         mules = iter(rng.sample([m for m in pop.low_retail if m != hub], sum(g[1] for g in groups)))
         funded = not inward and not ev and rng.random() < 0.5
         lead = 10 * _MIN if funded else 0
@@ -414,12 +585,14 @@ class _Simulator:
                 usd = total * w / sum(weights)
                 t = start + lead + rng.randrange(window)
                 o, b = (mule, hub) if inward else (hub, mule)
-                legs.append(_Leg(t, o, b, _minor(usd, payer.currency), payer.currency, self._incomplete(0.1)))
+                legs.append(_Leg(t, o, b, self._minor(usd, payer.currency), payer.currency,
+                                 self._incomplete(0.1)))
         if funded:
             source = self._other(pop.hubs + pop.grey, (hub,))
             usd_total = sum(g[2] for g in groups) * rng.uniform(1.0, 1.05)
             currency = self.acc[hub].currency
-            legs.insert(0, _Leg(0, source, hub, _minor(usd_total, currency), currency, self._incomplete(0.3)))
+            legs.insert(0, _Leg(0, source, hub, self._minor(usd_total, currency), currency,
+                                self._incomplete(0.3)))
         return sorted(legs, key=lambda leg: leg.t)
 
     def _fan_in(self, budget: int) -> list[_Leg]:
@@ -447,26 +620,26 @@ class _Simulator:
             currency = self.acc[o].currency
             usd = rng.uniform(400, 950) if ev else min(250_000.0, max(1000.0, rng.lognormvariate(
                 math.log(9000), 0.9)))
-            legs.append(_Leg(t, o, b, _minor(usd, currency), currency, self._incomplete(0.55)))
+            legs.append(_Leg(t, o, b, self._minor(usd, currency), currency, self._incomplete(0.55)))
         return legs
 
     def _round_tripping(self, budget: int) -> list[_Leg]:
         rng, pop, ev = self.rng, self.pop, self.cfg.evasion
-        size = self._fit(rng.randint(4, 5), 25) if ev else rng.randint(3, 4)
+        size = self._fit(rng.randint(4, 5), 25) if ev else self._fit(rng.randint(*self.cfg.cycle_hops), 6)
         origin = rng.choice(pop.low_business)
         cycle = self._chain(origin, size - 1, 0.6 if ev else 0.9, pop.hubs + pop.low_business)
         cycle.append(origin)
         currency = self.acc[origin].currency if ev or rng.random() < 0.7 else "USD"
         if ev:
-            minor = _minor(rng.uniform(6000, 9400), currency)
+            minor = self._minor(rng.uniform(6000, 9400), currency)
         else:
             usd = math.exp(rng.uniform(math.log(25_000), math.log(250_000)))
-            minor = _rounded(_minor(usd, currency), currency, 1000)
+            minor = self._rounded(self._minor(usd, currency), currency, 1000)
         times = self._gaps(size, 25, 60) if ev else self._gaps(size, 6, 48)
         legs = []
         for i, t in enumerate(times):
             legs.append(_Leg(t, cycle[i], cycle[i + 1], minor, currency, self._incomplete(0.2)))
-            minor = round(minor * rng.uniform(0.97, 0.995)) if ev else _rounded(
+            minor = round(minor * rng.uniform(0.97, 0.995)) if ev else self._rounded(
                 round(minor * rng.uniform(0.985, 1.0)), currency, 100)
         return legs
 

@@ -1,18 +1,30 @@
 """Train the shipped risk model from the simulator, reproducibly, and write its model card.
 
-``train(TrainConfig(seed=...), out_dir)`` simulates independent sets from the seed (training:
-plain typologies from ``seed`` plus evasion variants from ``seed + 3``, so the model learns the
-shapes that slip under the rules; held-out: ``seed + 1``; evasion held-out: ``seed + 2``), turns
-each into feature rows with its own velocity state, fits a small MLP with
-mini-batch Adam in float64 (numpy only), rounds the weights to float32 and writes
-``weights.npz``, ``model.onnx`` and ``card.json``. Everything is a function of the seed:
-the same seed on the same numpy/BLAS gives the same bytes (the test suite checks the
-shipped files this way).
+``train(TrainConfig(seed=...), out_dir)`` simulates independent sets from the seed and turns each
+into feature rows with its own feature state (velocity windows and graph):
+
+- every set carries benign look-alikes in its normal traffic (billers, merchants, payroll and
+  supplier runs, salaries passed on, family round trips: ``SimConfig.lookalikes``);
+- training: plain typologies from ``seed`` plus evasion variants from ``seed + 3`` (so the model
+  learns the shapes that slip under the rules), and ``populations`` populations unlike each other
+  (``draw_populations``: amount scales over five orders of magnitude, 7 to 45 days, 1,000 to 20,000
+  accounts, densities, typology lengths and spreads), half of them evasion variants;
+- held-out: ``seed + 1`` and ``seed + 2`` (evasion), plus populations drawn from ``seed + 1``.
+
+It fits a small MLP with mini-batch Adam in float64 (numpy only), rounds the weights to float32
+and writes ``weights.npz``, ``model.onnx`` and ``card.json``. The model reads every column of the
+feature schema but those in ``NOT_READ`` (absolute USD amounts, the clock, the data-quality
+flags), which it gets with scale 0: what it learns is relative to each account's history and
+network, so it carries across amount scales and densities. Everything is a function of the seed:
+the same seed on the same numpy/BLAS gives the same bytes (the test suite checks the shipped
+files this way).
 """
 
 from __future__ import annotations
 
+import math
 import platform
+import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,13 +53,22 @@ from inference.simulate import SimConfig, SimTx, simulate
 __all__ = ["TrainConfig", "TrainResult", "build_rows", "recall_at_fpr", "roc_auc", "train"]
 
 F64 = np.float64
-# The model learns from the columns of MODEL_SCHEMA (the leading columns of every row); the
-# simulator's messages carry no data-quality findings, so later columns would teach it nothing.
+# The model learns from the columns of MODEL_SCHEMA (the leading columns of every row).
 FEATURE_SCHEMA = MODEL_SCHEMA
 FEATURE_NAMES = feature_names(MODEL_SCHEMA)
+# Columns the model gets with scale 0 (it cannot read them): USD amounts and sums, which mean
+# different things at different amount scales; the hour and weekday in UTC, which say more about
+# where the simulator puts its customers than about laundering; and the data-quality flags, which
+# the simulator's messages never set (the rule pack acts on them).
+NOT_READ = frozenset(("amount_usd", "log_amount_usd", "orig_sum_usd_1h", "orig_sum_usd_24h",
+                      "orig_sum_usd_7d", "bene_sum_usd_1h", "bene_sum_usd_24h", "bene_sum_usd_7d",
+                      "hour_utc", "weekend", "finding_count", "orig_iban_invalid", "bene_iban_invalid",
+                      "country_unreadable", "service_nak")) & frozenset(FEATURE_NAMES)
 # counts and USD sums are heavy-tailed: the model sees log(1 + x) of these
 LOG_FEATURES = frozenset(n for n in FEATURE_NAMES if "_count_" in n or "_sum_usd_" in n
-                         or n in ("amount_usd",) or n.endswith("counterparties_24h"))
+                         or n in ("amount_usd",) or n.endswith("counterparties_24h")
+                         or "_fan_" in n or n in ("scatter_gather", "cycle_count", "orig_activity_24h",
+                                                  "amount_history_n"))
 
 
 @dataclass(frozen=True)
@@ -57,13 +78,17 @@ class TrainConfig:
     n_accounts: int = 3000
     n_normal: int = 60_000
     typology_share: float = 0.05
-    hidden: tuple[int, ...] = (32, 16)
-    epochs: int = 14
+    hidden: tuple[int, ...] = (64, 32)
+    epochs: int = 10
     batch: int = 256
     learning_rate: float = 3e-3
     weight_decay: float = 1e-5
     fpr: float = 0.01  # the operating point the card reports recall at
     adversarial: bool = True  # also train on evasion variants (seed + 3)
+    populations: int = 24  # populations of randomised scale and shape added to training (draw_populations)
+    heldout_populations: int = 6  # and to the held-out evaluation
+    population_payments: int = 30_000  # normal payments per drawn population, at most
+    lookalikes: bool = True  # benign traffic shaped like laundering in every set (SimConfig.lookalikes)
 
 
 @dataclass(frozen=True)
@@ -71,6 +96,45 @@ class TrainResult:
     model: MlpModel
     card: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)  # name -> SHA-256
+
+
+def draw_populations(seed: int, n: int, max_payments: int = 30_000) -> list[SimConfig]:
+    """``n`` simulator settings drawn from ``seed``, each unlike the others: amount scale
+    log-uniform over 10^-2.5 to 10^3 (typical payments from about USD 1 to 10^6), 7 to 45 days,
+    1,000 to 20,000 accounts (log-uniform), 0.05 to 1.5 normal payments per account and day (at most
+    ``max_payments``), 1 to 8 % laundering, layering chains of 3 to 10 transfers, cycles through 3 to
+    10 accounts, fan-in and fan-out of 5 to 100 mules spread over half an hour to two weeks; every
+    other one evasion variants. The draws use their own stream (``sealtrail.train/{seed}/population/i``)."""
+    out = []
+    for i in range(n):
+        rng = random.Random(f"sealtrail.train/{seed}/population/{i}")
+        scale = 10 ** rng.uniform(-2.5, 3.0)
+        days = rng.randint(7, 45)
+        accounts = round(math.exp(rng.uniform(math.log(1_000), math.log(20_000))))
+        density = math.exp(rng.uniform(math.log(0.05), math.log(1.5)))
+        payments = max(2_000, min(max_payments, round(density * accounts * days)))
+        share = rng.uniform(0.01, 0.08)
+        chain_lo = rng.randint(3, 6)
+        chain = (chain_lo, rng.randint(chain_lo, 10))
+        cycle_lo = rng.randint(3, 6)
+        cycle = (cycle_lo, rng.randint(cycle_lo, 10))
+        mules_lo = rng.randint(5, 30)
+        mules = (mules_lo, rng.randint(mules_lo, 100))
+        hours_lo = math.exp(rng.uniform(math.log(0.5), math.log(24)))
+        hours = (hours_lo, math.exp(rng.uniform(math.log(hours_lo), math.log(24 * 14))))
+        out.append(SimConfig(seed=seed * 1_000 + i, days=days, n_accounts=accounts, n_normal=payments,
+                             typology_share=share, evasion=bool(i % 2), amount_scale=scale, chain_hops=chain,
+                             cycle_hops=cycle, fan_mules=mules, fan_hours=hours, lookalikes=True))
+    return out
+
+
+def _population(cfg: SimConfig) -> dict[str, Any]:
+    """A drawn population as the card states it."""
+    return {"seed": cfg.seed, "days": cfg.days, "n_accounts": cfg.n_accounts, "n_normal": cfg.n_normal,
+            "typology_share": round(cfg.typology_share, 4), "evasion": cfg.evasion,
+            "amount_scale": float(f"{cfg.amount_scale:.4g}"), "chain_hops": list(cfg.chain_hops),
+            "cycle_hops": list(cfg.cycle_hops), "fan_mules": list(cfg.fan_mules),
+            "fan_hours": [round(h, 2) for h in cfg.fan_hours]}
 
 
 def build_rows(sims: Sequence[SimTx]) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -114,12 +178,17 @@ def recall_at_fpr(scores: np.ndarray, labels: np.ndarray, fpr: float) -> tuple[f
 
 
 def _standardiser(rows: np.ndarray, log_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and 1/std of the preprocessed training features (the model's first step)."""
+    """Mean and 1/std of the preprocessed training features (the model's first step); mean and
+    scale 0 for the columns the model does not read (``NOT_READ``)."""
     x = np.nan_to_num(rows.astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
     x[:, log_mask] = np.log(np.maximum(x[:, log_mask], 0) + np.float32(1))
     mean = x.astype(F64).mean(axis=0)
     std = x.astype(F64).std(axis=0)
-    return mean.astype(np.float32), (1.0 / np.where(std > 1e-6, std, 1.0)).astype(np.float32)
+    scale = 1.0 / np.where(std > 1e-6, std, 1.0)
+    unread = np.array([n in NOT_READ for n in FEATURE_NAMES])
+    mean[unread] = 0.0
+    scale[unread] = 0.0
+    return mean.astype(np.float32), scale.astype(np.float32)
 
 
 def _fit(rows: np.ndarray, labels: np.ndarray, cfg: TrainConfig, rng: np.random.Generator) -> MlpModel:
@@ -186,14 +255,16 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     """Simulate, fit, evaluate; write the three model files into ``out_dir`` when given."""
     def sim(seed: int, evasion: bool = False) -> SimConfig:
         return SimConfig(seed=seed, days=cfg.days, n_accounts=cfg.n_accounts, n_normal=cfg.n_normal,
-                         typology_share=cfg.typology_share, evasion=evasion)
+                         typology_share=cfg.typology_share, evasion=evasion, lookalikes=cfg.lookalikes)
 
-    plain_rows, plain_y, _ = build_rows(simulate(sim(cfg.seed)))
+    sets = [build_rows(simulate(sim(cfg.seed)))]
     if cfg.adversarial:
-        adv_rows, adv_y, _ = build_rows(simulate(sim(cfg.seed + 3, evasion=True)))
-        train_rows, train_y = np.vstack([plain_rows, adv_rows]), np.concatenate([plain_y, adv_y])
-    else:
-        train_rows, train_y = plain_rows, plain_y
+        sets.append(build_rows(simulate(sim(cfg.seed + 3, evasion=True))))
+    drawn = draw_populations(cfg.seed, cfg.populations, cfg.population_payments)
+    sets += [build_rows(simulate(p)) for p in drawn]
+    train_rows = np.vstack([r for r, _, _ in sets])
+    train_y = np.concatenate([y for _, y, _ in sets])
+    del sets
     model = _fit(train_rows, train_y, cfg, np.random.default_rng(cfg.seed))
 
     test_rows, test_y, test_kinds = build_rows(simulate(sim(cfg.seed + 1)))
@@ -202,6 +273,15 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     ev_rows, ev_y, ev_kinds = build_rows(simulate(sim(cfg.seed + 2, evasion=True)))
     ev_scores = forward(model, ev_rows)
     ev_pos = ev_y == 1
+    held_pops = draw_populations(cfg.seed + 1, cfg.heldout_populations, cfg.population_payments)
+    populations: list[dict[str, Any]] = []
+    for p in held_pops:
+        p_rows, p_y, _ = build_rows(simulate(p))
+        p_scores = forward(model, p_rows)
+        p_recall, _ = recall_at_fpr(p_scores, p_y, cfg.fpr)
+        populations.append({**_population(p), "rows": len(p_y), "positives": int(p_y.sum()),
+                            "roc_auc": round(roc_auc(p_scores, p_y), 6),
+                            "recall_at_1pct_fpr": round(p_recall, 6)})
 
     weights = model_npz_bytes(model)
     onnx_bytes = to_onnx_bytes(model)
@@ -218,11 +298,14 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
             "preprocessing": "float32; NaN -> 0; log(1 + max(x, 0)) on log_features; "
                              f"(x - mean) * scale; clipped to +/-{Z_CLIP:g}",
             "log_features": [n for n in FEATURE_NAMES if n in LOG_FEATURES],
+            "not_read": [n for n in FEATURE_NAMES if n in NOT_READ],
         },
         "training": {
             **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
             "simulator": "inference.simulate: training = seed (+ seed + 3 evasion variants when "
-                         "adversarial), held-out = seed + 1, evasion held-out = seed + 2 (evasion variants)",
+                         "adversarial) + the drawn populations, held-out = seed + 1, evasion held-out = "
+                         "seed + 2 (evasion variants), held-out populations drawn from seed + 1",
+            "populations": [_population(p) for p in drawn],
             "rows": len(train_y), "positives": int(train_y.sum()),
             "numpy": np.__version__, "machine": platform.machine(),
         },
@@ -241,6 +324,7 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
                 "false_positive_rate_at_threshold": round(float((ev_scores[~ev_pos] > thr).mean()), 6),
                 "per_typology_at_1pct_fpr": _per_typology(ev_scores, ev_kinds, thr),
             },
+            "heldout_populations": populations,
         },
     }
     card_bytes = card_json(card)

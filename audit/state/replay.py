@@ -27,7 +27,7 @@ from ledger import store
 
 __all__ = ["ReplayReport", "replay_decisions", "window_start_seq"]
 
-WINDOW = timedelta(days=30, hours=1)  # the graph's window (the longest), plus slack for queueing before recording
+WINDOW = timedelta(days=30, hours=1)  # the graph's window (the longest), plus queueing slack
 _PAGE = 2000
 
 

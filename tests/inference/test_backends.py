@@ -22,7 +22,7 @@ from inference.backends.cupy_backend import forward_xp, upload
 from inference.backends.tensorrt_backend import engine_cache_key
 from inference.errors import BackendUnavailableError, ModelError
 from inference.model import MlpModel, forward, save_npz, sha256_file, to_onnx_bytes
-from tests.inference.test_model import fitted_model, hostile_rows
+from tests.inference.test_model import FEATURE_NAMES, FEATURE_SCHEMA, fitted_model, hostile_rows
 
 PARITY = 1e-5  # onnxruntime and CuPy against numpy, max absolute difference
 FP16_PARITY = 1e-2  # TensorRT FP16 keeps preprocessing in FP32; the matrix products are FP16
@@ -63,8 +63,8 @@ def test_onnxruntime_matches_numpy_on_hostile_rows(files: tuple[Path, Path], n: 
 def test_onnxruntime_matches_numpy_for_random_models(tmp_path: Path, sizes: tuple[int, ...],
                                                      seed: int) -> None:
     rng = np.random.default_rng(seed)
-    model = MlpModel.init(rng, sizes, log_mask=rng.random(32) < 0.4, mean=rng.normal(0, 2, 32),
-                          scale=rng.uniform(0.05, 3, 32))
+    model = MlpModel.init(rng, sizes, FEATURE_NAMES, log_mask=rng.random(32) < 0.4, mean=rng.normal(0, 2, 32),
+                          scale=rng.uniform(0.05, 3, 32), feature_schema=FEATURE_SCHEMA)
     save_npz(model, tmp_path / "w.npz")
     rows = hostile_rows(rng, 2048)
     with load_backend("onnxruntime", tmp_path / "w.npz") as ort:  # no ONNX file: exported in memory

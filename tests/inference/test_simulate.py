@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter, defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -314,3 +315,40 @@ def test_high_risk_corridor_evasion_is_grey_list_under_usd_1000(evasion: list[Si
 
 def test_start_defaults_to_a_monday_in_utc() -> None:
     assert SimConfig().start == datetime(2026, 1, 5, tzinfo=UTC) and SimConfig().start.weekday() == 0
+
+
+def test_lookalikes_add_benign_fan_in_fan_out_and_pass_through() -> None:
+    base = SimConfig(seed=4, days=10, n_accounts=600, n_normal=6000)
+    plain, alike = simulate(base), simulate(replace(base, lookalikes=True))
+    assert len(alike) >= len(plain) - 50  # the look-alikes are part of the normal payments
+
+    def senders_per_payee(sims: list[SimTx]) -> Counter[str | None]:
+        pairs = {(s.transaction.originator.account, s.transaction.beneficiary.account)
+                 for s in sims if not s.label}
+        return Counter(b for _, b in pairs)
+
+    # billers and merchants: payees of dozens of customers, all of it normal
+    assert max(senders_per_payee(alike).values()) >= 30 > max(senders_per_payee(plain).values()) // 2
+    assert {s.label for s in alike if s.typology == "normal"} == {0}
+    # and the laundering is the same: look-alikes come from the normal stream only
+    def laundering(sims: list[SimTx]) -> list[tuple[object, ...]]:
+        return [(s.transaction.originator.account, s.transaction.beneficiary.account, s.transaction.amount,
+                 s.at) for s in sims if s.label]
+
+    assert laundering(alike) == laundering(plain)
+
+
+@pytest.mark.parametrize("scale", [0.01, 100.0])
+def test_amount_scale_multiplies_every_amount(scale: float) -> None:
+    base = SimConfig(seed=4, days=7, n_accounts=300, n_normal=2000)
+    one, scaled = simulate(base), simulate(replace(base, amount_scale=scale))
+    ratios = sorted(float(b.transaction.amount) / float(a.transaction.amount)
+                    for a, b in zip(one, scaled, strict=True) if a.transaction.amount > 100)
+    assert abs(ratios[len(ratios) // 2] / scale - 1) < 0.01  # the median payment, scaled
+
+
+def test_shape_settings_are_checked() -> None:
+    for bad in ({"amount_scale": 0.0}, {"cycle_hops": (5, 3)}, {"fan_mules": (1, 10)},
+                {"fan_hours": (1.0, 1000.0)}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            SimConfig(**bad)

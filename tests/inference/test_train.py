@@ -14,10 +14,19 @@ from hypothesis import strategies as st
 
 from inference.backends import load_backend
 from inference.errors import ModelError
-from inference.model import CARD_NAME, ONNX_NAME, WEIGHTS_NAME, ModelFiles, shipped_model_dir
+from inference.features import FeatureExtractor
+from inference.model import (
+    CARD_NAME,
+    ONNX_NAME,
+    WEIGHTS_NAME,
+    ModelFiles,
+    forward,
+    load_npz,
+    shipped_model_dir,
+)
 from inference.schema import MODEL_SCHEMA, feature_names
 from inference.simulate import SimConfig, simulate
-from inference.train import TrainConfig, build_rows, recall_at_fpr, roc_auc, train
+from inference.train import TrainConfig, build_rows, draw_populations, recall_at_fpr, roc_auc, train
 
 
 def test_shipped_model_files_match_their_card() -> None:
@@ -33,7 +42,8 @@ def test_shipped_model_files_match_their_card() -> None:
 
 
 def test_a_different_seed_gives_a_different_model(tmp_path: Path) -> None:
-    small = TrainConfig(seed=8, n_normal=3000, n_accounts=300, days=7, epochs=2)
+    small = TrainConfig(seed=8, n_normal=3000, n_accounts=300, days=7, epochs=2, populations=0,
+                        heldout_populations=0)
     a, b = train(small), train(TrainConfig(**{**small.__dict__, "seed": 9}))
     assert a.card["model_sha256"] != b.card["model_sha256"]
     assert train(small).card["model_sha256"] == a.card["model_sha256"]
@@ -97,3 +107,24 @@ def test_recall_at_fpr_known_answer() -> None:
     assert recall == 0.75
     with pytest.raises(ValueError, match="both classes"):
         roc_auc(np.array([0.1, 0.2]), np.array([1.0, 1.0]))
+
+
+def test_drawn_populations_are_unlike_each_other_and_reproducible() -> None:
+    drawn = draw_populations(7, 12)
+    assert drawn == draw_populations(7, 12) and drawn != draw_populations(8, 12)
+    scales = [p.amount_scale for p in drawn]
+    assert min(scales) < 0.1 and max(scales) > 10  # orders of magnitude apart
+    assert all(7 <= p.days <= 45 and 1_000 <= p.n_accounts <= 20_000 and p.lookalikes for p in drawn)
+    assert {p.evasion for p in drawn} == {True, False}
+    assert max(p.cycle_hops[1] for p in drawn) > 5 and max(p.fan_mules[1] for p in drawn) > 40
+
+
+def test_the_model_does_not_read_absolute_amounts_or_the_clock() -> None:
+    model = load_npz(shipped_model_dir() / WEIGHTS_NAME)
+    sims = simulate(SimConfig(seed=3, n_normal=2000, n_accounts=300, days=7))
+    rows = FeatureExtractor().extract([s.transaction for s in sims], [s.at for s in sims])
+    moved = rows.copy()
+    for name in ("amount_usd", "orig_sum_usd_24h", "hour_utc"):
+        moved[:, model.feature_names.index(name)] *= 1000
+    assert np.array_equal(forward(model, rows), forward(model, moved))
+    assert not np.array_equal(forward(model, rows), forward(model, rows * 1.5))  # it reads the others
