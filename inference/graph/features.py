@@ -90,6 +90,17 @@ def _window(edges: list[Edge], t: int, lo1: int, lo7: int,
             len(set(map(who, part7))))
 
 
+def _distinct(edges: list[Edge], t: int, lo1: int, lo7: int, who: Callable[[Edge], Node]) -> tuple[int, int]:
+    """``_window``'s distinct counterparties alone (the beneficiary's side needs no sums): a hub paid
+    by hundreds a day is counted without summing its amounts."""
+    hi = len(edges)
+    if hi and edges[-1][0] > t:
+        hi = bisect_left(edges, (t + 1,))
+    part7 = edges[bisect_left(edges, (lo7 + 1,), 0, hi):hi]
+    part1 = part7[bisect_left(part7, (lo1 + 1,)):]
+    return len(set(map(who, part1))), len(set(map(who, part7)))
+
+
 class GraphFeatures:
     """A ``TransactionGraph`` and the features each payment gets from it (one per scoring stream)."""
 
@@ -190,7 +201,7 @@ class GraphFeatures:
         if dst is src:
             b_in1, b_in7 = o_in1, o_in7
         else:
-            b_in1, b_in7 = _window(dst.inn, t, lo1, lo7, _SRC)[3:]
+            b_in1, b_in7 = _distinct(dst.inn, t, lo1, lo7, _SRC)
         return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(src.out_last), o_in1, o_in7,
                 len(src.in_last), usual[0], usual[1], b_in1, b_in7, len(dst.in_last), usual[2],
                 ratio_q16(out1, in1, PASS_THROUGH_CAP_Q16), ratio_q16(out7, in7, PASS_THROUGH_CAP_Q16),
