@@ -81,7 +81,9 @@ def test_a_flipped_record_byte_fails_at_the_root(proofs: list[dict[str, Any]]) -
     raw[len(raw) // 2] ^= 0x01
     (r,) = check({**data, "record_bytes": base64.b64encode(bytes(raw)).decode()})
     assert r["state"] == "failed"
-    assert set(failed(r)) == {"root"} and "root mismatch" in failed(r)["root"]
+    # the byte may also fall in a field the page shows (then "sealed fields" fails too), never elsewhere
+    assert "root" in failed(r) and set(failed(r)) <= {"root", "sealed fields"}
+    assert "root mismatch" in failed(r)["root"]
     assert "root mismatch" in r["summary"] and r["summary"].startswith("Failed: ")
 
 

@@ -25,7 +25,8 @@ PACK = gov.DEFAULT_PACK.read_text(encoding="utf-8")
 SHIPPED_VERSION = re.search(r'^version = "([^"]+)"', PACK, re.M).group(1)  # type: ignore[union-attr]
 CASES = gov.DEFAULT_PACK.with_name("aml_core_cases.jsonl").read_text(encoding="utf-8")
 BOOT = f"aml_core@{SHIPPED_VERSION}"
-NEXT = "aml_core@2026.12.2"
+NEXT_VERSION = f"{SHIPPED_VERSION}.1"  # a version the shipped pack never had
+NEXT = f"aml_core@{NEXT_VERSION}"
 def size(c: Console) -> int:
     with c.runtime.engine.connect() as conn:
         return store.tail(conn)[0]
@@ -35,7 +36,7 @@ def page_url(ruleset: str) -> str:
     return f"/console/rules/{quote(ruleset, safe='')}"
 
 
-def modified(version: str = "2026.12.2", threshold: str = "3") -> str:
+def modified(version: str = NEXT_VERSION, threshold: str = "3") -> str:
     """The shipped pack under another version, the structuring threshold changed."""
     src = PACK.replace(f'version = "{SHIPPED_VERSION}"', f'version = "{version}"')
     return src.replace('when = "orig_near_threshold_count_24h >= 3"',
@@ -174,7 +175,7 @@ def test_approve_then_activate_retires_the_bootstrapped_ruleset(console: Console
     assert r.status_code == 303 and r.headers["location"] == page_url(NEXT)
     gv = console.runtime.governance
     assert gv.get(NEXT).status == "active" and gv.get(BOOT).status == "retired"
-    assert console.runtime.pipeline.rules.module.manifest.version == "2026.12.2"  # the next batch uses it
+    assert console.runtime.pipeline.rules.module.manifest.version == NEXT_VERSION  # the next batch uses it
     listed = dom(console.get("/console/rules").text)
     assert row(listed, NEXT).has("span", data_status="active")
     assert row(listed, BOOT).has("span", data_status="retired")
