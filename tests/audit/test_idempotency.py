@@ -115,6 +115,9 @@ def test_the_same_payment_twice_is_answered_with_its_first_decision(pipe: Pipeli
     assert [(d.trace_id, d.seq, d.decision) for d in again] == [(d.trace_id, d.seq, d.decision)
                                                                 for d in first]
     assert all(d.replayed for d in again) and not any(d.replayed for d in first)
+    # the account risk the first answer stated, read back from the record
+    assert [d.account_risk for d in again] == [d.account_risk for d in first]
+    assert all(d.account_risk is not None for d in again)
     assert sql(engine, f"SELECT COUNT(*) FROM {TABLE}")[0][0] == 6
     k = body_at(engine, first[0].seq)["idempotency"]
     assert k == {"key_sha256": subs[0].idempotency.key_sha256, "source": subs[0].idempotency.source,  # type: ignore[union-attr]
