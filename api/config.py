@@ -76,6 +76,18 @@ class Settings(BaseSettings):
     commit_failure_hold_s: float = Field(
         10.0, gt=0, description="after a failed ledger commit, /healthz answers 503 until a commit "
                                 "succeeds or this many seconds pass without another failure")
+    account_risk_half_life_hours: int | None = Field(
+        None, description="account risk halves every this many hours [default 336, 14 days]")
+    account_risk_threshold_milli: int | None = Field(
+        None, description="account risk (milli-points) at which an account alert is raised [default 50000]")
+    account_risk_score_milli: int | None = Field(
+        None, description="milli-points a model score of 1.0 adds [default 10000]")
+    account_risk_review_milli: int | None = Field(
+        None, description="milli-points a REVIEW adds [default 10000]")
+    account_risk_hold_milli: int | None = Field(
+        None, description="milli-points a HOLD adds [default 25000]")
+    account_risk_block_milli: int | None = Field(
+        None, description="milli-points a BLOCK adds [default 50000]")
 
     @property
     def key_file(self) -> Path:

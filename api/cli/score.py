@@ -131,7 +131,8 @@ def decision_row(d: Decision, sub: Submission) -> dict[str, Any]:
     return {"trace_id": d.trace_id, "seq": d.seq, "reference": sub.transaction.reference,
             "decision": d.decision, "score": d.score, "fired": [h.id for h in d.fired],
             "fail_safe": d.fail_safe, "leaf_hash": d.leaf_hash, "recorded_at": d.recorded_at,
-            "already_decided": d.replayed}
+            "already_decided": d.replayed,
+            "account_risk": None if d.account_risk is None else d.account_risk.to_json()}
 
 
 _VIA = "sealtrail score"

@@ -96,3 +96,14 @@ def test_the_cli_filters_on_account_risk(scored: tuple[Cli, list[Any], list[Any]
     assert [t["seq"] for t in all_pages(cli, "--account-alert", limit=50)] == alerted
     refused = cli.json("traces", "query", "--account-risk-min", "-5", code=1)
     assert refused["field"] == "--account-risk-min"
+
+
+def test_the_policy_is_set_from_the_settings_and_stated_in_every_record(db: Db, tmp_path: Path) -> None:
+    with in_process(db, tmp_path, account_risk_threshold_milli=12_000, account_risk_half_life_hours=48) as (
+            client, rt, s):
+        r = client.post("/v1/decisions", content=txs(1, seed=73)[0],
+                        headers={**JSON, "x-test-role": "scorer"})
+        assert r.status_code == 200, r.text
+        policy = r.json()["account_risk"]["policy"]
+        assert (policy["threshold_milli"], policy["half_life_hours"]) == (12_000, 48)
+        assert record_at(Served(client, rt, s), r.json()["ledger"]["seq"])["account_risk"]["policy"] == policy

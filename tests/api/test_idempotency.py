@@ -114,5 +114,8 @@ def test_scoring_a_file_twice_decides_nothing_new(cli: Cli, tmp_path: Path) -> N
     assert again["already_decided"] == 5 and first["already_decided"] == 0
     assert [r["seq"] for r in again["decisions"]] == [r["seq"] for r in first["decisions"]]
     assert all(r["already_decided"] for r in again["decisions"])
+    # each row states its account risk, the same when answered again from the ledger
+    assert [r["account_risk"] for r in again["decisions"]] == [r["account_risk"] for r in first["decisions"]]
+    assert all(r["account_risk"]["policy"]["id"] == "sealtrail.account-risk/1" for r in first["decisions"])
     text = cli("score", str(f)).stdout
     assert "(already decided)" in text and "5 of them already decided before" in text
