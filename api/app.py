@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
@@ -30,6 +31,8 @@ from api.roles import RoleMap
 from api.routes import decisions, exports, health, ledger, models, rulesets, traces
 from audit.decide.runtime import Runtime
 from audit.decide.types import Decision
+from inference.errors import ModelError
+from inference.model import ModelFiles
 
 __all__ = ["create_app"]
 
@@ -55,6 +58,21 @@ def authenticator(s: Settings) -> Authenticator:
     return Authenticator(roles, proxy)
 
 
+def score_reference(model_sha256: str) -> dict[str, Any] | None:
+    """The training score distribution the shipped model's card states, when the runtime scores
+    with that model (a card without one, or another model: no drift gauge)."""
+    try:
+        files = ModelFiles.open()
+    except ModelError:
+        return None
+    ref = files.card.get("drift_reference")
+    if files.model_sha256 != model_sha256 or not isinstance(ref, dict):
+        return None
+    if not isinstance(ref.get("score"), dict):
+        return None
+    return dict(ref["score"])
+
+
 def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     auth = authenticator(settings)
     limiter = RateLimiter(settings.rate_limits)  # an unknown role in the settings fails here
@@ -63,7 +81,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         rt = runtime if runtime is not None else await run_in_threadpool(Runtime.open, settings)
-        metrics = Metrics(rt.ledger_state, rt.index_conflicts)
+        reference = score_reference(rt.pipeline.scorer.model_sha256)
+        metrics = Metrics(rt.ledger_state, rt.index_conflicts, reference)
 
         def on_batch(decisions: Sequence[Decision]) -> None:  # a committed batch
             metrics.observe_batch(decisions)

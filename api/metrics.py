@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import threading
 import time
+from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -11,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from audit.decide.types import Decision
 
-__all__ = ["Metrics"]
+__all__ = ["PSI_WINDOW", "Metrics", "ScoreDrift"]
 
 _STAGES = ("queue", "features", "model", "rules", "seal", "ledger", "total")
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -47,9 +52,56 @@ class _ConflictCollector(Collector):
                                   value=self._read())
 
 
+PSI_WINDOW = 10_000  # the recent scores compared with the model card's reference
+_PSI_FLOOR = 1e-4  # an empty bin counts as this share, so the index stays finite
+
+
+class ScoreDrift(Collector):
+    """Population stability index of the recent model scores against the distribution the model
+    card states for normal training payments (``drift_reference.score``: bin edges and shares):
+    PSI = sum over bins of (recent - reference) * ln(recent / reference). Below 0.1 is usually
+    read as stable, 0.1-0.25 as a shift worth a look, above 0.25 as a population the model was
+    not trained on. Reported once at least 1,000 scores are held."""
+
+    def __init__(self, reference: dict[str, Any]) -> None:
+        self.edges = [float(e) for e in reference["edges"]]
+        self.shares = [max(float(x), _PSI_FLOOR) for x in reference["shares"]]
+        if len(self.shares) != len(self.edges) + 1 or self.edges != sorted(self.edges):
+            raise ValueError("a score reference needs ascending edges and one share more than edges")
+        self._recent: deque[int] = deque(maxlen=PSI_WINDOW)  # the bin of each recent score
+        self._lock = threading.Lock()
+
+    def add(self, scores: Sequence[float]) -> None:
+        bins = [bisect_right(self.edges, s) for s in scores if s == s]  # NaN (no score): left out
+        with self._lock:
+            self._recent.extend(bins)
+
+    def psi(self) -> float | None:
+        with self._lock:
+            held = list(self._recent)
+        if len(held) < 1_000:
+            return None
+        counts = [0] * len(self.shares)
+        for b in held:
+            counts[b] += 1
+        total = 0.0
+        for c, ref in zip(counts, self.shares, strict=True):
+            got = max(c / len(held), _PSI_FLOOR)
+            total += (got - ref) * math.log(got / ref)
+        return total
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        value = self.psi()
+        if value is not None:
+            yield GaugeMetricFamily("sealtrail_score_psi", "population stability index of the last "
+                                    f"{PSI_WINDOW} model scores against the model card's training "
+                                    "reference (> 0.25: traffic unlike the training population)", value=value)
+
+
 class Metrics:
     def __init__(self, ledger_state: Callable[[], tuple[int, int | None]],
-                 index_conflicts: Callable[[], int] | None = None) -> None:
+                 index_conflicts: Callable[[], int] | None = None,
+                 score_reference: dict[str, Any] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.decisions = Counter("sealtrail_decisions", "sealed decisions by outcome", ["decision"],
@@ -69,6 +121,12 @@ class Metrics:
                                buckets=_LATENCY_BUCKETS, registry=r)
         self.batch = Histogram("sealtrail_batch_size", "decisions per pipeline batch", buckets=_BATCH_BUCKETS,
                                registry=r)
+        self.rule_hits = Counter("sealtrail_rule_hits", "decisions on which each rule fired (its alert rate "
+                                 "over time: rate() of this over rate() of sealtrail_decisions)", ["rule"],
+                                 registry=r)
+        self.score_drift = ScoreDrift(score_reference) if score_reference is not None else None
+        if self.score_drift is not None:
+            r.register(self.score_drift)
         self._queue_stage = self.stage.labels("queue")
         r.register(_LedgerCollector(ledger_state))
         if index_conflicts is not None:
@@ -88,6 +146,14 @@ class Metrics:
                 causes[cause] = causes.get(cause, 0) + 1
         for k, v in counts.items():
             self.decisions.labels(k).inc(v)
+        hits: dict[str, int] = {}
+        for d in decisions:
+            for h in d.fired:
+                hits[h.id] = hits.get(h.id, 0) + 1
+        for k, v in hits.items():
+            self.rule_hits.labels(k).inc(v)
+        if self.score_drift is not None:
+            self.score_drift.add([d.score for d in decisions if d.score is not None and not d.replayed])
         for k, v in causes.items():
             self.fail_safe.labels(k).inc(v)
         if "SANDBOX_FAULT" in causes:

@@ -137,6 +137,20 @@ def _population(cfg: SimConfig) -> dict[str, Any]:
             "fan_hours": [round(h, 2) for h in cfg.fan_hours]}
 
 
+DRIFT_BINS = 10
+
+
+def drift_reference(scores: np.ndarray) -> dict[str, Any]:
+    """What the score looks like on the normal training payments, for drift monitoring: the edges
+    of ``DRIFT_BINS`` bins at the deciles (distinct, 6 decimals) and the share of payments in each
+    bin ``[edge_i, edge_i+1)``; a serving process compares its recent scores with it (population
+    stability index, ``sealtrail_score_psi`` on ``/metrics``)."""
+    inner = sorted({round(float(q), 6) for q in np.quantile(scores, np.arange(1, DRIFT_BINS) / DRIFT_BINS)})
+    counts = np.bincount(np.searchsorted(np.array(inner), scores, side="right"), minlength=len(inner) + 1)
+    return {"score": {"edges": inner, "shares": [round(float(c) / len(scores), 6) for c in counts],
+                      "payments": len(scores)}}
+
+
 def build_rows(sims: Sequence[SimTx]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Feature rows (in time order, one fresh velocity state), labels and typologies."""
     full = FeatureExtractor().extract([s.transaction for s in sims], [s.at for s in sims])
@@ -266,6 +280,7 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     train_y = np.concatenate([y for _, y, _ in sets])
     del sets
     model = _fit(train_rows, train_y, cfg, np.random.default_rng(cfg.seed))
+    drift = drift_reference(forward(model, train_rows[train_y == 0]))
 
     test_rows, test_y, test_kinds = build_rows(simulate(sim(cfg.seed + 1)))
     scores = forward(model, test_rows)
@@ -326,6 +341,7 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
             },
             "heldout_populations": populations,
         },
+        "drift_reference": drift,
     }
     card_bytes = card_json(card)
     if out_dir is not None:
