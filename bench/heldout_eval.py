@@ -28,11 +28,12 @@ import argparse
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from bench.machine import host_info
 from bench.report import write_json
@@ -40,7 +41,7 @@ from inference.backends import load_backend
 from inference.features import FeatureExtractor
 from inference.heldout import TYPOLOGIES, HeldoutConfig, HeldoutRun, run
 from inference.messages.transaction import Party, Transaction
-from inference.model import ModelFiles
+from inference.model import EVALUATION_FORMAT, EVALUATION_NAME, ModelFiles
 from inference.schema import RULE_FEATURE_NAMES
 from inference.simulate import TYPOLOGIES as SIM_TYPOLOGIES
 from inference.simulate import SimConfig, SimTx, simulate
@@ -363,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the same metrics on the training simulator's held-out seed",
     )
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--evaluation", action="store_true",
+                    help=f"write the figures in short as {EVALUATION_NAME} beside the model's card, "
+                         "which 'sealtrail model card' shows")
     args = ap.parse_args(argv)
     if args.quick:
         args.payments, args.accounts, args.days = 10_000, 1_000, 14
@@ -436,7 +440,49 @@ def main(argv: list[str] | None = None) -> int:
             figures["training_simulator"] = {"seed": seed, **m}
     if args.json:
         write_json(args.json, figures)
+    if args.evaluation:
+        path = files.directory / EVALUATION_NAME
+        path.write_bytes(evaluation_json(figures, f"{module.manifest.ruleset_id} {module.manifest.version}",
+                                         "python -m bench.heldout_eval " + " ".join(argv or sys.argv[1:])))
+        print(f"evaluation written to {path}")
     return 0
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None or v != v else round(float(v), 4)
+
+
+def _short(m: dict[str, Any]) -> dict[str, Any]:
+    """One population's figures as the card shows them."""
+    return {
+        "payments": m["payments"], "accounts_active": m["accounts_active"],
+        "accounts_laundering": m["accounts_laundering"],
+        "account_level": {name: {"roc_auc": _r(m[name]["roc_auc"]), "pr_auc": _r(m[name]["pr_auc"]),
+                                 "recall_at_1pct": _r(m[name]["recall_at_1pct"])} for name in SCORES},
+        "model_per_typology": {t: {"accounts": v["accounts"], "roc_auc": _r(v["roc_auc"]),
+                                   "recall_at_1pct": _r(v["recall_at_1pct"])}
+                               for t, v in m["model"]["per_typology"].items()},
+        "rule_pack": {"normal_payments_alerted": _r(m["rules"]["normal_payment_alert_rate"]),
+                      "normal_accounts_alerted": _r(m["rules"]["normal_account_alert_rate"]),
+                      "laundering_accounts_alerted": _r(m["rules"]["laundering_account_alert_rate"])},
+    }
+
+
+def evaluation_json(figures: dict[str, Any], pack: str, command: str) -> bytes:
+    """``sealtrail.model-evaluation/1``: the model's SHA-256, how and when it was measured, and per
+    population the account-level figures of the model and the baselines and the pack's alert rates."""
+    doc = {
+        "format": EVALUATION_FORMAT, "model_sha256": figures["model_sha256"],
+        "date": datetime.now(UTC).date().isoformat(), "command": command.strip(), "rule_pack": pack,
+        "machine": f"{figures['host']['cpu']} ({figures['host']['cores']} cores)",
+        "generator": {"name": "inference.heldout", "seed": figures["seed"], "accounts": figures["accounts"],
+                      "days": figures["days"], "density": round(figures["density"], 4)},
+        "populations": {f"held-out {k}": _short(v) for k, v in figures["scales"].items()},
+    }
+    if "training_simulator" in figures:
+        doc["populations"][f"training simulator, seed {figures['training_simulator']['seed']}"] = _short(
+            figures["training_simulator"])
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
 
 
 if __name__ == "__main__":

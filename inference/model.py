@@ -494,6 +494,8 @@ def check_onnx_matches(model: MlpModel, onnx_bytes: bytes) -> None:
 WEIGHTS_NAME = "weights.npz"
 ONNX_NAME = "model.onnx"
 CARD_NAME = "card.json"
+EVALUATION_NAME = "evaluation.json"  # figures measured apart from training (bench.heldout_eval --evaluation)
+EVALUATION_FORMAT = "sealtrail.model-evaluation/1"
 CARD_FORMAT = "sealtrail.model-card/1"
 SHIPPED_MODEL = "aml_mlp"
 
@@ -551,3 +553,16 @@ class ModelFiles:
         if card.get("model_sha256") != files[WEIGHTS_NAME]:
             raise ModelError(f"{directory / CARD_NAME}: model_sha256 is not the SHA-256 of {WEIGHTS_NAME}")
         return cls(directory, card)
+
+    def evaluation(self) -> dict[str, Any] | None:
+        """The figures ``evaluation.json`` beside the card states for this very model (its
+        ``model_sha256``); None when there is none, it is not a ``sealtrail.model-evaluation/1``
+        document, or it was measured on other weights."""
+        try:
+            doc = orjson.loads((self.directory / EVALUATION_NAME).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        if (not isinstance(doc, dict) or doc.get("format") != EVALUATION_FORMAT
+                or doc.get("model_sha256") != self.model_sha256):
+            return None
+        return doc

@@ -149,10 +149,12 @@ def card_cmd(
         files = ModelFiles.open(model)
     except InferenceError as exc:
         fail(exc, code=1)
-    emit({**files.card, "directory": str(files.directory)}, as_json, lambda: _print_card(files.card))
+    evaluation = files.evaluation()
+    emit({**files.card, "directory": str(files.directory), "evaluation": evaluation}, as_json,
+         lambda: _print_card(files.card, evaluation))
 
 
-def _print_card(card: dict[str, Any]) -> None:
+def _print_card(card: dict[str, Any], evaluation: dict[str, Any] | None = None) -> None:
     held, ev = card["metrics"]["heldout"], card["metrics"]["evasion"]
     table = Table(title=f"model {card['name']}  {card['model_sha256']}", show_header=False)
     table.add_row("feature schema", f"{card['feature_schema']} ({len(card['features'])} features)")
@@ -169,7 +171,34 @@ def _print_card(card: dict[str, Any]) -> None:
                   f"{ev['detection_rate_score_ge_0_5']:.4f} at score >= 0.5")
     for kind, m in ev["per_typology_at_1pct_fpr"].items():
         table.add_row(f"  {kind}", f"{m['detected']:.3f} of {m['n']:,}")
+    for pop in card["metrics"].get("heldout_populations", []):
+        table.add_row(f"  population x{pop['amount_scale']:g}{' evasion' if pop['evasion'] else ''}",
+                      f"ROC-AUC {pop['roc_auc']:.3f}, recall {pop['recall_at_1pct_fpr']:.3f} "
+                      f"({pop['n_accounts']:,} accounts, {pop['days']} days)")
+    if card["architecture"].get("not_read"):
+        table.add_row("not read (scale 0)", ", ".join(card["architecture"]["not_read"]))
     for name, digest in card["files"].items():
         table.add_row(name, digest)
     out.print(table)
+    gov = card.get("governance")
+    if isinstance(gov, dict):
+        for key in ("intended_use", "training_data", "evaluation"):
+            if gov.get(key):
+                out.print(f"[bold]{key.replace('_', ' ')}[/bold]: {gov[key]}")
+        for limit in gov.get("limits", []):
+            out.print(f"  limit: {limit}", markup=False)
+    if evaluation is None:
+        out.print("independent evaluation: none for this model (python -m bench.heldout_eval --evaluation)")
+        return
+    ev_table = Table(title=f"independent evaluation {evaluation['date']}: {evaluation['command']} "
+                           f"(pack {evaluation['rule_pack']})")
+    for col in ("population", "model ROC-AUC", "recall at 1 %", "best baseline ROC-AUC",
+                "pack: normal accounts"):
+        ev_table.add_column(col)
+    for name, pop in evaluation["populations"].items():
+        acc = pop["account_level"]
+        best = max((v["roc_auc"] or 0.0) for k, v in acc.items() if k != "model")
+        ev_table.add_row(name, f"{acc['model']['roc_auc']:.3f}", f"{acc['model']['recall_at_1pct']:.3f}",
+                         f"{best:.3f}", f"{pop['rule_pack']['normal_accounts_alerted']:.1%}")
+    out.print(ev_table)
 

@@ -81,6 +81,40 @@ def test_model_card_shows_the_shipped_model() -> None:
     assert "held-out ROC-AUC" in human.stdout and "evasion variants detected" in human.stdout
 
 
+def _evaluation(model_sha256: str) -> dict[str, object]:
+    def level(roc: float, recall: float) -> dict[str, float]:
+        return {"roc_auc": roc, "pr_auc": 0.2, "recall_at_1pct": recall}
+
+    pop = {"payments": 100, "accounts_active": 50, "accounts_laundering": 5, "model_per_typology": {},
+           "account_level": {"model": level(0.8341, 0.2614), "transfer_count": level(0.662, 0.0),
+                             "distinct_counterparties": level(0.684, 0.0)},
+           "rule_pack": {"normal_payments_alerted": 0.02, "normal_accounts_alerted": 0.031,
+                         "laundering_accounts_alerted": 0.9}}
+    return {"format": "sealtrail.model-evaluation/1", "model_sha256": model_sha256, "date": "2026-12-04",
+            "command": "python -m bench.heldout_eval --evaluation", "rule_pack": "aml_core 2026.12.3",
+            "machine": "test", "generator": {}, "populations": {"held-out x1": pop}}
+
+
+def test_model_card_states_its_governance_and_an_evaluation_of_these_very_weights(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    shutil.copytree(shipped_model_dir(), d)
+    (d / "evaluation.json").unlink(missing_ok=True)
+    human = runner.invoke(app, ["model", "card", "--model", str(d)])
+    assert human.exit_code == 0, human.output
+    assert "intended use" in human.stdout and "limit: Measured on synthetic payments only" in human.stdout
+    assert "independent evaluation: none for this model" in human.stdout
+    sha = ModelFiles.open(d).model_sha256
+    (d / "evaluation.json").write_bytes(json.dumps(_evaluation(sha)).encode())
+    human = runner.invoke(app, ["model", "card", "--model", str(d)])
+    assert "independent evaluation 2026-12-04" in human.stdout and "0.834" in human.stdout
+    assert json.loads(runner.invoke(app, ["model", "card", "--model", str(d), "--json"]).stdout
+                      )["evaluation"]["model_sha256"] == sha
+    (d / "evaluation.json").write_bytes(json.dumps(_evaluation("ab" * 32)).encode())  # other weights
+    assert "independent evaluation: none" in runner.invoke(app, ["model", "card", "--model", str(d)]).stdout
+    doc = json.loads(runner.invoke(app, ["model", "card", "--model", str(d), "--json"]).stdout)
+    assert doc["evaluation"] is None
+
+
 def test_model_card_refuses_a_swapped_weights_file(tmp_path: Path) -> None:
     d = tmp_path / "m"
     shutil.copytree(shipped_model_dir(), d)
