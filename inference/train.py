@@ -153,7 +153,8 @@ GOVERNANCE: dict[str, Any] = {
                      "populations of randomised amount scale, size, density and typology shape.",
     "evaluation": "metrics: held-out seeds and populations of the training simulator, computed by "
                   "`sealtrail model train`. An independent generator written apart from the training "
-                  "simulator (inference.heldout, never used in training or tuning) is evaluated by "
+                  "simulator (never used in training or tuning, nor reachable from this code) is "
+                  "evaluated by "
                   "`python -m bench.heldout_eval --evaluation`, which writes evaluation.json beside "
                   "this card; `sealtrail model card` shows both.",
     "limits": [
