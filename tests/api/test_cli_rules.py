@@ -51,8 +51,8 @@ def test_a_failing_case_exits_1_and_is_named(tmp_path: Path) -> None:
 
 def test_a_refused_rule_exits_1_naming_rule_line_column(tmp_path: Path) -> None:
     pack = tmp_path / "bad.toml"
-    pack.write_text(PACK.read_text().replace('"orig_near_threshold_count_24h >= 3"',
-                                             '"orig_near_threshold_count_24h.bit_length() >= 3"'))
+    pack.write_text(PACK.read_text().replace('"orig_near_threshold_count_24h >= 3 and ',
+                                             '"orig_near_threshold_count_24h.bit_length() >= 3 and '))
     doc = json.loads(run("rules", "compile", str(pack), "-o", str(tmp_path / "x.wasm"), "--json",
                          code=1))
     assert doc["error"] == "RuleSyntaxError"

@@ -39,8 +39,8 @@ def page_url(ruleset: str) -> str:
 def modified(version: str = NEXT_VERSION, threshold: str = "3") -> str:
     """The shipped pack under another version, the structuring threshold changed."""
     src = PACK.replace(f'version = "{SHIPPED_VERSION}"', f'version = "{version}"')
-    return src.replace('when = "orig_near_threshold_count_24h >= 3"',
-                       f'when = "orig_near_threshold_count_24h >= {threshold}"')
+    return src.replace('when = "orig_near_threshold_count_24h >= 3 and ',
+                       f'when = "orig_near_threshold_count_24h >= {threshold} and ')
 
 
 def propose(c: Console, source: str, role: str = "officer", **extra: str) -> object:
@@ -105,8 +105,9 @@ def test_officer_proposes_a_modified_pack_and_it_is_listed_as_proposed(console: 
 
 
 def test_a_compile_error_is_shown_inline_naming_rule_and_line_and_nothing_written(console: Console) -> None:
-    bad = modified(threshold="")  # "orig_near_threshold_count_24h >= " does not parse
-    line = bad.splitlines().index('when = "orig_near_threshold_count_24h >= "') + 1
+    bad = modified(threshold="")  # "orig_near_threshold_count_24h >=  and ..." does not parse
+    line = next(i for i, text in enumerate(bad.splitlines(), 1)
+                if text.startswith('when = "orig_near_threshold_count_24h >=  and '))
     before = size(console)
     r = propose(console, bad)
     assert r.status_code == 422
