@@ -63,14 +63,21 @@ def save_state(path: Path, state: VelocityState) -> int:
     return len(data)
 
 
+def _read(path: Path, what: str) -> bytes | None:
+    """The file's bytes; None when there is no file yet; ``FeatureError`` naming it if unreadable."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FeatureError(f"cannot read {what} {path}: {exc}") from exc
+
+
 def load_state(path: Path) -> VelocityState:
     """The state saved at ``path``; a fresh one when there is no file yet."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = _read(path, "velocity state")
+    if data is None:
         return VelocityState()
-    except OSError as exc:
-        raise FeatureError(f"cannot read velocity state {path}: {exc}") from exc
     try:
         return VelocityState.restore(data)
     except FeatureError as exc:
@@ -121,12 +128,9 @@ def save_features_state(path: Path, extractor: FeatureExtractor) -> int:
 def load_features_state(path: Path) -> FeatureExtractor:
     """An extractor resuming the state saved at ``path``: a fresh one when there is no file yet,
     an empty graph beside the windows of a velocity-only file."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = _read(path, "feature state")
+    if data is None:
         return FeatureExtractor()
-    except OSError as exc:
-        raise FeatureError(f"cannot read feature state {path}: {exc}") from exc
     try:
         state, graph = read_features_state(data)
     except FeatureError as exc:
