@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from audit.decide.account_risk import AccountRisk, AccountRiskError, AccountRiskPolicy, AccountRiskState
-from audit.decide.record import DECISION_KIND, DECISION_SCHEMA
+from audit.decide.record import DECISION_SCHEMA
+from audit.state.replay import decision_pages
 from ledger import store
 
 __all__ = ["AccountRiskReport", "apply_records", "rebuild_account_risk"]
@@ -75,17 +75,9 @@ def apply_records(state: AccountRiskState, records: Iterable[tuple[int, dict[str
 
 
 def _bodies(engine: Engine, from_seq: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    e = store.entries
-    seq = from_seq
-    while True:
-        with engine.connect() as conn:
-            rows = conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == DECISION_KIND, e.c.seq >= seq)
-                                .order_by(e.c.seq).limit(_PAGE)).all()
-        if not rows:
-            return
-        for s, r in rows:
-            yield int(s), orjson.loads(r)["record"]
-        seq = int(rows[-1][0]) + 1
+    for envs in decision_pages(engine, from_seq):
+        for s, env in envs:
+            yield s, env["record"]
 
 
 def rebuild_account_risk(engine: Engine, policy: AccountRiskPolicy | None = None, *,

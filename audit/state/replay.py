@@ -25,7 +25,7 @@ from inference.features import FeatureExtractor
 from inference.messages import Transaction, parse_messages, transaction_schema_of
 from ledger import store
 
-__all__ = ["ReplayReport", "replay_decisions", "window_start_seq"]
+__all__ = ["ReplayReport", "decision_pages", "replay_decisions", "window_start_seq"]
 
 WINDOW = timedelta(days=30, hours=1)  # the graph's window (the longest), plus queueing slack
 _PAGE = 2000
@@ -60,21 +60,28 @@ def window_start_seq(engine: Engine, now: datetime | None = None) -> int:
         return lo
 
 
-def _decisions(engine: Engine, from_seq: int) -> Iterator[tuple[int, dict[str, Any], bytes | None]]:
-    e, p = store.entries, store.payloads
+def decision_pages(engine: Engine, from_seq: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+    """The decision entries from ``from_seq`` on, in seq order, a page at a time: (seq, envelope)."""
+    e = store.entries
     seq = from_seq
     while True:
         with engine.connect() as conn:
             rows = conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == DECISION_KIND, e.c.seq >= seq)
                                 .order_by(e.c.seq).limit(_PAGE)).all()
-            if not rows:
-                return
-            envs = [(int(s), orjson.loads(r)) for s, r in rows]
-            wanted = {env["payload_sha256"] for _, env in envs if "payload_sha256" in env}
+        if not rows:
+            return
+        yield [(int(s), orjson.loads(r)) for s, r in rows]
+        seq = int(rows[-1][0]) + 1
+
+
+def _decisions(engine: Engine, from_seq: int) -> Iterator[tuple[int, dict[str, Any], bytes | None]]:
+    p = store.payloads
+    for envs in decision_pages(engine, from_seq):
+        wanted = {env["payload_sha256"] for _, env in envs if "payload_sha256" in env}
+        with engine.connect() as conn:
             data = dict(conn.execute(select(p.c.sha256, p.c.data).where(p.c.sha256.in_(wanted))).all())
         for s, env in envs:
             yield s, env["record"], data.get(env.get("payload_sha256", ""))
-        seq = envs[-1][0] + 1
 
 
 def replay_decisions(engine: Engine, extractor: FeatureExtractor, from_seq: int,
