@@ -536,3 +536,32 @@ def test_one_replay_batch_reads_each_record_by_its_own_feature_schema(sqlite_db:
     replayer.add(0, old[0]["trace_id"], forged)
     (miss,) = replayer.flush()
     assert miss.kind == "replay.module" and "sealtrail.features/1 does not have: finding_count" in miss.detail
+
+
+def test_money_returning_to_its_sender_is_a_sealed_3_hop_cycle(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
+                                                                pack_wasm) -> None:
+    """A -> B -> C -> A, each hop later than the last: the closing payment's sealed features say
+    so (features/3, column cycle_len), and the record's hash covers them."""
+    ledger = make_ledger(sqlite_db, signer)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    ibans = ["DE89370400440532013000", "FR1420041010050500013M02606", "GB29NWBK60161331926819"]
+    t0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    subs = []
+    for i in range(3):
+        raw = orjson.dumps({"message_type": "json", "reference": f"LOOP-{i}", "amount": "48000.00",
+                            "currency": "EUR", "value_date": "2026-11-30",
+                            "originator": {"name": f"Party {i}", "account": ibans[i], "country": ibans[i][:2],
+                                           "address_lines": ["1 Main Street"]},
+                            "beneficiary": {"name": f"Party {(i + 1) % 3}", "account": ibans[(i + 1) % 3],
+                                            "country": ibans[(i + 1) % 3][:2]}})
+        (sub,) = Submission.parse(raw, "json", PRINCIPAL, t0 + timedelta(hours=5 * i))
+        assert isinstance(sub, Submission)
+        subs.append(sub)
+    for sub in subs:  # one batch each: the hops arrive hours apart
+        pipe.decide([sub])
+    values = [dict(zip(FEATURE_NAMES, env["record"]["features"]["values"], strict=True))
+              for _, env, _ in bodies(ledger.engine)]
+    assert [v["cycle_len"] for v in values] == [0, 0, 3]
+    assert values[2]["cycle_count"] == 1 and values[2]["orig_dormancy_days"] == 0
+    sealed = bodies(ledger.engine)
+    assert all(env["record"]["features"]["schema"] == "sealtrail.features/3" for _, env, _ in sealed)
