@@ -8,7 +8,8 @@
 - ``features``: ``GraphFeatures``, the values of each payment (``GRAPH_FEATURE_NAMES``).
 
 Everything is integer arithmetic, so the values and ``state_bytes()`` are the same on every CPU.
-These features are computed here and are not yet part of the sealed feature schema.
+``inference.schema.GRAPH_NAMES`` of these values are columns of the sealed ``sealtrail.features/3``
+(``inference.features`` computes them through ``GraphFeatures``).
 """
 
 from inference.graph.config import GraphConfig

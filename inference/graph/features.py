@@ -13,8 +13,8 @@ Two moments, as a reader of the values needs to know:
 - measured *after* it is added (windows that count the current payment, as the velocity
   features do): fan-in and fan-out, activity in 24 hours and pass-through.
 
-docs/graph-features.md defines each value for an examiner. These values are computed by this
-library only; they are not part of the feature schema that sealed decisions carry.
+docs/graph-features.md defines each value for an examiner. All but four of them
+(``inference.schema.GRAPH_UNSEALED``) are columns of the sealed ``sealtrail.features/3``.
 """
 
 from __future__ import annotations
