@@ -77,12 +77,15 @@ def command_prefix() -> str:
 
 
 def sim_config(n: int, seed: int, end: datetime, n_normal: int | None = None) -> SimConfig:
-    """A simulation of about ``n`` payments over the days before ``end`` (config minimums kept)."""
+    """A simulation of about ``n`` payments over the days before ``end`` (config minimums kept):
+    one account for every ten payments (100 to 200,000), so a larger run is a larger population
+    at a bank-like density (under one payment per account and day from 200,000 payments on), not
+    the same 2,000 accounts paying ever more often."""
     from inference.simulate import SimConfig
 
     days = min(14, max(3, n // 1000))
     return SimConfig(seed=seed, start=end - timedelta(days=days), days=days,
-                     n_accounts=max(100, min(2000, n // 10)),
+                     n_accounts=max(100, min(200_000, n // 10)),
                      n_normal=round(n * 0.95) if n_normal is None else n_normal)
 
 
