@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.heldout_eval import BATCH, PACK, Traffic
+from bench.heldout_eval import PACK, Scored, Traffic
+from bench.heldout_eval import score as heldout_score
 from bench.machine import host_info
 from bench.report import write_json
 from inference.backends import load_backend
-from inference.features import FeatureExtractor
 from inference.heldout import TYPOLOGIES as HELDOUT_TYPOLOGIES
 from inference.heldout import HeldoutConfig, run
 from inference.model import ModelFiles
@@ -89,19 +89,6 @@ SIZES = (Size(10_000, 1_000), Size(200_000, 20_000), Size(1_000_000, 200_000))
 QUICK_SIZES = SIZES[:2]  # the 1,000,000-payment run takes minutes
 
 
-@dataclass(frozen=True)
-class Run:
-    """The scoring path's output over one traffic: rows, scores, outcomes and fired bits."""
-
-    traffic: Traffic
-    rows: np.ndarray
-    scores: np.ndarray
-    outcomes: np.ndarray
-    fired: np.ndarray
-    rule_ids: tuple[str, ...]
-    seconds: dict[str, float]
-
-
 def training_traffic(size: Size, seed: int, amount_scale: float = 1.0, lookalikes: bool = False) -> Traffic:
     """Training-simulator payments of ``size``: 30 days, 2 % laundering; with ``lookalikes`` about
     a third of the normal payments are benign traffic shaped like laundering (billers, merchants,
@@ -132,39 +119,11 @@ def heldout_traffic(size: Size, seed: int, amount_scale: float = 1.0) -> Traffic
     return Traffic.of_heldout(run(cfg))
 
 
-def features(traffic: Traffic) -> np.ndarray:
-    """Feature rows of the payments in time order, extracted in batches of 4,096."""
-    txs, at = traffic.transactions, traffic.at
-    extractor = FeatureExtractor()
-    return np.vstack(
-        [extractor.extract(txs[i : i + BATCH], at[i : i + BATCH]) for i in range(0, len(txs), BATCH)]
-    )
-
-
-def decide(rows: np.ndarray, scores: np.ndarray, module: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Outcomes and fired bits of the pack over feature rows with ``model_score`` appended."""
+def score(traffic: Traffic, model: Any, module: Any) -> Scored:
+    """The shipped scoring path over ``traffic`` (``bench.heldout_eval.score``: features in time
+    order, the model, the pack over the rows with ``model_score`` appended)."""
     columns = [RULE_FEATURE_NAMES.index(f) for f in module.manifest.features]
-    wide = np.hstack([rows, scores[:, None]])[:, columns]
-    outcomes, fired = [], []
-    for i in range(0, len(wide), BATCH):
-        result = module.evaluate(wide[i : i + BATCH])
-        outcomes.append(result.outcomes)
-        fired.append(result.fired)
-    return np.concatenate(outcomes), np.vstack(fired)
-
-
-def score(traffic: Traffic, model: Any, module: Any) -> Run:
-    """The shipped scoring path over ``traffic``."""
-    t0 = time.perf_counter()
-    rows = features(traffic)
-    t1 = time.perf_counter()
-    scores = np.asarray(model.predict(rows), dtype=np.float64)
-    t2 = time.perf_counter()
-    outcomes, fired = decide(rows, scores, module)
-    t3 = time.perf_counter()
-    rule_ids = tuple(r.id for r in module.manifest.rules)
-    seconds = {"features": t1 - t0, "model": t2 - t1, "rules": t3 - t2}
-    return Run(traffic, rows, scores, outcomes, fired, rule_ids, seconds)
+    return heldout_score(traffic, model, module, columns)
 
 
 def fired_matrix(fired: np.ndarray, n_rules: int) -> np.ndarray:
@@ -211,7 +170,7 @@ def account_max(traffic: Traffic, values: np.ndarray, where: np.ndarray) -> np.n
     return out
 
 
-def metrics(r: Run, typologies: tuple[str, ...]) -> dict[str, Any]:
+def metrics(r: Scored, typologies: tuple[str, ...]) -> dict[str, Any]:
     """Alert rates on normal payments and accounts, per rule and per typology."""
     tr = r.traffic
     normal = tr.labels == 0
