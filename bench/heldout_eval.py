@@ -5,16 +5,24 @@ scales x1, x0.01 and x100, runs the shipped scoring path on it in time order (fe
 backend of the shipped model, the ``aml_core`` rule pack in the WASM sandbox with ``model_score``
 appended) and reports, per scale:
 
-- account level (an account's score is the maximum over the payments it sends or receives; an
-  account is positive when it acts for a laundering pattern, fraud victims are negatives):
-  ROC-AUC, PR-AUC (average precision) and recall at 1 % of normal accounts alerted, overall and
-  per typology, for the model score and, in the same run, for three trivial baselines: the
-  account's number of transfers, its number of distinct counterparties, and a random score maxed
-  per account;
+- account level (an account is positive when it acts for a laundering pattern, fraud victims are
+  negatives): ROC-AUC, PR-AUC (average precision) and recall at 1 % of normal accounts alerted,
+  overall and per typology, for four account scores built on the payments an account sends or
+  receives: ``model``, the highest model score (the headline: the model's own figure, apart from
+  the pack and the account-risk policy); ``model_top3_mean``, the mean of its three highest model
+  scores (of all it has, when fewer); ``model_mean``, the mean of its model scores; and
+  ``account_risk``, the highest risk the product's account risk (``audit.decide.account_risk``,
+  its shipped default policy) gives it when the scored decisions are replayed in event order;
+  and, in the same run, for three trivial baselines: the account's number of transfers, its number
+  of distinct counterparties, and a random score maxed per account;
+- the product's account alerts: the share of normal and of laundering accounts whose risk reaches
+  the policy's alert threshold;
 - the rule pack: REVIEW-or-worse rates on normal payments and normal accounts, the share of
   laundering accounts it alerts per typology, and the rules that fire most on normal payments.
 
-Run from the repository root: ``python -m bench.heldout_eval [--quick] [--json PATH]``.
+Run from the repository root: ``python -m bench.heldout_eval [--quick] [--json PATH] [--evaluation]``;
+``--scales ''`` runs the training simulator's held-out seed alone, the population on which any
+constant of an account score may be chosen without seeing the held-out generator.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from audit.decide.account_risk import AccountRiskPolicy, AccountRiskState, RiskEvent, event_hour, points_milli
 from bench.machine import host_info
 from bench.report import write_json
 from inference.backends import load_backend
@@ -45,11 +54,15 @@ from inference.model import EVALUATION_FORMAT, EVALUATION_NAME, ModelFiles
 from inference.schema import RULE_FEATURE_NAMES
 from inference.simulate import TYPOLOGIES as SIM_TYPOLOGIES
 from inference.simulate import SimConfig, SimTx, simulate
-from wasm_rules import Sandbox, compile_ruleset, parse_ruleset
+from wasm_rules import OUTCOMES, Sandbox, compile_ruleset, parse_ruleset
 
 PACK = Path(__file__).resolve().parents[1] / "wasm_rules" / "packs" / "aml_core.toml"
 BATCH = 4_096
-SCORES = ("model", "transfer_count", "distinct_counterparties", "random")
+MODEL_SCORES = ("model", "model_top3_mean", "model_mean", "account_risk")  # "model" is the headline
+BASELINES = ("transfer_count", "distinct_counterparties", "random")
+SCORES = MODEL_SCORES + BASELINES
+TOP_K = 3  # fixed beforehand, not chosen on any figure
+RISK_KEY_ID = "0" * 16  # the replay keys accounts by their bench index: no account secret is involved
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -188,15 +201,67 @@ def score(traffic: Traffic, model: Any, module: Any, columns: list[int]) -> Scor
     )
 
 
+def top_k_mean(accounts: np.ndarray, values: np.ndarray, n: int, k: int = TOP_K) -> np.ndarray:
+    """Per account of ``n``, the mean of its ``k`` highest ``values`` (of all it has when fewer;
+    -inf for none)."""
+    order = np.lexsort((-values, accounts))
+    acc, val = accounts[order], values[order]
+    starts = np.r_[0, np.flatnonzero(acc[1:] != acc[:-1]) + 1]
+    rank = np.arange(len(acc)) - np.repeat(starts, np.diff(np.r_[starts, len(acc)]))
+    keep = rank < k
+    total = np.bincount(acc[keep], weights=val[keep], minlength=n)
+    count = np.bincount(acc[keep], minlength=n)
+    out = np.full(n, -np.inf)
+    np.divide(total, count, out=out, where=count > 0)
+    return out
+
+
+def account_risk_peaks(s: Scored, policy: AccountRiskPolicy | None = None) -> np.ndarray:
+    """Per account, the highest risk (milli-points) the product's account risk gives it when the
+    scored payments are decided in event order (model score, pack outcome, no fail-safe), batch by
+    batch as the pipeline assesses and commits them; 0 for an account no payment touches."""
+    policy = policy if policy is not None else AccountRiskPolicy()
+    tr = s.traffic
+    n = len(tr.account_typology)
+    keys = [f"{i:032x}" for i in range(n)]
+    state = AccountRiskState(policy)
+    peak = np.zeros(n, dtype=np.int64)
+    for start in range(0, len(tr.at), BATCH):
+        stop = min(start + BATCH, len(tr.at))
+        events = [
+            RiskEvent(
+                event_hour(tr.at[i]),
+                keys[tr.orig[i]],
+                keys[tr.bene[i]],
+                points_milli(policy, float(s.scores[i]), OUTCOMES[s.outcomes[i]], None),
+            )
+            for i in range(start, stop)
+        ]
+        pending = state.assess(events, RISK_KEY_ID)
+        state.commit(pending)
+        for i, result in zip(range(start, stop), pending.results, strict=True):
+            for account, side in ((tr.orig[i], result.originator), (tr.bene[i], result.beneficiary)):
+                if side is not None and side.after_milli > peak[account]:
+                    peak[account] = side.after_milli
+    return peak
+
+
 def account_scores(s: Scored, seed: int) -> dict[str, Any]:
-    """Per-account scores (model max, baselines), labels, typologies and rule alerts."""
+    """Per-account scores (the model's aggregates, account risk, baselines), labels, typologies,
+    pack alerts and account-risk alerts."""
     tr = s.traffic
     n = len(tr.account_typology)
     orig, bene = tr.orig, tr.bene
     ends = np.concatenate([orig, bene])
+    both = np.concatenate([s.scores, s.scores])
     model = np.full(n, -np.inf)
-    np.maximum.at(model, ends, np.concatenate([s.scores, s.scores]))
+    np.maximum.at(model, ends, both)
     count = np.bincount(ends, minlength=n).astype(np.float64)
+    once = np.concatenate([np.ones(len(orig), dtype=bool), orig != bene])  # a payment to oneself counts once
+    score_sum = np.bincount(ends[once], weights=both[once], minlength=n)
+    score_n = np.bincount(ends[once], minlength=n)
+    mean = np.full(n, -np.inf)
+    np.divide(score_sum, score_n, out=mean, where=score_n > 0)
     pairs = np.unique(np.stack([ends, np.concatenate([bene, orig])], axis=1), axis=0)
     distinct = np.bincount(pairs[:, 0], minlength=n).astype(np.float64)
     rand = np.full(n, -np.inf)
@@ -205,13 +270,22 @@ def account_scores(s: Scored, seed: int) -> dict[str, Any]:
     alerted_pay = s.outcomes >= 1
     alerted = np.zeros(n, dtype=bool)
     alerted[ends[np.concatenate([alerted_pay, alerted_pay])]] = True
+    policy = AccountRiskPolicy()
+    t0 = time.perf_counter()
+    risk = account_risk_peaks(s, policy)
+    s.seconds["account_risk"] = time.perf_counter() - t0
     active = count > 0
     return {
         "active": active,
         "typology": tr.account_typology,
         "alerted": alerted,
+        "risk_policy": policy,
+        "risk_alerted": risk >= policy.threshold_milli,
         "scores": {
             "model": model,
+            "model_top3_mean": top_k_mean(ends[once], both[once], n),
+            "model_mean": mean,
+            "account_risk": risk.astype(np.float64),
             "transfer_count": count,
             "distinct_counterparties": distinct,
             "random": rand,
@@ -276,6 +350,15 @@ def metrics(s: Scored, seed: int, typologies: tuple[str, ...] = TYPOLOGIES) -> d
             r: round(c / int(normal_pay.sum()), 4) for r, c in fired_normal.most_common(6)
         },
     }
+    risk_alerted = acc["risk_alerted"][active]
+    out["account_alerts"] = {
+        "policy": acc["risk_policy"].to_json(),
+        "normal_account_alert_rate": float(risk_alerted[~labels].mean()),
+        "laundering_account_alert_rate": float(risk_alerted[labels].mean()),
+        "per_typology_account_alert_rate": {
+            t: float(risk_alerted[typ == t].mean()) for t in typologies if (typ == t).any()
+        },
+    }
     kinds = s.traffic.kinds
     if kinds is not None:  # the benign look-alikes among the rest of normal traffic
         out["rules"]["normal_payment_alert_rate_by_kind"] = {
@@ -304,12 +387,15 @@ def report(title: str, m: dict[str, Any], typologies: tuple[str, ...] = TYPOLOGI
             f"{name:<26}{_f(e['roc_auc']):>9}{_f(e['pr_auc']):>9}{_f(e['recall_at_1pct']):>11}"
             f"{e['normal_accounts_at_top_score']:>15,}"
         )
-    best = max(m[b]["roc_auc"] for b in SCORES[1:])
-    print(f"model ROC-AUC minus best trivial baseline: {m['model']['roc_auc'] - best:+.3f}")
+    best = max(m[b]["roc_auc"] for b in BASELINES)
+    print(
+        "ROC-AUC minus the best trivial baseline: "
+        + ", ".join(f"{n} {m[n]['roc_auc'] - best:+.3f}" for n in MODEL_SCORES)
+    )
     print(
         f"\n{'per typology (ROC-AUC / recall@1%)':<26}{'accts':>7}"
         + "".join(f"{n[:14]:>16}" for n in SCORES)
-        + f"{'pack alerts':>13}"
+        + f"{'pack alerts':>13}{'risk alerts':>13}"
     )
     for t in typologies:
         if t not in m["model"]["per_typology"]:
@@ -323,6 +409,7 @@ def report(title: str, m: dict[str, Any], typologies: tuple[str, ...] = TYPOLOGI
         print(
             f"{t:<26}{m['model']['per_typology'][t]['accounts']:>7}{cells}"
             f"{_f(m['rules']['per_typology_account_alert_rate'].get(t)):>13}"
+            f"{_f(m['account_alerts']['per_typology_account_alert_rate'].get(t)):>13}"
         )
     r = m["rules"]
     print(
@@ -330,6 +417,12 @@ def report(title: str, m: dict[str, Any], typologies: tuple[str, ...] = TYPOLOGI
         f"normal accounts {r['normal_account_alert_rate']:.2%}; laundering payments "
         f"{(r['laundering_payment_alert_rate'] or 0):.2%}, "
         f"laundering accounts {r['laundering_account_alert_rate']:.2%}"
+    )
+    a = m["account_alerts"]
+    print(
+        f"account risk alerts (risk reaching {a['policy']['threshold_milli']:,} milli-points, half-life "
+        f"{a['policy']['half_life_hours']} h): normal accounts {a['normal_account_alert_rate']:.2%}, "
+        f"laundering accounts {a['laundering_account_alert_rate']:.2%}"
     )
     print(
         "rules firing most on normal payments: "
@@ -345,7 +438,7 @@ def report(title: str, m: dict[str, Any], typologies: tuple[str, ...] = TYPOLOGI
         )
     print(
         f"time: features {m['seconds']['features']:.1f} s, model {m['seconds']['model']:.2f} s, "
-        f"rules {m['seconds']['rules']:.2f} s"
+        f"rules {m['seconds']['rules']:.2f} s, account risk {m['seconds']['account_risk']:.2f} s"
     )
 
 
@@ -357,7 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--accounts", type=int, default=5_000)
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--share", type=float, default=0.02, help="typology share of payments")
-    ap.add_argument("--scales", default="1,0.01,100", help="amount scales, comma-separated")
+    ap.add_argument(
+        "--scales",
+        default="1,0.01,100",
+        help="amount scales, comma-separated; '' for none (the training simulator alone)",
+    )
     ap.add_argument(
         "--no-training-sim",
         action="store_true",
@@ -370,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.payments, args.accounts, args.days = 10_000, 1_000, 14
-    scales = [float(x) for x in args.scales.split(",")]
+    scales = [float(x) for x in args.scales.split(",") if x.strip()]
     host = host_info()
     print(
         f"CPU: {host['cpu']} ({host['cores']} cores), RAM {host['ram_gib']} GiB, Python {host['python']}, "
@@ -392,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         "days": args.days,
         "density": density,
         "scales": {},
+        "account_risk_policy": AccountRiskPolicy().to_json(),
     }
     with Sandbox() as sandbox:
         ruleset = parse_ruleset(PACK.read_text())
@@ -452,13 +550,20 @@ def _r(v: float | None) -> float | None:
     return None if v is None or v != v else round(float(v), 4)
 
 
+def _level(e: dict[str, Any]) -> dict[str, float | None]:
+    return {"roc_auc": _r(e["roc_auc"]), "pr_auc": _r(e["pr_auc"]), "recall_at_1pct": _r(e["recall_at_1pct"])}
+
+
 def _short(m: dict[str, Any]) -> dict[str, Any]:
     """One population's figures as the card shows them."""
     return {
         "payments": m["payments"], "accounts_active": m["accounts_active"],
         "accounts_laundering": m["accounts_laundering"],
-        "account_level": {name: {"roc_auc": _r(m[name]["roc_auc"]), "pr_auc": _r(m[name]["pr_auc"]),
-                                 "recall_at_1pct": _r(m[name]["recall_at_1pct"])} for name in SCORES},
+        "account_level": {name: _level(m[name]) for name in ("model", *BASELINES)},
+        "other_account_scores": {name: _level(m[name]) for name in MODEL_SCORES[1:]},
+        "account_alerts": {"normal_accounts_alerted": _r(m["account_alerts"]["normal_account_alert_rate"]),
+                           "laundering_accounts_alerted": _r(
+                               m["account_alerts"]["laundering_account_alert_rate"])},
         "model_per_typology": {t: {"accounts": v["accounts"], "roc_auc": _r(v["roc_auc"]),
                                    "recall_at_1pct": _r(v["recall_at_1pct"])}
                                for t, v in m["model"]["per_typology"].items()},
@@ -470,13 +575,19 @@ def _short(m: dict[str, Any]) -> dict[str, Any]:
 
 def evaluation_json(figures: dict[str, Any], pack: str, command: str) -> bytes:
     """``sealtrail.model-evaluation/1``: the model's SHA-256, how and when it was measured, and per
-    population the account-level figures of the model and the baselines and the pack's alert rates."""
+    population the account-level figures of the model and the baselines and the pack's alert rates.
+
+    ``account_level`` holds the headline account score (``model``: an account's highest payment
+    score) and the trivial baselines only; the other account scores (``other_account_scores``)
+    and the account-risk alert rates (``account_alerts``) are fields added beside them."""
     doc = {
         "format": EVALUATION_FORMAT, "model_sha256": figures["model_sha256"],
         "date": datetime.now(UTC).date().isoformat(), "command": command.strip(), "rule_pack": pack,
         "machine": f"{figures['host']['cpu']} ({figures['host']['cores']} cores)",
         "generator": {"name": "inference.heldout", "seed": figures["seed"], "accounts": figures["accounts"],
                       "days": figures["days"], "density": round(figures["density"], 4)},
+        "account_score": "model: the highest model score over the payments an account sends or receives",
+        "account_risk_policy": figures["account_risk_policy"],
         "populations": {f"held-out {k}": _short(v) for k, v in figures["scales"].items()},
     }
     if "training_simulator" in figures:
