@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -10,13 +11,17 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from audit.decide.types import Decision
+from audit.decide.types import Decision, Scorer
 
-__all__ = ["PSI_WINDOW", "Metrics", "ScoreDrift"]
+__all__ = ["PSI_WINDOW", "FeatureDrift", "FeatureTap", "Metrics", "ScoreDrift"]
+
+log = logging.getLogger(__name__)
 
 _STAGES = ("queue", "features", "model", "rules", "seal", "ledger", "total")
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -52,6 +57,7 @@ class _ConflictCollector(Collector):
                                   value=self._read())
 
 
+_RULES_SKIPPED = ("DEADLINE_EXCEEDED", "SANDBOX_FAULT")  # fail-safe causes under which no rule ran
 PSI_WINDOW = 10_000  # the recent scores compared with the model card's reference
 _PSI_FLOOR = 1e-4  # an empty bin counts as this share, so the index stays finite
 
@@ -98,10 +104,124 @@ class ScoreDrift(Collector):
                                     "reference (> 0.25: traffic unlike the training population)", value=value)
 
 
+class FeatureDrift(Collector):
+    """Population stability index of each main model feature over the recent scored rows against
+    its distribution on the normal training payments (``inference.drift_reference``: per feature
+    bin edges, shares and the share missing). A missing value (NaN) falls in a bin of its own, so a
+    feature gone missing upstream shows as drift; the index is read as ``ScoreDrift``'s. Reported
+    once at least 1,000 rows are held."""
+
+    def __init__(self, reference: dict[str, Any], names: Sequence[str]) -> None:
+        """``reference["features"]``: per feature ``edges``, ``shares`` (one more than edges) and
+        ``missing``; ``names``: the columns of the rows ``add`` takes (the model's feature names)."""
+        features = reference.get("features")
+        if not isinstance(features, dict) or not features:
+            raise ValueError("a feature reference needs 'features': per feature edges, shares and missing")
+        self.features = tuple(features)
+        unknown = [f for f in self.features if f not in names]
+        if unknown:
+            raise ValueError(f"the feature reference names features the rows do not have: "
+                             f"{', '.join(unknown)}")
+        self.columns = np.array([list(names).index(f) for f in self.features], dtype=np.intp)
+        self.width = len(names)
+        self.edges: list[npt.NDArray[np.float64]] = []
+        self.shares: list[npt.NDArray[np.float64]] = []  # per feature: its bins, then missing
+        for name in self.features:
+            f = features[name]
+            edges = np.array([float(e) for e in f["edges"]], dtype=np.float64)
+            shares = [float(x) for x in f["shares"]] + [float(f.get("missing", 0.0))]
+            if len(shares) != len(edges) + 2 or not np.all(np.diff(edges) > 0) or np.isnan(edges).any():
+                raise ValueError(f"feature {name}: a reference needs ascending edges and one share more "
+                                 "than edges")
+            self.edges.append(edges)
+            self.shares.append(np.maximum(np.array(shares), _PSI_FLOOR))
+        self._missing = np.array([len(e) + 1 for e in self.edges], dtype=np.uint8)  # each one's NaN bin
+        if int(self._missing.max()) > 255:
+            raise ValueError("a feature reference holds at most 254 bins a feature")
+        self._recent = np.zeros((PSI_WINDOW, len(self.features)), dtype=np.uint8)  # ring of bin numbers
+        self._next = 0  # where the next row goes
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def add(self, rows: npt.ArrayLike) -> None:
+        """Bin the rows (one per scored payment, the columns ``names``); ``ValueError`` for rows
+        of another shape or not numbers. ``inf`` falls in the first or last bin, NaN in missing."""
+        arr = np.asarray(rows)
+        if arr.ndim != 2 or arr.shape[1] < self.width or arr.dtype.kind not in "fiub":
+            raise ValueError(f"feature rows must be numbers of shape (N, {self.width}); got "
+                             f"{arr.dtype} {arr.shape}")
+        arr = arr[-PSI_WINDOW:, self.columns].astype(np.float64)
+        if not len(arr):
+            return
+        binned = np.empty(arr.shape, dtype=np.uint8)
+        for k, edges in enumerate(self.edges):
+            col = arr[:, k]
+            b = np.searchsorted(edges, col, side="right")
+            b[np.isnan(col)] = self._missing[k]
+            binned[:, k] = b
+        with self._lock:
+            n, at = len(binned), self._next
+            first = min(n, PSI_WINDOW - at)
+            self._recent[at:at + first] = binned[:first]
+            self._recent[:n - first] = binned[first:]
+            self._next = (at + n) % PSI_WINDOW
+            self._held = min(PSI_WINDOW, self._held + n)
+
+    def psi(self) -> dict[str, float] | None:
+        """Each feature's index over the rows held; None under 1,000 rows."""
+        with self._lock:
+            held = self._recent[:self._held].copy()
+        if len(held) < 1_000:
+            return None
+        out: dict[str, float] = {}
+        for k, name in enumerate(self.features):
+            ref = self.shares[k]
+            got = np.maximum(np.bincount(held[:, k], minlength=len(ref)) / len(held), _PSI_FLOOR)
+            out[name] = float(np.sum((got - ref) * np.log(got / ref)))
+        return out
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        values = self.psi()
+        if values is None:
+            return
+        g = GaugeMetricFamily("sealtrail_feature_psi", f"population stability index of the last {PSI_WINDOW} "
+                              "scored rows' main model features against their distribution on the normal "
+                              "training payments (> 0.25: traffic unlike the training population)",
+                              labels=["feature"])
+        for name, value in values.items():
+            g.add_metric([name], value)
+        yield g
+
+
+class FeatureTap:
+    """A model backend that also hands every row it scores to a ``FeatureDrift`` (the rows the
+    model reads, after the features stage). Scoring never waits on or fails for the drift: an
+    error there is logged and the rows left out."""
+
+    def __init__(self, scorer: Scorer, drift: FeatureDrift) -> None:
+        self.inner = scorer
+        self.drift = drift
+        self.name = scorer.name
+        self.model_sha256 = scorer.model_sha256
+
+    def predict(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        scores = self.inner.predict(rows)
+        try:
+            self.drift.add(rows)
+        except Exception:  # a metric must not cost a decision
+            log.exception("feature drift: %d rows left out", len(rows))
+        return scores
+
+
 class Metrics:
     def __init__(self, ledger_state: Callable[[], tuple[int, int | None]],
                  index_conflicts: Callable[[], int] | None = None,
-                 score_reference: dict[str, Any] | None = None) -> None:
+                 score_reference: dict[str, Any] | None = None,
+                 feature_reference: dict[str, Any] | None = None,
+                 feature_names: Sequence[str] = ()) -> None:
+        """``score_reference``: the card's score distribution (``ScoreDrift``);
+        ``feature_reference``: ``inference.drift_reference``'s over rows of ``feature_names``
+        (``FeatureDrift``, fed through ``feature_drift.add`` or a ``FeatureTap``)."""
         self.registry = CollectorRegistry()
         r = self.registry
         self.decisions = Counter("sealtrail_decisions", "sealed decisions by outcome", ["decision"],
@@ -121,12 +241,21 @@ class Metrics:
                                buckets=_LATENCY_BUCKETS, registry=r)
         self.batch = Histogram("sealtrail_batch_size", "decisions per pipeline batch", buckets=_BATCH_BUCKETS,
                                registry=r)
-        self.rule_hits = Counter("sealtrail_rule_hits", "decisions on which each rule fired (its alert rate "
-                                 "over time: rate() of this over rate() of sealtrail_decisions)", ["rule"],
-                                 registry=r)
+        self.rule_hits = Counter("sealtrail_rule_hits", "decisions sealed here on which each rule fired (its "
+                                 "alert rate over time: rate() of this over rate() of "
+                                 "sealtrail_rule_evaluations)", ["rule"], registry=r)
+        self.rule_evaluations = Counter(
+            "sealtrail_rule_evaluations", "decisions sealed here whose rule pack ran (not answered again "
+            "from the ledger, not fail-safe for a deadline or a sandbox fault): each rule's alert-rate "
+            "denominator",
+            registry=r)
         self.score_drift = ScoreDrift(score_reference) if score_reference is not None else None
         if self.score_drift is not None:
             r.register(self.score_drift)
+        self.feature_drift = (FeatureDrift(feature_reference, feature_names)
+                              if feature_reference is not None else None)
+        if self.feature_drift is not None:
+            r.register(self.feature_drift)
         self._queue_stage = self.stage.labels("queue")
         r.register(_LedgerCollector(ledger_state))
         if index_conflicts is not None:
@@ -147,11 +276,18 @@ class Metrics:
         for k, v in counts.items():
             self.decisions.labels(k).inc(v)
         hits: dict[str, int] = {}
+        evaluated = 0
         for d in decisions:
+            if d.replayed:  # answered again from the ledger: its hits were counted when it was sealed
+                continue
+            if not (d.fail_safe and d.fail_safe.startswith(_RULES_SKIPPED)):
+                evaluated += 1
             for h in d.fired:
                 hits[h.id] = hits.get(h.id, 0) + 1
         for k, v in hits.items():
             self.rule_hits.labels(k).inc(v)
+        if evaluated:
+            self.rule_evaluations.inc(evaluated)
         if self.score_drift is not None:
             self.score_drift.add([d.score for d in decisions if d.score is not None and not d.replayed])
         for k, v in causes.items():

@@ -1,0 +1,184 @@
+"""Feature drift and per-rule alert rates on /metrics: ``sealtrail_feature_psi{feature}`` against the
+training reference of ``inference.drift_reference``, fed by the rows the model scores, and the
+``sealtrail_rule_evaluations`` denominator beside ``sealtrail_rule_hits``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from api.metrics import PSI_WINDOW, FeatureDrift, FeatureTap, Metrics
+from audit.decide.record import RuleHit
+from audit.decide.types import Decision
+from inference.drift_reference import MAIN_FEATURES, REFERENCE
+from inference.schema import MODEL_SCHEMA, feature_names
+from tests.api.test_fail_closed import JSON, Served, in_process, txs
+from tests.conftest import Db
+
+NAMES = feature_names(MODEL_SCHEMA)
+
+
+def like_reference(n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+    """Rows whose main features follow the reference's shares (one value inside each drawn bin);
+    the other columns are noise the drift must not read."""
+    rows = rng.normal(size=(n, len(NAMES)))
+    for name, ref in REFERENCE["features"].items():
+        edges = ref["edges"]
+        shares = np.array(ref["shares"] + [ref["missing"]])
+        values = [edges[0] - 1.0, *edges, np.nan]  # below the first edge, each bin's start, missing
+        rows[:, NAMES.index(name)] = np.array(values)[rng.choice(len(values), n, p=shares / shares.sum())]
+    return rows
+
+
+class Stub:
+    """A model backend that scores every row 0.5."""
+
+    name = "stub"
+    model_sha256 = REFERENCE["model_sha256"]
+
+    def predict(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.full(len(rows), 0.5)
+
+
+def metrics() -> Metrics:
+    return Metrics(lambda: (0, None), feature_reference=REFERENCE, feature_names=NAMES)
+
+
+def gauges(m: Metrics) -> dict[str, float]:
+    out = {}
+    for line in m.render().decode().splitlines():
+        if line.startswith("sealtrail_feature_psi{"):
+            out[line.split('"')[1]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def feed(m: Metrics, rows: npt.NDArray[np.float64], batch: int = 512) -> None:
+    assert m.feature_drift is not None
+    tap = FeatureTap(Stub(), m.feature_drift)
+    for i in range(0, len(rows), batch):
+        assert tap.predict(rows[i:i + batch]).tolist() == [0.5] * len(rows[i:i + batch])
+
+
+def test_reference_like_traffic_is_stable_and_a_shifted_feature_is_not() -> None:
+    rng = np.random.default_rng(11)
+    m = metrics()
+    feed(m, like_reference(5_000, rng))
+    stable = gauges(m)
+    assert set(stable) == set(MAIN_FEATURES) and len(MAIN_FEATURES) == 10
+    assert max(stable.values()) < 0.1, stable
+    shifted = like_reference(PSI_WINDOW, rng)
+    # accounts with long histories: 20 to 200 earlier payments, where training mostly had a few
+    shifted[:, NAMES.index("amount_history_n")] = rng.integers(20, 200, len(shifted))
+    feed(m, shifted)
+    after = gauges(m)
+    assert after["amount_history_n"] > 0.25
+    assert max(v for k, v in after.items() if k != "amount_history_n") < 0.1, after
+    feed(m, like_reference(PSI_WINDOW, rng))  # the window holds the recent rows only
+    assert gauges(m)["amount_history_n"] < 0.1
+
+
+def test_no_figure_before_a_thousand_rows() -> None:
+    m = metrics()
+    feed(m, like_reference(999, np.random.default_rng(1)))
+    assert gauges(m) == {}
+    feed(m, like_reference(1, np.random.default_rng(2)))
+    assert set(gauges(m)) == set(MAIN_FEATURES)
+
+
+def test_a_feature_gone_missing_is_drift_and_nan_or_inf_never_fails() -> None:
+    rng = np.random.default_rng(5)
+    rows = like_reference(4_000, rng)
+    rows[::3, NAMES.index("bene_count_1h")] = np.nan  # a third of the payments without the value
+    rows[::7, NAMES.index("pass_through_7d_q16")] = np.inf
+    rows[1::7, NAMES.index("pass_through_7d_q16")] = -np.inf
+    m = metrics()
+    feed(m, rows)
+    psi = gauges(m)
+    assert psi["bene_count_1h"] > 0.25  # the training payments always had it
+    assert all(np.isfinite(v) for v in psi.values())
+    m2 = metrics()
+    feed(m2, np.full((1_500, len(NAMES)), np.nan))  # nothing readable at all
+    assert min(gauges(m2).values()) > 0.25
+
+
+def test_rows_of_another_shape_are_refused_and_the_tap_still_scores(caplog: pytest.LogCaptureFixture) -> None:
+    m = metrics()
+    drift = m.feature_drift
+    assert drift is not None
+    with pytest.raises(ValueError, match="shape"):
+        drift.add(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="numbers"):
+        drift.add(np.array([["a"] * len(NAMES)]))
+    with pytest.raises(ValueError, match="shape"):
+        drift.add(np.zeros(len(NAMES)))
+    tap = FeatureTap(Stub(), drift)
+    with caplog.at_level(logging.ERROR, logger="api.metrics"):
+        assert tap.predict(np.zeros((4, 5))).tolist() == [0.5] * 4  # scored all the same
+    assert "feature drift: 4 rows left out" in caplog.text
+    assert (tap.name, tap.model_sha256) == ("stub", REFERENCE["model_sha256"])
+
+
+@pytest.mark.parametrize(("reference", "match"), [
+    ({}, "needs 'features'"),
+    ({"features": {"no_such_feature": {"edges": [1.0], "shares": [0.5, 0.5], "missing": 0.0}}},
+     "do not have: no_such_feature"),
+    ({"features": {"bene_count_1h": {"edges": [2.0, 1.0], "shares": [0.3, 0.3, 0.4], "missing": 0}}},
+     "ascending edges"),
+    ({"features": {"bene_count_1h": {"edges": [1.0], "shares": [1.0], "missing": 0}}}, "one share more"),
+])
+def test_a_malformed_reference_is_refused(reference: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        FeatureDrift(reference, NAMES)
+
+
+def decision(fired: tuple[str, ...] = (), fail_safe: str | None = None, replayed: bool = False) -> Decision:
+    return Decision("t", 0, "00", "2026-12-04T00:00:00Z", "REVIEW" if fired else "ALLOW", 0.1,
+                    tuple(RuleHit(r, "REVIEW", "why") for r in fired), fail_safe, replayed=replayed)
+
+
+def counter(m: Metrics, name: str) -> dict[str, float]:
+    out = {}
+    for line in m.render().decode().splitlines():
+        if line.startswith(name):
+            key = line.split('"')[1] if "{" in line else ""
+            out[key] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def test_each_rule_s_alert_rate_has_a_denominator_and_replays_count_once() -> None:
+    m = Metrics(lambda: (0, None))
+    m.observe_batch([decision(("FAN_IN_24H",)), decision(("FAN_IN_24H", "SWIFT_NAK")), decision(),
+                     decision(fail_safe="DEADLINE_EXCEEDED"), decision(fail_safe="SANDBOX_FAULT: trap"),
+                     decision(fail_safe="MODEL_ERROR: boom"),  # the rules ran, on a missing score
+                     decision(("FAN_IN_24H",), replayed=True)])  # answered again: counted when sealed
+    assert counter(m, "sealtrail_rule_hits_total") == {"FAN_IN_24H": 2.0, "SWIFT_NAK": 1.0}
+    assert counter(m, "sealtrail_rule_evaluations_total") == {"": 4.0}
+    assert sum(counter(m, "sealtrail_decisions_total").values()) == 7  # every answer, by outcome
+
+
+@pytest.fixture
+def served(db: Db, tmp_path: Path) -> Iterator[Served]:
+    with in_process(db, tmp_path) as (client, rt, s):
+        yield Served(client, rt, s)
+
+
+def test_the_served_app_reports_each_main_feature_s_drift(served: Served) -> None:
+    bodies = txs(1_100, seed=73)
+    for i in range(0, len(bodies), 550):
+        r = served.client.post("/v1/decisions/batch", content=b"[" + b",".join(bodies[i:i + 550]) + b"]",
+                               headers={**JSON, "x-test-role": "scorer"})
+        assert r.status_code == 200, r.text
+    assert isinstance(served.runtime.pipeline.scorer, FeatureTap)
+    text = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
+    psi = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+           if line.startswith("sealtrail_feature_psi{")}
+    assert set(psi) == set(MAIN_FEATURES) and all(v >= 0 for v in psi.values())
+    evaluated = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                 if line.startswith("sealtrail_rule_evaluations_total ")]
+    assert evaluated == [1_100.0]
