@@ -131,6 +131,8 @@ def test_rows_of_another_shape_are_refused_and_the_tap_still_scores(caplog: pyte
     ({"features": {"bene_count_1h": {"edges": [2.0, 1.0], "shares": [0.3, 0.3, 0.4], "missing": 0}}},
      "ascending edges"),
     ({"features": {"bene_count_1h": {"edges": [1.0], "shares": [1.0], "missing": 0}}}, "one share more"),
+    ({"features": {"bene_count_1h": {"edges": list(range(300)), "shares": [0.0] * 301, "missing": 0}}},
+     "at most 255 bins"),
 ])
 def test_a_malformed_reference_is_refused(reference: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
