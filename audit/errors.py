@@ -38,6 +38,7 @@ __all__ = [
     "CasesFailedError",
     "DerivedRowError",
     "DuplicateRulesetError",
+    "ExplanationError",
     "ExportError",
     "ExportFilterError",
     "ExportUnavailableError",
@@ -73,6 +74,11 @@ class AuditError(Exception):
 class AccountRiskError(AuditError, ValueError):
     """An account-risk policy value (a setting), or a recorded ``account_risk``, that cannot be
     used (``audit.decide.account_risk``); the message names the field and what it must be."""
+
+
+class ExplanationError(AuditError, ValueError):
+    """A recorded ``explanation`` that is not one a version 3 decision record can state
+    (``audit.decide.explanation``); the message names what is wrong."""
 
 
 class BundleError(AuditError, VerificationError):

@@ -12,7 +12,10 @@ every machine up to float rounding:
 - the gradient of the score (the sigmoid output, not the logit) is averaged over ``STEPS``
   midpoints of the path and multiplied by ``z``: the attributions of a row add up to its score
   minus the baseline's score, within the midpoint rule's error (a test checks the sum);
-- arithmetic is float64 numpy on the float32 weights, independent of any backend.
+- the products run in float32 on the model's weights, in the row blocks of the numpy reference
+  (``inference.model.dense``), and the mean over the path and the product with ``z`` in float64:
+  about 30 us a row on one CPU core at batch 1,024; another machine's BLAS may differ in the
+  last float32 bits, far below the tolerance a verifier allows (``check_reasons``).
 
 ``reasons(names, row, attributions)`` groups the attributions of related columns into reason
 codes (``REASONS``: amount against the account's history, temporal cycle, pass-through, fan-in,
@@ -21,7 +24,8 @@ fan-out, ...), keeps those that raise the score by at least ``MIN_CONTRIBUTION``
 account's usual amount", "money returned to the sender in 3 hops"). The codes and their order
 come from attributions rounded to ``ATTRIBUTION_QUANTUM`` (ties by code order) and the text from
 the exact feature values, so a verifier that re-runs the model reproduces them exactly unless an
-attribution sits on a rounding boundary.
+attribution sits on a rounding boundary; ``check_reasons`` is that verifier's test, which accepts
+codes a sum within the stated tolerance of the recomputed one would give, and nothing else.
 """
 
 from __future__ import annotations
@@ -29,21 +33,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
-from inference.model import MlpModel, preprocess
+from inference.model import MlpModel, dense, preprocess
 
-__all__ = ["ATTRIBUTION_QUANTUM", "MAX_REASONS", "MIN_CONTRIBUTION", "REASONS", "STEPS", "Reason", "explain",
-           "reasons"]
+__all__ = ["ATTRIBUTION_QUANTUM", "MAX_REASONS", "MIN_CONTRIBUTION", "REASONS", "STEPS", "Reason",
+           "check_reasons", "explain", "reasons"]
 
 STEPS = 32  # midpoints on the path from the baseline to the row
 ATTRIBUTION_QUANTUM = 1e-3  # attributions are ranked after rounding to this
 MIN_CONTRIBUTION = 0.02  # a reason raises the score by at least this much
 MAX_REASONS = 3
 
-F64 = np.float64
+F32, F64 = np.float32, np.float64
 Values = dict[str, float]
 
 
@@ -52,8 +57,13 @@ class Reason:
     """One reason code: what it is, how much it raised the score, and its words for an officer."""
 
     code: str
-    contribution: float  # the summed attributions of its columns, rounded to ATTRIBUTION_QUANTUM
+    contribution_milli: int  # the summed attributions of its columns in thousandths of the score
     text: str
+
+    @property
+    def contribution(self) -> float:
+        """The summed attributions of its columns, rounded to ``ATTRIBUTION_QUANTUM``."""
+        return self.contribution_milli * ATTRIBUTION_QUANTUM
 
 
 def explain(model: MlpModel, rows: npt.ArrayLike, steps: int = STEPS) -> npt.NDArray[np.float64]:
@@ -61,32 +71,34 @@ def explain(model: MlpModel, rows: npt.ArrayLike, steps: int = STEPS) -> npt.NDA
     row (the module docstring states the method)."""
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
-    z = preprocess(model, rows).astype(F64)
+    z = preprocess(model, rows)
     n, d = z.shape
-    layers = [(w.astype(F64), b.astype(F64)) for w, b in model.layers]
-    alphas = (np.arange(steps, dtype=F64) + 0.5) / steps
-    out = np.empty_like(z)
-    chunk = max(1, 8192 // steps)  # rows a pass takes: every step of them in one product
+    layers = model.layers
+    back = [(np.ascontiguousarray(w.T), np.zeros(w.shape[0], F32)) for w, _ in layers]
+    alphas = ((np.arange(steps, dtype=F64) + 0.5) / steps).astype(F32)
+    out = np.empty((n, d), F64)
+    chunk = max(1, 4096 // steps)  # rows a pass takes: every step of them in one product
     for lo in range(0, n, chunk):
         zc = z[lo:lo + chunk]
         h = (alphas[:, None, None] * zc[None]).reshape(-1, d)  # step-major: step k of each row
         pre = []
         for i, (w, b) in enumerate(layers):
-            a = h @ w + b
+            a = dense(h, w, b)
             pre.append(a)
-            h = np.maximum(a, 0.0) if i < len(layers) - 1 else a
-        s = 1.0 / (1.0 + np.exp(-np.clip(h[:, 0], -60.0, 60.0)))
-        delta = (s * (1.0 - s))[:, None]  # d score / d logit
+            h = np.maximum(a, F32(0)) if i < len(layers) - 1 else a
+        s = 1.0 / (1.0 + np.exp(-np.clip(h[:, 0].astype(F64), -60.0, 60.0)))
+        delta = (s * (1.0 - s))[:, None].astype(F32)  # d score / d logit
         for i in range(len(layers) - 1, -1, -1):
-            delta = delta @ layers[i][0].T
+            delta = dense(delta, *back[i])
             if i:
-                delta = delta * (pre[i - 1] > 0)
-        out[lo:lo + chunk] = zc * delta.reshape(steps, len(zc), d).mean(axis=0)
+                delta *= pre[i - 1] > 0
+        grad = delta.reshape(steps, len(zc), d).astype(F64).mean(axis=0)
+        out[lo:lo + chunk] = zc.astype(F64) * grad
     return out
 
 
-def _q(x: float) -> float:
-    return round(x / ATTRIBUTION_QUANTUM) * ATTRIBUTION_QUANTUM
+def _milli(x: float) -> int:
+    return round(x / ATTRIBUTION_QUANTUM)  # half to even
 
 
 def _n(v: Values, name: str) -> int:
@@ -96,11 +108,15 @@ def _n(v: Values, name: str) -> int:
 
 def _amount_text(v: Values) -> str:
     ratio = 2 ** (v.get("amount_log2_ratio_q8", 0.0) / 256)
-    if v.get("amount_history_n", 0.0) <= 0:
+    n = _n(v, "amount_history_n")
+    if n <= 0:
         return "the first payment this account sends in 30 days"
+    share = _n(v, "amount_percentile_permille") / 10
+    payments = "1 payment" if n == 1 else f"{n} payments"
+    history = f"the median of its {payments} in 30 days; percentile {share:.0f} among them"
     if ratio >= 1:
-        return f"{ratio:.1f}x this account's usual amount (the median of its payments in 30 days)"
-    return f"{1 / ratio:.1f}x below this account's usual amount"
+        return f"{ratio:.1f}x this account's usual amount ({history})"
+    return f"{1 / ratio:.1f}x below this account's usual amount ({history})"
 
 
 def _share(q16: float) -> str:
@@ -160,19 +176,82 @@ REASONS: tuple[tuple[str, tuple[str, ...], Callable[[Values], str]], ...] = (
 )
 
 
+@lru_cache(maxsize=16)
+def _layout(names: tuple[str, ...]) -> tuple[tuple[str, tuple[int, ...], Callable[[Values], str]], ...]:
+    """Each reason code whose columns ``names`` holds: its code, those columns' indices, its words."""
+    index = {n: i for i, n in enumerate(names)}
+    return tuple((code, tuple(index[c] for c in columns if c in index), words)
+                 for code, columns, words in REASONS if any(c in index for c in columns))
+
+
+def _groups(names: Sequence[str], row: Sequence[float] | npt.NDArray[np.float64],
+            attributions: Sequence[float] | npt.NDArray[np.float64],
+            ) -> list[tuple[str, float, Callable[[Values], str]]]:
+    """Each reason code whose columns ``names`` holds: its code, summed attribution and words."""
+    a = attributions.tolist() if isinstance(attributions, np.ndarray) else list(attributions)
+    return [(code, math.fsum(a[i] for i in held), words) for code, held, words in _layout(tuple(names))]
+
+
+def _values(names: Sequence[str], row: Sequence[float] | npt.NDArray[np.float64]) -> Values:
+    values = row.tolist() if isinstance(row, np.ndarray) else [float(v) for v in row]
+    return dict(zip(names, values, strict=False))
+
+
 def reasons(names: Sequence[str], row: Sequence[float] | npt.NDArray[np.float64],
             attributions: Sequence[float] | npt.NDArray[np.float64]) -> list[Reason]:
     """The reason codes of one row (see the module): codes whose columns together raise the score by
     at least ``MIN_CONTRIBUTION``, at most ``MAX_REASONS``, largest first, ties in ``REASONS`` order."""
-    index = {n: i for i, n in enumerate(names)}
-    values = {n: float(row[i]) for n, i in index.items()}
-    found: list[tuple[float, int, Reason]] = []
-    for order, (code, columns, words) in enumerate(REASONS):
-        held = [index[c] for c in columns if c in index]
-        if not held:
-            continue
-        contribution = _q(math.fsum(float(attributions[i]) for i in held))
-        if contribution >= MIN_CONTRIBUTION:
-            found.append((-contribution, order, Reason(code, contribution, words(values))))
+    floor = _milli(MIN_CONTRIBUTION)
+    found: list[tuple[int, int, str, Callable[[Values], str]]] = []
+    for order, (code, total, words) in enumerate(_groups(names, row, attributions)):
+        milli = _milli(total)
+        if milli >= floor:
+            found.append((-milli, order, code, words))
+    if not found:
+        return []
     found.sort(key=lambda f: (f[0], f[1]))
-    return [r for _, _, r in found[:MAX_REASONS]]
+    values = _values(names, row)
+    return [Reason(code, -neg, words(values)) for neg, _, code, words in found[:MAX_REASONS]]
+
+
+def check_reasons(names: Sequence[str], row: Sequence[float] | npt.NDArray[np.float64],
+                  attributions: Sequence[float] | npt.NDArray[np.float64], recorded: Sequence[Reason],
+                  tolerance: float) -> str | None:
+    """Why ``recorded`` cannot be the reason codes of ``row`` given these ``attributions`` (computed
+    again, perhaps on another machine), or None when it can.
+
+    ``recorded`` equal to ``reasons(...)`` passes. Otherwise an attribution computed elsewhere may
+    differ by up to ``tolerance`` from the one that was recorded, which moves a sum across a
+    rounding boundary, across ``MIN_CONTRIBUTION`` or past another code: ``recorded`` still passes
+    when it is what ``reasons`` gives for some sums each within ``tolerance`` of these (checked per
+    code, with the exact text and the order its own contributions state)."""
+    if list(recorded) == reasons(names, row, attributions):
+        return None
+    values = _values(names, row)
+    groups = {code: (order, total, words)
+              for order, (code, total, words) in enumerate(_groups(names, row, attributions))}
+    half = ATTRIBUTION_QUANTUM / 2 + tolerance  # how far a recorded sum may be from this one
+    floor = _milli(MIN_CONTRIBUTION)
+    if len(recorded) > MAX_REASONS:
+        return f"{len(recorded)} reason codes, more than {MAX_REASONS}"
+    for r in recorded:
+        if r.code not in groups:
+            return f"reason code {r.code!r} is not one this model's columns can give"
+        _, total, words = groups[r.code]
+        if r.contribution_milli < floor:
+            return f"{r.code} contributes {r.contribution_milli} milli, below the {floor} a reason needs"
+        if abs(total - r.contribution) > half:
+            return (f"{r.code} is recorded as {r.contribution_milli} milli; the attributions give "
+                    f"{total * 1000:.3f} milli (tolerance {half * 1000:.3f})")
+        if r.text != words(values):
+            return f"{r.code} reads {r.text!r}; the feature values read {words(values)!r}"
+    keys = [(-r.contribution_milli, groups[r.code][0]) for r in recorded]
+    if keys != sorted(keys) or len({r.code for r in recorded}) != len(recorded):
+        return "reason codes are not in the order of their contributions, or repeat"
+    named = {r.code for r in recorded}
+    # a code left out must be one whose sum, within tolerance, stays below what got in
+    cut = floor if len(recorded) < MAX_REASONS else min(r.contribution_milli for r in recorded)
+    for code, (_, total, _) in groups.items():
+        if code not in named and total - half > cut * ATTRIBUTION_QUANTUM:
+            return f"{code} contributes {total * 1000:.3f} milli and is not among the reason codes"
+    return None

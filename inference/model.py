@@ -59,8 +59,8 @@ if TYPE_CHECKING:  # onnx itself is imported only when an export is asked for
 
 __all__ = [
     "CARD_FORMAT", "CARD_NAME", "FORMAT", "INPUT_NAME", "ONNX_NAME", "OUTPUT_NAME", "SHIPPED_MODEL",
-    "WEIGHTS_NAME", "Z_CLIP", "MlpModel", "ModelFiles", "check_onnx_matches", "check_rows", "forward",
-    "load_npz", "model_npz_bytes", "preprocess", "save_npz", "sha256_file", "sha256_hex",
+    "WEIGHTS_NAME", "Z_CLIP", "MlpModel", "ModelFiles", "check_onnx_matches", "check_rows", "dense",
+    "forward", "load_npz", "model_npz_bytes", "preprocess", "save_npz", "sha256_file", "sha256_hex",
     "shipped_model_dir", "to_onnx_bytes",
 ]
 
@@ -206,7 +206,7 @@ def preprocess(model: MlpModel, rows: npt.ArrayLike) -> Floats:
 _GEMM_MNK = 1 << 18
 
 
-def _dense(h: Floats, w: Floats, b: Floats) -> Floats:
+def dense(h: Floats, w: Floats, b: Floats) -> Floats:
     """``h @ w + b`` in row blocks small enough for BLAS to stay on this thread."""
     out = np.empty((h.shape[0], w.shape[1]), np.float32)
     block = max(1, _GEMM_MNK // w.size)
@@ -221,9 +221,9 @@ def forward(model: MlpModel, rows: npt.ArrayLike) -> npt.NDArray[np.float64]:
     h = preprocess(model, rows)
     *hidden, (w_last, b_last) = model.layers
     for w, b in hidden:
-        h = _dense(h, w, b)
+        h = dense(h, w, b)
         np.maximum(h, np.float32(0), out=h)
-    logit = _dense(h, w_last, b_last)
+    logit = dense(h, w_last, b_last)
     with np.errstate(over="ignore"):  # exp(-logit) -> inf gives the right limit, 0
         np.negative(logit, out=logit)
         np.exp(logit, out=logit)

@@ -169,6 +169,9 @@ def _print_report(r: Any) -> None:
         out.print(f"            {note}", markup=False)
     out.print(f"replayed    {r.replayed} through their rule module, {r.rescored} rescored by the numpy "
               f"model, {r.fail_safe} fail-safe holds checked", markup=False)
+    explained = getattr(r, "explained", 0)
+    if explained:
+        out.print(f"explained   {explained} decisions' reason codes recomputed from their model", markup=False)
     out.print(f"payloads    {r.payloads_present} present, {r.payloads_purged} purged", markup=False)
     prev = r.previous
     shown = "none" if prev is None else f"{prev['bundle_id']} (size {prev['checkpoint_size']}), consistent"

@@ -113,6 +113,19 @@ class AccountRiskOut(BaseModel):
                                           "decision itself")
 
 
+class ReasonOut(BaseModel):
+    code: str = Field(description="TEMPORAL_CYCLE, PASS_THROUGH, FAN_IN, AMOUNT_VS_HISTORY, ... "
+                                  "(docs/explanations.md lists them)")
+    contribution_milli: int = Field(description="how much its features raised the score, in thousandths")
+    text: str = Field(description="the reason in words, from this payment's own feature values")
+
+
+class ExplanationOut(BaseModel):
+    method: str = Field(description='"sealtrail.integrated-gradients/1"')
+    reasons: list[ReasonOut] = Field(description="at most 3, largest contribution first; empty when no "
+                                                 "group of features raised the score by 0.02 or more")
+
+
 class DecisionOut(BaseModel):
     trace_id: str = Field(description="UUIDv7 of the sealed record")
     decision: str = Field(description="ALLOW | REVIEW | HOLD | BLOCK")
@@ -122,14 +135,18 @@ class DecisionOut(BaseModel):
     reference: str | None = Field(None, description="the message's own reference (:20: / EndToEndId)")
     recorded_at: str
     ledger: LedgerRef
-    latency_us: dict[str, int] = Field(description="queue, features, model, rules, seal, ledger, total; "
-                                                   "request: the whole request inside the server")
+    latency_us: dict[str, int] = Field(description="queue, features, model, rules, explain, seal, ledger, "
+                                                   "total; request: the whole request inside the server")
     replayed: bool = Field(False, description="present and true when this payment (its idempotency key, "
                                               "same content) was decided before: the answer is that "
                                               "existing decision, and nothing new was sealed")
     account_risk: AccountRiskOut | None = Field(None, description="the accounts' risk after this decision "
                                                 "and any account alert (docs/account-risk.md), as the record "
                                                 "states it; null where the record states none")
+    explanation: ExplanationOut | None = Field(
+        None, description="why the model scored as it did: reason codes, for a decision scored 0.5 or more "
+                          "or ended REVIEW or worse (docs/explanations.md), as the record states them; null "
+                          "for other decisions and where the record states none")
 
     model_config = {"json_schema_extra": {"examples": [{
         "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "decision": "REVIEW", "score": 0.71,
@@ -148,7 +165,12 @@ class DecisionOut(BaseModel):
                            "after_milli": 53300},
             "beneficiary": {"account": "0c4e6a8b2d1f3e5a7c9b0d2f4a6c8e1b", "before_milli": 0,
                             "after_milli": 17100},
-            "max_milli": 53300, "alerts": ["originator"]}}]}}
+            "max_milli": 53300, "alerts": ["originator"]},
+        "explanation": {"method": "sealtrail.integrated-gradients/1", "reasons": [
+            {"code": "TEMPORAL_CYCLE", "contribution_milli": 212,
+             "text": "money returned to the sender in 3 hops, each later than the last (1 such paths)"},
+            {"code": "PASS_THROUGH", "contribution_milli": 97,
+             "text": "the sender paid on 96% of what it received in 24 hours (96% over 7 days)"}]}}]}}
 
 
 class BatchOut(BaseModel):
@@ -346,6 +368,8 @@ def decision_json(d: Decision, reference: str | None, request_us: int) -> dict[s
         out["replayed"] = True
     risk = getattr(d, "account_risk", None)  # (test doubles may lack the field)
     out["account_risk"] = None if risk is None else risk.to_json()
+    said = getattr(d, "explanation", None)
+    out["explanation"] = None if said is None else said.to_json()
     return out
 
 

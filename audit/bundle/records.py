@@ -31,7 +31,7 @@ from audit.bundle.completeness import CompletenessCheck
 from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
 from audit.bundle.replay import Replayer
 from audit.decide.account_risk import AccountRiskError, check_account_risk
-from audit.decide.record import DECISION_SCHEMA
+from audit.decide.record import RISK_SCHEMAS
 from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body, replay_refusal
 from audit.decide.summary import SUMMARY_KIND
 from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
@@ -126,7 +126,7 @@ class RecordTally:
     summaries: int = 0
     refusals: int = 0  # format 3
     refusals_replayed: int = 0  # refusals whose payload was parsed again and refused the same way
-    account_risk_checked: int = 0  # decision/2 records whose account_risk is consistent in itself
+    account_risk_checked: int = 0  # decision/2 and /3 records whose account_risk is consistent in itself
     account_alerts: int = 0  # of them, those that raised an account alert
     by_decision: Counter[str] = field(default_factory=Counter)
     payloads_present: int = 0
@@ -240,7 +240,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 t.models.add(str(model.get("sha256")))
             if failed := replayer.add(seq, tid, body):
                 found.extend(failed)
-            if body.get("schema") == DECISION_SCHEMA:  # version 2: account risk, checked in itself
+            if body.get("schema") in RISK_SCHEMAS:  # versions 2 and 3: account risk, checked in itself
                 try:
                     risk = check_account_risk(body)
                 except AccountRiskError as exc:

@@ -1,12 +1,16 @@
 """Replay (DESIGN.md invariant 6): re-run recorded decisions and say where they do not reproduce.
 
-For each ``sealtrail.decision/1`` or ``/2`` body: the recorded features and score go through the recorded
-rule module in the sandbox (outcome, fired rule ids, their outcomes and reasons must equal the
-record exactly), and the recorded features through the numpy reference model (score within
-1e-4), as ``docs/bundle-format.md`` "Replay" says, fail-safe records included. Decisions are
-buffered and replayed a batch at a time, grouped by feature schema (each record's values are read
-by the schema it names), by module and by model, so the sandbox's
-per-call cost (~30 us) is paid once per thousands of rows. Module and weights bytes come in
+For each ``sealtrail.decision/1``, ``/2`` or ``/3`` body: the recorded features and score go through
+the recorded rule module in the sandbox (outcome, fired rule ids, their outcomes and reasons must
+equal the record exactly), and the recorded features through the numpy reference model (score
+within 1e-4), as ``docs/bundle-format.md`` "Replay" says, fail-safe records included. A version
+3 body's ``explanation`` is recomputed from the same model and features (``inference.explain``): the
+decisions that must carry reasons carry them, and the reason codes are those the recomputed
+attributions give, each contribution within 1e-4 (``audit.decide.explanation.check_explanation``).
+
+Decisions are buffered and replayed a batch at a time, grouped by feature schema (each record's
+values are read by the schema it names), by module and by model, so the sandbox's per-call cost
+(~30 us) is paid once per thousands of rows. Module and weights bytes come in
 through ``fetch_module`` / ``fetch_model`` (I/O stays with the caller); each is loaded once and
 checked against the SHA-256 the records name.
 """
@@ -23,10 +27,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from audit.decide.explanation import check_explanation, is_explained
 from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMAS, FAIL_SAFE_DECISION
 from audit.decide.types import ActiveRules
 from audit.errors import BundleError, ReplayMismatch
 from inference.errors import ModelError
+from inference.explain import explain
 from inference.model import MlpModel, forward, load_npz
 from inference.schema import FEATURE_SCHEMAS, UnknownFeatureSchemaError, model_columns
 from wasm_rules import OUTCOMES, RuleError, Sandbox
@@ -70,6 +76,7 @@ class Replayer:
         self.replayed = 0  # decisions whose rules were re-run
         self.rescored = 0  # decisions whose score was recomputed
         self.fail_safe = 0  # fail-safe HOLDs checked for their shape (nothing to re-run)
+        self.explained = 0  # version 3 decisions whose reason codes were recomputed
 
     def _miss(self, row: _Row | tuple[int, str], kind: str, detail: str) -> ReplayMismatch:
         seq, tid = (row.seq, row.trace_id) if isinstance(row, _Row) else row
@@ -129,6 +136,9 @@ class Replayer:
                 out.append(self._miss(r, "replay.fail_safe", f"unknown fail_safe {fs!r}"))
                 continue
             if math.isnan(r.score):
+                if b["schema"] == DECISION_SCHEMA and b.get("explanation", 0) is not None:
+                    out.append(self._miss(r, "replay.explanation", "a decision the model did not score "
+                                          "has a null explanation"))
                 # The spec allows a null score with MODEL_ERROR or DEADLINE_EXCEEDED only, but the
                 # pipeline records SANDBOX_FAULT (it takes precedence) when the model failed in the same
                 # batch, score null: a genuine record, and a fail-safe HOLD whatever its score.
@@ -244,9 +254,35 @@ class Replayer:
         got = forward(model, matrix[:, :width])
         self.rescored += len(rows)
         bad = np.flatnonzero(~(np.abs(got - scores) <= SCORE_TOLERANCE)).tolist()
-        return [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}; the numpy model "
-                           f"{sha[:12]} gives {got[i]!r} (|diff| {abs(got[i] - scores[i]):.3g} > "
-                           f"{SCORE_TOLERANCE})") for i in bad]
+        out = [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}; the numpy model "
+                          f"{sha[:12]} gives {got[i]!r} (|diff| {abs(got[i] - scores[i]):.3g} > "
+                          f"{SCORE_TOLERANCE})") for i in bad]
+        return out + self._explanations(model, rows, matrix[:, :width], scores, set(bad))
+
+    def _explanations(self, model: MlpModel, rows: list[_Row], x: npt.NDArray[np.float64],
+                      scores: npt.NDArray[np.float64], unscored: set[int]) -> list[BundleError]:
+        """Version 3 bodies: each ``explanation`` against the one the model gives (see the module);
+        not where the model gives another score (``unscored``), already a mismatch of its own."""
+        v3 = [i for i, r in enumerate(rows) if r.body["schema"] == DECISION_SCHEMA and i not in unscored]
+        if not v3:
+            return []
+        want = [i for i in v3 if is_explained(float(scores[i]), str(rows[i].body.get("decision")))]
+        attr = explain(model, x[want]) if want else np.empty((0, x.shape[1]))
+        at = {i: k for k, i in enumerate(want)}
+        self.explained += len(want)
+        out: list[BundleError] = []
+        for i in v3:
+            b = rows[i].body
+            if "explanation" not in b:
+                out.append(self._miss(rows[i], "replay.explanation",
+                                      f"a {DECISION_SCHEMA} body has no explanation"))
+                continue
+            k = at.get(i)
+            problem = check_explanation(model, x[i], None if k is None else attr[k], float(scores[i]),
+                                        str(b.get("decision")), b["explanation"], SCORE_TOLERANCE)
+            if problem is not None:
+                out.append(self._miss(rows[i], "replay.explanation", problem[:600]))
+        return out
 
 
 def _ids(fired: object) -> list[object]:

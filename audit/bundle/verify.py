@@ -85,8 +85,9 @@ class BundleReport:
     summaries: int = 0
     refusals: int = 0  # refusal records (format 3)
     refusals_replayed: int = 0  # of them, parsed again from their payload and refused the same way
-    account_risk_checked: int = 0  # decision/2 records whose account_risk holds together (see docs)
+    account_risk_checked: int = 0  # decision/2 and /3 records whose account_risk holds together (see docs)
     account_alerts: int = 0  # of them, those that raised an account alert
+    explained: int = 0  # decision/3 records whose reason codes were recomputed from the model
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -236,7 +237,7 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         warnings=() if trusted_keys else (UNPINNED_WARNING,), format=manifest.version,
         completeness=completeness, summaries=tally.summaries, refusals=tally.refusals,
         refusals_replayed=tally.refusals_replayed, account_risk_checked=tally.account_risk_checked,
-        account_alerts=tally.account_alerts)
+        account_alerts=tally.account_alerts, explained=replayer.explained)
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

@@ -26,6 +26,10 @@ The account-risk state changes only when a batch commits: a batch is assessed ov
 state and the batches prepared before it on the same windows, applied once the ledger holds it,
 and forgotten if its commit fails or is refused, so the state is always the rebuild of the ledger
 (``audit.state.account_risk_replay``) with nothing to take back.
+
+When the scorer carries its model (every ``inference.backends`` backend does), each decision the
+model scored high or the rules held also records its reason codes (``audit.decide.explanation``),
+attributed on the numpy reference model whatever backend scored, and the record is version 3.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import numpy.typing as npt
 
 from audit.decide.account_risk import AccountRiskState, Pending, RiskEvent, event_hour, points_milli
 from audit.decide.account_secret import load_keyer, sealing_tail
+from audit.decide.explanation import Explanation, explain_decisions
 from audit.decide.idempotency import with_keys
 from audit.decide.record import (
     DECISION_KIND,
@@ -60,6 +65,7 @@ from audit.decide.summary import AccountKeyer, entries_jcs
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from inference.features import FeatureExtractor
 from inference.messages import PARSER
+from inference.model import MlpModel
 from inference.schema import FEATURE_SCHEMA
 from inference.velocity import Journal, VelocityState
 from ledger import LedgerUnavailableError, Record
@@ -103,6 +109,8 @@ class Pipeline:
         self.ledger = ledger
         self._keyer = keyer
         self.scorer = scorer
+        model = getattr(scorer, "model", None)
+        self._explain_model = model if isinstance(model, MlpModel) else None  # None: version 2 records
         self._rules = rules
         self.extractor = extractor if extractor is not None else FeatureExtractor()
         self.account_risk = account_risk if account_risk is not None else AccountRiskState()
@@ -241,10 +249,11 @@ class Pipeline:
         t0, stage, outs, fired, why = prepared.t0, prepared.stage, prepared.outs, prepared.fired, prepared.why
         after = {**stage, "seal": _us(t0, t_ready) - sum(stage.values()), "wait": _us(t_ready, t4),
                  "ledger": _us(t4, t5), "total": _us(t0, t5)}
-        score_list, risks = prepared.scores, prepared.risk.results
+        score_list, risks, said = prepared.scores, prepared.risk.results, prepared.explanations
         return [Decision(r.trace_id, r.seq, r.leaf_hash.hex(), r.recorded_at, outs[i],
                          None if math.isnan(score_list[i]) else score_list[i], fired[i][0], why[i],
-                         {"queue": subs[i].queue_us, **after}, account_risk=risks[i])
+                         {"queue": subs[i].queue_us, **after}, account_risk=risks[i],
+                         explanation=None if said is None else said[i])
                 for i, r in enumerate(receipts)]
 
     def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float,
@@ -278,6 +287,10 @@ class Pipeline:
         t3 = clock()
         stage = {"features": _us(t0, t1), "model": _us(t1, t2), "rules": _us(t2, t3)}
         outs = [OUTCOMES[k] for k in outcomes.tolist()]
+        explanations = None
+        if self._explain_model is not None:
+            explanations = explain_decisions(self._explain_model, rows, scores.tolist(), outs)
+            stage["explain"] = _us(t3, clock())
         if sandbox_fault is not None or fired_words is None:
             fired: list[_Hits] = [_NO_HITS] * n
         else:
@@ -292,7 +305,8 @@ class Pipeline:
             keyer = self._keyer = load_keyer(self.ledger.engine)
         risk = self._assess(subs, scores, outs, why, keyer, epoch)
         try:
-            return self._finish(subs, rows, scores, outs, fired, why, fuel, stage, rules, keyer, risk, t0)
+            return self._finish(subs, rows, scores, outs, fired, why, fuel, stage, rules, keyer, risk, t0,
+                                explanations)
         except BaseException:
             self.account_risk.discard(risk)
             raise
@@ -314,9 +328,11 @@ class Pipeline:
 
     def _finish(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None], fuel: int, stage: dict[str, int],
-                rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float) -> _Prepared:
+                rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float,
+                explanations: list[Explanation] | None) -> _Prepared:
         """The records and summary of a batch assessed for account risk."""
-        records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules, risk)
+        records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules, risk,
+                                     explanations)
         ids: dict[int, Jcs] = {}  # id(hits) -> canonical array of its rule ids
         for hits, _ in fired:
             if id(hits) not in ids:
@@ -325,7 +341,7 @@ class Pipeline:
         summary = entries_jcs(outs, [ids[id(h)] for h, _ in fired],
                               [keyer.keys((tx.originator.account, tx.beneficiary.account)) for tx in txs])
         return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why, keyer.key_id, summary,
-                         risk)
+                         risk, explanations)
 
     def _fired(self, rules: ActiveRules, words: npt.NDArray[np.uint64]) -> list[_Hits]:
         """Each row's fired rules and their canonical ``fired`` array, by the row's bitset words
@@ -348,7 +364,7 @@ class Pipeline:
     def _bodies(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None],
                 fuel: int, stage: dict[str, int], rules: ActiveRules, risk: Pending,
-                ) -> tuple[list[Record], DecisionBatch]:
+                explanations: list[Explanation] | None) -> tuple[list[Record], DecisionBatch]:
         """The batch's records (bodies from ``audit.decide.record.decision_bodies``, a batch at a
         time) and their ``DecisionInputs``, made only if asked for."""
         n = len(subs)
@@ -369,7 +385,7 @@ class Pipeline:
                 ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version, decision=outs[i],
                 fired=fired[i][0], fail_safe=why[i], fuel=fuel, batch_size=n,
                 latency_us={"queue": s.queue_us, **stage}, idempotency=s.idempotency, parser=PARSER,
-                account_risk=risks[i])
+                account_risk=risks[i], explanation=None if explanations is None else explanations[i])
 
         le = np.ascontiguousarray(rows, dtype="<f8")
         width = le.shape[1] * 8
@@ -396,7 +412,7 @@ class Pipeline:
             principal=[principals[id(s.principal)] for s in subs], score=score_list,
             queue_us=[s.queue_us for s in subs],
             idempotency=[s.idempotency for s in subs] if any(s.idempotency for s in subs) else None,
-            account_risk=risks)
+            account_risk=risks, explanation=explanations)
         # Every body comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or a template
         # filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
         records = [Record.from_jcs(DECISION_KIND, body, payload=s.raw)
@@ -435,6 +451,7 @@ class _Prepared:
     key_id: str  # the account secret's id, and the batch's canonical summary entries
     summary: Jcs
     risk: Pending  # the batch's account risk, applied when it commits
+    explanations: list[Explanation] | None  # None: the scorer has no model to attribute to
 
 
 _NO_HITS: _Hits = ((), Jcs(b"[]"))

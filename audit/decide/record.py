@@ -1,5 +1,5 @@
-"""The decision record (``sealtrail.decision/2``; ``/1`` before account risk): what one sealed
-decision binds.
+"""The decision record (``sealtrail.decision/3``; ``/2`` before explanations, ``/1`` before account
+risk): what one sealed decision binds.
 
 The ledger envelope adds ``trace_id`` (UUIDv7), ``recorded_at`` and ``payload_sha256`` (the raw
 message, kept apart so that it can be purged); this body binds the rest of DESIGN.md
@@ -13,6 +13,10 @@ Version 2 adds ``account_risk`` (``audit.decide.account_risk``): the originator'
 beneficiary's keyed account, each one's risk before and after this decision's points, their
 maximum, the sides that raised an account alert, and the policy with its constants. A body
 without it is version 1, as every record sealed before it was.
+
+Version 3 adds ``explanation`` (``audit.decide.explanation``): the reason codes of a decision the
+model scored high or the rules held, with each code's contribution to the score and its words,
+or ``null``. A pipeline whose scorer carries no model to attribute to still seals version 2.
 
 Feature values are JSON numbers, ``null`` for a missing value (NaN); JSON round-trips float64
 exactly, so replaying the rule module on the recorded values reproduces the outcome.
@@ -33,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from audit.decide.account_risk import AccountRisk
+from audit.decide.explanation import Explanation
 from ledger.jcs import (
     JCS_NULL,
     CanonicalError,
@@ -50,7 +55,9 @@ __all__ = [
     "DECISION_SCHEMA",
     "DECISION_SCHEMAS",
     "DECISION_SCHEMA_V1",
+    "DECISION_SCHEMA_V2",
     "FAIL_SAFE_DECISION",
+    "RISK_SCHEMAS",
     "SLOTS",
     "BodyTemplate",
     "DecisionBatch",
@@ -72,8 +79,10 @@ __all__ = [
 
 DECISION_KIND = "decision"
 DECISION_SCHEMA_V1 = "sealtrail.decision/1"  # before account risk
-DECISION_SCHEMA = "sealtrail.decision/2"  # what is sealed: version 1 and ``account_risk``
-DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA)  # every version read and replayed
+DECISION_SCHEMA_V2 = "sealtrail.decision/2"  # version 1 and ``account_risk``
+DECISION_SCHEMA = "sealtrail.decision/3"  # what is sealed: version 2 and ``explanation``
+DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA_V2, DECISION_SCHEMA)  # every version read, replayed
+RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA)  # the versions that state ``account_risk``
 FAIL_SAFE_DECISION = "HOLD"
 
 
@@ -136,6 +145,7 @@ class DecisionInputs:
     idempotency: IdempotencyKey | None = None  # the sealed key; None: the body has no "idempotency"
     parser: str | None = None  # inference.messages.PARSER that read the message; None: not stated (version 1)
     account_risk: AccountRisk | None = None  # None: a version 1 body (no account risk)
+    explanation: Explanation | None = None  # None: a version 1 or 2 body (no "explanation" field)
 
 
 class DecisionBatch(Sequence[DecisionInputs]):
@@ -187,7 +197,7 @@ def _num(v: float) -> float | None:
 def decision_body(d: DecisionInputs) -> dict[str, Any]:
     """The record body as a JSON object (canonicalised by the caller)."""
     body: dict[str, Any] = {
-        "schema": DECISION_SCHEMA_V1 if d.account_risk is None else DECISION_SCHEMA,
+        "schema": _schema(d),
         "at": d.at,
         "principal": d.principal,
         "input": {"format": d.message_format, "message_type": d.message_type, "reference": d.reference,
@@ -211,7 +221,17 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         body["idempotency"] = d.idempotency.to_json()
     if d.account_risk is not None:  # version 2
         body["account_risk"] = d.account_risk.to_json()
+    if d.explanation is not None:  # version 3
+        body["explanation"] = d.explanation.to_json()
     return body
+
+
+def _schema(d: DecisionInputs) -> str:
+    if d.explanation is not None:
+        if d.account_risk is None:
+            raise ValueError("a version 3 decision record states account risk as well as its explanation")
+        return DECISION_SCHEMA
+    return DECISION_SCHEMA_V1 if d.account_risk is None else DECISION_SCHEMA_V2
 
 
 def fired_json(hits: Sequence[RuleHit]) -> list[dict[str, str]]:
@@ -262,6 +282,7 @@ class DecisionColumns:
     queue_us: Sequence[int]
     idempotency: Sequence[IdempotencyKey | None] | None = None  # None: no decision of the batch has a key
     account_risk: Sequence[AccountRisk | None] | None = None  # None: version 1 bodies, no account risk
+    explanation: Sequence[Explanation | None] | None = None  # None: no body states an explanation
 
 
 class BodyTemplate:
@@ -274,10 +295,12 @@ class BodyTemplate:
     whole record (tests/audit/test_record.py checks it against rfc8785 over many records).
     """
 
-    def __init__(self, template: Template, keyed: bool = False, risked: bool = False) -> None:
+    def __init__(self, template: Template, keyed: bool = False, risked: bool = False,
+                 explained: bool = False) -> None:
         self._template = template
         self.keyed = keyed  # its bodies hold "idempotency" (a slot after SLOTS)
-        self.risked = risked  # its bodies hold "account_risk" (the last slot): version 2
+        self.risked = risked  # its bodies hold "account_risk" (a slot after those): version 2
+        self.explained = explained  # its bodies hold "explanation" (the last slot): version 3
 
     @classmethod
     def for_batch(cls, shared: DecisionInputs) -> BodyTemplate | None:
@@ -303,8 +326,12 @@ class BodyTemplate:
         if risked:
             slots = (*slots, "account_risk")
             body["account_risk"] = Template.marker("account_risk")
+        explained = shared.explanation is not None
+        if explained:
+            slots = (*slots, "explanation")
+            body["explanation"] = Template.marker("explanation")
         template = Template.of(body, slots)
-        return None if template is None else cls(template, keyed, risked)
+        return None if template is None else cls(template, keyed, risked, explained)
 
     def body(self, parts: Sequence[Jcs]) -> Jcs:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
@@ -326,12 +353,14 @@ class BodyTemplate:
         rows = zip(cols.at, cols.decision, cols.fail_safe, value_bytes, cols.features_sha256, cols.fired,
                    cols.message_format, cols.message_type, cols.raw_sha256, cols.reference,
                    cols.transaction_sha256, cols.principal, score_bytes, cols.queue_us, strict=True)
-        keys, risks = cols.idempotency, cols.account_risk
-        keyed, risked = self.keyed, self.risked
+        keys, risks, whys = cols.idempotency, cols.account_risk, cols.explanation
+        keyed, risked, explained = self.keyed, self.risked, self.explained
         for i, (at, dec, why, vb, fsha, fired, fmt, mtype, raw, ref, tsha, who, sb, queue) in enumerate(rows):
             key = None if keys is None else keys[i]
             risk = None if risks is None else risks[i]
-            if (key is not None) is not keyed or (risk is not None) is not risked:  # not this shape: whole
+            said = None if whys is None else whys[i]
+            if ((key is not None) is not keyed or (risk is not None) is not risked
+                    or (said is not None) is not explained):  # not this shape: whole
                 push(canonical_bytes(decision_body(whole(i))))
                 continue
             try:  # in SLOTS order
@@ -343,6 +372,8 @@ class BodyTemplate:
                     parts = (*parts, canonical_bytes(key.to_json()))
                 if risk is not None:
                     parts = (*parts, Jcs(risk.to_jcs()))  # integers and hex only: equal to canonical_bytes
+                if said is not None:
+                    parts = (*parts, Jcs(said.to_jcs()))  # canonical_bytes itself, or null
                 push(fill(parts))
             except TypeError:  # a value the splice does not vouch for: the whole-body path decides
                 push(canonical_bytes(decision_body(whole(i))))
@@ -356,11 +387,15 @@ def decision_bodies(shared: DecisionInputs, cols: DecisionColumns,
     ``shared`` states what the batch's records share (its per-decision fields are not read),
     ``cols`` what differs, and ``whole(i)`` gives the full inputs of decision ``i``, for a body
     that cannot be spliced. Each body equals ``canonical_bytes(decision_body(whole(i)))``."""
-    keys, risks = cols.idempotency, cols.account_risk
+    keys, risks, whys = cols.idempotency, cols.account_risk, cols.explanation
     if keys is not None and any(k is not None for k in keys):  # a template for the keyed bodies
         shared = replace(shared, idempotency=IdempotencyKey("", ""))
     first_risk = None if risks is None else next((r for r in risks if r is not None), None)
-    shared = replace(shared, account_risk=first_risk)  # a template for version 2 bodies, or version 1
+    first_why = None if whys is None else next((w for w in whys if w is not None), None)
+    if first_risk is None:
+        first_why = None  # no version 3 template without account risk: such bodies go whole
+    # a template for version 3 bodies, or version 2, or version 1
+    shared = replace(shared, account_risk=first_risk, explanation=first_why)
     try:
         template = BodyTemplate.for_batch(shared)
     except CanonicalError:
@@ -380,4 +415,5 @@ def slot_parts(d: DecisionInputs) -> tuple[Jcs, ...]:
             jcs_str(d.transaction_sha256), canonical_bytes(d.principal), canonical_bytes(body["score"]),
             jcs_int(d.latency_us["queue"])) + (
                 () if d.idempotency is None else (canonical_bytes(d.idempotency.to_json()),)) + (
-                () if d.account_risk is None else (canonical_bytes(d.account_risk.to_json()),))
+                () if d.account_risk is None else (canonical_bytes(d.account_risk.to_json()),)) + (
+                () if d.explanation is None else (canonical_bytes(d.explanation.to_json()),))

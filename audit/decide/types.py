@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from audit.decide.account_risk import AccountRisk
+from audit.decide.explanation import Explanation
 from audit.decide.record import DecisionInputs, IdempotencyKey, RuleHit
 from inference.messages import Format, MessageError, Transaction, detect_format, parse_messages
 from inference.schema import FEATURE_SCHEMA, rule_feature_names
@@ -105,3 +106,4 @@ class Decision:
     latency_us: dict[str, int] = field(default_factory=dict)
     replayed: bool = False  # an earlier decision of the same payment, returned again (idempotency)
     account_risk: AccountRisk | None = None  # its accounts' risk and any account alert (decision/2)
+    explanation: Explanation | None = None  # its reason codes (decision/3); None: not stated

@@ -1,6 +1,6 @@
 """Rebuild the account-risk state from the ledger: every decision record, in seq order.
 
-A ``sealtrail.decision/2`` record states its keyed accounts and the policy it was decided under;
+A ``sealtrail.decision/2`` or ``/3`` record states its keyed accounts and the policy it was decided under;
 its points follow from its recorded score, decision and fail_safe. Applying each record in seq
 order (``AccountRiskState.apply_record``) gives the state the pipeline held after sealing it,
 bit for bit, without reading a payload: erasure and retention do not change it. Records of
@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from audit.decide.account_risk import AccountRisk, AccountRiskError, AccountRiskPolicy, AccountRiskState
-from audit.decide.record import DECISION_SCHEMA
+from audit.decide.record import RISK_SCHEMAS
 from audit.state.replay import decision_pages
 from ledger import store
 
@@ -54,7 +54,7 @@ def apply_records(state: AccountRiskState, records: Iterable[tuple[int, dict[str
     last = to_seq
     for seq, body in records:
         last = max(last, seq + 1)
-        if not isinstance(body, dict) or body.get("schema") != DECISION_SCHEMA:
+        if not isinstance(body, dict) or body.get("schema") not in RISK_SCHEMAS:
             without += 1
             continue
         try:

@@ -1,6 +1,8 @@
-"""One test vector per decision record version: version 2 (account risk) re-encodes to its
-bytes, holds together and rebuilds to the values it states; version 1 records (from the bundle
-vectors) still read, add no account risk and index with null account-risk columns."""
+"""One test vector per decision record version: version 3 (explanations) re-encodes to its bytes,
+replays and recomputes its reason codes from the model and module kept beside it; version 2
+(account risk) re-encodes to its bytes, holds together and rebuilds to the values it states;
+version 1 records (from the bundle vectors) still read, add no account risk and index with null
+account-risk columns."""
 
 from __future__ import annotations
 
@@ -12,16 +14,19 @@ import orjson
 import pytest
 import rfc8785
 
+from audit.bundle.replay import Replayer
 from audit.decide.account_risk import (
     AccountRiskError,
     AccountRiskPolicy,
     AccountRiskState,
     check_account_risk,
 )
-from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMA_V1
+from audit.decide.explanation import Explanation
+from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMA_V1, DECISION_SCHEMA_V2
 from audit.query.index import record_rows
 from audit.state.account_risk_replay import apply_records
 from ledger.jcs import canonical_bytes
+from wasm_rules import Sandbox
 
 VECTORS = Path(__file__).parents[1] / "vectors"
 
@@ -39,7 +44,7 @@ def _v1() -> list[dict[str, Any]]:
 
 def test_version_2_records_re_encode_to_their_bytes() -> None:
     for line, body in _v2():
-        assert body["schema"] == DECISION_SCHEMA
+        assert body["schema"] == DECISION_SCHEMA_V2
         assert canonical_bytes(body) == line == rfc8785.dumps(body)
 
 
@@ -72,3 +77,45 @@ def test_version_1_records_still_read_and_add_no_account_risk() -> None:
     assert (report.applied, report.without_risk, len(state)) == (0, len(envs), 0)
     row, _ = record_rows(7, envs[0])
     assert row[-2:] == (None, None)
+
+
+def _v3() -> list[tuple[bytes, dict[str, Any]]]:
+    lines = (VECTORS / "decision-v3" / "records.jsonl").read_bytes().splitlines()
+    return [(line, orjson.loads(line)) for line in lines]
+
+
+def _v3_replayer(sandbox: Sandbox) -> Replayer:
+    here = VECTORS / "decision-v3"
+    module, weights = (here / "pack.wasm").read_bytes(), (here / "weights.npz").read_bytes()
+    return Replayer(sandbox, lambda sha: module, lambda sha: weights)
+
+
+def test_version_3_records_re_encode_to_their_bytes_and_state_their_reasons() -> None:
+    got = _v3()
+    for line, body in got:
+        assert body["schema"] == DECISION_SCHEMA == "sealtrail.decision/3"
+        assert canonical_bytes(body) == line == rfc8785.dumps(body)
+        check_account_risk(body)  # version 3 is version 2 and an explanation
+    said = [Explanation.from_json(b["explanation"]) for _, b in got]
+    assert [s.reasons is not None and len(s.reasons) > 0 for s in said] == [True] * 3 + [False] * 2
+    assert all(r.text and r.contribution_milli >= 20 for s in said[:3] for r in s.reasons or ())
+
+
+def test_version_3_records_replay_and_their_explanations_recompute(sandbox: Sandbox) -> None:
+    rp = _v3_replayer(sandbox)
+    errs = [e for i, (_, b) in enumerate(_v3()) for e in rp.add(i + 1, f"t{i}", b)] + rp.flush()
+    assert errs == [] and (rp.replayed, rp.rescored, rp.explained) == (5, 5, 3)
+
+
+def test_an_altered_reason_in_the_version_3_vector_is_named(sandbox: Sandbox) -> None:
+    rp = _v3_replayer(sandbox)
+    body = _v3()[0][1]
+    body["explanation"]["reasons"][0]["text"] = "an ordinary payment"
+    errs = rp.add(1, "t0", body) + rp.flush()
+    assert [e.kind for e in errs] == ["replay.explanation"] and "an ordinary payment" in errs[0].detail
+
+
+def test_version_2_and_3_records_rebuild_account_risk_alike() -> None:
+    state = AccountRiskState()
+    report = apply_records(state, [(i, b) for i, (_, b) in enumerate(_v3())])
+    assert (report.applied, report.without_risk, report.unreadable) == (5, 0, 0)

@@ -17,6 +17,7 @@ import pytest
 import rfc8785
 from sqlalchemy import Engine, select
 
+from audit.decide.explanation import is_explained
 from audit.decide.pipeline import Pipeline
 from audit.decide.record import DECISION_SCHEMA, DecisionInputs, decision_body, features_from_body
 from audit.decide.types import ActiveRules, Submission
@@ -79,6 +80,7 @@ def test_a_batch_is_sealed_with_everything_invariant_3_asks(db: Db, signer, sand
     assert [s for s, _, _ in records] == [d.seq for d in decisions]
     files = ModelFiles.open()
     module = pipe.rules.module
+    explained = 0
     for d, sub, (_, env, raw) in zip(decisions, subs, records, strict=True):
         body = env["record"]
         assert env["trace_id"] == d.trace_id and env["kind"] == "decision"
@@ -89,10 +91,14 @@ def test_a_batch_is_sealed_with_everything_invariant_3_asks(db: Db, signer, sand
         assert body["rules"] == {"module_sha256": module.sha256, "ruleset_id": "aml_core",
                                  "version": module.manifest.version}
         assert body["decision"] == d.decision and [h["id"] for h in body["fired"]] == [h.id for h in d.fired]
-        assert set(body["latency_us"]) == {"queue", "features", "model", "rules"}
+        assert set(body["latency_us"]) == {"queue", "features", "model", "rules", "explain"}
         values, score = features_from_body(body)
         assert features_sha256(np.array(values)) == body["features"]["sha256"]
         assert d.score is not None and score == d.score
+        assert d.explanation is not None and body["explanation"] == d.explanation.to_json()
+        assert (body["explanation"] is not None) == is_explained(d.score, d.decision)
+        explained += body["explanation"] is not None
+    assert explained  # the simulated laundering is scored high or held: its reasons are recorded
     outcomes = {d.decision for d in decisions}
     assert "ALLOW" in outcomes and outcomes - {"ALLOW"}  # simulated laundering trips something
     verify_ledger(ledger.engine, [signer.verifier])

@@ -109,7 +109,9 @@ def test_fail_safe_records_are_checked_for_their_shape(world: tuple[list[Decisio
                                                        sandbox: Sandbox) -> None:
     decisions, module = world
     rp = replayer(sandbox, _modules(module))
-    fine = _edit(decisions, 0, fail_safe="SANDBOX_FAULT: TrapError: x", decision="HOLD", fired=[])
+    # a fail-safe HOLD the model scored states its reasons, as any HOLD does: one that has them
+    held = next(k for k, (_, _, body) in enumerate(decisions) if body["explanation"] is not None)
+    fine = _edit(decisions, held, fail_safe="SANDBOX_FAULT: TrapError: x", decision="HOLD", fired=[])
     fine += _edit(decisions, 1, fail_safe="DEADLINE_EXCEEDED", decision="HOLD", fired=[], score=None)
     # model and sandbox both failed in one batch: the pipeline records SANDBOX_FAULT, score null
     fine += _edit(decisions, 5, fail_safe="SANDBOX_FAULT: TrapError: x", decision="HOLD", fired=[],
@@ -119,9 +121,11 @@ def test_fail_safe_records_are_checked_for_their_shape(world: tuple[list[Decisio
     bad += _edit(decisions, 3, score=None)  # a null score needs MODEL_ERROR or DEADLINE_EXCEEDED
     bad += _edit(decisions, 4, fail_safe="SOMETHING_ELSE")
     got = {(e.seq, e.kind) for e in run(rp, bad)}
-    # the null score is named, and with it the rules give another outcome (the score is missing)
+    # the null score is named, and with it the rules give another outcome (the score is missing);
+    # reasons recorded for a decision the model did not score are named too
+    stated = {(bad[1][0], "replay.explanation")} if decisions[3][2]["explanation"] is not None else set()
     assert got == {(bad[0][0], "replay.fail_safe"), (bad[1][0], "replay.score"),
-                   (bad[1][0], "replay.outcome"), (bad[2][0], "replay.fail_safe")}
+                   (bad[1][0], "replay.outcome"), (bad[2][0], "replay.fail_safe")} | stated
 
 
 def test_a_model_error_record_replays_its_rules_on_a_missing_score(world: tuple[list[Decision], bytes],

@@ -326,11 +326,14 @@ def test_decisions_that_do_not_replay_fail_though_every_signature_holds(
                                        for b in (score, outcome)])
     src.ledger.checkpoint()
     errs = failures(write_bundle(src, tmp_path / "b.zip"), src, sandbox, keys=[signer])
-    # the forged score and outcome give other account-risk points than the records state, too
+    # the forged score and outcome give other account-risk points than the records state, too, and a
+    # BLOCK states reasons where the allowed payment's record has none
+    assert real["record"]["explanation"] is None
     assert sorted((e.seq, e.kind, e.trace_id) for e in errs) == [
         (receipts[0].seq, "replay.account_risk", receipts[0].trace_id),
         (receipts[0].seq, "replay.score", receipts[0].trace_id),
         (receipts[1].seq, "replay.account_risk", receipts[1].trace_id),
+        (receipts[1].seq, "replay.explanation", receipts[1].trace_id),
         (receipts[1].seq, "replay.outcome", receipts[1].trace_id)]
 
 

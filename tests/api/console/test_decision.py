@@ -267,3 +267,16 @@ def test_page_shows_the_account_risk_the_record_states(console: Console, decisio
         if risk[side]:
             assert risk[side]["account"] in page and f'{risk[side]["after_milli"] / 1000:.3f}' in page
     assert ("account alert:" in page) is bool(risk["alerts"])
+
+
+def test_page_shows_the_reason_codes_the_record_states(console: Console) -> None:
+    answers = console.score(60, seed=76)
+    said = next(a for a in answers if a["explanation"] and a["explanation"]["reasons"])
+    page = html.unescape(console.get(url(said)).text)
+    reasons = page.split('id="reasons">')[1].split("</dd>")[0]
+    for r in said["explanation"]["reasons"]:
+        assert f'{r["code"]}</span> +{r["contribution_milli"] / 1000:.3f}: {r["text"]}' in reasons
+    quiet = next(a for a in answers if a["explanation"] is None)
+    page = console.get(url(quiet)).text
+    quiet_reasons = page.split('id="reasons">')[1]
+    assert "no reasons recorded: allowed with a score below 0.5, or not scored" in quiet_reasons
