@@ -132,7 +132,8 @@ def decision_row(d: Decision, sub: Submission) -> dict[str, Any]:
             "decision": d.decision, "score": d.score, "fired": [h.id for h in d.fired],
             "fail_safe": d.fail_safe, "leaf_hash": d.leaf_hash, "recorded_at": d.recorded_at,
             "already_decided": d.replayed,
-            "account_risk": None if d.account_risk is None else d.account_risk.to_json()}
+            "account_risk": None if d.account_risk is None else d.account_risk.to_json(),
+            "explanation": None if d.explanation is None else d.explanation.to_json()}
 
 
 _VIA = "sealtrail score"

@@ -128,6 +128,7 @@ def test_a_json_array_gives_each_element_its_own_submission_and_payload(cli: Cli
         env, payload = entries[r["seq"]]
         assert payload == orjson.dumps(item)  # its own compact JSON, not the whole file
         assert env["payload_sha256"] == hashlib.sha256(payload).hexdigest()
+        assert r["explanation"] == env["record"]["explanation"]  # the reason codes, as sealed
     assert sum(doc["outcomes"].values()) == 40
 
 
