@@ -23,7 +23,7 @@ from api.config import Settings
 from api.console import install_console, render_error
 from api.csrf import CrossSiteGuard
 from api.limits import Gate, RateLimiter
-from api.metrics import FeatureTap, Metrics
+from api.metrics import Metrics
 from api.openapi import install_docs
 from api.problems import install_handlers
 from api.readiness import CommitHealth
@@ -83,12 +83,11 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         rt = runtime if runtime is not None else await run_in_threadpool(Runtime.open, settings)
-        scorer = rt.pipeline.scorer
-        scorer = scorer.inner if isinstance(scorer, FeatureTap) else scorer  # one tap, this app's
-        metrics = Metrics(rt.ledger_state, rt.index_conflicts, score_reference(scorer.model_sha256),
-                          reference_for(scorer.model_sha256), feature_names(MODEL_SCHEMA))
+        sha = rt.pipeline.scorer.model_sha256
+        metrics = Metrics(rt.ledger_state, rt.index_conflicts, score_reference(sha), reference_for(sha),
+                          feature_names(MODEL_SCHEMA))
         if metrics.feature_drift is not None:  # the rows the model scores feed the feature drift
-            rt.pipeline.scorer = FeatureTap(scorer, metrics.feature_drift)
+            rt.pipeline.on_scored = metrics.feature_drift.observe
 
         def on_batch(decisions: Sequence[Decision]) -> None:  # a committed batch
             metrics.observe_batch(decisions)
@@ -100,9 +99,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         try:
             yield
         finally:
-            tap = rt.pipeline.scorer
-            if isinstance(tap, FeatureTap) and tap.drift is metrics.feature_drift:  # a runtime handed in
-                rt.pipeline.scorer = scorer
+            if metrics.feature_drift is not None and rt.pipeline.on_scored == metrics.feature_drift.observe:
+                rt.pipeline.on_scored = None  # a runtime handed in outlives this app
             if runtime is None:
                 await run_in_threadpool(rt.close)
 

@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from audit.decide.types import Decision, Scorer
+from audit.decide.types import Decision
 
-__all__ = ["PSI_WINDOW", "FeatureDrift", "FeatureTap", "Metrics", "ScoreDrift"]
+__all__ = ["PSI_WINDOW", "FeatureDrift", "Metrics", "ScoreDrift"]
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,15 @@ class FeatureDrift(Collector):
             self._next = (at + n) % PSI_WINDOW
             self._held = min(PSI_WINDOW, self._held + n)
 
+    def observe(self, rows: npt.NDArray[np.float64]) -> None:
+        """``add``, for the pipeline's ``on_scored`` hook: the rows the model scored (about a
+        microsecond a row). A decision never fails for the drift: an error here is logged and the
+        rows are left out."""
+        try:
+            self.add(rows)
+        except Exception:  # a metric must not cost a decision
+            log.exception("feature drift: %d rows left out", len(rows))
+
     def psi(self) -> dict[str, float] | None:
         """Each feature's index over the rows held; None under 1,000 rows."""
         with self._lock:
@@ -194,26 +203,6 @@ class FeatureDrift(Collector):
         yield g
 
 
-class FeatureTap:
-    """A model backend that also hands every row it scores to a ``FeatureDrift`` (the rows the
-    model reads, after the features stage; about a microsecond a row). Scoring never fails for
-    the drift: an error there is logged and the rows left out."""
-
-    def __init__(self, scorer: Scorer, drift: FeatureDrift) -> None:
-        self.inner = scorer
-        self.drift = drift
-        self.name = scorer.name
-        self.model_sha256 = scorer.model_sha256
-
-    def predict(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        scores = self.inner.predict(rows)
-        try:
-            self.drift.add(rows)
-        except Exception:  # a metric must not cost a decision
-            log.exception("feature drift: %d rows left out", len(rows))
-        return scores
-
-
 class Metrics:
     def __init__(self, ledger_state: Callable[[], tuple[int, int | None]],
                  index_conflicts: Callable[[], int] | None = None,
@@ -222,7 +211,7 @@ class Metrics:
                  feature_names: Sequence[str] = ()) -> None:
         """``score_reference``: the card's score distribution (``ScoreDrift``);
         ``feature_reference``: ``inference.drift_reference``'s over rows of ``feature_names``
-        (``FeatureDrift``, fed through ``feature_drift.add`` or a ``FeatureTap``)."""
+        (``FeatureDrift``, fed through ``feature_drift.add`` or ``feature_drift.observe``)."""
         self.registry = CollectorRegistry()
         r = self.registry
         self.decisions = Counter("sealtrail_decisions", "sealed decisions by outcome", ["decision"],

@@ -171,7 +171,8 @@ def _print_report(r: Any) -> None:
               f"model, {r.fail_safe} fail-safe holds checked", markup=False)
     explained = getattr(r, "explained", 0)
     if explained:
-        out.print(f"explained   {explained} decisions' reason codes recomputed from their model", markup=False)
+        out.print(f"explained   {explained} decisions' reason codes recomputed from their model",
+                  markup=False)
     out.print(f"payloads    {r.payloads_present} present, {r.payloads_purged} purged", markup=False)
     prev = r.previous
     shown = "none" if prev is None else f"{prev['bundle_id']} (size {prev['checkpoint_size']}), consistent"

@@ -116,6 +116,9 @@ class Pipeline:
         self.account_risk = account_risk if account_risk is not None else AccountRiskState()
         self._clock = clock
         self.index = index
+        # called with the rows the model scored, each batch (api: the feature drift on /metrics); it must
+        # not raise, and costs the batch's own time
+        self.on_scored: Callable[[npt.NDArray[F64]], None] | None = None
         self._lock = threading.Lock()  # one batch at a time prepares: the windows advance in ledger order
         self._state = threading.Lock()  # guards velocity_stale and _epoch together
         self._epoch = 0  # bumped when the windows went stale; a batch prepared before is refused
@@ -269,6 +272,9 @@ class Pipeline:
                 scores[live] = self.scorer.predict(rows[live])
             except Exception as exc:  # any backend failure: score missing, recorded, never a crash
                 model_error = f"MODEL_ERROR: {type(exc).__name__}: {exc}"
+            else:
+                if self.on_scored is not None:
+                    self.on_scored(rows[live])
         t2 = clock()
         outcomes = np.full(n, OUTCOMES.index(FAIL_SAFE_DECISION), dtype=np.uint8)
         fired_words: npt.NDArray[np.uint64] | None = None

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from api.metrics import PSI_WINDOW, FeatureDrift, FeatureTap, Metrics
+from api.metrics import PSI_WINDOW, FeatureDrift, Metrics
 from audit.decide.record import RuleHit
 from audit.decide.types import Decision
 from inference.drift_reference import MAIN_FEATURES, REFERENCE
@@ -36,16 +36,6 @@ def like_reference(n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
     return rows
 
 
-class Stub:
-    """A model backend that scores every row 0.5."""
-
-    name = "stub"
-    model_sha256 = REFERENCE["model_sha256"]
-
-    def predict(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return np.full(len(rows), 0.5)
-
-
 def metrics() -> Metrics:
     return Metrics(lambda: (0, None), feature_reference=REFERENCE, feature_names=NAMES)
 
@@ -60,9 +50,8 @@ def gauges(m: Metrics) -> dict[str, float]:
 
 def feed(m: Metrics, rows: npt.NDArray[np.float64], batch: int = 512) -> None:
     assert m.feature_drift is not None
-    tap = FeatureTap(Stub(), m.feature_drift)
     for i in range(0, len(rows), batch):
-        assert tap.predict(rows[i:i + batch]).tolist() == [0.5] * len(rows[i:i + batch])
+        m.feature_drift.observe(rows[i:i + batch])
 
 
 def test_reference_like_traffic_is_stable_and_a_shifted_feature_is_not() -> None:
@@ -107,7 +96,8 @@ def test_a_feature_gone_missing_is_drift_and_nan_or_inf_never_fails() -> None:
     assert min(gauges(m2).values()) > 0.25
 
 
-def test_rows_of_another_shape_are_refused_and_the_tap_still_scores(caplog: pytest.LogCaptureFixture) -> None:
+def test_rows_of_another_shape_are_refused_and_observing_them_never_fails(
+        caplog: pytest.LogCaptureFixture) -> None:
     m = metrics()
     drift = m.feature_drift
     assert drift is not None
@@ -117,11 +107,9 @@ def test_rows_of_another_shape_are_refused_and_the_tap_still_scores(caplog: pyte
         drift.add(np.array([["a"] * len(NAMES)]))
     with pytest.raises(ValueError, match="shape"):
         drift.add(np.zeros(len(NAMES)))
-    tap = FeatureTap(Stub(), drift)
     with caplog.at_level(logging.ERROR, logger="api.metrics"):
-        assert tap.predict(np.zeros((4, 5))).tolist() == [0.5] * 4  # scored all the same
+        drift.observe(np.zeros((4, 5)))  # what the pipeline calls: logged, never raised
     assert "feature drift: 4 rows left out" in caplog.text
-    assert (tap.name, tap.model_sha256) == ("stub", REFERENCE["model_sha256"])
 
 
 @pytest.mark.parametrize(("reference", "match"), [
@@ -176,7 +164,7 @@ def test_the_served_app_reports_each_main_feature_s_drift(served: Served) -> Non
         r = served.client.post("/v1/decisions/batch", content=b"[" + b",".join(bodies[i:i + 550]) + b"]",
                                headers={**JSON, "x-test-role": "scorer"})
         assert r.status_code == 200, r.text
-    assert isinstance(served.runtime.pipeline.scorer, FeatureTap)
+    assert served.runtime.pipeline.on_scored is not None
     text = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
     psi = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
            if line.startswith("sealtrail_feature_psi{")}
