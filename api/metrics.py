@@ -23,7 +23,7 @@ __all__ = ["PSI_WINDOW", "FeatureDrift", "Metrics", "ScoreDrift"]
 
 log = logging.getLogger(__name__)
 
-_STAGES = ("queue", "features", "model", "rules", "seal", "ledger", "total")
+_STAGES = ("queue", "features", "model", "rules", "explain", "seal", "ledger", "total")
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10000)
 
