@@ -91,7 +91,7 @@ def _evaluation(model_sha256: str) -> dict[str, object]:
            "rule_pack": {"normal_payments_alerted": 0.02, "normal_accounts_alerted": 0.031,
                          "laundering_accounts_alerted": 0.9}}
     return {"format": "sealtrail.model-evaluation/1", "model_sha256": model_sha256, "date": "2026-12-04",
-            "command": "python -m bench.heldout_eval --evaluation", "rule_pack": "aml_core 2026.12.3",
+            "command": "python -m bench.heldout_eval --evaluation", "rule_pack": "aml_core 2026.12.4",
             "machine": "test", "generator": {}, "populations": {"held-out x1": pop}}
 
 

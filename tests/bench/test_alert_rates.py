@@ -54,9 +54,13 @@ def test_band_thresholds_are_the_quantiles_rounded_up() -> None:
 
 def test_band_thresholds_follow_the_accounts_when_they_are_stricter() -> None:
     payments = np.zeros(1_000)
-    accounts = np.r_[np.zeros(98), 0.7, 0.8]
-    # the 99th percentile lies between 0.7 and 0.8 (0.701), rounded up: only the 0.8 account, 1 %
+    accounts = np.r_[np.zeros(198), 0.7, 0.8]
+    # REVIEW takes 0.5 % of normal accounts: the 99.5th percentile lies between 0.7 and 0.8
+    # (0.7005), rounded up: only the 0.8 account, 0.5 %
     assert band_thresholds(payments, accounts)["REVIEW"] == pytest.approx(0.71)
+    # HOLD takes 0.2 % (the 99.8th percentile, 0.7602, rounded up) and BLOCK 0.1 % (0.7801)
+    assert band_thresholds(payments, accounts)["HOLD"] == pytest.approx(0.77)
+    assert band_thresholds(payments, accounts)["BLOCK"] == pytest.approx(0.79)
 
 
 def test_band_thresholds_ignore_missing_scores() -> None:
