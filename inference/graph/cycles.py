@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from inference.graph.store import Node
+from inference.graph.store import Edge, Node
 
 __all__ = ["CYCLE_COUNT_CAP", "temporal_cycle"]
 
@@ -57,6 +57,47 @@ def _last_before(y: Node, u: Node, before: int) -> int | None:
     return None
 
 
+def _three_hop(u: Node, v: Node, t: int, into_u: dict[Node, Edge], budget: int) -> int | None:
+    """The number of routes ``v -> y -> u`` the k = 3 search below counts, found from the accounts
+    both paid by ``v`` and paying ``u`` (a C-level intersection of two key sets, usually empty or
+    one or two accounts) instead of a walk over one side's edges; None when the search could stop at
+    its budget, where only the walk in its own order says what it counts. Order does not matter to
+    the count, so the intersection's order (a set's) changes nothing."""
+    v_out_last = v.out_last
+    common = into_u.keys() & v_out_last.keys()
+    if len(into_u) < len(v_out_last):  # the walk over u's side: one step per account of ``common``
+        if len(common) > budget:
+            return None
+        found = 0
+        for y in common:
+            if y is v or y is u:
+                continue
+            t2: int | None = into_u[y][0]
+            if t2 is not None and t2 >= t:  # a late payment: y paid u after it; find a payment before
+                t2 = _last_before(y, u, t)
+            if t2 is not None and _paid_between(v, y, _BEFORE_ALL, t2):
+                found += 1
+        return found
+    if len(v.out) > budget:  # the walk over v's sent edges might stop at its budget
+        return None
+    found = 0
+    for y in common:
+        if y is v or y is u:
+            continue
+        a = v_out_last[y][0]  # v's latest payment to y; the walk takes its earliest one before t
+        if a < t and _paid_between(y, u, a, t):  # y paid u after even the latest: so after the earliest
+            found += 1
+            continue
+        for e in v.out:
+            if e[0] >= t:
+                break
+            if e[2] is y:  # the earliest
+                if _paid_between(y, u, e[0], t):
+                    found += 1
+                break
+    return found
+
+
 def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, int, int]:
     """(shortest cycle length or 0, number of cycles capped, 1 if the budget cut the search short)
     for the payment ``u -> v`` at ``t``, over cycles of at most ``k`` payments (see the module)."""
@@ -71,6 +112,10 @@ def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, 
         shortest, count = 2, 1
     if k < 3:
         return shortest, count, 0
+    if k == 3:
+        fast = _three_hop(u, v, t, into_u, budget)
+        if fast is not None:
+            return (shortest or 3, min(count + fast, CYCLE_COUNT_CAP), 0) if fast else (shortest, count, 0)
     left = budget
     truncated = 0
     if k == 3 and len(into_u) < len(v.out_last):  # v -> y -> u, from u's side: fewer to look at

@@ -19,15 +19,15 @@ docs/graph-features.md defines each value for an examiner. All but four of them
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 
 from inference.graph.config import DAY_US, WEEK_US, GraphConfig
 from inference.graph.cycles import temporal_cycle
-from inference.graph.fixedpoint import ema_step_q16, log2_q8, mid_rank_permille, ratio_q16
+from inference.graph.fixedpoint import ema_step_q16, log2_q8
 from inference.graph.flagged import hops_to_flagged
-from inference.graph.store import Edge, GraphJournal, Node, TransactionGraph
+from inference.graph.store import GraphJournal, Node, TransactionGraph
 
 __all__ = ["GRAPH_FEATURE_NAMES", "PASS_THROUGH_CAP_Q16", "GraphFeatures", "Payment", "as_dict"]
 
@@ -75,32 +75,6 @@ _SRC = itemgetter(1)
 _DST = itemgetter(2)
 
 
-def _window(edges: list[Edge], t: int, lo1: int, lo7: int,
-            who: Callable[[Edge], Node]) -> tuple[int, int, int, int, int]:
-    """Over a time-ordered list, the edges in (lo1, t] and in (lo7, t]: the count in the first, the
-    cents of both, and the distinct counterparties (``who``) of both. Slices and C-level maps, so a
-    hub's 1,024 edges cost microseconds; a late payment's list may hold edges after ``t``: left out."""
-    hi = len(edges)
-    if hi and edges[-1][0] > t:
-        hi = bisect_left(edges, (t + 1,))
-    i7 = bisect_left(edges, (lo7 + 1,), 0, hi)
-    part7 = edges[i7:hi]
-    part1 = part7[bisect_left(part7, (lo1 + 1,)):]
-    return (len(part1), sum(map(_CENTS, part1)), sum(map(_CENTS, part7)), len(set(map(who, part1))),
-            len(set(map(who, part7))))
-
-
-def _distinct(edges: list[Edge], t: int, lo1: int, lo7: int, who: Callable[[Edge], Node]) -> tuple[int, int]:
-    """``_window``'s distinct counterparties alone (the beneficiary's side needs no sums): a hub paid
-    by hundreds a day is counted without summing its amounts."""
-    hi = len(edges)
-    if hi and edges[-1][0] > t:
-        hi = bisect_left(edges, (t + 1,))
-    part7 = edges[bisect_left(edges, (lo7 + 1,), 0, hi):hi]
-    part1 = part7[bisect_left(part7, (lo1 + 1,)):]
-    return len(set(map(who, part1))), len(set(map(who, part7)))
-
-
 class GraphFeatures:
     """A ``TransactionGraph`` and the features each payment gets from it (one per scoring stream)."""
 
@@ -146,66 +120,142 @@ class GraphFeatures:
     def observe(self, orig: str, bene: str, t: int, cents: int) -> tuple[int, ...]:
         """The payment's values in ``GRAPH_FEATURE_NAMES`` order; then it is part of the graph.
         A bad payment raises ``GraphInputError`` and changes nothing."""
+        return self._observe(orig, bene, t, cents, True)
+
+    def observe_sealed(self, orig: str, bene: str, t: int, cents: int) -> tuple[int, ...]:
+        """``observe`` without the search for a flagged account: ``flagged_hops`` reads -1, every
+        other value and the state after it are ``observe``'s. For a caller that keeps only the values
+        outside ``inference.schema.GRAPH_UNSEALED`` (the feature extractor)."""
+        return self._observe(orig, bene, t, cents, False)
+
+    def _observe(self, orig: str, bene: str, t: int, cents: int, with_hops: bool) -> tuple[int, ...]:
+        """``observe``; the windows of ``_window`` and ``_distinct`` are inlined for the usual case (a
+        payment at or after every edge of the list), the hot path of every scoring batch."""
         g = self.graph
         cfg = self.config
         wm = g.watermark
         if not (type(orig) is str and type(bene) is str and type(t) is int and type(cents) is int
                 and orig and bene and cents >= 0 and (wm is None or t >= wm - cfg.late_us)):
             g.check(orig, bene, t, cents)  # says what is wrong
+        if wm is None or t > wm:
+            g.advance(t)  # before the accounts are looked up: expiry may forget an account
         nodes = g.nodes
         src = nodes.get(orig) or g.node(orig)
         dst = nodes.get(bene) or g.node(bene)
         if g._journal is not None:
             g.touch(src)
             g.touch(dst)
-        if wm is None or t > wm:
-            g.advance(t)
 
         # --- before the payment is added ---
         c_len, c_count, c_cut = temporal_cycle(src, dst, t, cfg.cycle_hops, cfg.search_budget)
         inn = src.inn
-        hi = bisect_left(inn, (t,))  # strictly before this payment
-        part = inn[bisect_left(inn, (t - cfg.scatter_us + 1,), 0, hi):hi]
-        scatter = len(set(map(_SRC, part))) if part else 0
-        out, inn_all = src.out, src.inn  # the latest held edge either way: nothing older than the window
-        last = max(out[-1][0] if out else -1, inn_all[-1][0] if inn_all else -1)
+        out = src.out
+        if inn:
+            hi = len(inn) if inn[-1][0] < t else bisect_left(inn, (t,))  # strictly before this payment
+            lo = bisect_left(inn, (t - cfg.scatter_us + 1,), 0, hi)
+            scatter = len(set(map(_SRC, inn[lo:hi]))) if lo < hi else 0
+            last = inn[-1][0]
+            if out and out[-1][0] > last:
+                last = out[-1][0]
+        else:
+            scatter = 0
+            last = out[-1][0] if out else -1
+        # the latest held edge either way: nothing older than the window
         dormancy = -1 if last < 0 else (t - last) // DAY_US if t > last else 0
         hist = src.amounts
         n_hist = len(hist)
         if n_hist:
             median = hist[(n_hist - 1) // 2]
             log_ratio = log2_q8(cents if cents > 0 else 1) - log2_q8(median if median > 0 else 1)
-            pct = mid_rank_permille(hist, cents)
+            below = bisect_left(hist, cents)  # mid_rank_permille, inlined
+            pct = (1000 * (below + bisect_right(hist, cents, below))) // (2 * n_hist)
         else:
             log_ratio, pct = 0, -1
-        hops = hops_to_flagged(src, dst, g.flagged, cfg.flag_hops, cfg.search_budget)
+        hops = hops_to_flagged(src, dst, g.flagged, cfg.flag_hops, cfg.search_budget) if with_hops else -1
         period = t // WEEK_US
-        _roll(src, period)
-        if dst is not src:
+        if period > src.period:
+            _roll(src, period)
+        if dst is not src and period > dst.period:
             _roll(dst, period)
         start = period * WEEK_US
-        prev = src.out_last.get(dst)
+        s_out_last = src.out_last
+        prev = s_out_last.get(dst)
         if prev is None or prev[0] < start:
             src.p_out += 1
-        prev = dst.in_last.get(src)
+        d_in_last = dst.in_last
+        prev = d_in_last.get(src)
         if prev is None or prev[0] < start:
             dst.p_in += 1
-        usual = (src.ema_out, src.ema_in, dst.ema_in)
+        usual_out, usual_in, usual_bene = src.ema_out, src.ema_in, dst.ema_in
 
         g.add(src, dst, t, cents)
 
         # --- after: windows that count this payment ---
-        lo1, lo7 = t - DAY_US, t - WEEK_US
-        n_out1, out1, out7, o_out1, o_out7 = _window(src.out, t, lo1, lo7, _DST)
-        n_in1, in1, in7, o_in1, o_in7 = _window(src.inn, t, lo1, lo7, _SRC)
+        lo1 = t - DAY_US
+        lo7 = t - WEEK_US
+        out = src.out  # the lists may have been replaced by the add (never today, but cheap to reread)
+        if out[-1][0] <= t:
+            part7 = out[bisect_left(out, (lo7 + 1,)):] if out[0][0] <= lo7 else out
+        else:  # a late payment: later edges are left out
+            hi = bisect_left(out, (t + 1,))
+            part7 = out[bisect_left(out, (lo7 + 1,), 0, hi):hi]
+        if part7:  # empty only when a late payment's own edge went at once to the per-account cap
+            part1 = part7[bisect_left(part7, (lo1 + 1,)):] if part7[0][0] <= lo1 else part7
+            n_out1 = len(part1)
+            out1 = sum(map(_CENTS, part1))
+            out7 = sum(map(_CENTS, part7))
+            o_out7 = len(set(map(_DST, part7)))
+            o_out1 = len(set(map(_DST, part1))) if n_out1 < len(part7) else o_out7
+        else:
+            n_out1 = out1 = out7 = o_out1 = o_out7 = 0
+        inn = src.inn
+        if not inn:
+            n_in1 = in1 = in7 = o_in1 = o_in7 = 0
+        else:
+            if inn[-1][0] <= t:
+                part7 = inn[bisect_left(inn, (lo7 + 1,)):] if inn[0][0] <= lo7 else inn
+            else:
+                hi = bisect_left(inn, (t + 1,))
+                part7 = inn[bisect_left(inn, (lo7 + 1,), 0, hi):hi]
+            if part7:
+                part1 = part7[bisect_left(part7, (lo1 + 1,)):] if part7[0][0] <= lo1 else part7
+                n_in1 = len(part1)
+                in1 = sum(map(_CENTS, part1))
+                in7 = sum(map(_CENTS, part7))
+                o_in7 = len(set(map(_SRC, part7)))
+                o_in1 = len(set(map(_SRC, part1))) if n_in1 < len(part7) else o_in7
+            else:
+                n_in1 = in1 = in7 = o_in1 = o_in7 = 0
         if dst is src:
             b_in1, b_in7 = o_in1, o_in7
         else:
-            b_in1, b_in7 = _distinct(dst.inn, t, lo1, lo7, _SRC)
-        return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(src.out_last), o_in1, o_in7,
-                len(src.in_last), usual[0], usual[1], b_in1, b_in7, len(dst.in_last), usual[2],
-                ratio_q16(out1, in1, PASS_THROUGH_CAP_Q16), ratio_q16(out7, in7, PASS_THROUGH_CAP_Q16),
-                dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops)
+            inn = dst.inn
+            if inn[-1][0] <= t:
+                part7 = inn[bisect_left(inn, (lo7 + 1,)):] if inn[0][0] <= lo7 else inn
+            else:
+                hi = bisect_left(inn, (t + 1,))
+                part7 = inn[bisect_left(inn, (lo7 + 1,), 0, hi):hi]
+            if part7:
+                part1 = part7[bisect_left(part7, (lo1 + 1,)):] if part7[0][0] <= lo1 else part7
+                b_in7 = len(set(map(_SRC, part7)))
+                b_in1 = len(set(map(_SRC, part1))) if len(part1) < len(part7) else b_in7
+            else:
+                b_in1 = b_in7 = 0
+        if in1 <= 0:
+            pass_1 = 0
+        else:
+            pass_1 = (out1 << 16) // in1
+            if pass_1 > PASS_THROUGH_CAP_Q16:
+                pass_1 = PASS_THROUGH_CAP_Q16
+        if in7 <= 0:
+            pass_7 = 0
+        else:
+            pass_7 = (out7 << 16) // in7
+            if pass_7 > PASS_THROUGH_CAP_Q16:
+                pass_7 = PASS_THROUGH_CAP_Q16
+        return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(s_out_last), o_in1, o_in7,
+                len(src.in_last), usual_out, usual_in, b_in1, b_in7, len(d_in_last), usual_bene,
+                pass_1, pass_7, dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops)
 
 
 def as_dict(values: Sequence[int]) -> dict[str, int]:

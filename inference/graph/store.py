@@ -36,6 +36,7 @@ import hashlib
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -54,13 +55,14 @@ Edge = tuple[int, "Node", "Node", int]
 class GraphJournal:
     """What a stretch of payments changed in one ``TransactionGraph``, to take back exactly."""
 
-    __slots__ = ("dead", "graph", "ops", "saved", "watermark")
+    __slots__ = ("dead", "graph", "ops", "saved", "seq", "watermark")
 
     def __init__(self, graph: TransactionGraph) -> None:
         self.graph: TransactionGraph | None = graph  # None once rolled back
         self.watermark = graph.watermark
         self.dead = graph._dead
-        self.ops: list[tuple[Any, ...]] = []  # changes to the log and new accounts, in order
+        self.seq = graph._seq
+        self.ops: list[tuple[Any, ...]] = []  # changes to the log, new and forgotten accounts, in order
         self.saved: dict[Node, tuple[Any, ...]] = {}  # account -> its fields before the first change
 
 
@@ -73,7 +75,7 @@ class Node:
 
     def __init__(self, key: str, ident: int) -> None:
         self.key = key
-        self.id = ident
+        self.id = ident  # when it was first seen (accounts are held in this order)
         self.out: list[Edge] = []  # sent edges kept, time order
         self.inn: list[Edge] = []  # received edges kept, time order
         self.out_last: dict[Node, Edge] = {}  # beneficiary -> latest kept edge to it
@@ -110,8 +112,8 @@ class TransactionGraph:
 
     def __init__(self, config: GraphConfig | None = None) -> None:
         self.config = config if config is not None else GraphConfig()
-        self.nodes: dict[str, Node] = {}  # account key -> node (read-only outside this class)
-        self._by_id: list[Node] = []
+        self.nodes: dict[str, Node] = {}  # account key -> node, in the order first seen (read-only outside)
+        self._seq = 0  # accounts made so far: the next one's ``id``
         self._edges: deque[Edge] = deque()  # every edge held, time order (some dropped by both lists)
         self._dead = 0  # edges in _edges that neither account's list holds any more
         self.watermark: int | None = None  # latest time seen
@@ -126,11 +128,18 @@ class TransactionGraph:
         if n is None:
             if type(key) is not str or not key:
                 raise GraphInputError(f"an account key is a non-empty string, got {key!r}")
-            n = self.nodes[key] = Node(key, len(self._by_id))
-            self._by_id.append(n)
+            n = self.nodes[key] = Node(key, self._seq)
+            self._seq += 1
             if self._journal is not None:
-                self._journal.ops.append(("new",))
+                self._journal.ops.append(("new", key))
         return n
+
+    def _forget(self, n: Node) -> None:
+        """``n`` holds no edge either way and no flag: the graph lets it go (bounded memory). Every
+        sealed value of a later payment is the same as if it were kept: they read edges only."""
+        del self.nodes[n.key]
+        if self._journal is not None:
+            self._journal.ops.append(("drop", n))
 
     def get(self, key: str) -> Node | None:
         """The account ``key`` if the graph has seen it."""
@@ -148,6 +157,8 @@ class TransactionGraph:
         if n is not None and n.flagged:
             n.flagged = False
             self.flagged.discard(n)
+            if not n.out and not n.inn:
+                self._forget(n)
 
     # --- journal --------------------------------------------------------------------------
 
@@ -172,6 +183,7 @@ class TransactionGraph:
         rolled back before."""
         if any(j.graph is not self for j in journals):
             raise GraphInputError("graph rollback: a journal of another graph, or one already rolled back")
+        reorder = False  # a forgotten account came back: put the accounts in the order first seen
         for j in reversed(journals):
             for op in reversed(j.ops):
                 kind = op[0]
@@ -183,20 +195,27 @@ class TransactionGraph:
                     self._edges.appendleft(op[1])
                 elif kind == "c":
                     self._edges = op[1]
-                else:  # "new": the newest account goes
-                    del self.nodes[self._by_id.pop().key]
+                elif kind == "new":
+                    del self.nodes[op[1]]
+                else:  # "drop": the account forgotten comes back
+                    self.nodes[op[1].key] = op[1]
+                    reorder = True
             for n, fields in j.saved.items():
                 (n.out, n.inn, n.out_last, n.in_last, n.amounts, n.last, n.period, n.p_out, n.p_in, n.periods,
                  n.ema_out, n.ema_in) = fields
-            self.watermark, self._dead = j.watermark, j.dead
+            self.watermark, self._dead, self._seq = j.watermark, j.dead, j.seq
             j.graph = None
             j.ops, j.saved = [], {}
             if self._journal is j:
                 self._journal = None
+        if reorder:
+            ordered = sorted(self.nodes.values(), key=attrgetter("id"))
+            self.nodes = {n.key: n for n in ordered}
 
     @property
     def accounts(self) -> int:
-        return len(self._by_id)
+        """Accounts held: those with an edge in either list, or flagged (the others are let go)."""
+        return len(self.nodes)
 
     @property
     def edges_held(self) -> int:
@@ -236,7 +255,13 @@ class TransactionGraph:
                 self._expire_oldest()
 
     def add(self, src: Node, dst: Node, t: int, cents: int) -> Edge:
-        """Add the payment ``src -> dst`` (already checked and advanced to); returns its edge."""
+        """Add the payment ``src -> dst`` (already checked and advanced to); returns its edge.
+        Take the two accounts after ``advance``: it lets go of accounts left without edges, and an
+        account let go is refused (``GraphInputError``)."""
+        nodes = self.nodes
+        if nodes.get(src.key) is not src or nodes.get(dst.key) is not dst:
+            raise GraphInputError(f"payment {src.key!r} -> {dst.key!r}: an account the graph no longer holds "
+                                  "(take accounts after advance)")
         e: Edge = (t, src, dst, cents)
         edges = self._edges
         j = self._journal
@@ -329,6 +354,11 @@ class TransactionGraph:
                 self._drop_in(dst, e)
                 held = True
             if held:
+                if not src.out and not src.inn and not src.flagged and self.nodes.get(src.key) is src:
+                    self._forget(src)
+                if dst is not src and not dst.out and not dst.inn and not dst.flagged \
+                        and self.nodes.get(dst.key) is dst:
+                    self._forget(dst)
                 return
             self._dead -= 1  # dropped from both lists by the caps before: not an edge held
             if not edges:
@@ -348,13 +378,15 @@ class TransactionGraph:
         (key, last activity, flag, period counts and means) and the edges held in time order, each
         with whether the originator's and the beneficiary's lists hold it. Equal bytes: equal state."""
         cfg = self.config
+        held = self.nodes.values()
         accounts = [[n.key, n.last, 1 if n.flagged else 0, n.period, n.p_out, n.p_in, n.periods, n.ema_out,
-                     n.ema_in] for n in self._by_id]
+                     n.ema_in] for n in held]
+        number = {n: i for i, n in enumerate(held)}  # an account's place in ``accounts``
         edges = []
         for e in self._edges:
             o, i = _holds(e[1].out, e), _holds(e[2].inn, e)
             if o or i:
-                edges.append([e[0], e[1].id, e[2].id, e[3], int(o), int(i)])
+                edges.append([e[0], number[e[1]], number[e[2]], e[3], int(o), int(i)])
         return orjson.dumps({
             "format": GRAPH_STATE_FORMAT,
             "config": [cfg.window_us, cfg.cycle_hops, cfg.flag_hops, cfg.scatter_us, cfg.node_cap,
@@ -389,16 +421,18 @@ class TransactionGraph:
         accounts, edges = doc.get("accounts"), doc.get("edges")
         if not isinstance(accounts, list) or not isinstance(edges, list):
             raise GraphInputError("graph state: accounts and edges must be lists")
+        by_id: list[Node] = []
         for i, a in enumerate(accounts):
             if (not isinstance(a, list) or len(a) != 9 or type(a[0]) is not str or not a[0]
                     or any(type(v) is not int for v in a[1:]) or a[0] in g.nodes):
                 raise GraphInputError(f"graph state: account {i} is malformed")
             n = g.node(a[0] if rename is None else rename(a[0]))
+            by_id.append(n)
             n.last, flagged, n.period, n.p_out, n.p_in, n.periods, n.ema_out, n.ema_in = a[1:]
             if flagged:
                 n.flagged = True
                 g.flagged.add(n)
-        by_id, last_t = g._by_id, None
+        last_t = None
         for i, row in enumerate(edges):
             if (not isinstance(row, list) or len(row) != 6 or any(type(v) is not int for v in row)
                     or not (0 <= row[1] < len(by_id) and 0 <= row[2] < len(by_id)) or row[3] < 0
@@ -417,6 +451,10 @@ class TransactionGraph:
                 dst.in_last[src] = e
         for n in by_id:
             n.amounts.sort()
+        if any(not (n.out or n.inn or n.flagged) for n in by_id):
+            # state written before accounts without edges were let go: let them go now, as the
+            # payments since would have (the numbers of the others close up; their order stays)
+            g.nodes = {n.key: n for n in by_id if n.out or n.inn or n.flagged}
         return g
 
     def state_sha256(self) -> str:

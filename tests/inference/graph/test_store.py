@@ -64,8 +64,11 @@ def test_edges_expire_as_the_window_moves() -> None:
     assert gf.graph.edges_held == 2
     gf.observe("Z", "Y", 10 * DAY, 100)  # time moves on: everything of A's expires
     assert gf.graph.edges_held == 1
-    a = gf.graph.get("A")
-    assert a is not None and not a.out and not a.out_last and not a.amounts and a.last == 2 * DAY
+    # A holds no edge any more: the graph lets it go (and its payees), keeping only Z and Y
+    assert gf.graph.get("A") is None and gf.graph.get("MID") is None
+    assert gf.graph.accounts == 2
+    back = as_dict(gf.observe("A", "Y", 10 * DAY + 1, 100))  # it comes back as a new account would
+    assert back["orig_dormancy_days"] == -1 and back["amount_history_n"] == 0
 
 
 def test_late_payment_within_tolerance_is_placed_in_time_order() -> None:
