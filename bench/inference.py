@@ -1,7 +1,9 @@
 """Benchmark of the scoring path on the CPU: features, model backends and the batcher.
 
 - features: rows/s extracting simulated transactions in batches of 1,024 (fresh velocity
-  state per pass), beside the same rows without the velocity windows (same run);
+  state and graph per pass), beside the same rows without the graph and without the velocity
+  windows (static features only; same run), and one pass each with the graph's cycle search at
+  k = 4, 5 and 6;
 - model: rows/s and call latency per backend (numpy, onnxruntime) at batch 1, 64, 1,024, and
   the same-run ratio of onnxruntime to numpy;
 - batcher: latency a request spends in the batcher (submit -> result, minus the direct call
@@ -35,7 +37,7 @@ from bench.report import Row, format_table, percentile, verdict, write_json
 from inference.backends import load_backend
 from inference.batcher import Batcher, Priority
 from inference.features import FeatureExtractor
-from inference.graph import GRAPH_FEATURE_NAMES, GraphConfig
+from inference.graph import GRAPH_FEATURE_NAMES, GraphConfig, GraphFeatures
 from inference.model import ModelFiles
 from inference.simulate import SimConfig, simulate
 
@@ -60,6 +62,8 @@ class _NoGraph:
     def observe(self, *_: object) -> tuple[int, ...]:
         return (0,) * len(GRAPH_FEATURE_NAMES)
 
+    observe_sealed = observe
+
 
 def bench_features(n: int, passes: int) -> dict[str, Any]:
     sims = simulate(SimConfig(seed=11, n_normal=n, days=max(7, n // 5000)))
@@ -81,10 +85,17 @@ def bench_features(n: int, passes: int) -> dict[str, Any]:
             for i in range(0, len(txs), 1024):
                 rows = fe.extract(txs[i:i + 1024], ats[i:i + 1024])
             sink.append(len(txs) / (time.perf_counter() - t0))
+    deeper: dict[str, float] = {}
+    for k in (4, 5, 6):  # deeper cycle searches: one pass each (columns of features/3 are at k <= 3)
+        fe = FeatureExtractor(graph=GraphFeatures(GraphConfig(cycle_hops=k)))
+        t0 = time.perf_counter()
+        for i in range(0, len(txs), 1024):
+            rows = fe.extract(txs[i:i + 1024], ats[i:i + 1024])
+        deeper[f"k{k}_rows_per_s"] = len(txs) / (time.perf_counter() - t0)
     del rows
     return {"rows": len(txs), "rows_per_s": statistics.median(rates), "range": [min(rates), max(rates)],
             "without_graph_rows_per_s": statistics.median(windows),
-            "static_only_rows_per_s": statistics.median(static)}
+            "static_only_rows_per_s": statistics.median(static), **deeper}
 
 
 def _time_calls(fn: Callable[[], object], seconds: float) -> list[float]:
@@ -200,7 +211,9 @@ def main() -> None:
     feats = bench_features(20_000 if quick else 100_000, 2 if quick else 3)
     print(f"features: {feats['rows_per_s']:,.0f} rows/s over {feats['rows']:,} rows "
           f"(without the graph {feats['without_graph_rows_per_s']:,.0f}/s, "
-          f"static part alone {feats['static_only_rows_per_s']:,.0f}/s)")
+          f"static part alone {feats['static_only_rows_per_s']:,.0f}/s); with the graph's cycles at "
+          f"k <= 4 / 5 / 6: {feats['k4_rows_per_s']:,.0f} / {feats['k5_rows_per_s']:,.0f} / "
+          f"{feats['k6_rows_per_s']:,.0f} rows/s")
     sims = simulate(SimConfig(seed=12, n_normal=5000, days=7))
     rows = FeatureExtractor().extract([s.transaction for s in sims], [s.at for s in sims])
     models = bench_models(rows, model, 0.5 if quick else 2.0)
@@ -225,6 +238,10 @@ def main() -> None:
             f"static features only {feats['static_only_rows_per_s']:,.0f}/s",
             f"{feats['static_only_rows_per_s'] / feats['rows_per_s']:.2f}x",
             ">= 30,000/s", verdict(feats["rows_per_s"] >= TARGETS["features"])),
+        *(Row(f"features, graph cycles at k <= {k}", f"{feats[f'k{k}_rows_per_s']:,.0f} rows/s",
+              f"graph at k <= 3 {feats['rows_per_s']:,.0f}/s",
+              f"{feats[f'k{k}_rows_per_s'] / feats['rows_per_s']:.2f}x")
+          for k in (4, 5, 6)),
         Row("features without the graph", f"{feats['without_graph_rows_per_s']:,.0f} rows/s",
             f"all features {feats['rows_per_s']:,.0f}/s",
             f"{feats['without_graph_rows_per_s'] / feats['rows_per_s']:.2f}x"),

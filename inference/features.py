@@ -188,7 +188,9 @@ class FeatureExtractor:
         observe_into = state.observe_into if isinstance(state, VelocityState) else None
         account_id = state.account_id if isinstance(state, VelocityState) else str
         graph = self.graph
-        g_observe, g_late, pick = graph.observe, graph.config.late_us, _SEALED_GRAPH
+        # the sealed values only: flagged_hops is not one, so its search is skipped where the graph can
+        g_observe = graph.observe_sealed
+        g_late, pick = graph.config.late_us, _SEALED_GRAPH
         log10 = math.log10
         flat: list[float] = []  # the rows one after another; np.fromiter makes floats of the ints and bools
         for tx, us in zip(transactions, stamps, strict=True):
