@@ -249,9 +249,11 @@ def check_reasons(names: Sequence[str], row: Sequence[float] | npt.NDArray[np.fl
     if keys != sorted(keys) or len({r.code for r in recorded}) != len(recorded):
         return "reason codes are not in the order of their contributions, or repeat"
     named = {r.code for r in recorded}
-    # a code left out must be one whose sum, within tolerance, stays below what got in
-    cut = floor if len(recorded) < MAX_REASONS else min(r.contribution_milli for r in recorded)
-    for code, (_, total, _) in groups.items():
-        if code not in named and total - half > cut * ATTRIBUTION_QUANTUM:
+    # a code left out must be one that, at the lowest sum within tolerance, another machine could
+    # have left out too: below the floor, or (with MAX_REASONS kept) ranked after the last one kept
+    full = len(recorded) == MAX_REASONS
+    for code, (order, total, _) in groups.items():
+        lowest = _milli(total - tolerance)
+        if code not in named and lowest >= floor and (not full or (-lowest, order) < keys[-1]):
             return f"{code} contributes {total * 1000:.3f} milli and is not among the reason codes"
     return None

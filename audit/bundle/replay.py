@@ -7,6 +7,8 @@ within 1e-4), as ``docs/bundle-format.md`` "Replay" says, fail-safe records incl
 3 body's ``explanation`` is recomputed from the same model and features (``inference.explain``): the
 decisions that must carry reasons carry them, and the reason codes are those the recomputed
 attributions give, each contribution within 1e-4 (``audit.decide.explanation.check_explanation``).
+An earlier version's body may state no explanation, and may not follow a version 3 record of the
+same backend and model (a record relabelled to escape the check).
 
 Decisions are buffered and replayed a batch at a time, grouped by feature schema (each record's
 values are read by the schema it names), by module and by model, so the sandbox's per-call cost
@@ -77,6 +79,7 @@ class Replayer:
         self.rescored = 0  # decisions whose score was recomputed
         self.fail_safe = 0  # fail-safe HOLDs checked for their shape (nothing to re-run)
         self.explained = 0  # version 3 decisions whose reason codes were recomputed
+        self._explainers: dict[tuple[str, str], int] = {}  # (backend, model) -> first version 3 seq
 
     def _miss(self, row: _Row | tuple[int, str], kind: str, detail: str) -> ReplayMismatch:
         seq, tid = (row.seq, row.trace_id) if isinstance(row, _Row) else row
@@ -100,9 +103,30 @@ class Replayer:
                                  f"{schema}, a score, model and rule module")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
+        if (found := self._version(seq, trace_id, body)) is not None:
+            return [found]
         self._rows.append(_new_row(_Row, (seq, trace_id, values, math.nan if score is None else float(score),
                                           body, schema)))
         return self.flush() if len(self._rows) >= self._batch else []
+
+    def _version(self, seq: int, trace_id: str, body: dict[str, Any]) -> BundleError | None:
+        """An explanation is checked only in a version 3 body: one in an earlier version's body is
+        unchecked text, and an earlier version sealed after version 3 by the same backend and model
+        (``_explainers``) is a version 3 record that lost its explanation."""
+        schema = body["schema"]
+        model = (str(body["model"].get("backend")), body["model"]["sha256"])
+        if schema == DECISION_SCHEMA:
+            self._explainers.setdefault(model, seq)
+            return None
+        if "explanation" in body:
+            return self._miss((seq, trace_id), "replay.explanation", f"a {schema} body states an "
+                              f"explanation; only {DECISION_SCHEMA} records do")
+        first = self._explainers.get(model)
+        if first is not None and first < seq:
+            return self._miss((seq, trace_id), "replay.explanation", f"sealed as {schema}, without an "
+                              f"explanation, after seq {first} sealed {DECISION_SCHEMA} with the same "
+                              f"backend and model {model[1][:12]}")
+        return None
 
     def flush(self) -> list[BundleError]:
         """Replay everything queued."""
@@ -137,8 +161,9 @@ class Replayer:
                 continue
             if math.isnan(r.score):
                 if b["schema"] == DECISION_SCHEMA and b.get("explanation", 0) is not None:
-                    out.append(self._miss(r, "replay.explanation", "a decision the model did not score "
-                                          "has a null explanation"))
+                    said = "has no explanation" if "explanation" not in b else "states an explanation"
+                    out.append(self._miss(r, "replay.explanation", f"a decision the model did not score "
+                                          f"{said}; it must be null"))
                 # The spec allows a null score with MODEL_ERROR or DEADLINE_EXCEEDED only, but the
                 # pipeline records SANDBOX_FAULT (it takes precedence) when the model failed in the same
                 # batch, score null: a genuine record, and a fail-safe HOLD whatever its score.

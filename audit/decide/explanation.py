@@ -47,6 +47,7 @@ EXPLANATION_METHOD = "sealtrail.integrated-gradients/1"  # inference.explain: ba
 EXPLAIN_FROM_SCORE = 0.5  # an allowed decision scored below this has no explanation
 _CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _NULL = b"null"
+_MAX_INT = 2**53 - 1  # the integers a canonical (RFC 8785) record can hold exactly
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,10 @@ class Explanation:
         for r in items:
             if (not isinstance(r, dict) or set(r) != {"code", "contribution_milli", "text"}
                     or type(r["code"]) is not str or not _CODE.fullmatch(r["code"])
-                    or type(r["contribution_milli"]) is not int or type(r["text"]) is not str):
+                    or type(r["contribution_milli"]) is not int or type(r["text"]) is not str
+                    or not -_MAX_INT <= r["contribution_milli"] <= _MAX_INT):
                 raise ExplanationError(f"explanation reason {r!r} is not a code, an integer "
-                                       "contribution_milli and a text")
+                                       f"contribution_milli (within +/-{_MAX_INT}) and a text"[:600])
             out.append(Reason(r["code"], r["contribution_milli"], r["text"]))
         return cls(tuple(out))
 

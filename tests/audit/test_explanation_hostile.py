@@ -4,8 +4,7 @@ make it refuse an honest recomputation, to escape the check by relabelling the r
 or to break the console page with a hostile explanation.
 
 Most tests replay the published vector (``tests/vectors/decision-v3``: five records, the model
-and the rule module that made them), so they do not move when the shipped model does. Tests
-marked ``xfail(strict=True)`` state how the product should behave and fail on a known gap."""
+and the rule module that made them), so they do not move when the shipped model does."""
 
 from __future__ import annotations
 
@@ -257,9 +256,6 @@ def test_a_decision_the_model_did_not_score_states_null(sandbox: Sandbox) -> Non
     assert "replay.explanation" in kinds(replay(sandbox, gone))
 
 
-@pytest.mark.xfail(strict=True, reason="audit/bundle/replay.py Replayer._replay tells an examiner that an "
-                   "unscored decision which states reasons 'has a null explanation': the opposite of the "
-                   "record")
 def test_the_finding_on_an_unscored_decision_says_what_it_states(sandbox: Sandbox) -> None:
     forged = _model_error(record(QUIET))
     forged["explanation"] = record(EXPLAINED)["explanation"]
@@ -275,18 +271,12 @@ def _as_version_2(body: Body) -> Body:
     return body
 
 
-@pytest.mark.xfail(strict=True, reason="audit/bundle/replay.py checks explanations of decision/3 bodies "
-                   "only: a body relabelled decision/2 keeps a false explanation that nothing checks, and "
-                   "the console page and idempotent answers still show it")
 def test_a_version_2_body_may_not_carry_an_unchecked_explanation(sandbox: Sandbox) -> None:
     forged = _as_version_2(record(EXPLAINED))
     forged["explanation"]["reasons"][0]["text"] = "a trusted customer"
     assert kinds(replay(sandbox, forged)) == ["replay.explanation"]
 
 
-@pytest.mark.xfail(strict=True, reason="a decision/3 record downgraded to decision/2 (explanation and "
-                   "explain latency dropped) after a decision/3 record of the same backend and model "
-                   "replays clean: the explanation check is escaped by the version label")
 def test_a_downgrade_after_version_3_by_the_same_model_is_named(sandbox: Sandbox) -> None:
     honest, downgraded = record(EXPLAINED), _as_version_2(record(HELD_LOW))
     del downgraded["explanation"], downgraded["latency_us"]["explain"]
@@ -348,18 +338,12 @@ def test_a_tie_another_machine_breaks_the_other_way_passes() -> None:
     assert check_reasons(NAMES, ROW, at, other, 1e-4) is None
 
 
-@pytest.mark.xfail(strict=True, reason="inference/explain.py check_reasons compares an omitted code's raw "
-                   "sum less half a milli and the tolerance with the rounded cut, one milli too lenient: a "
-                   "code at 20.45 milli, which rounds to 20 on every machine within 1e-4, may be left out")
 def test_a_code_every_machine_keeps_may_not_be_left_out_at_the_floor() -> None:
     at = _attr(0, 0, 0, 0, 20.45)  # 20.35 to 20.55 all round to 20: kept everywhere
     assert reasons(NAMES, ROW, at) == _said(("NEW_COUNTERPARTY", 20))
     assert check_reasons(NAMES, ROW, at, [], 1e-4) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="inference/explain.py check_reasons ignores the code-order tie-break "
-                   "for an omitted code at the cut: a forger swaps the third reason for a later code that "
-                   "ties it, though no machine within 1e-4 (nor within 6e-4) would")
 def test_a_tie_at_the_cut_may_not_be_broken_against_the_code_order() -> None:
     at = _attr(300, 200, 100.2, 100.0, 0)  # SCATTER_GATHER (earlier) 100 and FAN_OUT 100: a tie, SG wins
     assert reasons(NAMES, ROW, at) == _said(("TEMPORAL_CYCLE", 300), ("PASS_THROUGH", 200),
@@ -368,10 +352,6 @@ def test_a_tie_at_the_cut_may_not_be_broken_against_the_code_order() -> None:
     assert check_reasons(NAMES, ROW, at, forged, 1e-4) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="inference/explain.py check_reasons converts "
-                   "contribution_milli to float unguarded: an integer past float range (which Python's json "
-                   "reads, though the bundle's orjson and the ledger's RFC 8785 encoder refuse it) raises "
-                   "OverflowError out of the verifier instead of naming the record")
 def test_a_contribution_past_float_range_is_named_not_raised(model: MlpModel) -> None:
     body = json.loads(_LINES[EXPLAINED])
     body["explanation"]["reasons"][0]["contribution_milli"] = 10**400
@@ -471,17 +451,12 @@ def test_a_signed_ledger_with_a_false_reason_fails_verify(forged_bundle: tuple[d
         ("replay.explanation", True)]
 
 
-@pytest.mark.xfail(strict=True, reason="verify_bundle passes a signed ledger whose explained HOLD is "
-                   "downgraded to decision/2 after decision/3 records of the same model (see the Replayer "
-                   "test)")
 def test_a_signed_ledger_with_a_downgraded_record_fails_verify(
         forged_bundle: tuple[dict[str, int], list[BundleError]]) -> None:
     seqs, found = forged_bundle
     assert any(e.seq == seqs["downgraded"] for e in found)
 
 
-@pytest.mark.xfail(strict=True, reason="verify_bundle passes a signed decision/2 record carrying a false "
-                   "explanation (see the Replayer test)")
 def test_a_signed_ledger_with_a_false_reason_labelled_version_2_fails_verify(
         forged_bundle: tuple[dict[str, int], list[BundleError]]) -> None:
     seqs, found = forged_bundle
