@@ -30,7 +30,7 @@ import orjson
 
 from audit.decide.account_risk import AccountRisk
 from audit.decide.explanation import Explanation
-from audit.decide.record import IdempotencyKey, RuleHit
+from audit.decide.record import DECISION_SCHEMA, IdempotencyKey, RuleHit
 from audit.decide.types import Decision, Submission
 from audit.errors import DerivedRowError, IdempotencyRaceError
 from ledger import Receipt
@@ -158,7 +158,8 @@ def decided_at(conn: Connection, seqs: Iterable[int]) -> dict[int, Decision]:
                 body["score"], tuple(RuleHit(h["id"], h["outcome"], h["reason"]) for h in body["fired"]),
                 body["fail_safe"], {}, replayed=True,
                 account_risk=AccountRisk.from_json(body["account_risk"]) if "account_risk" in body else None,
-                explanation=Explanation.from_json(body["explanation"]) if "explanation" in body else None)
+                explanation=Explanation.from_json(body.get("explanation"))
+                if body.get("schema") == DECISION_SCHEMA else None)  # version 3 only
     missing = set(wanted) - set(out)
     if missing:  # a key row at a seq that holds no decision: the table was tampered with
         raise DerivedRowError(TABLE, min(missing), "a key row at a seq that holds no decision (forged?); "
