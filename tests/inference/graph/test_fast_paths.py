@@ -212,3 +212,19 @@ def test_state_written_with_accounts_without_edges_lets_them_go_on_restore() -> 
     assert list(gf.graph.nodes) == ["A", "FLAGGED", "B"]
     kept = old.replace(b'["GONE",5,0,0,0,0,0,0,0],', b"").replace(b"[100,1,3,", b"[100,0,2,")
     assert gf.state_bytes() == kept
+
+
+def test_observe_sealed_gives_observes_values_but_the_flag_search_and_the_same_state() -> None:
+    stream = [(f"A{o}", f"A{b}", 1_767_225_600_000_000 + i * H, cents)
+              for i, (o, b, _, _, cents) in enumerate(_random_stream(7, 400, 12, 1))]
+    full, sealed = GraphFeatures(), GraphFeatures()
+    full.flag("A3")
+    sealed.flag("A3")
+    hops_seen = set()
+    for payment in stream:
+        want, got = as_dict(full.observe(*payment)), as_dict(sealed.observe_sealed(*payment))
+        hops_seen.add(want.pop("flagged_hops"))
+        assert got.pop("flagged_hops") == -1
+        assert got == want
+    assert hops_seen > {0, 1}  # the search did find the flagged account where observe looks for it
+    assert sealed.state_bytes() == full.state_bytes()
