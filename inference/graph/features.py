@@ -27,7 +27,7 @@ from inference.graph.config import DAY_US, WEEK_US, GraphConfig
 from inference.graph.cycles import temporal_cycle
 from inference.graph.fixedpoint import ema_step_q16, log2_q8
 from inference.graph.flagged import hops_to_flagged
-from inference.graph.store import GraphJournal, Node, TransactionGraph
+from inference.graph.store import Edge, GraphJournal, Node, TransactionGraph
 
 __all__ = ["GRAPH_FEATURE_NAMES", "PASS_THROUGH_CAP_Q16", "GraphFeatures", "Payment", "as_dict"]
 
@@ -150,11 +150,23 @@ class GraphFeatures:
         c_len, c_count, c_cut = temporal_cycle(src, dst, t, cfg.cycle_hops, cfg.search_budget)
         inn = src.inn
         out = src.out
+        lo7 = t - WEEK_US
+        in7: list[Edge] | None = None  # src's received edges in (t - 7 d, t], when taken before the add
         if inn:
-            hi = len(inn) if inn[-1][0] < t else bisect_left(inn, (t,))  # strictly before this payment
-            lo = bisect_left(inn, (t - cfg.scatter_us + 1,), 0, hi)
-            scatter = len(set(map(_SRC, inn[lo:hi]))) if lo < hi else 0
             last = inn[-1][0]
+            if last <= t and dst is not src and cfg.scatter_us <= WEEK_US:
+                # The add leaves src's received list as it is (it is not the beneficiary) unless the
+                # global cap takes its oldest edge (checked after): its 7-day window, taken now, serves
+                # the scatter-gather (inside it) and the windows after the add.
+                in7 = inn[bisect_left(inn, (lo7 + 1,)):] if inn[0][0] <= lo7 else inn
+                in_first, in_len = inn[0], len(inn)
+                hi = len(in7) if last < t else bisect_left(in7, (t,))  # strictly before this payment
+                lo = bisect_left(in7, (t - cfg.scatter_us + 1,), 0, hi)
+                scatter = len(set(map(_SRC, in7[lo:hi]))) if lo < hi else 0
+            else:
+                hi = len(inn) if last < t else bisect_left(inn, (t,))  # strictly before this payment
+                lo = bisect_left(inn, (t - cfg.scatter_us + 1,), 0, hi)
+                scatter = len(set(map(_SRC, inn[lo:hi]))) if lo < hi else 0
             if out and out[-1][0] > last:
                 last = out[-1][0]
         else:
@@ -192,7 +204,6 @@ class GraphFeatures:
 
         # --- after: windows that count this payment ---
         lo1 = t - DAY_US
-        lo7 = t - WEEK_US
         out = src.out  # the lists may have been replaced by the add (never today, but cheap to reread)
         if out[-1][0] <= t:
             part7 = out[bisect_left(out, (lo7 + 1,)):] if out[0][0] <= lo7 else out
@@ -209,23 +220,25 @@ class GraphFeatures:
         else:
             n_out1 = out1 = out7 = o_out1 = o_out7 = 0
         inn = src.inn
-        if not inn:
-            n_in1 = in1 = in7 = o_in1 = o_in7 = 0
+        if in7 is not None and len(inn) == in_len and inn[0] is in_first:
+            part7 = in7  # the list is as it was before the add (when the cap took an edge of it, that
+            # edge was its oldest: then ``in7`` is the list itself, or the edge was outside it)
+        elif not inn:
+            part7 = inn
+        elif inn[-1][0] <= t:
+            part7 = inn[bisect_left(inn, (lo7 + 1,)):] if inn[0][0] <= lo7 else inn
         else:
-            if inn[-1][0] <= t:
-                part7 = inn[bisect_left(inn, (lo7 + 1,)):] if inn[0][0] <= lo7 else inn
-            else:
-                hi = bisect_left(inn, (t + 1,))
-                part7 = inn[bisect_left(inn, (lo7 + 1,), 0, hi):hi]
-            if part7:
-                part1 = part7[bisect_left(part7, (lo1 + 1,)):] if part7[0][0] <= lo1 else part7
-                n_in1 = len(part1)
-                in1 = sum(map(_CENTS, part1))
-                in7 = sum(map(_CENTS, part7))
-                o_in7 = len(set(map(_SRC, part7)))
-                o_in1 = len(set(map(_SRC, part1))) if n_in1 < len(part7) else o_in7
-            else:
-                n_in1 = in1 = in7 = o_in1 = o_in7 = 0
+            hi = bisect_left(inn, (t + 1,))
+            part7 = inn[bisect_left(inn, (lo7 + 1,), 0, hi):hi]
+        if part7:
+            part1 = part7[bisect_left(part7, (lo1 + 1,)):] if part7[0][0] <= lo1 else part7
+            n_in1 = len(part1)
+            in1 = sum(map(_CENTS, part1))
+            in_7 = sum(map(_CENTS, part7))
+            o_in7 = len(set(map(_SRC, part7)))
+            o_in1 = len(set(map(_SRC, part1))) if n_in1 < len(part7) else o_in7
+        else:
+            n_in1 = in1 = in_7 = o_in1 = o_in7 = 0
         if dst is src:
             b_in1, b_in7 = o_in1, o_in7
         else:
@@ -247,10 +260,10 @@ class GraphFeatures:
             pass_1 = (out1 << 16) // in1
             if pass_1 > PASS_THROUGH_CAP_Q16:
                 pass_1 = PASS_THROUGH_CAP_Q16
-        if in7 <= 0:
+        if in_7 <= 0:
             pass_7 = 0
         else:
-            pass_7 = (out7 << 16) // in7
+            pass_7 = (out7 << 16) // in_7
             if pass_7 > PASS_THROUGH_CAP_Q16:
                 pass_7 = PASS_THROUGH_CAP_Q16
         return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(s_out_last), o_in1, o_in7,

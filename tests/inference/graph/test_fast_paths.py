@@ -228,3 +228,14 @@ def test_observe_sealed_gives_observes_values_but_the_flag_search_and_the_same_s
         assert got == want
     assert hops_seen > {0, 1}  # the search did find the flagged account where observe looks for it
     assert sealed.state_bytes() == full.state_bytes()
+
+
+def test_an_edge_the_global_cap_takes_during_the_payment_is_not_in_its_windows() -> None:
+    gf = GraphFeatures(GraphConfig(global_cap=2))
+    t0 = 1_767_225_600_000_000
+    gf.observe("X", "A", t0, 1_000)  # the oldest edge: A's only received one
+    gf.observe("Y", "Z", t0 + 1, 1_000)
+    got = as_dict(gf.observe("A", "B", t0 + 2, 500))  # a third edge: the cap takes X -> A
+    assert got["scatter_gather"] == 1  # measured before: X had paid A
+    assert (got["orig_fan_in_1d"], got["orig_fan_in_7d"], got["orig_fan_in_30d"]) == (0, 0, 0)
+    assert got["pass_through_24h_q16"] == 0 and got["orig_activity_24h"] == 1
