@@ -22,8 +22,8 @@ shipped model, the rule pack in the WASM sandbox with ``model_score`` appended, 
 for reporting only: the pack's thresholds are chosen on the training simulator alone.
 
 Run from the repository root: ``python -m bench.alert_rates [--quick] [--lookalikes] [--heldout]
-[--json PATH]`` (``--quick`` leaves out the 1,000,000-payment run, which takes about 5 minutes of
-one core and 3 GiB of memory).
+[--json PATH]`` (``--quick`` leaves out the 1,000,000-payment run, which takes 5-8 minutes and
+3.6 GiB of memory on a 2-core machine, most of it generating the traffic and its features).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Size:
 
 
 SIZES = (Size(10_000, 1_000), Size(200_000, 20_000), Size(1_000_000, 200_000))
-QUICK_SIZES = SIZES[:2]  # the 1,000,000-payment run takes minutes
+QUICK_SIZES = SIZES[:2]  # the 1,000,000-payment run takes 5-8 minutes
 
 
 def training_traffic(size: Size, seed: int, amount_scale: float = 1.0, lookalikes: bool = False) -> Traffic:
