@@ -74,7 +74,7 @@ FIXED_RULES = (
 # Share of normal payments at or above each suggested band threshold.
 BAND_QUANTILES = {"REVIEW": 0.01, "HOLD": 0.002, "BLOCK": 0.0005}
 # Share of normal accounts (an account's score: the highest over its payments) at or above each:
-# half of what the bands had before pack 2026.12.4, as the FATF R.16 holds alone take 2-4 % of
+# half of what the bands had before pack 2026.12.4, as the FATF R.16 holds alone take 1.4-4.2 % of
 # normal accounts out of the 3 % target.
 BAND_ACCOUNT_QUANTILES = {"REVIEW": 0.005, "HOLD": 0.002, "BLOCK": 0.001}
 
