@@ -151,6 +151,9 @@ def summarise(scored: Scored) -> dict[str, Any]:
     outcomes = {o: {"count": counts.get(o, 0), "percent": round(100 * counts.get(o, 0) / max(1, n), 2)}
                 for o in OUTCOMES}
     rules = Counter(h.id for d in ds for h in d.fired)
+    said = [d for d in ds if d.explanation is not None and d.explanation.reasons]
+    codes = Counter(r.code for d in said for r in (d.explanation.reasons or () if d.explanation else ()))
+    example = max(said, key=lambda d: d.score or 0.0, default=None)  # the highest score, first such
     lat = np.array([d.latency_us.get("total", 0) + d.latency_us.get("queue", 0) for d in ds] or [0])
     flagged = [d.decision != "ALLOW" for d in ds]
     laundering = [s.label == 1 for s in scored.sims]
@@ -167,6 +170,11 @@ def summarise(scored: Scored) -> dict[str, Any]:
         "laundering": {"transactions": bad, "flagged": caught,
                        "normal_flagged": false_alarms, "normal": n - bad},
         "fail_safe": sum(d.fail_safe is not None for d in ds),
+        "explained": {"decisions": len(said),
+                      "top_reasons": [{"code": c, "count": k} for c, k in codes.most_common(5)],
+                      "example": None if example is None or example.explanation is None else {
+                          "trace_id": example.trace_id, "decision": example.decision, "score": example.score,
+                          **(example.explanation.to_json() or {})}},
     }
 
 
@@ -306,6 +314,13 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
     p(f"laundering  {lau['flagged']:,} of {lau['transactions']:,} flagged; normal flagged "
       f"{lau['normal_flagged']:,} of {lau['normal']:,}"
       + (f"; fail-safe {doc['fail_safe']}" if doc["fail_safe"] else ""))
+    ex = doc["explained"]
+    if ex["decisions"]:
+        p(f"reasons     {ex['decisions']:,} decisions carry reason codes: "
+          + "  ".join(f"{r['code']} {r['count']:,}" for r in ex["top_reasons"]))
+        e = ex["example"]
+        p(f"            e.g. {e['decision']} {e['trace_id']} (score {e['score']:.3f}): "
+          + "; ".join(f"{r['text']} (+{r['contribution_milli'] / 1000:.3f})" for r in e["reasons"]))
     lat = doc["latency_us"]
     p(f"latency     p50 {lat['p50'] / 1000:.1f} ms  p99 {lat['p99'] / 1000:.1f} ms per decision "
       "(queue + its batch)")
@@ -317,7 +332,8 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
     if e is not None:
         p(f"export      {e['file']}: {e['records']:,} records, {e['size_bytes'] / 2**20:.1f} MiB "
           f"in {e['create_seconds']:.1f}s; verified offline in {e['verify_seconds']:.1f}s "
-          f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored) against {e['trusted_key']}")
+          f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored, {e['explained']:,} "
+          f"explanations recomputed) against {e['trusted_key']}")
         c = e.get("completeness") or {}
         if c.get("proven"):
             p(f"            complete: every decision recorded in [{c['from']}, {c['until']}) is in it, "
@@ -364,7 +380,7 @@ def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
     return {"file": str(summary.path), "bundle_id": summary.bundle_id, "records": rep.records,
             "size_bytes": summary.size_bytes, "create_seconds": round(t1 - t0, 3),
             "verify_seconds": round(t2 - t1, 3), "verified": True, "replayed": rep.replayed,
-            "rescored": rep.rescored, "trusted_key": signer.verifier.vkey,
+            "rescored": rep.rescored, "explained": rep.explained, "trusted_key": signer.verifier.vkey,
             "completeness": None if rep.completeness is None else rep.completeness.to_json()}
 
 

@@ -37,6 +37,10 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     assert bundle["verified"] is True and bundle["replayed"] == 60 and Path(bundle["file"]).parent == exports
     assert bundle["trusted_key"] == first["init"]["vkey"]
     assert all(r["count"] > 0 for r in first["top_rules"])
+    explained = first["explained"]  # the held and high-scored decisions say why, and the bundle rechecks it
+    assert explained["decisions"] > 0 and bundle["explained"] >= explained["decisions"]
+    assert explained["example"]["reasons"] and explained["example"]["decision"] in (
+        "ALLOW", "REVIEW", "HOLD", "BLOCK")
 
     vkey = NoteVerifier.from_vkey(first["init"]["vkey"])
     cp = SignedCheckpoint.verify(first["checkpoint"], [vkey], first["init"]["origin"]).checkpoint
