@@ -9,7 +9,8 @@
   target, 200,000 accounts and 6,000,000 payments), over a seeded stream with hub accounts:
   traced with tracemalloc at two sizes (10,000 and 20,000 accounts; 1,000 and 2,000 with
   ``--quick``) to show it grows with the payments, and scaled to 6,000,000 payments, said as such;
-  ``--memory-full`` measures the full size instead, as the growth of the resident set.
+  ``--memory-full`` measures the full size instead, as the growth of the resident set. Then one
+  payment a window later: the accounts still held (the two of it: the others are let go).
 Run from the repository root: ``python -m bench.graph_features [--quick] [--memory-full] [--json PATH]``.
 """
 
@@ -153,8 +154,13 @@ def bench_memory(accounts: int, payments: int, traced: bool = True) -> dict[str,
     else:
         current = peak = _rss_bytes()
     g = gf.graph
-    return {"accounts": g.accounts, "payments": payments, "edges_held": g.edges_held, "bytes": current - base,
-            "peak_bytes": peak - base, "seconds": seconds, "how": "tracemalloc" if traced else "RSS growth"}
+    out = {"accounts": g.accounts, "payments": payments, "edges_held": g.edges_held, "bytes": current - base,
+           "peak_bytes": peak - base, "seconds": seconds, "how": "tracemalloc" if traced else "RSS growth"}
+    # a window later, one more payment: every edge before it expires, and the accounts with them
+    assert g.watermark is not None
+    gf.observe("QUIET-AFTER-A", "QUIET-AFTER-B", g.watermark + gf.config.window_us, 100)
+    out["accounts_a_window_later"] = g.accounts
+    return out
 
 
 def main() -> None:
@@ -190,7 +196,8 @@ def main() -> None:
     for m in runs:
         print(f"\nmemory ({m['how']}): {m['accounts']:,} accounts, {m['payments']:,} payments in 30 days -> "
               f"{m['edges_held']:,} edges held, {m['bytes'] / 2**20:,.1f} MiB "
-              f"(peak {m['peak_bytes'] / 2**20:,.1f} MiB), {m['bytes'] / m['payments']:,.0f} bytes a payment")
+              f"(peak {m['peak_bytes'] / 2**20:,.1f} MiB), {m['bytes'] / m['payments']:,.0f} bytes a payment;"
+              f" one payment a window later: {m['accounts_a_window_later']:,} accounts held")
     large = runs[-1]
     measured_full = large["accounts"] >= FULL_ACCOUNTS and large["payments"] >= FULL_PAYMENTS
     full = large["bytes"] * FULL_PAYMENTS / large["payments"]
