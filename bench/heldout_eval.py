@@ -442,14 +442,26 @@ def report(title: str, m: dict[str, Any], typologies: tuple[str, ...] = TYPOLOGI
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+def traffic_arguments(ap: argparse.ArgumentParser) -> None:
+    """The held-out traffic's options (``--quick``, ``--seed``, ``--payments``, ``--accounts``,
+    ``--days``, ``--share``), shared by the benches that run on it; ``traffic_size`` applies
+    ``--quick``."""
     ap.add_argument("--quick", action="store_true", help="10,000 payments over 1,000 accounts and 14 days")
     ap.add_argument("--seed", type=int, default=20261204, help="held-out generator seed")
     ap.add_argument("--payments", type=int, default=50_000)
     ap.add_argument("--accounts", type=int, default=5_000)
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--share", type=float, default=0.02, help="typology share of payments")
+
+
+def traffic_size(args: argparse.Namespace) -> None:
+    if args.quick:
+        args.payments, args.accounts, args.days = 10_000, 1_000, 14
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    traffic_arguments(ap)
     ap.add_argument(
         "--scales",
         default="1,0.01,100",
@@ -465,8 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"write the figures in short as {EVALUATION_NAME} beside the model's card, "
                          "which 'sealtrail model card' shows")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.payments, args.accounts, args.days = 10_000, 1_000, 14
+    traffic_size(args)
     scales = [float(x) for x in args.scales.split(",") if x.strip()]
     host = host_info()
     print(

@@ -45,7 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from bench.alert_rates import account_alerts
-from bench.heldout_eval import BATCH, PACK, Scored, Traffic, score
+from bench.heldout_eval import BATCH, PACK, Scored, Traffic, score, traffic_arguments, traffic_size
 from bench.machine import host_info
 from bench.report import write_json
 from inference.backends import load_backend
@@ -284,18 +284,12 @@ def report(t: Threshold, rows: list[tuple[Setting, Alerts]], base: Alerts) -> No
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--quick", action="store_true", help="10,000 payments over 1,000 accounts and 14 days")
-    ap.add_argument("--seed", type=int, default=20261204, help="held-out generator seed")
-    ap.add_argument("--payments", type=int, default=50_000)
-    ap.add_argument("--accounts", type=int, default=5_000)
-    ap.add_argument("--days", type=int, default=30)
-    ap.add_argument("--share", type=float, default=0.02, help="typology share of payments")
+    traffic_arguments(ap)
     ap.add_argument("--scale", type=float, default=1.0, help="amount scale of the held-out traffic")
     ap.add_argument("--rules", help="comma-separated rule ids (default: every rule with a threshold)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.payments, args.accounts, args.days = 10_000, 1_000, 14
+    traffic_size(args)
     command = "python -m bench.threshold_testing " + " ".join(argv if argv is not None else sys.argv[1:])
     ruleset = parse_ruleset(PACK.read_text())
     try:
