@@ -4,7 +4,6 @@ the same account-risk state from the ledger."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,6 @@ from tests.api.test_cli_score import Cli
 from tests.api.test_cli_traces import all_pages, scored  # noqa: F401  (a fixture)
 from tests.api.test_fail_closed import JSON, Served, in_process, txs
 from tests.conftest import Db
-
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
 
 
 def record_at(served: Served, seq: int) -> dict[str, Any]:

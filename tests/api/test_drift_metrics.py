@@ -3,17 +3,13 @@ the recent model scores against the training reference in the model card."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from api.app import score_reference
 from api.metrics import ScoreDrift
 from inference.model import ModelFiles
-from tests.api.test_fail_closed import JSON, Served, in_process, txs
-from tests.conftest import Db
+from tests.api.test_fail_closed import JSON, Served, txs
 
 REFERENCE = {"edges": [0.1 * i for i in range(1, 10)], "shares": [0.1] * 10}
 
@@ -41,11 +37,6 @@ def test_the_shipped_card_states_a_reference_and_another_model_gets_none() -> No
     assert abs(sum(ref["shares"]) - 1) < 1e-4
     assert score_reference("00" * 32) is None
 
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
 
 
 def test_metrics_count_each_rules_hits_and_report_the_score_drift(served: Served) -> None:

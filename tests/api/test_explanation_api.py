@@ -4,21 +4,9 @@ idempotency key answers with the same explanation it was sealed with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from audit.decide.explanation import is_explained
 from tests.api.test_account_risk_api import record_at
-from tests.api.test_fail_closed import JSON, Served, in_process, txs
-from tests.conftest import Db
-
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
+from tests.api.test_fail_closed import JSON, Served, txs
 
 
 def test_every_answer_states_the_explanation_its_record_seals(served: Served) -> None:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from sqlalchemy import event
@@ -80,11 +79,6 @@ def in_process(db: Db, tmp_path: Path, **settings: Any) -> Iterator[tuple[TestCl
     finally:
         rt.close()
 
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
 
 
 def txs(n: int, seed: int = 21) -> list[bytes]:

@@ -5,8 +5,6 @@ training reference of ``inference.drift_reference``, fed by the rows the model s
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,8 +16,7 @@ from audit.decide.record import RuleHit
 from audit.decide.types import Decision
 from inference.drift_reference import MAIN_FEATURES, REFERENCE
 from inference.schema import MODEL_SCHEMA, feature_names
-from tests.api.test_fail_closed import JSON, Served, in_process, txs
-from tests.conftest import Db
+from tests.api.test_fail_closed import JSON, Served, txs
 
 NAMES = feature_names(MODEL_SCHEMA)
 
@@ -151,11 +148,6 @@ def test_each_rule_s_alert_rate_has_a_denominator_and_replays_count_once() -> No
     assert counter(m, "sealtrail_rule_evaluations_total") == {"": 4.0}
     assert sum(counter(m, "sealtrail_decisions_total").values()) == 7  # every answer, by outcome
 
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
 
 
 def test_the_served_app_reports_each_main_feature_s_drift(served: Served) -> None:

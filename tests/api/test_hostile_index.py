@@ -8,20 +8,8 @@ Now every payment is decided and sealed, and ``ledger verify`` names the forged 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from api import ops
-from tests.api.test_fail_closed import JSON, Served, in_process, txs
-from tests.conftest import Db
-
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
+from tests.api.test_fail_closed import JSON, Served, txs
 
 
 def test_a_forged_index_row_at_a_future_seq_stops_no_payment(served: Served) -> None:

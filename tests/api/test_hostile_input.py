@@ -6,8 +6,6 @@ does not grow, and a retry of a valid request is never a 409 for a write reporte
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,8 +16,7 @@ from sqlalchemy.exc import OperationalError
 
 from api.roles import RoleMap, RoleMapError
 from audit.governance.service import DEFAULT_PACK
-from tests.api.test_fail_closed import Served, in_process, txs
-from tests.conftest import Db
+from tests.api.test_fail_closed import Served, txs
 from wasm_rules import parse_ruleset
 
 PACK = DEFAULT_PACK.read_text(encoding="utf-8")
@@ -30,11 +27,6 @@ JSON = {"content-type": "application/json"}
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 DEEP_TOML = "junk = " + "[" * 500 + "]" * 500 + "\n"  # about 1 KB
 
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
 
 
 def undecided(served: Served) -> int:

@@ -4,7 +4,6 @@ on other content is decided again with a finding in its record. Both dialects.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -15,14 +14,8 @@ import pytest
 
 from audit.query.verify import verify_index
 from tests.api.test_cli_score import Cli, sim_array
-from tests.api.test_fail_closed import JSON, Served, in_process, txs
+from tests.api.test_fail_closed import JSON, Served, txs
 from tests.conftest import Db
-
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
 
 
 def record_at(served: Served, seq: int) -> dict[str, Any]:

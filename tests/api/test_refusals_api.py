@@ -6,7 +6,6 @@ refused before authentication or for their rate leave nothing. Both dialects."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,6 @@ MT940 = (b"{1:F01BANKDEFFAXXX0000000000}{2:I940BANKGB2LXXXXN}{4:\r\n:20:STATEMEN
          b":25:12345678\r\n:28C:1/1\r\n:60F:C250101EUR1000,00\r\n:62F:C250101EUR1000,00\r\n-}")
 NOT_WELL_FORMED = b"<Document xmlns='urn:iso:std:iso:20022:tech:xsd:pacs.008.001.08'><FIToFICstmrCdtTrf>"
 
-
-@pytest.fixture
-def served(db: Db, tmp_path: Path) -> Iterator[Served]:
-    with in_process(db, tmp_path) as (client, rt, s):
-        yield Served(client, rt, s)
 
 
 def entry(served: Served, trace_id: str) -> tuple[str, dict[str, Any]]:
