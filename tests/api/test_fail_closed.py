@@ -45,6 +45,16 @@ class Served:
         return self.client.post("/v1/decisions", content=tx, headers={**JSON, **headers,
                                                                         "x-test-role": role})
 
+    def batches(self, txs: list[bytes], size: int = 550) -> list[Any]:
+        """``txs`` decided through ``/v1/decisions/batch``, ``size`` at a time; each answer, checked 200."""
+        out = []
+        for i in range(0, len(txs), size):
+            r = self.client.post("/v1/decisions/batch", content=b"[" + b",".join(txs[i:i + size]) + b"]",
+                                 headers={**JSON, "x-test-role": "scorer"})
+            assert r.status_code == 200, r.text
+            out.append(r)
+        return out
+
     def size(self) -> int:
         with self.runtime.engine.connect() as conn:
             return store.tail(conn)[0]

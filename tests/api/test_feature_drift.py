@@ -16,7 +16,7 @@ from audit.decide.record import RuleHit
 from audit.decide.types import Decision
 from inference.drift_reference import MAIN_FEATURES, REFERENCE
 from inference.schema import MODEL_SCHEMA, feature_names
-from tests.api.test_fail_closed import JSON, Served, txs
+from tests.api.test_fail_closed import Served, txs
 
 NAMES = feature_names(MODEL_SCHEMA)
 
@@ -152,10 +152,7 @@ def test_each_rule_s_alert_rate_has_a_denominator_and_replays_count_once() -> No
 
 def test_the_served_app_reports_each_main_feature_s_drift(served: Served) -> None:
     bodies = txs(1_100, seed=73)
-    for i in range(0, len(bodies), 550):
-        r = served.client.post("/v1/decisions/batch", content=b"[" + b",".join(bodies[i:i + 550]) + b"]",
-                               headers={**JSON, "x-test-role": "scorer"})
-        assert r.status_code == 200, r.text
+    served.batches(bodies)
     assert served.runtime.pipeline.on_scored is not None
     text = served.client.get("/metrics", headers={"x-test-role": "admin"}).text
     psi = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
