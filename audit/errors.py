@@ -56,7 +56,9 @@ __all__ = [
     "QueryError",
     "ReplayMismatch",
     "RulesetRefusedError",
+    "StateDeltaError",
     "StateError",
+    "StateSuperseded",
     "SubmissionFault",
     "SubmissionRefusedError",
     "SummaryError",
@@ -211,6 +213,11 @@ class ExportFilterError(QueryError):
 class SummaryError(AuditError, ValueError):
     """A ``decision.summary`` body that does not follow ``sealtrail.decision.summary/1``, or a
     summary that disagrees with the decisions it speaks for (``audit.decide.summary``)."""
+
+
+class StateDeltaError(AuditError, ValueError):
+    """A sealed state delta that does not follow its schema, or one that cannot apply to the state
+    at hand (another state key, another position in the log)."""
 
 
 class DerivedRowError(AuditError, DamageError):
@@ -372,3 +379,16 @@ class IdempotencyRaceError(LedgerUnavailableError, AuditError):
     """An idempotency key of the batch was sealed by another writer after it was looked up, so
     the commit was refused and nothing written (``audit.decide.idempotency`` looks again). A
     ``LedgerUnavailableError`` first: should it escape, the API answers 503 with Retry-After."""
+
+
+class StateSuperseded(LedgerUnavailableError, AuditError):
+    """Another decider committed after this batch's feature state was caught up with the log, so
+    the database refused the commit and nothing was written (``audit.decide.log_tip``); the
+    pipeline prepares the batch again on the state caught up with it. A ``LedgerUnavailableError``
+    first: should it escape (another decider got ahead every time), the API answers 503."""
+
+    def __init__(self, expected: int | None, found: int | None) -> None:
+        super().__init__(f"another decider sealed the state delta at seq {found} after this batch's state "
+                         f"(which ends at {'no delta' if expected is None else f'seq {expected}'}) was "
+                         "caught up: nothing written")
+        self.expected, self.found = expected, found

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from operator import itemgetter
@@ -49,8 +49,12 @@ from inference.reference_tables import Tables, default_tables
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, GRAPH_NAMES, N_FEATURES
 from inference.velocity import VelocityState
 
-__all__ = ["FEATURE_NAMES", "FEATURE_SCHEMA", "FeatureExtractor", "epoch_us", "features_sha256", "row_dict"]
+__all__ = ["FEATURE_NAMES", "FEATURE_SCHEMA", "FeatureExtractor", "StateDelta", "epoch_us", "features_sha256",
+           "row_dict"]
 
+StateDelta = tuple[str | None, str | None, int, int | None]
+"""What one transaction advanced the feature state by: originator and beneficiary as the state holds
+them (None: unknown), event time in µs since the epoch, amount in US cents (None: no FX rate)."""
 NAN = math.nan
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -167,9 +171,15 @@ class FeatureExtractor:
             self.state.journal_with(self.graph)
         self._lookups: _Lookups | None = None
 
-    def extract(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> np.ndarray:
+    def extract(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime,
+                deltas: list[StateDelta] | None = None) -> np.ndarray:
         """Rows (n, N_FEATURES) float64 for ``transactions`` at times ``at`` (one per transaction or one
-        for all); advances the velocity state. A bad time raises before any state changes."""
+        for all); advances the velocity state. A bad time raises before any state changes.
+
+        With ``deltas``, each transaction's state delta is appended to it: what the state was
+        advanced by, ``(originator id, beneficiary id, µs, US cents)`` with the accounts as the
+        state holds them (keyed, for a keyed state; None where unknown). ``advance`` given the same
+        deltas brings another extractor's state to the same bits without the messages."""
         n = len(transactions)
         times = [at] * n if isinstance(at, datetime) else list(at)
         if len(times) != n:
@@ -185,8 +195,9 @@ class FeatureExtractor:
             look = self._lookups = _Lookups(self.tables)
         rates, risks, risk = look.cents_per_unit, look.risks, look.risk
         state = self.state
-        observe_into = state.observe_into if isinstance(state, VelocityState) else None
+        observe_ids = state.observe_ids_into if isinstance(state, VelocityState) else None
         account_id = state.account_id if isinstance(state, VelocityState) else str
+        keep = deltas.append if deltas is not None else None
         graph = self.graph
         # the sealed values only: flagged_hops is not one, so its search is skipped where the graph can
         g_observe = graph.observe_sealed
@@ -229,24 +240,52 @@ class FeatureExtractor:
             )
             o_acct = orig.iban or _account(orig, o_bic)  # the first test of _account, inlined
             b_acct = bene.iban or _account(bene, b_bic)
-            if observe_into is not None:
-                observe_into(flat, o_acct, b_acct, us, cents)
+            o_id = None if o_acct is None else account_id(o_acct)
+            b_id = None if b_acct is None else account_id(b_acct)
+            if keep is not None:
+                keep((o_id, b_id, us, cents))
+            if observe_ids is not None:
+                observe_ids(flat, o_id, b_id, us, cents)
             else:  # a stand-in state (benchmarks)
                 flat += state.observe(o_acct, b_acct, us, cents)
             flat += (us % _DAY_US // _HOUR_US,  # floor division and modulo: right before 1970 too
                      1.0 if (us // _DAY_US + 3) % 7 >= 5 else 0.0)  # 1970-01-01 was a Thursday (weekday 3)
             flat += _data_quality(tx)
             wm = graph.graph.watermark
-            if (o_acct is None or b_acct is None or cents is None or cents < 0
+            if (o_id is None or b_id is None or cents is None or cents < 0
                     or (wm is not None and us < wm - g_late)):
                 flat += _NAN_GRAPH
             else:
-                flat += pick(g_observe(account_id(o_acct), account_id(b_acct), us, cents))
+                flat += pick(g_observe(o_id, b_id, us, cents))
         return np.fromiter(flat, np.float64, n * N_FEATURES).reshape(n, N_FEATURES)
 
     def observe(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> None:
         """Advance the windows without keeping the rows (rebuilding state after a restart)."""
         self.extract(transactions, at)
+
+    def advance(self, deltas: Iterable[StateDelta]) -> int:
+        """Advance the windows and the graph by state deltas (``extract(..., deltas=)``, in the
+        order they were made), exactly as ``extract`` of their transactions did; returns how many.
+
+        The accounts are taken as the state holds them: deltas made by a keyed state apply only to
+        a state under the same key (the caller checks the key id). No message, table or clock is
+        read: this is how a process catches up with decisions another one made."""
+        state = self.state
+        if not isinstance(state, VelocityState):
+            raise FeatureError("state deltas advance a VelocityState only")
+        observe_ids, graph = state.observe_ids_into, self.graph
+        g_observe, g_late, g = graph.observe_sealed, graph.config.late_us, graph.graph
+        scratch: list[float] = []
+        n = 0
+        for o_id, b_id, us, cents in deltas:
+            scratch.clear()
+            observe_ids(scratch, o_id, b_id, us, cents)
+            wm = g.watermark
+            if not (o_id is None or b_id is None or cents is None or cents < 0
+                    or (wm is not None and us < wm - g_late)):
+                g_observe(o_id, b_id, us, cents)
+            n += 1
+        return n
 
 
 class _Lookups:

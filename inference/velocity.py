@@ -337,6 +337,12 @@ class VelocityState:
                 orig = ids.get(orig) or self._id(orig)
             if bene is not None:
                 bene = ids.get(bene) or self._id(bene)
+        self.observe_ids_into(out, orig, bene, t, cents)
+
+    def observe_ids_into(self, out: list[float], orig: str | None, bene: str | None, t: int,
+                         cents: int | None) -> None:
+        """``observe_into`` for accounts given as the state holds them (``account_id``): what a
+        sealed state delta names, or the feature extractor once it has keyed them."""
         if t > self.watermark:
             self.watermark = t
             if t >= self._next_sweep:

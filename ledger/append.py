@@ -42,8 +42,12 @@ log = logging.getLogger(__name__)
 ZERO_CHAIN = bytes(32)
 ROTATION_CONTEXT = b"sealtrail key rotation v1\n"
 Effect = Callable[[Connection, list[Receipt]], None]
-Tail = Callable[[Connection, int], Record]
-"""Given the sequencer's connection and the seq the record will get, one record to seal last."""
+Tail = Callable[[Connection, int], Record | Sequence[Record]]
+"""Given the sequencer's connection and the seq the first of them will get, the record (or records,
+in order) to seal last."""
+Build = Callable[[Connection, int], Sequence[Record]]
+"""Given the sequencer's connection and the seq the first will get, the records to seal (made under
+the lock: nothing else commits meanwhile)."""
 KeySource = Callable[[str], NoteSigner]
 """Given the vkey the ledger now signs with, its signer from the key store, or ``KeyFileError``."""
 
@@ -178,7 +182,7 @@ class Ledger:
         return self.append_many([record])[0]
 
     def append_many(self, records: Sequence[Record], *, alongside: Effect | None = None,
-                    tail: Tail | None = None) -> list[Receipt]:
+                    tail: Tail | None = None, build: Build | None = None) -> list[Receipt]:
         """Seal ``records`` in order, in one transaction; durable when this returns.
 
         ``alongside(conn, receipts)``, if given, runs inside that same transaction once the
@@ -187,11 +191,17 @@ class Ledger:
         tables (entries before ``receipts[0].seq`` are the log as it was) and MUST NOT write them;
         if it raises, nothing is written.
 
-        ``tail(conn, seq)``, if given, is asked under the sequencer lock for one more record, sealed
-        last at ``seq`` (the seq after ``records``): a record whose body depends on the log as it
-        is when the batch commits (a link to the newest entry of a kind). Its receipt is the last
-        one returned (``alongside`` gets those of ``records`` only). Same rules as ``alongside``:
-        it may read, MUST NOT write; if it raises, nothing is written.
+        ``tail(conn, seq)``, if given, is asked under the sequencer lock for one more record (or a
+        sequence of them), sealed last from ``seq`` on (the seq after ``records``): records whose
+        bodies depend on the log as it is when the batch commits (a link to the newest entry of a
+        kind, the seqs the batch got). Their receipts are the last ones returned (``alongside``
+        gets those of ``records`` only). Same rules as ``alongside``: it may read, MUST NOT write;
+        if it raises, nothing is written.
+
+        ``build(conn, seq)``, if given (``records`` then empty), makes the records under the
+        sequencer lock, from seq ``seq`` on: a writer whose records depend on every entry before
+        them (a decider catching its state up with other deciders' commits) holds the lock while it
+        makes them, so that none commits in between. Same rules as ``tail``.
 
         Every entry of one commit carries one ``recorded_at``, never earlier than the last
         entry's: ``recorded_at`` does not decrease along the log (a clock that stepped back, or
@@ -202,7 +212,9 @@ class Ledger:
         for i, r in enumerate(records):
             if isinstance(r.kind, str) and r.kind.startswith("ledger."):
                 raise RecordError(f"record {i}: kind {r.kind!r} is reserved for the ledger itself")
-        return self._commit(records, alongside, tail=tail)
+        if build is not None and records:
+            raise RecordError("give the records or a build that makes them, not both")
+        return self._commit(records, alongside, tail=tail, build=build)
 
     def _commit(
         self,
@@ -213,10 +225,11 @@ class Ledger:
         before: Callable[[Connection], None] | None = None,
         adopt: bool = True,
         tail: Tail | None = None,
+        build: Build | None = None,
     ) -> list[Receipt]:
         if self._signer is None:
             raise KeyFileError("this ledger was opened without its signing key (read-only)")
-        if not records and tail is None:
+        if not records and tail is None and build is None:
             return []
         now = self.clock()
         ts = format_time(now)
@@ -232,19 +245,28 @@ class Ledger:
                     self._check_active_key(conn, active, adopt)
                     if before is not None:
                         before(conn)  # checks that must see the log as it was, under the lock
+                    if build is not None:
+                        records = list(build(conn, size))
+                        for i, r in enumerate(records):
+                            if isinstance(r.kind, str) and r.kind.startswith("ledger."):
+                                raise RecordError(f"record {i}: kind {r.kind!r} is reserved for the ledger")
+                        sealed = seal_many(records, ts)
+                        leaves = [sha(b"\x00" + rec).digest() for _, rec, _ in sealed]
                     if last_at is not None and last_at > ts:  # rare: sealed again under the lock
                         ts = last_at
                         sealed = seal_many(records, ts)
                         leaves = [sha(b"\x00" + rec).digest() for _, rec, _ in sealed]
                     batch = list(records)
                     if tail is not None:
-                        last = tail(conn, size + len(records))
-                        if isinstance(last.kind, str) and last.kind.startswith("ledger."):
-                            raise RecordError(f"tail record: kind {last.kind!r} is reserved for the ledger")
-                        (one,) = seal_many([last], ts)
-                        sealed = [*sealed, one]
-                        leaves = [*leaves, sha(b"\x00" + one[1]).digest()]
-                        batch.append(last)
+                        got = tail(conn, size + len(records))
+                        last = [got] if isinstance(got, Record) else list(got)
+                        for r in last:
+                            if isinstance(r.kind, str) and r.kind.startswith("ledger."):
+                                raise RecordError(f"tail record: kind {r.kind!r} is reserved for the ledger")
+                        more = seal_many(last, ts)
+                        sealed = [*sealed, *more]
+                        leaves = [*leaves, *(sha(b"\x00" + one[1]).digest() for one in more)]
+                        batch += last
                     cr = self._compact_range(conn, size, chain)
                     prev = chain or ZERO_CHAIN
                     chains: list[bytes] = []
@@ -267,7 +289,7 @@ class Ledger:
                     store.insert_rows(conn, store.nodes, ("level", "idx", "hash"), node_rows)
                     _insert_payloads(conn, pay_rows)
                     if effect is not None:
-                        effect(conn, receipts if tail is None else receipts[:-1])
+                        effect(conn, receipts[:len(records)])
                     self._maybe_checkpoint(conn, cr, now_us, extra_signers, force_checkpoint,
                                            (cp_size, cp_at))
             except IntegrityError as exc:

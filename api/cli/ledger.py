@@ -109,6 +109,10 @@ def ledger_verify(
             early = f" ({d.unsummarised} decisions sealed before summaries began)" if d.unsummarised else ""
             out.print(f"decision summaries: {d.summaries} chained and matching their decisions{early}",
                       markup=False)
+            before = (f" ({d.commits_without_delta} commits sealed before state deltas began)"
+                      if d.commits_without_delta else "")
+            out.print(f"state deltas: {d.state_deltas} matching the commits they speak for{before}",
+                      markup=False)
         for w in report.warnings:
             err.print(f"warning: {w}", markup=False)
 

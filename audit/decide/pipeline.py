@@ -10,7 +10,11 @@ queue is recorded as a fail-safe HOLD (``DEADLINE_EXCEEDED``) without being scor
 
 Each commit seals, after the batch's decisions, its ``decision.summary`` (``audit.decide.summary``:
 outcome, fired rule ids and keyed accounts of each, linked to the summary before it under the
-sequencer lock), which lets an export bundle prove its selection complete.
+sequencer lock), which lets an export bundle prove its selection complete, and then its
+``state.delta`` (``audit.state.delta``: what each decision advanced the feature state by, accounts
+keyed under the ledger's state key), from which any process of the ledger catches its state up.
+The pipeline's feature state is therefore always keyed under the ledger's state key: a state
+given in clear is keyed at the first batch, one under another key is refused.
 
 Every recorded transaction, scored or not, advances the velocity windows in ledger order, so
 replaying the ledger's recent decisions rebuilds the same state (``audit.state.replay``). Each
@@ -30,6 +34,14 @@ and forgotten if its commit fails or is refused, so the state is always the rebu
 When the scorer carries its model (every ``inference.backends`` backend does), each decision the
 model scored high or the rules held also records its reason codes (``audit.decide.explanation``),
 attributed on the numpy reference model whatever backend scored, and the record is version 3.
+
+Several pipelines (processes, hosts) may decide into one log (``audit.decide.log_tip``). Before a
+batch is prepared, with none of its own in flight, a pipeline catches its feature state and its
+account risk up with what the others sealed since (their state deltas and decision records); its
+commit is then refused by the database, nothing written, if another pipeline committed after that
+catch-up, and the batch is taken back, caught up and prepared again (``superseded`` counts them).
+Whichever pipelines decide, every record is the one a single pipeline deciding the same batches
+in the same log order would have sealed.
 """
 
 from __future__ import annotations
@@ -48,9 +60,10 @@ import numpy as np
 import numpy.typing as npt
 
 from audit.decide.account_risk import AccountRiskState, Pending, RiskEvent, event_hour, points_milli
-from audit.decide.account_secret import load_keyer, sealing_tail
+from audit.decide.account_secret import load_keyer, load_state_key, sealing_tail
 from audit.decide.explanation import Explanation, explain_decisions
 from audit.decide.idempotency import with_keys
+from audit.decide.log_tip import StateSuperseded, fenced, newest_delta
 from audit.decide.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
@@ -63,12 +76,18 @@ from audit.decide.record import (
 )
 from audit.decide.summary import AccountKeyer, entries_jcs
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
-from inference.features import FeatureExtractor
+from audit.errors import StateDeltaError
+from audit.state.account_risk_replay import apply_records
+from audit.state.delta import DELTA_KIND, decider_name, delta_body, entries_bytes
+from audit.state.replay import catch_up, decision_pages
+from inference.features import FeatureExtractor, StateDelta
+from inference.graph import GraphFeatures
 from inference.messages import PARSER
 from inference.model import MlpModel
 from inference.schema import FEATURE_SCHEMA
-from inference.velocity import Journal, VelocityState
-from ledger import LedgerUnavailableError, Record
+from inference.state_store import features_state_bytes, read_features_state
+from inference.velocity import Journal, VelocityState, key_id
+from ledger import LedgerUnavailableError, Record, store
 from ledger.append import Ledger
 from ledger.jcs import Jcs, canonical_bytes
 from ledger.records import format_time
@@ -97,15 +116,23 @@ class Pipeline:
     def __init__(self, ledger: Ledger, scorer: Scorer, rules: ActiveRules, *,
                  extractor: FeatureExtractor | None = None,
                  index: DecisionIndex | None = None,
-                 rebuild: Callable[[], FeatureExtractor] | None = None,
+                 rebuild: Callable[[], FeatureExtractor | tuple[FeatureExtractor, int]] | None = None,
                  keyer: AccountKeyer | None = None,
                  account_risk: AccountRiskState | None = None,
+                 covered: int | None = None,
+                 decider: str | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         """``keyer`` keys the accounts of the ``decision.summary`` sealed with each batch (and of
         account risk); by default the ledger's own (``audit.decide.account_secret``), read at the
         first batch. ``account_risk`` is the state rebuilt from the ledger
         (``audit.state.account_risk_replay``); by default an empty one under the default policy,
-        right only for a ledger that holds no decision yet."""
+        right only for a ledger that holds no decision yet. ``covered`` is the ledger size the
+        feature state and account risk given are the rebuild of (by default: 0 when neither is
+        given, else the size at the first batch); what other deciders seal after it is caught up
+        before each batch. ``decider`` names this pipeline in the state delta of each commit
+        (default: host name, process id and a random tag). ``rebuild`` may
+        return the extractor alone (taken to cover the ledger as it is when it returns) or with the
+        size it covers."""
         self.ledger = ledger
         self._keyer = keyer
         self.scorer = scorer
@@ -127,11 +154,23 @@ class Pipeline:
         self._turn = threading.Condition()
         self.velocity_stale = False
         self._rebuild = rebuild
+        if covered is None and extractor is None and account_risk is None:
+            covered = 0  # both start empty: the state of no entry, caught up with the whole log at first
+        self._covered = covered  # ledger size the feature state and account risk are the rebuild of
+        self.decider = decider if decider is not None else decider_name()
+        self._tip: int | None = None  # seq of the newest state delta the state includes
+        self._tip_read = False  # _tip is read from the ledger at the first batch
+        self._superseded: set[int] = set()  # epochs that ended because another decider committed first
+        self.superseded = 0  # batches refused because another decider committed first, then prepared again
+        self.caught_up = 0  # decisions of other deciders applied to the state
+        self.locked = 0  # batches prepared under the sequencer lock (after another decider got ahead)
+        self._contended_until = 0.0  # time.monotonic() until which batches are prepared under the lock
         self.sealed = 0  # decisions this pipeline sealed
         self.sealed_at_rebuild = 0  # self.sealed when the windows were last rebuilt (0: as given)
         self.rolled_back = 0  # batches whose additions to the windows were taken back (not committed)
         self._pending: dict[int, Journal | None] = {}  # ticket -> its journal, until it commits
         self._journals_usable = True  # False once taking one back failed: then only a rebuild will do
+        self._state_key: tuple[bytes, str] | None = None  # the ledger's state key and its id, read once
         self._fired_cache: dict[object, Any] = {}  # bitset words -> (hits, canonical "fired")
         self._principals: dict[object, Jcs] = {}  # plain principal -> canonical bytes
 
@@ -148,9 +187,64 @@ class Pipeline:
 
         Thread-safe, and it pays to call it from two threads: batches are prepared (features,
         model, rules, records) one at a time and committed one at a time in that same order, so
-        one batch's records are built while the one before it commits."""
+        one batch's records are built while the one before it commits.
+
+        A batch another decider got ahead of is prepared again under the sequencer lock (caught
+        up, prepared and committed while no other decider can commit), and so is every batch of
+        the next ``_CONTENDED_S`` seconds: under contention the deciders take turns instead of
+        preparing batches that would be refused."""
         if not subs:
             return []
+        if time.monotonic() < self._contended_until:
+            return self._decide_locked(subs)
+        try:
+            return self._decide_once(subs)
+        except StateSuperseded:
+            self.superseded += 1
+            self._contended_until = time.monotonic() + _CONTENDED_S
+            return self._decide_locked(subs)
+
+    def _decide_locked(self, subs: Sequence[Submission]) -> list[Decision]:
+        """Catch up, prepare and commit ``subs`` under the sequencer lock (``Ledger.append_many``
+        ``build``), in this pipeline's ticket order; no other batch of ours prepares meanwhile."""
+        with self._lock:
+            ticket = self._tickets
+            self._tickets += 1
+            self.locked += 1
+            return self._seal(subs, None, ticket, 0, make=lambda: self._make_locked(subs, ticket))
+
+    def _make_locked(self, subs: Sequence[Submission], ticket: int) -> tuple[_Prepared, int]:
+        """Under ``_lock`` and the sequencer lock, at ``ticket``'s turn (every batch of ours before it
+        committed or failed): the batch prepared on the state caught up with the whole log."""
+        with self._state:
+            stale, epoch = self.velocity_stale, self._epoch
+        if stale:
+            self._recover()
+            with self._state:
+                self.velocity_stale = False
+                epoch = self._epoch
+        state_key_id = self._keyed_state()
+        self._catch_up()
+        t0 = self._clock()
+        state = self.extractor.state
+        journal = state.begin_journal() if isinstance(state, VelocityState) else None
+        deltas: list[StateDelta] = []
+        try:
+            txs, ats = [s.transaction for s in subs], [s.received_at for s in subs]
+            rows = self.extractor.extract(txs, ats, deltas)
+            prepared = self._prepare(subs, rows, t0, epoch, (state_key_id, entries_bytes(deltas)))
+        except BaseException:
+            if journal is None or not self._take_back([journal]):
+                self._invalidate(epoch)
+            raise
+        finally:
+            if journal is not None:
+                state.end_journal()
+        with self._state:
+            self._pending[ticket] = journal
+        return prepared, epoch
+
+    def _decide_once(self, subs: Sequence[Submission]) -> list[Decision]:
         with self._lock:  # one batch at a time advances the windows: the order of the ledger
             with self._state:
                 stale, epoch = self.velocity_stale, self._epoch
@@ -160,11 +254,18 @@ class Pipeline:
                     self.velocity_stale = False
                     epoch = self._epoch
             t0 = self._clock()
+            state_key_id = self._keyed_state()
+            with self._state:
+                idle = not self._pending  # no batch of ours in flight: the state is the log's up to _covered
+            if idle or not self._tip_read:
+                self._catch_up()
             state = self.extractor.state
             journal = state.begin_journal() if isinstance(state, VelocityState) else None
+            deltas: list[StateDelta] = []
             try:  # the windows advance: from here on, no commit means stale windows
-                rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs])
-                prepared = self._prepare(subs, rows, t0, epoch)
+                rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs],
+                                              deltas)
+                prepared = self._prepare(subs, rows, t0, epoch, (state_key_id, entries_bytes(deltas)))
             except BaseException:
                 if journal is None or not self._take_back([journal]):  # the latest batch: back at once
                     self._invalidate(epoch)
@@ -177,6 +278,54 @@ class Pipeline:
             with self._state:
                 self._pending[ticket] = journal
         return self._seal(subs, prepared, ticket, epoch)
+
+    def _keyed_state(self) -> str:
+        """Under ``_lock``: the id of the ledger's state key, the extractor's state keyed under it
+        (a state in clear is keyed now; ``StateDeltaError`` for one under another key)."""
+        if self._state_key is None:
+            key = load_state_key(self.ledger.engine)
+            self._state_key = (key, key_id(key))
+        key, kid = self._state_key
+        ex = self.extractor
+        state = ex.state
+        if not isinstance(state, VelocityState):
+            raise StateDeltaError("the pipeline seals state deltas: its feature state must be a "
+                                  "VelocityState")
+        if state.key_id == kid:
+            return kid
+        if state.key_id is not None:
+            raise StateDeltaError(f"the feature state is keyed under {state.key_id}, not under the ledger's "
+                                  f"state key {kid}: its deltas would not apply to the ledger's state")
+        if len(state) == 0 and ex.graph.graph.accounts == 0:
+            self.extractor = FeatureExtractor(ex.tables, VelocityState(key), GraphFeatures(ex.graph.config))
+        else:  # a state built in clear (a caller's replay): every account keyed, values unchanged
+            keyed, graph = read_features_state(features_state_bytes(ex), key)
+            self.extractor = FeatureExtractor(ex.tables, keyed, graph)
+        return kid
+
+    def _catch_up(self) -> None:
+        """Under ``_lock``, no batch of ours in flight: apply what other deciders sealed since the
+        state was last brought up to the log (their state deltas, and their decision records to the
+        account risk), and note the newest delta the state now ends with."""
+        engine = self.ledger.engine
+        if not self._tip_read:
+            with engine.connect() as conn:
+                if self._covered is None:
+                    self._covered = store.tail(conn)[0]
+                self._tip = newest_delta(conn, self._covered)
+            self._tip_read = True
+        covered = self._covered
+        assert covered is not None
+        report = catch_up(engine, self.extractor, covered)
+        if report.to_seq == covered:
+            return
+        if report.replayed:
+            self.caught_up += report.replayed
+            for page in decision_pages(engine, covered, report.to_seq):
+                apply_records(self.account_risk, ((s, env["record"]) for s, env in page))
+        if report.last_delta is not None:
+            self._tip = report.last_delta
+        self._covered = report.to_seq
 
     def _recover(self) -> None:
         """Under ``_lock``, the windows stale: take back what every batch not committed added
@@ -192,7 +341,17 @@ class Pipeline:
                 self._pending = pending  # still to take back: the next batch tries again
             raise LedgerUnavailableError("velocity state is stale after a failed commit and "
                                          "no rebuild is configured")
-        self.extractor = self._rebuild()
+        got = self._rebuild()
+        if isinstance(got, tuple):
+            before = self._covered
+            self.extractor, self._covered = got
+            self._tip_read = False  # the newest delta before the size it covers, read at the catch-up
+            if before is not None and self._covered > before:  # other deciders' decisions it holds
+                for page in decision_pages(self.ledger.engine, before, self._covered):
+                    apply_records(self.account_risk, ((s, env["record"]) for s, env in page))
+        else:
+            self.extractor = got
+            self._covered, self._tip_read = None, False  # it covers the ledger as it is now
         self.sealed_at_rebuild = self.sealed  # no batch commits meanwhile: every one failed
         self._journals_usable = True
 
@@ -215,33 +374,66 @@ class Pipeline:
                 self._epoch += 1
                 self.velocity_stale = True
 
-    def _seal(self, subs: Sequence[Submission], prepared: _Prepared, ticket: int,
-              epoch: int) -> list[Decision]:
+    def _seal(self, subs: Sequence[Submission], prepared: _Prepared | None, ticket: int, epoch: int,
+              make: Callable[[], tuple[_Prepared, int]] | None = None) -> list[Decision]:
         """Commit in ticket order (the order the windows advanced in); a batch prepared on windows
-        that a failed commit made stale is refused, never committed."""
+        that a failed commit made stale is refused, never committed. Without ``prepared``, ``make``
+        prepares the batch under the sequencer lock and says on which epoch."""
         clock = self._clock
         t_ready = clock()
         with self._turn:
             while self._committing != ticket:
                 self._turn.wait()
+        got: list[_Prepared] = [] if prepared is None else [prepared]
         try:
             t4 = clock()
-            with self._state:
-                refused = self._epoch != epoch
-            if refused:
-                raise LedgerUnavailableError("an earlier batch's commit failed and this batch's features "
-                                             "counted it; nothing written")
-            index, meta = self.index, prepared.meta
-            alongside = None if index is None else (lambda conn, rs: index.write(conn, subs, meta, rs))
-            alongside = with_keys(subs, alongside)  # idempotency keys: checked and written under the lock
-            tail = sealing_tail(prepared.key_id, prepared.summary)
-            receipts = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)[:-1]
+            if prepared is not None:
+                with self._state:
+                    refused = self._epoch != epoch
+                    superseded = epoch in self._superseded
+                if refused:
+                    if superseded:
+                        raise StateSuperseded(None, None)
+                    raise LedgerUnavailableError("an earlier batch's commit failed and this batch's "
+                                                 "features counted it; nothing written")
+
+            def build(conn: Any, seq: int) -> list[Record]:
+                nonlocal epoch, t_ready, t4
+                assert make is not None
+                p, epoch = make()
+                got.append(p)
+                t_ready = t4 = clock()  # prepared under the lock, at its turn: no wait to count
+                return p.records
+
+            def alongside(conn: Any, receipts: list[Any]) -> None:
+                index, meta = self.index, got[0].meta
+                effect = None if index is None else (lambda c, rs: index.write(c, subs, meta, rs))
+                effect = with_keys(subs, effect)  # idempotency keys: checked and written under the lock
+                fenced(lambda: self._tip, effect)(conn, receipts)  # first: no other decider committed
+
+            def tail(conn: Any, seq: int) -> list[Record]:
+                p = got[0]
+                return _commit_tail(p.key_id, p.summary, len(p.records), *p.deltas, self.decider)(conn, seq)
+            if prepared is not None:
+                sealed = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)
+            else:
+                sealed = self.ledger.append_many([], alongside=alongside, tail=tail, build=build)
+            prepared = got[0]
+            n = len(prepared.records)
+            receipts = sealed[:n]
+            if len(sealed) > n + 1:  # decisions, summary, delta: the state now ends with this delta
+                self._tip = sealed[n + 1].seq
+            self._covered = sealed[-1].seq + 1  # still this batch's turn: one writer
             self.sealed += len(receipts)  # still this batch's turn: one writer
             self.account_risk.commit(prepared.risk)  # in the ledger: its points count from now on
             with self._state:
                 self._pending.pop(ticket, None)  # in the ledger: its additions stay
-        except BaseException:
-            self.account_risk.discard(prepared.risk)  # not in the ledger: its points never counted
+        except BaseException as exc:
+            if got:
+                self.account_risk.discard(got[0].risk)  # not in the ledger: its points never counted
+            if isinstance(exc, StateSuperseded):
+                with self._state:
+                    self._superseded.add(epoch)
             self._invalidate(epoch)
             raise
         finally:
@@ -260,7 +452,7 @@ class Pipeline:
                 for i, r in enumerate(receipts)]
 
     def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float,
-                 epoch: int = 0) -> _Prepared:
+                 epoch: int, deltas: tuple[str, bytes]) -> _Prepared:
         """Model, rules, account risk and the records of a batch whose feature rows are ``rows``."""
         clock, rules, n = self._clock, self._rules, len(subs)
         t1 = clock()
@@ -312,7 +504,7 @@ class Pipeline:
         risk = self._assess(subs, scores, outs, why, keyer, epoch)
         try:
             return self._finish(subs, rows, scores, outs, fired, why, fuel, stage, rules, keyer, risk, t0,
-                                explanations)
+                                explanations, deltas)
         except BaseException:
             self.account_risk.discard(risk)
             raise
@@ -335,7 +527,7 @@ class Pipeline:
     def _finish(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None], fuel: int, stage: dict[str, int],
                 rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float,
-                explanations: list[Explanation] | None) -> _Prepared:
+                explanations: list[Explanation] | None, deltas: tuple[str, bytes]) -> _Prepared:
         """The records and summary of a batch assessed for account risk."""
         records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules, risk,
                                      explanations)
@@ -347,7 +539,7 @@ class Pipeline:
         summary = entries_jcs(outs, [ids[id(h)] for h, _ in fired],
                               [keyer.keys((tx.originator.account, tx.beneficiary.account)) for tx in txs])
         return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why, keyer.key_id, summary,
-                         risk, explanations)
+                         risk, explanations, deltas)
 
     def _fired(self, rules: ActiveRules, words: npt.NDArray[np.uint64]) -> list[_Hits]:
         """Each row's fired rules and their canonical ``fired`` array, by the row's bitset words
@@ -458,8 +650,22 @@ class _Prepared:
     summary: Jcs
     risk: Pending  # the batch's account risk, applied when it commits
     explanations: list[Explanation] | None  # None: the scorer has no model to attribute to
+    deltas: tuple[str, bytes]  # the state key's id, and the canonical entries of the batch's state delta
 
 
+def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: bytes,
+                 decider: str) -> Callable[[Any, int], list[Record]]:
+    """The records sealed after a commit's ``n`` decisions, under the sequencer lock: its summary
+    (linked to the newest one) at ``seq``, then its state delta for the decisions before it."""
+    summary_at = sealing_tail(key_id, summary)
+
+    def tail(conn: Any, seq: int) -> list[Record]:
+        delta = delta_body(state_key_id, seq - n, deltas, decider)
+        return [summary_at(conn, seq), Record.from_jcs(DELTA_KIND, delta)]
+    return tail
+
+
+_CONTENDED_S = 1.0  # after another decider got ahead, batches are prepared under the lock this long
 _NO_HITS: _Hits = ((), Jcs(b"[]"))
 _MODULE = ("module",)  # the fired cache's entry naming the module it holds hits for
 _EPOCH64 = np.datetime64(0, "us")

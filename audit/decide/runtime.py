@@ -106,15 +106,16 @@ class _Windows:
         self._engine, self._origin, self._ledger = engine, origin, ledger
         self.covered = covered  # ledger size the windows were last replayed up to
 
-    def rebuild(self) -> FeatureExtractor:
-        """After a failed commit: the windows again from the ledger (called by the pipeline).
+    def rebuild(self) -> tuple[FeatureExtractor, int]:
+        """After a failed commit: the windows again from the ledger, and the size they cover (called
+        by the pipeline).
 
         Not while the signing key is unusable (``KeyFileError`` at once): a replay takes seconds,
         and every batch would pay it only to fail at its commit again."""
         self._ledger.require_signer()
         r = velocity_snapshot.restore(None, self._engine, self._origin)
         self.covered = r.covered
-        return r.extractor
+        return r.extractor, r.covered
 
 
 @dataclass
@@ -168,9 +169,9 @@ class Runtime(Generic[S]):
             restored = velocity_snapshot.restore(s.velocity_snapshot_file, engine, ledger.origin)
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
             windows = _Windows(engine, ledger.origin, restored.covered, ledger)
-            risk, risk_report = rebuild_account_risk(engine, policy)
+            risk, risk_report = rebuild_account_risk(engine, policy, size=restored.covered)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
-                                rebuild=windows.rebuild, account_risk=risk)
+                                rebuild=windows.rebuild, account_risk=risk, covered=restored.covered)
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000)
         except BaseException:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from audit.decide.summary import parse_summary
+from audit.decide.summary import Summary, parse_summary
 from audit.errors import SummaryError
 
 __all__ = ["TABLE", "SummaryWalk"]
@@ -67,7 +67,8 @@ class SummaryWalk:
             kind, at = "?", ""
         self._pending[seq] = _Seen("", (), str(at), str(kind))
 
-    def summary(self, seq: int, record: bytes, leaf: bytes) -> None:
+    def summary(self, seq: int, record: bytes, leaf: bytes) -> Summary | None:
+        """Check the summary at ``seq``; returns it parsed (None if it does not parse)."""
         self.summaries += 1
         fail = self._fail
         try:
@@ -77,7 +78,7 @@ class SummaryWalk:
         except (SummaryError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
             fail(TABLE, seq, f"the summary does not parse: {exc}")
             self._prev = (seq, leaf.hex(), "")
-            return
+            return None
         link = None if self._prev is None else self._prev[:2]
         if s.prev != link:
             fail(TABLE, seq, f"the summary links to {s.prev}; the summary before it is {link}")
@@ -103,6 +104,7 @@ class SummaryWalk:
             elif (d.decision, d.rules, d.recorded_at) != (e.decision, e.rules, at):
                 fail(TABLE, seq, f"seq {dseq} is {d.decision} firing {list(d.rules)} at {d.recorded_at}; "
                                  f"the summary says {e.decision} firing {list(e.rules)} at {at}")
+        return s
 
     def _uncovered(self, seq: int, *, before_chain: bool) -> None:
         seen = self._pending.pop(seq)

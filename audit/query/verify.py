@@ -32,8 +32,10 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
+from audit.decide.account_secret import read_state_key
 from audit.decide.idempotency import principal_fp
 from audit.errors import DerivedRowError
+from audit.query.delta_check import DeltaWalk
 from audit.query.index import (
     TRACE_COLUMNS,
     accounts_of,
@@ -43,6 +45,8 @@ from audit.query.index import (
 )
 from audit.query.summary_check import SummaryWalk
 from inference.messages import MessageError
+from inference.velocity import key_id
+from ledger import SchemaError
 
 __all__ = ["MAX_FINDINGS", "Checked", "IndexReport", "check_decisions", "trace_row_difference",
            "verify_index"]
@@ -67,6 +71,9 @@ class IndexReport:
     unsummarised: int = 0  # decisions sealed before the first summary
     refusals: int = 0  # refusals checked against their summary entry
     refusals_unsummarised: int = 0  # refusals sealed before summaries spoke for refusals
+    state_deltas: int = 0  # state deltas checked against their commits
+    commits_without_delta: int = 0  # commits of decisions sealed before the first state delta
+    deltas_other_key: int = 0  # state deltas under another state key than the ledger's now
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -74,6 +81,8 @@ class IndexReport:
                 "rows": dict(self.rows), "accounts_unverifiable": self.accounts_unverifiable,
                 "summaries": self.summaries, "unsummarised": self.unsummarised,
                 "refusals": self.refusals, "refusals_unsummarised": self.refusals_unsummarised,
+                "state_deltas": self.state_deltas, "commits_without_delta": self.commits_without_delta,
+                "deltas_other_key": self.deltas_other_key,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -123,6 +132,7 @@ class Checked:
     rules: tuple[str, ...]  # fired rule ids, as the record says
     accounts: frozenset[str] | None  # account keys its payload names; None: not recomputable (purged)
     indexed_accounts: frozenset[str]  # the account rows found for it (what stands where ``accounts`` is None)
+    at: str = ""  # the event time the record states
 
 
 def _accounts(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
@@ -202,7 +212,8 @@ def check_decisions(conn: Connection, page: Sequence[tuple[int, bytes]], traces_
                 if diff := _set_difference("account keys", got, named):
                     fail(ACCOUNTS, seq, diff)
         out.append(Checked(seq, env["recorded_at"], env["record"]["decision"], tuple(ids),
-                           None if keys is None else frozenset(keys), frozenset(got)))
+                           None if keys is None else frozenset(keys), frozenset(got),
+                           str(env["record"]["at"])))
     return out
 
 
@@ -266,8 +277,9 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
     pool: _PoolAccounts | None = None
     keys = _Keys()
     walk = SummaryWalk(found.add)
-    summaries = _Stream(conn, "SELECT seq, record, leaf_hash FROM ledger_entries "
-                              "WHERE kind = 'decision.summary' ORDER BY seq")
+    deltas = DeltaWalk(found.add, _state_key_id(conn))
+    summaries = _Stream(conn, "SELECT seq, record, leaf_hash, kind FROM ledger_entries "
+                              "WHERE kind IN ('decision.summary', 'state.delta') ORDER BY seq")
     refusals = _Stream(conn, "SELECT seq, record FROM ledger_entries WHERE kind = 'refusal' ORDER BY seq")
     try:
         for rows in _decision_pages(conn, page):
@@ -285,10 +297,10 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
                                      accounts_many=pool):
                 report.accounts_unverifiable += c.accounts is None
                 walk.decision(c.seq, c.recorded_at, c.decision, c.rules)
+                deltas.decision(c.seq, c.at)
             for s, rec in refusals.upto(last):
                 walk.refusal(int(s), bytes(rec))
-            for s, rec, leaf in summaries.upto(last):
-                walk.summary(int(s), bytes(rec), bytes(leaf))
+            _summaries(summaries.upto(last), walk, deltas)
             report.decisions += len(rows)
             _strays(found, trace_rows, rule_rows, account_rows)
     finally:
@@ -297,12 +309,30 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
     _strays(found, {int(x[0]): x for x in t.upto(None)}, _grouped(r.upto(None)), _grouped(a.upto(None)))
     for s, rec in refusals.upto(None):
         walk.refusal(int(s), bytes(rec))
-    for s, rec, leaf in summaries.upto(None):
-        walk.summary(int(s), bytes(rec), bytes(leaf))
+    _summaries(summaries.upto(None), walk, deltas)
     walk.finish()
+    deltas.finish()
+    report.state_deltas, report.commits_without_delta = deltas.deltas, deltas.without
+    report.deltas_other_key = deltas.other_key
     report.summaries, report.unsummarised = walk.summaries, walk.unsummarised
     report.refusals, report.refusals_unsummarised = walk.refusals, walk.refusals_unsummarised
     keys.finish(conn, found, report)
+
+
+def _summaries(rows: Sequence[Any], walk: SummaryWalk, deltas: DeltaWalk) -> None:
+    """Summaries and state deltas, in seq order (a delta right after its commit's summary)."""
+    for s, rec, leaf, kind in rows:
+        if kind == "state.delta":
+            deltas.delta(int(s), bytes(rec))
+        else:
+            deltas.summary(walk.summary(int(s), bytes(rec), bytes(leaf)), int(s))
+
+
+def _state_key_id(conn: Connection) -> str | None:
+    try:
+        return key_id(read_state_key(conn))
+    except SchemaError:
+        return None
 
 
 _KEY_AT = b'"idempotency":{'  # in a keyed record's JCS bytes (a string value would escape the quote)

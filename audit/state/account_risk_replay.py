@@ -81,13 +81,15 @@ def _bodies(engine: Engine, from_seq: int) -> Iterator[tuple[int, dict[str, Any]
 
 
 def rebuild_account_risk(engine: Engine, policy: AccountRiskPolicy | None = None, *,
-                         progress: Callable[[int], None] | None = None,
+                         progress: Callable[[int], None] | None = None, size: int | None = None,
                          ) -> tuple[AccountRiskState, AccountRiskReport]:
-    """The account-risk state of the ledger at ``engine`` as it is now, under ``policy`` for the
-    decisions still to come (each sealed one is applied under the policy it states)."""
+    """The account-risk state of the ledger at ``engine`` as it is now (or of its first ``size``
+    entries), under ``policy`` for the decisions still to come (each sealed one is applied under
+    the policy it states)."""
     state = AccountRiskState(policy)
-    with engine.connect() as conn:
-        size = store.tail(conn)[0]
+    if size is None:
+        with engine.connect() as conn:
+            size = store.tail(conn)[0]
 
     def counted() -> Iterator[tuple[int, dict[str, Any]]]:
         for n, item in enumerate(_bodies(engine, 0), 1):

@@ -1,8 +1,9 @@
 """Feature state (velocity windows and transaction graph) saved at a clean stop, bound to the exact
 ledger prefix it covers.
 
-Rebuilding the state replays every decision of the last 30 days (``audit.state.replay``):
-fine for thousands, too slow for millions. At a clean stop the service writes its state with
+Rebuilding the state applies the state deltas of every decision of the last 30 days
+(``audit.state.replay.catch_up``; decisions sealed before the ledger held deltas are replayed from
+their messages): fine for thousands, slow for millions. At a clean stop the service writes its state with
 the ledger size it covers and the chain hash of the last covered entry; the next start restores
 it and replays only what follows. The snapshot is trusted only if the chain hash still matches
 (same ledger, same history) and is written only when the state is exactly the replay of that
@@ -17,11 +18,13 @@ written before the graph was kept) is not used: the state is replayed, and a fil
 kind, which names accounts in clear, is deleted at once.
 
 No account identifier is written in clear (an erasure order must not leave one behind): the
-state is saved keyed (``sealtrail.velocity/2`` and the graph over the same identifiers), every
-account and counterparty as HMAC-SHA256 under a 32-byte key kept in ``velocity.key`` beside the
-snapshot (by default the keys directory, beside the signing key; created 0600 on first use). A
-snapshot under another key (the key file lost or replaced) is discarded, with a log line, and the
-state replayed.
+state is held and saved keyed (``sealtrail.velocity/2`` and the graph over the same identifiers),
+every account and counterparty as HMAC-SHA256 under the ledger's state key
+(``audit.decide.account_secret.read_state_key``), the key its sealed state deltas are keyed under,
+which every decider of the ledger derives alike. A snapshot under another key (one written under
+the ``velocity.key`` file that earlier releases kept beside the signing key, or of another
+ledger) is discarded, with a log line, and the state rebuilt. ``velocity.key`` is no longer read;
+``load_key`` remains for tools that still hold such a file.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from pathlib import Path
 import orjson
 from sqlalchemy import Engine
 
+from audit.decide.account_secret import load_state_key
 from audit.decide.record import DECISION_KIND
-from audit.state.replay import ReplayReport, replay_decisions, window_start_seq
+from audit.state.replay import ReplayReport, catch_up, window_start_seq
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor
 from inference.state_store import features_state_bytes, read_features_state, write_atomically
@@ -119,16 +123,17 @@ def decisions_between(engine: Engine, lo: int, hi: int) -> int:
 
 def save(path: Path, engine: Engine, origin: str, extractor: FeatureExtractor, covered: int) -> None:
     """Write the extractor's state as the replay of the first ``covered`` entries (the caller
-    vouches), its accounts keyed under the key beside ``path`` (a state held in clear is hashed as
-    it is written). ``OSError`` if the key cannot be had, or the state is keyed under another one."""
-    key = load_key(key_file(path))
+    vouches), its accounts keyed under the ledger's state key (a state held in clear is hashed as
+    it is written). ``OSError`` if the state is keyed under another key."""
+    key = load_state_key(engine)
     state = extractor.state
     body = features_state_bytes(extractor)
     if state.key_id is None:  # hash every account and counterparty, in the windows and the graph
         keyed, graph = read_features_state(body, key)
         body = features_state_bytes(FeatureExtractor(state=keyed, graph=graph))
     elif state.key_id != key_id(key):
-        raise OSError(f"the velocity windows are keyed under {state.key_id}, not under {key_file(path)}")
+        raise OSError(f"the velocity windows are keyed under {state.key_id}, not under the ledger's "
+                      "state key")
     head = {"origin": origin, "size": covered, "chain": _chain(engine, covered), "schema": SNAPSHOT_SCHEMA}
     write_atomically(path, orjson.dumps(head) + b"\n" + body)
 
@@ -173,23 +178,15 @@ def _forget_old(path: Path, schema: str) -> None:
 
 
 def restore(path: Path | None, engine: Engine, origin: str) -> Restored:
-    """The windows as of now: the snapshot plus the decisions after it, else a full replay.
-
-    With ``path``, the windows are keyed under the key beside it (made if missing); without,
-    they hold accounts in clear (a state ``save`` hashes as it writes)."""
+    """The windows as of now, keyed under the ledger's state key: the snapshot at ``path`` (if
+    any, and usable) caught up with the entries after it, else the last 30 days caught up from
+    nothing (``catch_up``: the sealed state deltas, payloads only for decisions without one)."""
     start = window_start_seq(engine)
-    key = None
-    if path is not None:
-        try:
-            key = load_key(key_file(path))
-        except OSError as exc:
-            log.warning("velocity key unusable (the windows are replayed and held in clear; no snapshot "
-                        "will be saved): %s", exc)
+    key = load_state_key(engine)
     loaded = _load(path, engine, origin, key) if path is not None else None
-    if loaded is not None and loaded[1] >= start:
-        extractor, size = loaded
-        covered = ledger_size(engine)
-        return Restored(extractor, True, covered, replay_decisions(engine, extractor, size))
-    extractor = FeatureExtractor(state=VelocityState(key))
     covered = ledger_size(engine)
-    return Restored(extractor, False, covered, replay_decisions(engine, extractor, start))
+    if loaded is not None and start <= loaded[1] <= covered:
+        extractor, size = loaded
+        return Restored(extractor, True, covered, catch_up(engine, extractor, size, covered))
+    extractor = FeatureExtractor(state=VelocityState(key))
+    return Restored(extractor, False, covered, catch_up(engine, extractor, start, covered))

@@ -255,8 +255,8 @@ def test_a_later_batch_failing_still_lists_every_decision_sealed_before_it(
     assert sorted(sealed) == [r["seq"] for r in rows]  # exactly these were sealed, each with its seq
     assert_sealed_as_printed(cli, rows)  # ... trace id, decision, score and fired rules
     assert doc["count"] == 16 and doc["last_seq"] == rows[-1]["seq"]
-    # ... and after the last of them only that batch's summary, sealed in its commit
-    assert cli.kinds(doc["last_seq"] + 1, cli.size()) == ["decision.summary"]
+    # ... and after the last of them only that batch's summary and state delta, sealed in its commit
+    assert cli.kinds(doc["last_seq"] + 1, cli.size()) == ["decision.summary", "state.delta"]
     assert doc["resume_at"] == {"file": str(f), "index": 16} and doc["undecided"] == 24
     assert doc["in_doubt"] is False  # the ledger refused the commit: nothing of that batch exists
     assert sum(doc["outcomes"].values()) == 16

@@ -16,7 +16,7 @@ def test_a_forged_index_row_at_a_future_seq_stops_no_payment(served: Served) -> 
     payments = txs(6, seed=31)
     assert served.post(payments[0]).status_code == 200
     size = served.size()
-    forged_at = size + 2
+    forged_at = size + 3
     with served.runtime.engine.connect() as conn:
         existing = conn.exec_driver_sql("SELECT trace_id FROM ledger_entries WHERE seq = 0").scalar_one()
         conn.exec_driver_sql(
@@ -26,8 +26,8 @@ def test_a_forged_index_row_at_a_future_seq_stops_no_payment(served: Served) -> 
     answers = [served.post(tx) for tx in payments[1:]]
     assert [r.status_code for r in answers] == [200] * 5, [r.text for r in answers]
     seqs = [r.json()["ledger"]["seq"] for r in answers]
-    # each payment its own batch: its decision, then that batch's summary
-    assert seqs == list(range(size, size + 10, 2)) and served.size() == size + 10
+    # each payment its own batch: its decision, then that batch's summary and state delta
+    assert seqs == list(range(size, size + 15, 3)) and served.size() == size + 15
     assert forged_at in seqs  # the forged row stood at the seq a later decision was sealed at
     doc = ops.verify_now(served.settings)
     assert doc["verified"] is False and doc["error"] == "derived row mismatch"

@@ -307,9 +307,10 @@ def test_a_flood_gets_429_with_retry_after_writes_nothing_and_spares_others(limi
     for r in answers[3:]:
         body = _problem(r, 429, "rate_limited")
         assert int(r.headers["retry-after"]) >= 1 and body["retry_after_s"] == int(r.headers["retry-after"])
-    # the three accepted sealed a decision and their batch's summary each; the refused seven nothing
-    assert [r.json()["ledger"]["seq"] for r in answers[:3]] == [before, before + 2, before + 4]
-    assert limited.size() == before + 2 * 3
+    # the three accepted sealed a decision and their batch's summary and state delta each; the refused
+    # seven nothing
+    assert [r.json()["ledger"]["seq"] for r in answers[:3]] == [before, before + 3, before + 6]
+    assert limited.size() == before + 3 * 3
     # checked before the body is read: an oversized body is refused as a flood, not read
     r = limited.client.post("/v1/decisions", content=b"{}",
                             headers=limited.headers("scorer", **JSON, **{"content-length": str(1 << 40)}))

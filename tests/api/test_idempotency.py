@@ -76,7 +76,7 @@ def test_two_concurrent_posts_of_one_payment_seal_one_decision(served: Served) -
         got = list(pool.map(lambda _: served.post(tx), range(2)))
     assert [r.status_code for r in got] == [200, 200]
     assert got[0].json()["trace_id"] == got[1].json()["trace_id"]
-    assert served.size() == size + 2  # one decision and its batch's summary, nothing of a second
+    assert served.size() == size + 3  # one decision, its batch's summary and state delta, nothing of a second
 
 
 def test_the_batch_endpoint_answers_decided_payments_from_the_ledger(served: Served) -> None:

@@ -401,7 +401,7 @@ def test_a_forged_row_at_a_future_seq_stops_no_decision(world: World,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     engine = world.ledger.engine
     size = world.ledger.size()
-    forged_at = size + 2
+    forged_at = size + 3
     existing = sql(engine, "SELECT trace_id FROM ledger_entries WHERE seq = 0")[0][0]  # the genesis entry's
     sql(engine, "INSERT INTO audit_traces VALUES (?, ?, '2026-01-01T00:00:00.000000Z', 'x', 'ALLOW', NULL, "
                 "NULL, '', '', '', '', '', '', NULL, NULL)", forged_at, existing)
@@ -409,8 +409,8 @@ def test_a_forged_row_at_a_future_seq_stops_no_decision(world: World,
     assert isinstance(index, TraceIndex) and index.conflicts == 0
     with caplog.at_level(logging.ERROR, logger="audit.query.index"):
         got = [world.pipe.decide([s])[0] for s in world.subs]  # five payments, one commit each
-    # every one decided and sealed, each commit its decision then its summary
-    assert [g.seq for g in got] == list(range(size, size + 10, 2))
+    # every one decided and sealed, each commit its decision, its summary, then its state delta
+    assert [g.seq for g in got] == list(range(size, size + 15, 3))
     assert forged_at in {g.seq for g in got}  # the forged row stood where a decision was sealed
     assert set(decisions(engine)) >= {g.seq for g in got}
     assert index.conflicts == 1

@@ -203,12 +203,12 @@ def test_two_concurrent_submissions_of_one_payment_seal_one_decision(
     for t in threads:
         t.join(60)
     assert not errors and len(results) == 2
-    # one decision and its batch's summary: the refused commit wrote nothing, not even a summary
-    assert kinds_from(engine, size) == ["decision", "decision.summary"]
+    # one decision, its batch's summary and state delta: the refused commit wrote nothing, not even a summary
+    assert kinds_from(engine, size) == ["decision", "decision.summary", "state.delta"]
     assert results[0].seq == results[1].seq == size
     assert sorted(d.replayed for d in results) == [False, True]
     (later,) = decide(pipe, payments(2, 45)[1:])  # the windows recovered: deciding goes on
-    assert later.seq == size + 2
+    assert later.seq == size + 3
     if not two_deciders:  # the refused batch's additions to the windows were taken back, not kept
         assert pipe.rolled_back == 1
     verify_index(engine)

@@ -17,11 +17,12 @@ import pytest
 import rfc8785
 from sqlalchemy import Engine, select
 
+from audit.decide.account_secret import load_state_key
 from audit.decide.explanation import is_explained
 from audit.decide.pipeline import Pipeline
 from audit.decide.record import DECISION_SCHEMA, DecisionInputs, decision_body, features_from_body
 from audit.decide.types import ActiveRules, Submission
-from audit.state.replay import replay_decisions, window_start_seq
+from audit.state.replay import catch_up, replay_decisions, window_start_seq
 from inference.backends import load_backend
 from inference.features import FeatureExtractor, features_sha256
 from inference.messages import MessageError
@@ -29,6 +30,7 @@ from inference.model import ModelFiles
 from inference.schema import FEATURE_NAMES
 from inference.simulate import SimConfig, simulate
 from inference.state_store import features_state_bytes, read_features_state
+from inference.velocity import VelocityState
 from ledger import LedgerUnavailableError, store
 from ledger.append import Ledger
 from ledger.verify import verify_ledger
@@ -267,8 +269,15 @@ def test_when_taking_back_fails_the_windows_are_rebuilt_or_every_batch_refused( 
 
 
 def _rebuilt(engine: Engine) -> FeatureExtractor:
-    fe = FeatureExtractor()
-    replay_decisions(engine, fe, window_start_seq(engine))
+    """A fresh process's state: the sealed state deltas applied; the same bits as the messages
+    replayed one by one under the ledger's state key."""
+    key = load_state_key(engine)
+    fe = FeatureExtractor(state=VelocityState(key))
+    report = catch_up(engine, fe, window_start_seq(engine))
+    assert report.from_deltas == report.replayed
+    by_message = FeatureExtractor(state=VelocityState(key))
+    replay_decisions(engine, by_message, window_start_seq(engine))
+    assert features_state_bytes(fe) == features_state_bytes(by_message)
     return fe
 
 
@@ -277,12 +286,13 @@ def test_restart_rebuilds_the_same_windows_from_the_ledger(sqlite_db: Db, signer
     subs = submissions(600, seed=8)
     first = make_pipeline(ledger, sandbox, pack_wasm)
     first.decide(subs[:400])
-    state, graph = read_features_state(features_state_bytes(first.extractor))
+    key = load_state_key(ledger.engine)
+    state, graph = read_features_state(features_state_bytes(first.extractor), key)
     running = FeatureExtractor(state=state, graph=graph)
-    # a new process: the windows and the graph are rebuilt by replaying the last 30 days of decisions
-    rebuilt = FeatureExtractor()
-    report = replay_decisions(ledger.engine, rebuilt, window_start_seq(ledger.engine))
-    assert (report.replayed, report.missing_payload) == (400, 0)
+    # a new process: the windows and the graph are rebuilt from the sealed state deltas of 30 days
+    rebuilt = FeatureExtractor(state=VelocityState(key))
+    report = catch_up(ledger.engine, rebuilt, window_start_seq(ledger.engine))
+    assert (report.replayed, report.from_deltas, report.missing_payload) == (400, 400, 0)
     later = [s.transaction for s in subs[400:]], [s.received_at for s in subs[400:]]
     assert rebuilt.extract(*later).tobytes() == running.extract(*later).tobytes()
 
@@ -297,6 +307,25 @@ def test_a_purged_payload_is_reported_not_replayed(sqlite_db: Db, signer, sandbo
     purge_payloads(ledger, [first], reason="test erasure order")
     report = replay_decisions(ledger.engine, FeatureExtractor(), 0)
     assert (report.replayed, report.missing_payload) == (len(subs) - 1, 1)
+
+
+def test_an_erased_payload_leaves_no_hole_in_the_state_caught_up_from_deltas(  # type: ignore[no-untyped-def]
+        sqlite_db: Db, signer, sandbox, pack_wasm) -> None:
+    from ledger.retention import purge_payloads
+
+    ledger = make_ledger(sqlite_db, signer)
+    subs = submissions(60, seed=4)
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    pipe.decide(subs[:30])
+    pipe.decide(subs[30:])
+    purge_payloads(ledger, [env["payload_sha256"] for _, env, _ in bodies(ledger.engine)[:10]],
+                   reason="test erasure order")
+    fe = FeatureExtractor(state=VelocityState(load_state_key(ledger.engine)))
+    report = catch_up(ledger.engine, fe, 0)
+    assert (report.replayed, report.from_deltas, report.missing_payload) == (len(subs), len(subs), 0)
+    assert features_state_bytes(fe) == features_state_bytes(pipe.extractor)
+    by_message = FeatureExtractor(state=VelocityState(load_state_key(ledger.engine)))
+    assert replay_decisions(ledger.engine, by_message, 0).missing_payload == 10  # the old way lost them
 
 
 def test_window_start_skips_what_is_older_than_30_days(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]

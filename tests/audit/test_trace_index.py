@@ -143,7 +143,8 @@ def test_a_failed_commit_leaves_no_index_rows(db: Db, signer: NoteSigner, sandbo
                           [(size + 5, "00000000-0000-7000-8000-000000000000", "x", "x", "ALLOW", None, None,
                             "", "", "", "", "", "", None, None)])
     pipe = indexed_pipeline(ledger, sandbox, pack_wasm)
-    assert len(pipe.decide(subs[20:60])) == 40 and ledger.size() == size + 40 + 1  # and the batch's summary
+    # and the batch's summary and state delta
+    assert len(pipe.decide(subs[20:60])) == 40 and ledger.size() == size + 40 + 2
     assert isinstance(pipe.index, TraceIndex) and pipe.index.conflicts == 1
 
 

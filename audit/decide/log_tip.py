@@ -1,0 +1,51 @@
+"""Several deciders on one log: a batch is sealed only on the feature state it was prepared on.
+
+Each decider (process, or host on PostgreSQL) keeps the feature state in memory and brings it up
+to the log before it prepares a batch, from the state deltas the others sealed
+(``audit.state.replay.catch_up``). Between that catch-up and its commit another decider may
+commit: the batch's features would then miss that commit's payments, while the ledger orders
+the batch after them. So the commit carries a precondition that the database checks inside the
+sealing transaction, under the sequencer lock: the newest ``state.delta`` before the batch is
+the one the decider's state ends with (``tip``). If not, nothing is written and the batch is
+refused with ``StateSuperseded``; the pipeline takes back what the batch added, catches up and
+prepares it again. A decider that was paused (a stopped process, a long GC pause, a partitioned
+host) and wakes with a stale state therefore never commits on it: the check is the database's,
+not the process's view of itself.
+
+The check is one index seek on ``(kind, seq)`` per commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Connection
+
+from audit.errors import StateSuperseded
+from audit.state.delta import DELTA_KIND
+from ledger import store
+from ledger.records import Receipt
+
+__all__ = ["StateSuperseded", "fenced", "newest_delta"]
+
+Effect = Callable[[Connection, list[Receipt]], None]
+
+
+def newest_delta(conn: Connection, below: int | None = None) -> int | None:
+    """Seq of the newest ``state.delta`` (before seq ``below``, if given); None if there is none."""
+    got = store.last_of_kind(conn, DELTA_KIND, below)
+    return None if got is None else got[0]
+
+
+def fenced(tip: Callable[[], int | None], then: Effect | None) -> Effect:
+    """The ``alongside`` of a commit prepared on a state ending at delta ``tip()`` (read when the
+    commit runs, under the sequencer lock): ``StateSuperseded`` unless the newest delta before the
+    batch is that one; then ``then``, if given."""
+    def check(conn: Connection, receipts: Sequence[Receipt]) -> None:
+        expected = tip()
+        found = newest_delta(conn, receipts[0].seq)
+        if found != expected:
+            raise StateSuperseded(expected, found)
+        if then is not None:
+            then(conn, list(receipts))
+    return check

@@ -1,0 +1,151 @@
+"""State deltas: what each commit of decisions advanced the feature state by, sealed with it.
+
+The velocity windows and the transaction graph are a function of four inputs per decision, in
+seq order: the originator's and the beneficiary's account as the state holds them, the event
+time, and the amount in US cents (``inference.features.FeatureExtractor.extract(deltas=)``).
+Every commit of decisions seals, after its ``decision.summary``, one ``state.delta`` record that
+lists those inputs for each decision of the commit, in the same order. Any process of the same
+ledger brings its state up to a seq by applying the deltas sealed up to it
+(``FeatureExtractor.advance``), without reading a payload again: two processes that applied the
+same prefix hold the same bits, and a payload purged or erased under retention no longer leaves
+a hole in the state it fed.
+
+Accounts are never in clear: they are the state's keyed identifiers, HMAC-SHA256 under the
+ledger's state key (``audit.decide.account_secret.read_state_key``, derived from the account
+secret every decider of the ledger reads), 64 hex digits; the record names the key by its id.
+Amounts are integers (US cents) and times integers (µs since the epoch): no float is sealed.
+
+The version 1 body, RFC 8785::
+
+    {"decider": "<host>/<pid>/<8 hex>",
+     "entries": [["<64 hex>" | null, "<64 hex>" | null, <µs>, <cents> | null], ...],
+     "first_seq": N,
+     "schema": "sealtrail.state-delta/1",
+     "state_key_id": "<16 hex>"}
+
+``decider`` names the process that sealed the commit (its host name, process id and a random
+tag of its start, so a reused pid is told apart): with several deciders on one log, each commit
+says which of them made it.
+
+``entries[i]`` is the delta of the decision at seq ``first_seq + i``; the summary of those
+decisions sits right before the delta, so a delta sealed at seq ``s`` has
+``first_seq + len(entries) == s - 1``. A commit of refusals seals none (a refusal advances no
+state).
+
+This module is pure (no database, no clock): the pipeline seals deltas with it, state catch-up
+and ``ledger verify`` read them with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from audit.errors import StateDeltaError
+from inference.features import StateDelta
+from ledger.jcs import Jcs
+
+__all__ = ["DELTA_KIND", "DELTA_SCHEMA", "Delta", "decider_name", "delta_body", "entries_bytes",
+           "parse_delta"]
+
+DELTA_KIND = "state.delta"
+DELTA_SCHEMA = "sealtrail.state-delta/1"
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_KEYS = frozenset({"decider", "entries", "first_seq", "schema", "state_key_id"})
+_DECIDER = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no space
+
+
+def decider_name() -> str:
+    """This process's name as a decider: host name (printable ASCII only), pid, a random tag."""
+    host = "".join(c for c in socket.gethostname() if "!" <= c <= "~" and c not in '"\\/')[:100]
+    return f"{host or 'host'}/{os.getpid()}/{secrets.token_hex(4)}"
+
+
+def _id(value: str | None) -> bytes:
+    if value is None:
+        return b"null"
+    if type(value) is not str or not _HEX64.fullmatch(value):
+        raise StateDeltaError("a state delta names accounts by their keyed identifiers (64 hex digits) only: "
+                              "the feature state is not keyed")
+    return b'"' + value.encode() + b'"'
+
+
+def _int(value: int | None, what: str) -> bytes:
+    if value is None and what == "cents":
+        return b"null"
+    if type(value) is not int:
+        raise StateDeltaError(f"a state delta's {what} is an integer, not {value!r}")
+    return str(value).encode()
+
+
+def entries_bytes(deltas: Sequence[StateDelta]) -> bytes:
+    """The canonical ``entries`` array of ``deltas`` (made before the sequencer lock is taken)."""
+    parts = [b"[" + _id(o) + b"," + _id(b) + b"," + _int(t, "time") + b"," + _int(c, "cents") + b"]"
+             for o, b, t, c in deltas]
+    return b"[" + b",".join(parts) + b"]"
+
+
+def delta_body(state_key_id: str, first_seq: int, entries: bytes, decider: str) -> Jcs:
+    """The canonical body of a delta whose ``entries`` (from ``entries_bytes``) speak for the
+    decisions from ``first_seq`` on, sealed by ``decider``."""
+    if not _HEX16.fullmatch(state_key_id):
+        raise StateDeltaError(f"state key id {state_key_id!r} is not 16 hex digits")
+    if not _DECIDER.fullmatch(decider) or "\\" in decider or '"' in decider:
+        raise StateDeltaError(f"decider {decider!r} is not printable ASCII without spaces or quotes")
+    return Jcs(b'{"decider":"' + decider.encode() + b'","entries":' + entries + b',"first_seq":'
+               + str(int(first_seq)).encode()
+               + b',"schema":"' + DELTA_SCHEMA.encode() + b'","state_key_id":"' + state_key_id.encode()
+               + b'"}')
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A parsed delta sealed at ``seq``: ``entries[i]`` is the decision at ``first_seq + i``'s."""
+
+    seq: int
+    first_seq: int
+    state_key_id: str
+    entries: tuple[StateDelta, ...]
+    decider: str = ""
+
+    @property
+    def seqs(self) -> range:
+        return range(self.first_seq, self.first_seq + len(self.entries))
+
+
+def _account(v: object) -> bool:
+    return v is None or (type(v) is str and len(v) == 64 and _HEX64.fullmatch(v) is not None)
+
+
+def parse_delta(seq: int, body: object) -> Delta:
+    """The delta sealed at ``seq`` with record body ``body`` (parsed JSON); ``StateDeltaError``
+    naming what is wrong if it does not follow the schema or does not sit right after the summary
+    of the decisions it speaks for."""
+    where = f"state delta at seq {seq}"
+    if not isinstance(body, dict) or body.get("schema") != DELTA_SCHEMA:
+        raise StateDeltaError(f"{where}: schema is not {DELTA_SCHEMA}")
+    if body.keys() != _KEYS:
+        raise StateDeltaError(f"{where}: fields {sorted(body)} are not the schema's")
+    kid, first, raw, decider = body["state_key_id"], body["first_seq"], body["entries"], body["decider"]
+    if type(kid) is not str or not _HEX16.fullmatch(kid):
+        raise StateDeltaError(f"{where}: state_key_id is not 16 hex digits")
+    if type(decider) is not str or not _DECIDER.fullmatch(decider):
+        raise StateDeltaError(f"{where}: decider is not printable ASCII without spaces")
+    if type(raw) is not list or not raw:
+        raise StateDeltaError(f"{where}: entries is not a non-empty list")
+    if type(first) is not int or first < 1 or first + len(raw) != seq - 1:
+        raise StateDeltaError(f"{where}: first_seq {first!r} with {len(raw)} entries does not end right "
+                              "before the summary sealed before the delta")
+    entries: list[StateDelta] = []
+    push = entries.append
+    for i, e in enumerate(raw):
+        if (type(e) is not list or len(e) != 4 or not _account(e[0]) or not _account(e[1])
+                or type(e[2]) is not int or not (e[3] is None or type(e[3]) is int)):
+            raise StateDeltaError(f"{where}: entry {i} (seq {first + i}) is malformed")
+        push((e[0], e[1], e[2], e[3]))
+    return Delta(seq, first, kid, tuple(entries), decider)
