@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     # -- serving (sealtrail serve, create_app) --
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8443, ge=0, le=65535, description="port to listen on (0: any free port)")
+    workers: int = Field(1, ge=1, le=64, description="deciding processes sharing the port and the log "
+                         "(sealtrail serve; 2 or more for production on one machine)")
     tls_cert: Path | None = Field(None, description="server certificate (PEM)")
     tls_key: Path | None = Field(None, description="server private key (PEM)")
     client_ca: Path | None = Field(None, description="CA bundle client certificates must chain to")

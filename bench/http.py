@@ -8,7 +8,10 @@ simulated JSON payments. The same-run baseline is the same serving stack (uvicor
 under the same load: the ratio of p99s is what sealing a decision adds. Then the batch
 endpoint's throughput, 1,000 and 10,000 transactions a call, against the same bodies posted
 to the bare app. The client's own capacity is measured first, closed-loop against the bare
-app. Run from the repository root: ``python -m bench.http [--quick] [--json PATH] [--dir DIR]``.
+app. Then, for each count in ``--deciders`` (default 1,2), ``sealtrail serve --workers N`` on a
+fresh ledger: the batch endpoint (1,000 a call, N calls in flight) and POST /v1/decisions at
+1,000/s offered, with the server's CPU summed over the supervisor and its workers. Run from the
+repository root: ``python -m bench.http [--quick] [--json PATH] [--dir DIR] [--deciders 1,2,4]``.
 """
 
 from __future__ import annotations
@@ -56,12 +59,23 @@ def bodies(n: int) -> list[bytes]:
 
 
 def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` (all its threads) so far; None off Linux."""
+    """User + system CPU seconds of process ``pid`` (all its threads) and of its live child
+    processes (``serve --workers``) so far; None off Linux."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = int(fields[11]) + int(fields[12])
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            f = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(f[1]) == pid:
+            total += int(f[11]) + int(f[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -146,6 +160,29 @@ def _cpu(r: dict[str, Any]) -> str:
     return "-" if us is None else f"{us:,.0f} µs"
 
 
+def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, single_file: Path, batch_file: Path,
+              duration: float, warmup: float, batch_s: float) -> dict[str, Any]:
+    """``serve --workers n`` on a fresh ledger of its own: batch throughput with ``n`` calls in
+    flight, then POST /v1/decisions at 1,000/s offered."""
+    home = tmp / f"deciders-{n}"
+    home.mkdir()
+    url = f"sqlite:///{home / 'ledger.db'}"
+    overrides: dict[str, Any] = {"db": url, "keys": home / "keys"}
+    ops.initialise(Settings(**overrides))
+    argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(home / "keys"),
+            "--port", "0", *tls, "--roles", str(pki / "roles.toml"), "--workers", str(n)]
+    with serving(argv, home, "sealtrail serving on ") as server:
+        real = Loader(server, pki)
+        b = real.run("/v1/decisions/batch", batch_file, "--mode", "batch", "--duration", str(batch_s),
+                     "--connections", str(n))
+        o = real.run("/v1/decisions", single_file, "--rate", "1000", "--duration", str(duration),
+                     "--warmup", str(warmup))
+    print(f"serve --workers {n}: batch endpoint {b['decisions_per_s']:,.0f} decisions/s ({n} calls in "
+          f"flight, server CPU {_cpu(b)}/decision)")
+    print(_open_line(f"--workers {n}", o))
+    return {"workers": n, "batch": b, "open": o}
+
+
 def _open_line(label: str, r: dict[str, Any]) -> str:
     errs = ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0"
     p50, p99, top = (r.get(k, 0.0) for k in ("p50_ms", "p99_ms", "max_ms"))
@@ -162,7 +199,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--dir", type=Path, help="where the SQLite ledger lives [a temporary directory]")
     ap.add_argument("--rates", default="500,1000", help="offered requests/s, comma-separated")
+    ap.add_argument("--deciders", default="1,2",
+                    help="serve --workers counts for the deciders rows ('' for none)")
     args = ap.parse_args()
+    deciders = [int(n) for n in args.deciders.split(",") if n.strip()]
     duration, warmup = (3.0, 1.0) if args.quick else (10.0, 2.0)
     batch_s = 4.0 if args.quick else 10.0
     rates = [float(r) for r in args.rates.split(",")]
@@ -231,6 +271,8 @@ def main() -> None:
                       f"server CPU {_cpu(d)}/decision); bare app with the same bodies "
                       f"{b['decisions_per_s']:,.0f} transactions/s")
                 results["batch"].append({"size": size, "bare": b, "decisions": d})
+        results["deciders"] = [_deciders(n, tmp, tls, pki, single_file, batch_files[1000], duration,
+                                         warmup, batch_s) for n in deciders]
     probe_after = probe_ms()
 
     rows = []
@@ -252,6 +294,21 @@ def main() -> None:
                         f"bare {b['decisions_per_s']:,.0f} tx/s",
                         f"{b['decisions_per_s'] / d['decisions_per_s']:.1f}x",
                         f">= {BATCH_TARGET:,.0f}/s", verdict(d["decisions_per_s"] >= BATCH_TARGET)))
+    base = results["deciders"][0] if results["deciders"] else None
+    for dn in results["deciders"]:
+        d, o = dn["batch"], dn["open"]
+        rows.append(Row(f"serve --workers {dn['workers']}: batch endpoint, 1,000 a call",
+                        f"{d['decisions_per_s']:,.0f} decisions/s ({dn['workers']} calls in flight; "
+                        f"CPU {_cpu(d)}/decision)",
+                        "" if base is None or base is dn else
+                        f"--workers {base['workers']}: {base['batch']['decisions_per_s']:,.0f}/s",
+                        "" if base is None or base is dn else
+                        f"{d['decisions_per_s'] / base['batch']['decisions_per_s']:.2f}x",
+                        ">= 8,000/s" if dn["workers"] == 2 else "",
+                        verdict(d["decisions_per_s"] >= 8000) if dn["workers"] == 2 else ""))
+        rows.append(Row(f"serve --workers {dn['workers']}: POST /v1/decisions, 1,000/s offered: p99",
+                        f"{o['p99_ms']:.2f} ms (p50 {o['p50_ms']:.2f}; {sum(o['errors'].values())} errors; "
+                        f"fail-safe {o['fail_safe']}; CPU {_cpu(o)}/req)", "", "", "", ""))
     print("\n" + format_table(rows, "sealtrail serve (mTLS, SQLite)"))
     print(f"\nratio: sealtrail's p99 over the bare app's (latency rows); the bare app's rate over "
           f"sealtrail's (batch rows). The load generator and the server share {host['cores']} cores.")

@@ -244,13 +244,26 @@ def insert_rows(conn: Connection, table: Table, columns: Sequence[str], rows: li
     conn.exec_driver_sql(sql, rows)
 
 
+SEQUENCER_LEASE_MS = 10_000
+"""PostgreSQL: a sequencer transaction idle this long (its process stopped, paused or cut off
+mid-commit) is ended by the server, which frees the lock for the other writers; the stopped
+writer's commit then fails when it wakes. A commit's own pauses between statements are
+milliseconds."""
+
+
 def lock_sequencer(conn: Connection) -> None:
-    """Make this transaction the log's only writer until it ends."""
+    """Make this transaction the log's only writer until it ends.
+
+    PostgreSQL: a transaction-scoped advisory lock, held as a lease: the server ends the
+    transaction (and so frees the lock) if it sits idle for ``SEQUENCER_LEASE_MS``, so a writer
+    stopped inside its commit cannot hold the log, nor commit when it wakes. SQLite: the
+    transaction was opened with BEGIN IMMEDIATE (one writer at a time); a writer stopped inside
+    its commit holds the file lock until it resumes or dies."""
     if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL idle_in_transaction_session_timeout = {SEQUENCER_LEASE_MS}")
         conn.exec_driver_sql(
             "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sealtrail.ledger'))"
         )
-    # SQLite: the transaction was opened with BEGIN IMMEDIATE (one writer at a time).
 
 
 class Head(NamedTuple):

@@ -6,6 +6,9 @@ SIGTERM / SIGINT finish the batches in flight, then exit 0. Exit 2 without start
 configuration is refused, the port cannot be bound (one line: taken, not this host's address),
 or the ledger, key, model or rules cannot be opened. The port is bound before the ledger opens.
 
+``--workers N`` (N > 1) serves with N deciding processes on the one port and log
+(``api.cli.supervise``); SIGHUP then restarts them one at a time.
+
 The app, the runtime and uvicorn are imported in the command body so that ``sealtrail --help``
 does not load them.
 """
@@ -54,6 +57,11 @@ def serve(
         "backend", "--backend", help="model backend: numpy | onnxruntime | cupy | tensorrt")] = None,
     exports_dir: Annotated[Path | None, setting_option(
         "exports_dir", "--exports-dir", help="where export bundles are written and listed from")] = None,
+    workers: Annotated[int | None, setting_option(
+        "workers", "--workers", min=1, max=64,
+        help="deciding processes sharing the port and the log")] = None,
+    listen_fd: Annotated[int | None, typer.Option(
+        "--listen-fd", hidden=True, help="serve on this inherited listening socket (a worker)")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
     as_json: Annotated[bool, typer.Option(
         "--json", help="once serving, print one JSON object (ok, url, host, port), not the line")] = False,
@@ -66,17 +74,22 @@ def serve(
     try:
         s = settings(db, keys, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, client_ca=client_ca,
                      roles_file=roles, proxy_cert_header=proxy_cert_header, trusted_proxies=trusted_proxy,
-                     backend=backend, exports_dir=exports_dir)
+                     backend=backend, exports_dir=exports_dir, workers=workers)
         tls = _tls(s)
         authenticator(s)  # the role map and proxy settings are sound before anything opens
     except (ValueError, OSError) as exc:
         fail(exc, as_json, code=2)
-    sock = listen(s.host, s.port)  # the port before the ledger: a taken port fails fast, exit 2
+    # the port before the ledger: a taken port fails fast, exit 2
+    sock = listen(s.host, s.port) if listen_fd is None else socket.socket(fileno=listen_fd)
     try:  # the ledger, key, model and rules open before the port accepts: fail fast, exit 2
         rt = Runtime.open(s)
     except Exception as exc:
         sock.close()
         fail(CliError(f"cannot start: {exc}", code=2, error=type(exc).__name__), as_json)
+    if s.workers > 1 and listen_fd is None:
+        rt.close()  # checked, bootstrapped and its state saved: the workers start from it
+        _supervise(s, sock, tls, log_level, as_json)
+        return
     try:
         server = build_server(create_app(s, runtime=rt), s.host, s.port, tls=tls, log_level=log_level)
 
@@ -99,6 +112,25 @@ def serve(
     if not server.started:
         fail(CliError("the server did not start (see the messages above)", code=2, error="not_started"),
              as_json)
+
+
+def _supervise(s: Settings, sock: socket.socket, tls: TlsFiles | None, log_level: str, as_json: bool) -> None:
+    from api.cli.supervise import Supervisor
+
+    sock.listen(2048)  # before the workers: connections wait in the backlog while they start
+    sup = Supervisor(s, sock, s.workers, log_level, lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        code = sup.start()
+        if code is None:
+            name = sock.getsockname()
+            url = f"{'https' if tls is not None else 'http'}://{_netloc(name[0], name[1])}"
+            emit({"url": url, "host": name[0], "port": name[1], "workers": s.workers, "pids": sup.pids},
+                 as_json, lambda: _serving(url))
+            code = sup.run()
+    finally:
+        sock.close()
+    if code:
+        raise typer.Exit(code)
 
 
 def _serving(url: str) -> None:

@@ -26,7 +26,9 @@ from audit.state.delta import DELTA_KIND
 from ledger import store
 from ledger.records import Receipt
 
-__all__ = ["StateSuperseded", "fenced", "newest_delta"]
+__all__ = ["ACTIVATION_KINDS", "StateSuperseded", "activations_between", "fenced", "newest_delta"]
+
+ACTIVATION_KINDS = ("ruleset.activated", "ruleset.bootstrapped")  # a record that changes the active rules
 
 Effect = Callable[[Connection, list[Receipt]], None]
 
@@ -35,6 +37,15 @@ def newest_delta(conn: Connection, below: int | None = None) -> int | None:
     """Seq of the newest ``state.delta`` (before seq ``below``, if given); None if there is none."""
     got = store.last_of_kind(conn, DELTA_KIND, below)
     return None if got is None else got[0]
+
+
+def activations_between(conn: Connection, lo: int, hi: int) -> int:
+    """How many records that change the active ruleset sit at seq ``lo`` .. ``hi - 1``."""
+    p = store.param(conn)
+    n = conn.exec_driver_sql(
+        f"SELECT COUNT(*) FROM ledger_entries WHERE kind IN ({p}, {p}) AND seq >= {p} AND seq < {p}",
+        (*ACTIVATION_KINDS, lo, hi)).scalar_one()
+    return int(n)
 
 
 def fenced(tip: Callable[[], int | None], then: Effect | None) -> Effect:

@@ -41,7 +41,8 @@ account risk up with what the others sealed since (their state deltas and decisi
 commit is then refused by the database, nothing written, if another pipeline committed after that
 catch-up, and the batch is taken back, caught up and prepared again (``superseded`` counts them).
 Whichever pipelines decide, every record is the one a single pipeline deciding the same batches
-in the same log order would have sealed.
+in the same log order would have sealed. A ruleset activation another pipeline sealed is met by
+the catch-up, and the rules are loaded again (``rules_source``) before the batch is prepared.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from audit.decide.account_risk import AccountRiskState, Pending, RiskEvent, even
 from audit.decide.account_secret import load_keyer, load_state_key, sealing_tail
 from audit.decide.explanation import Explanation, explain_decisions
 from audit.decide.idempotency import with_keys
-from audit.decide.log_tip import StateSuperseded, fenced, newest_delta
+from audit.decide.log_tip import StateSuperseded, activations_between, fenced, newest_delta
 from audit.decide.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
@@ -163,6 +164,9 @@ class Pipeline:
         self._superseded: set[int] = set()  # epochs that ended because another decider committed first
         self.superseded = 0  # batches refused because another decider committed first, then prepared again
         self.caught_up = 0  # decisions of other deciders applied to the state
+        # the ledger's active rules, loaded again when a catch-up meets an activation another decider
+        # sealed (the runtime's governance); None: activations are not followed
+        self.rules_source: Callable[[], ActiveRules] | None = None
         self.locked = 0  # batches prepared under the sequencer lock (after another decider got ahead)
         self._contended_until = 0.0  # time.monotonic() until which batches are prepared under the lock
         self.sealed = 0  # decisions this pipeline sealed
@@ -316,9 +320,14 @@ class Pipeline:
             self._tip_read = True
         covered = self._covered
         assert covered is not None
-        report = catch_up(engine, self.extractor, covered)
-        if report.to_seq == covered:
-            return
+        with engine.connect() as conn:
+            end = store.tail(conn)[0]
+            if end == covered:
+                return
+            activated = activations_between(conn, covered, end)
+        if activated and self.rules_source is not None:  # another decider activated a ruleset
+            self._rules = self.rules_source()  # before the state moves: a failure here changes nothing
+        report = catch_up(engine, self.extractor, covered, end)
         if report.replayed:
             self.caught_up += report.replayed
             for page in decision_pages(engine, covered, report.to_seq):

@@ -172,6 +172,7 @@ class Runtime(Generic[S]):
             risk, risk_report = rebuild_account_risk(engine, policy, size=restored.covered)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
                                 rebuild=windows.rebuild, account_risk=risk, covered=restored.covered)
+            pipeline.rules_source = lambda: governance.load_active(sandbox)  # another decider activated
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000)
         except BaseException:

@@ -232,3 +232,29 @@ def test_two_deciders_under_load_in_threads_lose_nothing_and_end_on_the_same_sta
         assert features_state_bytes(d.extractor) == features_state_bytes(fresh)
     assert sum(d.caught_up for d in deciders) >= 200  # they did interleave
     second.engine.dispose()
+
+
+def test_a_ruleset_another_decider_activated_is_loaded_before_the_next_batch(
+        db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes) -> None:
+    from audit.decide.types import ActiveRules
+    from ledger import Record
+
+    subs = submissions(30, seed=25)
+    second = _open(db, signer)
+    a, b = make_pipeline(ledger, sandbox, pack_wasm), make_pipeline(second, sandbox, pack_wasm)
+    loaded: list[ActiveRules] = []
+
+    def active() -> ActiveRules:
+        loaded.append(ActiveRules.of(sandbox.load(pack_wasm)))
+        return loaded[-1]
+    b.rules_source = active
+    b.decide(subs[:5])
+    a.decide(subs[5:10])
+    assert loaded == []  # decisions alone change no rules
+    ledger.append(Record("ruleset.activated", {"schema": "sealtrail.ruleset.activated/1", "id": "x"}))
+    a.decide(subs[10:15])
+    b.decide(subs[15:20])
+    assert len(loaded) == 1 and b.rules is loaded[0]
+    b.decide(subs[20:25])
+    assert len(loaded) == 1  # once per activation met
+    second.engine.dispose()
