@@ -387,8 +387,8 @@ class StateSuperseded(LedgerUnavailableError, AuditError):
     pipeline prepares the batch again on the state caught up with it. A ``LedgerUnavailableError``
     first: should it escape (another decider got ahead every time), the API answers 503."""
 
-    def __init__(self, expected: int | None, found: int | None) -> None:
-        super().__init__(f"another decider sealed the state delta at seq {found} after this batch's state "
-                         f"(which ends at {'no delta' if expected is None else f'seq {expected}'}) was "
+    def __init__(self, expected: int | None, found: int | None, why: str | None = None) -> None:
+        super().__init__(why or f"another decider sealed the state delta at seq {found} after this batch's "
+                         f"state (which ends at {'no delta' if expected is None else f'seq {expected}'}) was "
                          "caught up: nothing written")
         self.expected, self.found = expected, found

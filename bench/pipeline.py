@@ -9,7 +9,9 @@ shape: the storage ceiling. Each configuration runs with one caller (batches one
 another) and with two callers (two threads calling ``decide``, as two batcher workers would:
 one batch's records are built while the one before it commits). With ``audit.query.index``
 present, batch 1,024 also runs (1 and 2 callers) with its ``TraceIndex`` writing in the sealing
-commit, as the server runs it.
+commit, as the server runs it. Each run also reports how long the sequencer lock was held a
+decision (the ledger's own clock around each commit: what several deciders on one log must take
+turns at) and its share of the wall time a decision costs.
 Run from the repository root:
 ``python -m bench.pipeline [--quick] [--skip-postgres] [--no-index] [--json PATH]``.
 """
@@ -101,12 +103,13 @@ def run(backend: str, root: Path, admin: Any, subs: list[Submission], batch: int
                         outcomes[d.decision] += 1
 
         threads = [threading.Thread(target=caller) for _ in range(callers)]
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        t0, cpu0, held0 = time.perf_counter(), time.process_time(), ledger.held_s
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        held = ledger.held_s - held0
         n = len(subs) - batch
         e = store.entries
         with engine.connect() as conn:
@@ -116,6 +119,7 @@ def run(backend: str, root: Path, admin: Any, subs: list[Submission], batch: int
         plain = plain_rate(engine, plain_table("plain", hash_columns=False), payloads, batch)
     return {"backend": backend, "batch": batch, "callers": callers, "index": index is not None,
             "decisions": n, "per_s": n / wall, "cpu_us_per_decision": cpu / n * 1e6,
+            "sequencer_us_per_decision": held / n * 1e6, "sequencer_share_of_wall": held / wall,
             "stages_us_per_decision": {k: v / n for k, v in stages.items()},
             "plain_insert_per_s": plain, "outcomes": dict(outcomes),
             "mean_record_bytes": sum(len(r) for _, r in payloads) / len(payloads)}
@@ -152,7 +156,9 @@ def main() -> None:
                 results.append(r)
                 st = ", ".join(f"{k} {v:.1f}" for k, v in r["stages_us_per_decision"].items())
                 print(f"{label(r):<34}: {r['per_s']:>9,.0f} decisions/s, this process's CPU "
-                      f"{r['cpu_us_per_decision']:.0f} µs/decision  "
+                      f"{r['cpu_us_per_decision']:.0f} µs/decision, sequencer held "
+                      f"{r['sequencer_us_per_decision']:.1f} µs/decision ({r['sequencer_share_of_wall']:.0%} "
+                      "of the wall time) "
                       f"(plain insert of the same bytes {r['plain_insert_per_s']:,.0f}/s; µs/decision, per "
                       f"batch, overlapping with 2 callers: {st}; record {r['mean_record_bytes']:.0f} B)")
     table = [Row(label(r), f"{r['per_s']:,.0f} decisions/s",

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -96,6 +97,8 @@ class Ledger:
         self._key_problem: KeyFileError | None = None  # the last signing-key failure, until one works
         self._lock = threading.Lock()
         self._cache: tuple[int, bytes, list[bytes]] | None = None
+        self.held_s = 0.0  # wall seconds this process held the sequencer lock (commits, builds), in all
+        self.commits = 0  # commits this process made
         with self._read() as conn:
             genesis = conn.exec_driver_sql(
                 "SELECT record FROM ledger_entries WHERE seq = 0"
@@ -161,13 +164,13 @@ class Ledger:
         return cls(engine, signer, policy=policy, clock=clock)
 
     @contextmanager
-    def _writer(self) -> Iterator[Connection]:
+    def _writer(self, lease_ms: int | None = None) -> Iterator[Connection]:
         """A transaction holding the log's single-writer lock; commits on normal exit."""
         with (
             self.engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn,
             conn.begin(),
         ):
-            store.lock_sequencer(conn)
+            store.lock_sequencer(conn, lease_ms)
             yield conn
 
     def _read(self) -> Connection:
@@ -239,8 +242,10 @@ class Ledger:
         leaves = [hashlib.sha256(b"\x00" + rec).digest() for _, rec, _ in sealed]
         sha = hashlib.sha256
         with self._lock:
+            held = time.perf_counter()
             try:
-                with self._writer() as conn:
+                with self._writer(None if build is None else store.SEQUENCER_BUILD_LEASE_MS) as conn:
+                    held = time.perf_counter()  # the lock is ours from here (waiting is not holding)
                     size, chain, active, cp_size, cp_at, last_at = store.head(conn)
                     self._check_active_key(conn, active, adopt)
                     if before is not None:
@@ -298,6 +303,9 @@ class Ledger:
                 raise DamageError("missing Merkle node", None, f"cannot extend the tree: {exc}") from exc
             except DBAPIError as exc:
                 raise LedgerUnavailableError(f"ledger commit failed, nothing written: {exc.orig}") from exc
+            finally:
+                self.held_s += time.perf_counter() - held
+            self.commits += 1
             self._cache = (cr.size, prev, list(cr.hashes))
         return receipts
 

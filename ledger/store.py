@@ -251,16 +251,24 @@ writer's commit then fails when it wakes. A commit's own pauses between statemen
 milliseconds."""
 
 
-def lock_sequencer(conn: Connection) -> None:
+SEQUENCER_BUILD_LEASE_MS = 30_000
+"""The lease of a commit whose records are made under the lock (``Ledger.append_many(build=)``: a
+decider preparing a batch while no other may commit): features, model and rules for up to a
+batch run between its statements."""
+
+
+def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
     """Make this transaction the log's only writer until it ends.
 
     PostgreSQL: a transaction-scoped advisory lock, held as a lease: the server ends the
     transaction (and so frees the lock) if it sits idle for ``SEQUENCER_LEASE_MS``, so a writer
     stopped inside its commit cannot hold the log, nor commit when it wakes. SQLite: the
     transaction was opened with BEGIN IMMEDIATE (one writer at a time); a writer stopped inside
-    its commit holds the file lock until it resumes or dies."""
+    its commit holds the file lock until it resumes or dies. ``lease_ms``: another lease than
+    ``SEQUENCER_LEASE_MS``."""
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SET LOCAL idle_in_transaction_session_timeout = {SEQUENCER_LEASE_MS}")
+        lease = int(SEQUENCER_LEASE_MS if lease_ms is None else lease_ms)
+        conn.exec_driver_sql(f"SET LOCAL idle_in_transaction_session_timeout = {lease}")
         conn.exec_driver_sql(
             "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sealtrail.ledger'))"
         )

@@ -120,13 +120,14 @@ def _supervise(s: Settings, sock: socket.socket, tls: TlsFiles | None, log_level
     sock.listen(2048)  # before the workers: connections wait in the backlog while they start
     sup = Supervisor(s, sock, s.workers, log_level, lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        code = sup.start()
-        if code is None:
-            name = sock.getsockname()
-            url = f"{'https' if tls is not None else 'http'}://{_netloc(name[0], name[1])}"
-            emit({"url": url, "host": name[0], "port": name[1], "workers": s.workers, "pids": sup.pids},
-                 as_json, lambda: _serving(url))
-            code = sup.run()
+        with sup:  # SIGTERM / SIGINT / SIGHUP are the supervisor's from the first worker's start
+            code = sup.start()
+            if code is None:
+                name = sock.getsockname()
+                url = f"{'https' if tls is not None else 'http'}://{_netloc(name[0], name[1])}"
+                emit({"url": url, "host": name[0], "port": name[1], "workers": s.workers, "pids": sup.pids},
+                     as_json, lambda: _serving(url))
+                code = sup.run()
     finally:
         sock.close()
     if code:

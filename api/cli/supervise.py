@@ -8,12 +8,15 @@ spreads connections over them; each is a whole decider (TLS, HTTP, parsing, feat
 rules) that catches its state up with the others' commits before each batch
 (``audit.decide.pipeline``), so any worker may take any payment.
 
-It prints its ready line (or ``--json`` object) once every worker is serving. A worker that
-dies is started again (after a second, so a crash loop costs little); one that exits 2 before it
-serves (its configuration refused) stops the whole server with exit 2. SIGTERM / SIGINT stop
-every worker gracefully (each finishes its batches in flight) and exit 0 once all have. SIGHUP
+It prints its ready line (or ``--json`` object) once every worker is serving; a worker that does
+not start then stops the server with exit 2 (the supervisor itself opened everything a moment
+before, so that is a fault to see, not to retry). A worker that dies later is started again,
+after a delay that doubles while replacements keep failing (1 s up to 30 s: the database may be
+down), and the others keep serving meanwhile. SIGTERM / SIGINT (from the start on) stop every
+worker gracefully (each finishes its batches in flight) and exit 0 once all have. SIGHUP
 restarts the workers one at a time: a new one is serving before the old one is asked to stop,
-so the port always has a worker.
+so the port always has a worker. Every ``SEALTRAIL_*`` variable reaches the workers, the
+settings the supervisor resolved on top.
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ from api.config import Settings
 __all__ = ["Supervisor", "worker_environment"]
 
 START_TIMEOUT_S = 300.0  # a worker restores its state before it serves: seconds on a large ledger
-RESTART_DELAY_S = 1.0
+RESTART_DELAY_S = 1.0  # doubled while replacements keep failing, up to RESTART_DELAY_MAX_S
+RESTART_DELAY_MAX_S = 30.0
 STOP_TIMEOUT_S = 60.0
 
 
 def worker_environment(s: Settings) -> dict[str, str]:
     """The environment that gives a worker exactly ``s`` (one worker: ``workers`` = 1)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALTRAIL_")}
+    env = dict(os.environ)  # variables the settings do not hold (a backend's own) pass through
     for name, value in s.model_dump(mode="json").items():
         if value is None:
             continue
@@ -71,6 +75,20 @@ class Supervisor:
         self._stop = threading.Event()
         self._rolling = threading.Event()
         self.restarts = 0
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> Supervisor:
+        """Signals are the supervisor's from here on (during the start too)."""
+        self._old = {sig: signal.signal(sig, self._on_signal)
+                     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Every worker stopped (whatever ended the supervisor), the signals given back."""
+        if any(w.proc.poll() is None for w in self._workers):
+            self.stop()
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
 
     def _spawn(self) -> _Worker:
         fd = self._sock.fileno()
@@ -87,7 +105,7 @@ class Supervisor:
         threading.Thread(target=_pump, args=(w.proc.stdout, lines), daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT_S
         text = ""  # the worker's --json object, indented over several lines
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._stop.is_set():
             try:
                 line = lines.get(timeout=0.2)
             except queue.Empty:
@@ -102,7 +120,8 @@ class Supervisor:
                 if isinstance(doc, dict) and doc.get("ok") and doc.get("url"):
                     w.ready = True
                     return True
-        w.proc.kill()
+        if not self._stop.is_set():  # silent past the deadline; when stopping, stop() ends it
+            w.proc.kill()
         return False
 
     def start(self) -> int | None:
@@ -111,6 +130,8 @@ class Supervisor:
             w = self._spawn()
             self._workers.append(w)
             if not self._wait_ready(w):
+                if self._stop.is_set():
+                    return self.stop()
                 self._say(f"sealtrail: a worker did not start (exit {w.proc.poll()}); stopping")
                 self.stop()
                 return 2
@@ -118,30 +139,24 @@ class Supervisor:
 
     def run(self) -> int:
         """Watch the workers until SIGTERM / SIGINT; restart those that die; SIGHUP rolls them."""
-        old = {sig: signal.signal(sig, self._on_signal)
-               for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-        try:
-            while not self._stop.is_set():
-                if self._rolling.is_set():
-                    self._rolling.clear()
-                    self._roll()
-                for i, w in enumerate(self._workers):
-                    code = w.proc.poll()
-                    if code is None or self._stop.is_set():
-                        continue
-                    self._say(f"sealtrail: worker {w.proc.pid} exited ({code}); starting another")
-                    time.sleep(RESTART_DELAY_S)
-                    new = self._spawn()
-                    self._workers[i] = new
-                    self.restarts += 1
-                    if not self._wait_ready(new) and new.proc.poll() == 2:
-                        self._say("sealtrail: a new worker refused its configuration; stopping")
-                        self.stop()
-                        return 2
-                self._stop.wait(0.2)
-        finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
+        delay = RESTART_DELAY_S
+        while not self._stop.is_set():
+            if self._rolling.is_set():
+                self._rolling.clear()
+                self._roll()
+            for i, w in enumerate(self._workers):
+                code = w.proc.poll()
+                if code is None or self._stop.is_set():
+                    continue
+                self._say(f"sealtrail: worker {w.proc.pid} exited ({code}); another in {delay:.0f} s")
+                if self._stop.wait(delay):
+                    break
+                new = self._spawn()
+                self._workers[i] = new
+                self.restarts += 1
+                # not started (the database down?): the others serve on, the next try waits longer
+                delay = RESTART_DELAY_S if self._wait_ready(new) else min(delay * 2, RESTART_DELAY_MAX_S)
+            self._stop.wait(0.2)
         return self.stop()
 
     def _on_signal(self, sig: int, _frame: Any) -> None:
@@ -169,10 +184,13 @@ class Supervisor:
             if w.proc.poll() is None:
                 w.proc.send_signal(signal.SIGTERM)
         codes = [_terminate(w.proc, signal_it=False) for w in self._workers]  # signalled once only
+        failed = False
         for w, c in zip(self._workers, codes, strict=True):
-            if c != 0:
-                self._say(f"sealtrail: worker {w.proc.pid} exited {c} while stopping")
-        return 0 if all(c == 0 for c in codes) else 1
+            if c == 0 or (not w.ready and c == -signal.SIGTERM):  # one still starting had served nothing
+                continue
+            failed = True
+            self._say(f"sealtrail: worker {w.proc.pid} exited {c} while stopping")
+        return 1 if failed else 0
 
     @property
     def pids(self) -> list[int]:

@@ -48,15 +48,21 @@ def activations_between(conn: Connection, lo: int, hi: int) -> int:
     return int(n)
 
 
-def fenced(tip: Callable[[], int | None], then: Effect | None) -> Effect:
-    """The ``alongside`` of a commit prepared on a state ending at delta ``tip()`` (read when the
-    commit runs, under the sequencer lock): ``StateSuperseded`` unless the newest delta before the
-    batch is that one; then ``then``, if given."""
+def fenced(tip: Callable[[], int | None], since: Callable[[], int | None], then: Effect | None) -> Effect:
+    """The ``alongside`` of a commit prepared on a state ending at delta ``tip()``, with the rules
+    active when the log was ``since()`` entries long (both read when the commit runs, under the
+    sequencer lock): ``StateSuperseded`` unless the newest delta before the batch is that one and
+    no ruleset was activated since; then ``then``, if given."""
     def check(conn: Connection, receipts: Sequence[Receipt]) -> None:
         expected = tip()
-        found = newest_delta(conn, receipts[0].seq)
+        first = receipts[0].seq
+        found = newest_delta(conn, first)
         if found != expected:
             raise StateSuperseded(expected, found)
+        lo = since()
+        if lo is not None and lo < first and activations_between(conn, lo, first):
+            raise StateSuperseded(expected, found, f"a ruleset was activated at or after seq {lo}, after "
+                                                   "this batch's rules were chosen: nothing written")
         if then is not None:
             then(conn, list(receipts))
     return check

@@ -327,11 +327,24 @@ class Pipeline:
             activated = activations_between(conn, covered, end)
         if activated and self.rules_source is not None:  # another decider activated a ruleset
             self._rules = self.rules_source()  # before the state moves: a failure here changes nothing
-        report = catch_up(engine, self.extractor, covered, end)
-        if report.replayed:
-            self.caught_up += report.replayed
-            for page in decision_pages(engine, covered, report.to_seq):
-                apply_records(self.account_risk, ((s, env["record"]) for s, env in page))
+        # every read that can fail before anything changes; the features' part journaled, taken back
+        # whole if it fails half-way (never applied twice by the next catch-up)
+        risk = [(s, env["record"]) for page in decision_pages(engine, covered, end) for s, env in page]
+        state = self.extractor.state
+        journal = state.begin_journal() if isinstance(state, VelocityState) else None
+        try:
+            report = catch_up(engine, self.extractor, covered, end)
+        except BaseException:
+            if journal is not None:
+                state.end_journal()
+                if self._take_back([journal]):
+                    raise
+            self._invalidate(self._epoch)  # could not take it back: rebuilt before the next batch
+            raise
+        if journal is not None:
+            state.end_journal()
+        apply_records(self.account_risk, risk)  # in memory: the decisions' own sealed account risk
+        self.caught_up += report.replayed
         if report.last_delta is not None:
             self._tip = report.last_delta
         self._covered = report.to_seq
@@ -353,11 +366,13 @@ class Pipeline:
         got = self._rebuild()
         if isinstance(got, tuple):
             before = self._covered
-            self.extractor, self._covered = got
+            extractor, covered = got
+            if before is not None and covered > before:  # other deciders' decisions it holds
+                risk = [(s, env["record"]) for page in decision_pages(self.ledger.engine, before, covered)
+                        for s, env in page]
+                apply_records(self.account_risk, risk)
+            self.extractor, self._covered = extractor, covered
             self._tip_read = False  # the newest delta before the size it covers, read at the catch-up
-            if before is not None and self._covered > before:  # other deciders' decisions it holds
-                for page in decision_pages(self.ledger.engine, before, self._covered):
-                    apply_records(self.account_risk, ((s, env["record"]) for s, env in page))
         else:
             self.extractor = got
             self._covered, self._tip_read = None, False  # it covers the ledger as it is now
@@ -418,7 +433,8 @@ class Pipeline:
                 index, meta = self.index, got[0].meta
                 effect = None if index is None else (lambda c, rs: index.write(c, subs, meta, rs))
                 effect = with_keys(subs, effect)  # idempotency keys: checked and written under the lock
-                fenced(lambda: self._tip, effect)(conn, receipts)  # first: no other decider committed
+                # first: no other decider committed, no ruleset was activated since the rules were chosen
+                fenced(lambda: self._tip, lambda: self._covered, effect)(conn, receipts)
 
             def tail(conn: Any, seq: int) -> list[Record]:
                 p = got[0]
@@ -443,6 +459,8 @@ class Pipeline:
             if isinstance(exc, StateSuperseded):
                 with self._state:
                     self._superseded.add(epoch)
+                    if len(self._superseded) > 64:  # bounded: batches of an epoch that old are long gone
+                        self._superseded.discard(min(self._superseded))
             self._invalidate(epoch)
             raise
         finally:

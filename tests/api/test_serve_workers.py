@@ -199,7 +199,8 @@ def test_a_worker_paused_past_the_others_commits_resumes_on_the_log(db: Db, file
         os.kill(paused, signal.SIGSTOP)  # paused while the others commit, past the sequencer lease
         stopped = time.monotonic()
         before = len(decided(files))
-        wait_for(lambda: len(decided(files)) >= before + 20)  # held the lock? the lease ends it
+        # held the lock? its lease ends it (10 s, or 30 s inside a batch prepared under the lock)
+        wait_for(lambda: len(decided(files)) >= before + 20, timeout=120)
         time.sleep(max(0.0, store.SEQUENCER_LEASE_MS / 1000 + 1 - (time.monotonic() - stopped)))
         os.kill(paused, signal.SIGCONT)
         load.join()

@@ -258,3 +258,67 @@ def test_a_ruleset_another_decider_activated_is_loaded_before_the_next_batch(
     b.decide(subs[20:25])
     assert len(loaded) == 1  # once per activation met
     second.engine.dispose()
+
+
+def test_a_ruleset_activated_between_catch_up_and_commit_refuses_the_commit_on_the_old_rules(
+        db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from audit.decide.types import ActiveRules
+    from ledger import Record
+
+    subs = submissions(30, seed=26)
+    a = make_pipeline(ledger, sandbox, pack_wasm)
+    loaded: list[ActiveRules] = []
+
+    def active() -> ActiveRules:
+        loaded.append(ActiveRules.of(sandbox.load(pack_wasm)))
+        return loaded[-1]
+    a.rules_source = active
+    a.decide(subs[:10])
+    other = _open(db, signer)
+    real = a._prepare
+
+    def prepared_then_activated(*args: Any, **kw: Any) -> Any:
+        out = real(*args, **kw)
+        if not loaded and a.superseded == 0:  # after a's catch-up and prepare: another decider activates
+            other.append(Record("ruleset.activated", {"schema": "sealtrail.ruleset.activated/1", "id": "y"}))
+        return out
+    monkeypatch.setattr(a, "_prepare", prepared_then_activated)
+    got = a.decide(subs[10:20])
+    assert (a.superseded, a.locked, len(loaded)) == (1, 1, 1) and a.rules is loaded[0]
+    with ledger.engine.connect() as conn:
+        kinds = [k for (k,) in conn.exec_driver_sql(
+            f"SELECT kind FROM ledger_entries WHERE seq >= {got[0].seq - 1} ORDER BY seq")]
+    assert kinds[0] == "ruleset.activated"
+    assert kinds[1:] == ["decision"] * 10 + ["decision.summary", "state.delta"]
+    other.engine.dispose()
+
+
+def test_a_catch_up_that_fails_half_way_is_taken_back_not_applied_twice(
+        db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from audit.state import replay
+
+    subs = submissions(80, seed=27)
+    second = _open(db, signer)
+    a, b = make_pipeline(ledger, sandbox, pack_wasm), make_pipeline(second, sandbox, pack_wasm)
+    a.decide(subs[:10])
+    for i in range(10, 50, 10):
+        b.decide(subs[i:i + 10])  # four commits of b's for a to catch up with
+    real = replay.delta_pages
+
+    def failing(*args: Any, **kw: Any) -> Any:
+        for n, page in enumerate(real(*args, **kw)):
+            if n == 0:
+                yield page[:2]  # two deltas applied, then the database goes away
+                raise LedgerUnavailableError("connection reset")
+    monkeypatch.setattr(replay, "delta_pages", failing)
+    with pytest.raises(LedgerUnavailableError, match="connection reset"):
+        a.decide(subs[50:60])
+    monkeypatch.undo()
+    a.decide(subs[50:60])
+    fresh = FeatureExtractor(state=VelocityState(load_state_key(ledger.engine)))
+    catch_up(ledger.engine, fresh, 0)
+    assert features_state_bytes(a.extractor) == features_state_bytes(fresh)
+    assert a.caught_up == 40
+    second.engine.dispose()

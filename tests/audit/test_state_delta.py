@@ -207,3 +207,21 @@ def test_accounts_in_clear_are_never_sealed() -> None:
         entries_bytes([("DE89370400440532013000", B, 1, 2)])
     with pytest.raises(StateDeltaError, match="integer"):
         entries_bytes([(A, B, 1, 2.5)])  # type: ignore[list-item]
+
+
+def test_the_published_vector_applies_to_the_same_bits_on_any_machine() -> None:
+    import hashlib
+    from pathlib import Path
+
+    here = Path(__file__).parents[1] / "vectors" / "state-delta-v1"
+    want = orjson.loads((here / "expected.json").read_bytes())
+    key = bytes.fromhex(want["state_key"])
+    fe = FeatureExtractor(state=VelocityState(key))
+    applied = 0
+    for line in (here / "deltas.jsonl").read_bytes().splitlines():
+        doc = orjson.loads(line)
+        d = parse_delta(doc["seq"], doc["body"])
+        assert d.state_key_id == key_id(key) and d.decider
+        applied += fe.advance(d.entries)
+    assert applied == want["decisions"]
+    assert hashlib.sha256(features_state_bytes(fe)).hexdigest() == want["feature_state_sha256"]

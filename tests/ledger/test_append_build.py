@@ -59,7 +59,7 @@ def test_a_writer_stalled_inside_its_commit_loses_the_lock_on_postgresql(
     if db.dialect != "postgresql":
         pytest.skip("SQLite has no server to end a stalled writer's transaction: a writer stopped "
                     "inside its commit holds the file lock until it resumes or dies (documented)")
-    monkeypatch.setattr(store, "SEQUENCER_LEASE_MS", 500)
+    monkeypatch.setattr(store, "SEQUENCER_BUILD_LEASE_MS", 500)  # a build's lease (the plain one: 10 s)
     other = Ledger(db.engine(), signer)
     before = ledger.size()
     stalled = threading.Event()
