@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
+from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -29,6 +30,7 @@ __all__ = ["TABLE", "load_keyer", "load_state_key", "read_keyer", "read_state_ke
 
 TABLE = "audit_account_secret"
 _STATE_KEY_DOMAIN = b"sealtrail.state-key/1\n"
+T = TypeVar("T")
 
 
 def _secret(conn: Connection) -> bytes:
@@ -44,11 +46,7 @@ def read_state_key(conn: Connection) -> bytes:
 
 
 def load_state_key(engine: Engine) -> bytes:
-    try:
-        with engine.connect() as conn:
-            return read_state_key(conn)
-    except DBAPIError as exc:
-        raise LedgerUnavailableError(f"cannot read the account secret: {exc.orig}") from exc
+    return _loaded(engine, read_state_key)
 
 
 def read_keyer(conn: Connection) -> AccountKeyer:
@@ -57,9 +55,14 @@ def read_keyer(conn: Connection) -> AccountKeyer:
 
 
 def load_keyer(engine: Engine) -> AccountKeyer:
+    return _loaded(engine, read_keyer)
+
+
+def _loaded(engine: Engine, read: Callable[[Connection], T]) -> T:
+    """``read`` on a connection of its own; ``LedgerUnavailableError`` if the database cannot answer."""
     try:
         with engine.connect() as conn:
-            return read_keyer(conn)
+            return read(conn)
     except DBAPIError as exc:
         raise LedgerUnavailableError(f"cannot read the account secret: {exc.orig}") from exc
 

@@ -14,7 +14,8 @@ import pytest
 
 from audit.decide import log_tip
 from audit.decide.account_secret import load_keyer, load_state_key
-from audit.decide.types import Submission
+from audit.decide.pipeline import Pipeline
+from audit.decide.types import ActiveRules, Submission
 from audit.query.verify import verify_index
 from audit.state.replay import catch_up
 from inference.features import FeatureExtractor
@@ -106,6 +107,17 @@ def _shared_share(batches: list[list[Submission]], who: list[int]) -> float:
                 if p.account:
                     last[p.account] = w
     return touched / total
+
+
+def _following(pipe: Pipeline, sandbox: Sandbox, wasm: bytes) -> list[ActiveRules]:
+    """Make ``pipe`` load the rules again when it meets an activation; the list of those loaded."""
+    loaded: list[ActiveRules] = []
+
+    def active() -> ActiveRules:
+        loaded.append(ActiveRules.of(sandbox.load(wasm)))
+        return loaded[-1]
+    pipe.rules_source = active
+    return loaded
 
 
 @pytest.fixture
@@ -236,18 +248,12 @@ def test_two_deciders_under_load_in_threads_lose_nothing_and_end_on_the_same_sta
 
 def test_a_ruleset_another_decider_activated_is_loaded_before_the_next_batch(
         db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes) -> None:
-    from audit.decide.types import ActiveRules
     from ledger import Record
 
     subs = submissions(30, seed=25)
     second = _open(db, signer)
     a, b = make_pipeline(ledger, sandbox, pack_wasm), make_pipeline(second, sandbox, pack_wasm)
-    loaded: list[ActiveRules] = []
-
-    def active() -> ActiveRules:
-        loaded.append(ActiveRules.of(sandbox.load(pack_wasm)))
-        return loaded[-1]
-    b.rules_source = active
+    loaded = _following(b, sandbox, pack_wasm)
     b.decide(subs[:5])
     a.decide(subs[5:10])
     assert loaded == []  # decisions alone change no rules
@@ -263,17 +269,11 @@ def test_a_ruleset_another_decider_activated_is_loaded_before_the_next_batch(
 def test_a_ruleset_activated_between_catch_up_and_commit_refuses_the_commit_on_the_old_rules(
         db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from audit.decide.types import ActiveRules
     from ledger import Record
 
     subs = submissions(30, seed=26)
     a = make_pipeline(ledger, sandbox, pack_wasm)
-    loaded: list[ActiveRules] = []
-
-    def active() -> ActiveRules:
-        loaded.append(ActiveRules.of(sandbox.load(pack_wasm)))
-        return loaded[-1]
-    a.rules_source = active
+    loaded = _following(a, sandbox, pack_wasm)
     a.decide(subs[:10])
     other = _open(db, signer)
     real = a._prepare
