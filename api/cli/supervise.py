@@ -154,8 +154,11 @@ class Supervisor:
                 new = self._spawn()
                 self._workers[i] = new
                 self.restarts += 1
-                # not started (the database down?): the others serve on, the next try waits longer
-                delay = RESTART_DELAY_S if self._wait_ready(new) else min(delay * 2, RESTART_DELAY_MAX_S)
+                if self._wait_ready(new):
+                    self._say(f"sealtrail: worker {new.proc.pid} serving in place of {w.proc.pid}")
+                    delay = RESTART_DELAY_S
+                else:  # not started (the database down?): the others serve on, the next try waits longer
+                    delay = min(delay * 2, RESTART_DELAY_MAX_S)
             self._stop.wait(0.2)
         return self.stop()
 

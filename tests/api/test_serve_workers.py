@@ -228,3 +228,27 @@ def test_sighup_restarts_the_workers_one_at_a_time_losing_no_payment(files: Serv
     settled(files, load, after)
     assert load.unavailable == after.unavailable == 0  # a restart is not an outage
     assert len({d["decider"] for d in deltas(files)}) >= 3  # the old workers and the new
+
+
+def test_a_replacement_that_cannot_start_leaves_the_others_serving_until_it_can(files: ServerFiles) -> None:
+    key = files.keys / "signing.key"
+    hidden = files.keys.parent / "signing.key.away"
+    with start(files, extra_args=("--workers", "2")) as srv:
+        first = workers_of(srv)
+        key.rename(hidden)  # a replacement now fails to open the ledger (as with the database down)
+        try:
+            os.kill(first[0], signal.SIGKILL)
+            wait_for(lambda: "another in 2 s" in srv.stderr(), timeout=60)  # failed once, backing off
+            load = Load(srv, txs(40, seed=57)).start()  # the survivor serves meanwhile
+            load.join()
+            assert srv.proc.poll() is None and load.unavailable == 0
+        finally:
+            hidden.rename(key)
+        wait_for(lambda: "serving in place of" in srv.stderr(), timeout=60)  # the next try starts
+        assert len(workers_of(srv)) == 2
+        mark = len(deltas(files))
+        later = Load(srv, txs(100, seed=58)[40:]).start()
+        later.join()
+        assert len({d["decider"] for d in deltas(files)[mark:]}) == 2  # both serve again
+        assert srv.stop() == 0
+    settled(files, load, later)
