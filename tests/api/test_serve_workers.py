@@ -30,6 +30,7 @@ from tests.api.test_rotation_live import sealtrail
 from tests.conftest import Db
 
 JSON = {"content-type": "application/json"}
+pytestmark = pytest.mark.slow  # real server processes under load, 5-45 s each (CI runs them)
 
 
 def workers_of(srv: ServerProcess) -> list[int]:
