@@ -220,63 +220,48 @@ class Pipeline:
     def _make_locked(self, subs: Sequence[Submission], ticket: int) -> tuple[_Prepared, int]:
         """Under ``_lock`` and the sequencer lock, at ``ticket``'s turn (every batch of ours before it
         committed or failed): the batch prepared on the state caught up with the whole log."""
+        prepared, journal, epoch = self._prepare_on_state(subs, catch_up=True)
+        with self._state:
+            self._pending[ticket] = journal
+        return prepared, epoch
+
+    def _prepare_on_state(self, subs: Sequence[Submission],
+                          catch_up: bool) -> tuple[_Prepared, Journal | None, int]:
+        """Under ``_lock``: the windows recovered if stale and keyed, caught up with the log (if
+        ``catch_up``, or when no batch of ours is in flight), then advanced by ``subs`` under a
+        journal; the batch prepared on them, its journal, and the epoch it was prepared in."""
         with self._state:
             stale, epoch = self.velocity_stale, self._epoch
-        if stale:
+        if stale:  # every batch prepared on the stale windows fails or is refused (see _seal)
             self._recover()
             with self._state:
                 self.velocity_stale = False
                 epoch = self._epoch
         state_key_id = self._keyed_state()
-        self._catch_up()
+        with self._state:
+            idle = not self._pending  # no batch of ours in flight: the state is the log's up to _covered
+        if catch_up or idle or not self._tip_read:
+            self._catch_up()
         t0 = self._clock()
         state = self.extractor.state
         journal = state.begin_journal() if isinstance(state, VelocityState) else None
         deltas: list[StateDelta] = []
-        try:
+        try:  # the windows advance: from here on, no commit means stale windows
             txs, ats = [s.transaction for s in subs], [s.received_at for s in subs]
             rows = self.extractor.extract(txs, ats, deltas)
             prepared = self._prepare(subs, rows, t0, epoch, (state_key_id, entries_bytes(deltas)))
         except BaseException:
-            if journal is None or not self._take_back([journal]):
+            if journal is None or not self._take_back([journal]):  # the latest batch: back at once
                 self._invalidate(epoch)
             raise
         finally:
             if journal is not None:
                 state.end_journal()
-        with self._state:
-            self._pending[ticket] = journal
-        return prepared, epoch
+        return prepared, journal, epoch
 
     def _decide_once(self, subs: Sequence[Submission]) -> list[Decision]:
         with self._lock:  # one batch at a time advances the windows: the order of the ledger
-            with self._state:
-                stale, epoch = self.velocity_stale, self._epoch
-            if stale:  # every batch prepared on the stale windows fails or is refused (see _seal)
-                self._recover()
-                with self._state:
-                    self.velocity_stale = False
-                    epoch = self._epoch
-            t0 = self._clock()
-            state_key_id = self._keyed_state()
-            with self._state:
-                idle = not self._pending  # no batch of ours in flight: the state is the log's up to _covered
-            if idle or not self._tip_read:
-                self._catch_up()
-            state = self.extractor.state
-            journal = state.begin_journal() if isinstance(state, VelocityState) else None
-            deltas: list[StateDelta] = []
-            try:  # the windows advance: from here on, no commit means stale windows
-                rows = self.extractor.extract([s.transaction for s in subs], [s.received_at for s in subs],
-                                              deltas)
-                prepared = self._prepare(subs, rows, t0, epoch, (state_key_id, entries_bytes(deltas)))
-            except BaseException:
-                if journal is None or not self._take_back([journal]):  # the latest batch: back at once
-                    self._invalidate(epoch)
-                raise
-            finally:
-                if journal is not None:
-                    state.end_journal()
+            prepared, journal, epoch = self._prepare_on_state(subs, catch_up=False)
             ticket = self._tickets
             self._tickets += 1
             with self._state:

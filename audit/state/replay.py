@@ -32,7 +32,7 @@ from inference.features import FeatureExtractor
 from inference.messages import Transaction, parse_messages, transaction_schema_of
 from ledger import store
 
-__all__ = ["ReplayReport", "catch_up", "decision_pages", "delta_pages", "replay_decisions",
+__all__ = ["ReplayReport", "catch_up", "decision_pages", "delta_pages", "ledger_size", "replay_decisions",
            "window_start_seq"]
 
 WINDOW = timedelta(days=30, hours=1)  # the graph's window (the longest), plus queueing slack
@@ -118,7 +118,7 @@ def catch_up(engine: Engine, extractor: FeatureExtractor, from_seq: int, to_seq:
     account secret was lost and made again) is not applied: its decisions are replayed from their
     payloads like those of an earlier release (``foreign_deltas`` counts such deltas)."""
     state_kid = extractor.state.key_id
-    end = to_seq if to_seq is not None else _size(engine)
+    end = to_seq if to_seq is not None else ledger_size(engine)
     pos = from_seq  # every decision before pos is applied
     replayed = missing = applied = foreign = 0
     last_delta: int | None = None
@@ -149,7 +149,8 @@ def catch_up(engine: Engine, extractor: FeatureExtractor, from_seq: int, to_seq:
     return ReplayReport(replayed + applied, missing, from_seq, end, applied, last_delta, foreign)
 
 
-def _size(engine: Engine) -> int:
+def ledger_size(engine: Engine) -> int:
+    """How many entries the ledger holds now."""
     with engine.connect() as conn:
         return store.tail(conn)[0]
 

@@ -41,7 +41,7 @@ from sqlalchemy import Engine
 
 from audit.decide.account_secret import load_state_key
 from audit.decide.record import DECISION_KIND
-from audit.state.replay import ReplayReport, catch_up, window_start_seq
+from audit.state.replay import ReplayReport, catch_up, ledger_size, window_start_seq
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor
 from inference.state_store import features_state_bytes, read_features_state, write_atomically
@@ -106,9 +106,6 @@ def _chain(engine: Engine, size: int) -> str | None:
             return None
 
 
-def ledger_size(engine: Engine) -> int:
-    with engine.connect() as conn:
-        return store.tail(conn)[0]
 
 
 def decisions_between(engine: Engine, lo: int, hi: int) -> int:
