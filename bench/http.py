@@ -10,8 +10,21 @@ endpoint's throughput, 1,000 and 10,000 transactions a call, against the same bo
 to the bare app. The client's own capacity is measured first, closed-loop against the bare
 app. Then, for each count in ``--deciders`` (default 1,2), ``sealtrail serve --workers N`` on a
 fresh ledger: the batch endpoint (1,000 a call, N calls in flight) and POST /v1/decisions at
-1,000/s offered, with the server's CPU summed over the supervisor and its workers. Run from the
-repository root: ``python -m bench.http [--quick] [--json PATH] [--dir DIR] [--deciders 1,2,4]``.
+1,000/s offered, with the server's CPU summed over the supervisor and its workers.
+
+A second baseline, the durable bare app (``bench.durable_app``), is the same stack again around an
+app that seals each request's body as one record of a real decision record's size (measured on
+this run's ledger first) with group commit on a fresh SQLite ledger opened as ``sealtrail serve``
+opens it, and no decision logic: sealtrail's p99 over its p99 is what deciding adds beyond a
+durable write (target <= 3x at 1,000/s), and so for server CPU per request.
+
+Modes: ``--quick`` 3 s per rate after 1 s warm-up, batch runs of 4 s; the default 10 s per rate
+after 2 s, batch runs of 10 s; ``--full`` 30 s per rate after 2 s, batch runs of 10 s, and every
+configuration (each server at each rate, each batch size, each ``--deciders`` count) run 3 times,
+interleaved, the median of the 3 reported with its range. ``--full`` takes about 19 minutes with
+the default rates and deciders (each further rate ~5 min, each further decider count ~2.5 min).
+Run from the repository root:
+``python -m bench.http [--quick | --full] [--json PATH] [--dir DIR] [--rates 500,1000] [--deciders 1,2,4]``.
 """
 
 from __future__ import annotations
@@ -25,11 +38,12 @@ import argparse
 import os
 import queue
 import sqlite3
+import statistics
 import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +60,9 @@ from inference.simulate import SimConfig, simulate
 P99_TARGET_MS = 10.0
 P99_TARGET_RATE = 1000.0
 BATCH_TARGET = 5000.0
+DURABLE_RATIO_TARGET = 3.0  # sealtrail's p99 over the durable bare app's, at P99_TARGET_RATE
+FULL_S = 30.0  # --full: measured seconds per rate
+FULL_RUNS = 3  # --full: runs per configuration, the median reported
 SEED = 20261204
 ROOT = Path(__file__).parents[1]
 
@@ -160,10 +177,52 @@ def _cpu(r: dict[str, Any]) -> str:
     return "-" if us is None else f"{us:,.0f} µs"
 
 
+# Figures whose range over the runs is shown beside their median (--full); counts of things that
+# went wrong are summed over the runs instead, so that a median never hides one.
+_SPREAD = ("p50_ms", "p99_ms", "max_ms", "achieved_per_s", "per_s", "decisions_per_s",
+           "server_cpu_us_per_request")
+_SUMMED = ("fail_safe", "waited_for_connection")
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures as they are; of several, each figure's median, errors and fail-safes
+    summed over the runs, the range of the headline figures under ``spread``, every run under
+    ``runs``."""
+    if len(runs) == 1:
+        return runs[0]
+    out = dict(runs[0])
+    for key in runs[0]:
+        vals = [r.get(key) for r in runs]
+        if key == "errors":
+            total: dict[str, int] = {}
+            for r in runs:
+                for k, n in r["errors"].items():
+                    total[k] = total.get(k, 0) + n
+            out[key] = total
+        elif key in _SUMMED:
+            out[key] = sum(vals)
+        elif any(_number(v) for v in vals) and all(v is None or _number(v) for v in vals):
+            out[key] = statistics.median(v for v in vals if v is not None)
+    out["spread"] = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in _SPREAD
+                     if all(_number(r.get(k)) for r in runs)}
+    out["runs"] = runs
+    return out
+
+
+def _range(r: dict[str, Any], key: str, fmt: str = ".2f") -> str:
+    """`` [lo-hi]`` over the runs behind a median; empty for a single run."""
+    lo_hi = r.get("spread", {}).get(key)
+    return "" if lo_hi is None else f" [{lo_hi[0]:{fmt}}-{lo_hi[1]:{fmt}}]"
+
+
 def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, single_file: Path, batch_file: Path,
-              duration: float, warmup: float, batch_s: float) -> dict[str, Any]:
+              duration: float, warmup: float, batch_s: float, n_runs: int = 1) -> dict[str, Any]:
     """``serve --workers n`` on a fresh ledger of its own: batch throughput with ``n`` calls in
-    flight, then POST /v1/decisions at 1,000/s offered."""
+    flight, then POST /v1/decisions at 1,000/s offered; ``n_runs`` times each, interleaved."""
     home = tmp / f"deciders-{n}"
     home.mkdir()
     url = f"sqlite:///{home / 'ledger.db'}"
@@ -171,12 +230,18 @@ def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, single_file: Path, b
     ops.initialise(Settings(**overrides))
     argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(home / "keys"),
             "--port", "0", *tls, "--roles", str(pki / "roles.toml"), "--workers", str(n)]
+    bs, os_ = [], []
     with serving(argv, home, "sealtrail serving on ") as server:
         real = Loader(server, pki)
-        b = real.run("/v1/decisions/batch", batch_file, "--mode", "batch", "--duration", str(batch_s),
-                     "--connections", str(n))
-        o = real.run("/v1/decisions", single_file, "--rate", "1000", "--duration", str(duration),
-                     "--warmup", str(warmup))
+        for k in range(n_runs):
+            bs.append(real.run("/v1/decisions/batch", batch_file, "--mode", "batch", "--duration",
+                               str(batch_s), "--connections", str(n)))
+            os_.append(real.run("/v1/decisions", single_file, "--rate", "1000", "--duration",
+                                str(duration), "--warmup", str(warmup)))
+            if n_runs > 1:
+                print(f"  run {k + 1}/{n_runs}: --workers {n}: batch {bs[-1]['decisions_per_s']:,.0f} "
+                      f"decisions/s; 1,000/s offered p99 {os_[-1].get('p99_ms', 0.0):.2f} ms")
+    b, o = combine(bs), combine(os_)
     print(f"serve --workers {n}: batch endpoint {b['decisions_per_s']:,.0f} decisions/s ({n} calls in "
           f"flight, server CPU {_cpu(b)}/decision)")
     print(_open_line(f"--workers {n}", o))
@@ -193,9 +258,24 @@ def _open_line(label: str, r: dict[str, Any]) -> str:
             f"client CPU {r['client_cpu_share']:.0%}, send lag p99 {lag}; server CPU {_cpu(r)}/request")
 
 
+def decision_record_bytes(db: Path) -> tuple[int, float]:
+    """How many decision records the ledger file ``db`` holds and their mean sealed length, read
+    through a read-only connection while the server writes (WAL lets a reader in)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        n, mean = conn.execute("SELECT count(*), avg(length(record)) FROM ledger_entries "
+                               "WHERE kind = 'decision'").fetchone()
+    finally:
+        conn.close()
+    return int(n), float(mean or 0.0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 s per rate, fewer batch calls")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="3 s per rate, fewer batch calls")
+    mode.add_argument("--full", action="store_true",
+                      help=f"{FULL_S:.0f} s per rate, every configuration {FULL_RUNS} times, medians")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--dir", type=Path, help="where the SQLite ledger lives [a temporary directory]")
     ap.add_argument("--rates", default="500,1000", help="offered requests/s, comma-separated")
@@ -203,8 +283,9 @@ def main() -> None:
                     help="serve --workers counts for the deciders rows ('' for none)")
     args = ap.parse_args()
     deciders = [int(n) for n in args.deciders.split(",") if n.strip()]
-    duration, warmup = (3.0, 1.0) if args.quick else (10.0, 2.0)
+    duration, warmup = (3.0, 1.0) if args.quick else (FULL_S, 2.0) if args.full else (10.0, 2.0)
     batch_s = 4.0 if args.quick else 10.0
+    n_runs = FULL_RUNS if args.full else 1
     rates = [float(r) for r in args.rates.split(",")]
 
     host = host_info()
@@ -221,11 +302,18 @@ def main() -> None:
               f"{version_of('httptools')}, FastAPI {version_of('fastapi')}")
         print(f"SQLite:     {sqlite3.sqlite_version} (WAL, synchronous=FULL) in {tmp} ({filesystem_of(tmp)})")
         print("Client:     asyncio + httptools, HTTP/1.1 keep-alive, mutual TLS, open-loop fixed rate; "
-              f"{warmup:.0f} s warm-up, {duration:.0f} s measured per rate\n")
+              f"{warmup:.0f} s warm-up, {duration:.0f} s measured per rate"
+              + (f"; every configuration {n_runs} times, interleaved, median reported [range]\n"
+                 if n_runs > 1 else "\n"))
         url = f"sqlite:///{tmp / 'ledger.db'}"
         keys, pki = tmp / "keys", tmp / "pki"
         overrides: dict[str, Any] = {"db": url, "keys": keys}
         ops.initialise(Settings(**overrides))
+        durable_home = tmp / "durable"
+        durable_home.mkdir()
+        durable_url = f"sqlite:///{durable_home / 'ledger.db'}"
+        durable_overrides: dict[str, Any] = {"db": durable_url, "keys": durable_home / "keys"}
+        ops.initialise(Settings(**durable_overrides))
         create_dev_pki(pki)
         top = max(rates)
         singles = bodies(round(top * (duration + warmup)) + 1000)
@@ -243,8 +331,9 @@ def main() -> None:
         real_argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(keys),
                      "--port", "0", *tls, "--roles", str(pki / "roles.toml")]
         results: dict[str, Any] = {"open": [], "batch": []}
-        with serving(bare_argv, tmp, "bare serving on ") as bare_server, \
-                serving(real_argv, tmp, "sealtrail serving on ") as real_server:
+        with ExitStack() as servers:
+            bare_server = servers.enter_context(serving(bare_argv, tmp, "bare serving on "))
+            real_server = servers.enter_context(serving(real_argv, tmp, "sealtrail serving on "))
             bare, real = Loader(bare_server, pki), Loader(real_server, pki)
             cap = bare.run("/", single_file, "--mode", "capacity", "--duration", "3", "--connections", "32")
             results["client_capacity"] = cap
@@ -252,54 +341,117 @@ def main() -> None:
             print(f"client capacity (closed loop, 32 connections, against the bare app on the same cores): "
                   f"{cap['per_s']:,.0f} requests/s; client CPU {us:.0f} µs/request "
                   f"(~{1e6 / us:,.0f}/s of one core)")
+            # The durable baseline seals records as long as sealtrail's decision records: a second
+            # of decisions first (on the ledger the measured runs then extend), their mean length.
+            real.run("/v1/decisions", single_file, "--rate", "100", "--duration", "1", "--warmup", "0")
+            n_records, record_mean = decision_record_bytes(tmp / "ledger.db")
+            if not n_records:
+                raise RuntimeError("sealtrail sealed no decision record to measure")
+            record_bytes = round(record_mean)
+            results["decision_record_bytes"] = record_mean
+            durable_argv = [sys.executable, "-m", "bench.durable_app", "--port", "0", *tls,
+                            "--db", durable_url, "--keys", str(durable_home / "keys"),
+                            "--record-bytes", str(record_bytes)]
+            durable_server = servers.enter_context(serving(durable_argv, durable_home, "durable serving on "))
+            durable = Loader(durable_server, pki)
+            results["durable_record_bytes"] = record_bytes
+            print(f"durable bare app: one record of {record_bytes:,} bytes a request (sealtrail's decision "
+                  f"records: mean {record_mean:,.0f} bytes over {n_records}), payload the request body, "
+                  f"group commit on its own SQLite ledger (WAL, synchronous=FULL)")
             print("open loop:")
             for rate in rates:
                 common = ("--rate", str(rate), "--duration", str(duration), "--warmup", str(warmup))
-                b = bare.run("/", single_file, *common)
-                print(_open_line("bare app", b))
-                d = real.run("/v1/decisions", single_file, *common)
-                print(_open_line("POST /v1/decisions", d))
-                results["open"].append({"rate": rate, "bare": b, "decisions": d})
+                runs: dict[str, list[dict[str, Any]]] = {"bare": [], "durable": [], "decisions": []}
+                for k in range(n_runs):
+                    if n_runs > 1:
+                        print(f" run {k + 1}/{n_runs}:")
+                    runs["bare"].append(bare.run("/", single_file, *common))
+                    print(_open_line("bare app", runs["bare"][-1]))
+                    runs["durable"].append(durable.run("/", single_file, *common))
+                    print(_open_line("durable bare app", runs["durable"][-1]))
+                    runs["decisions"].append(real.run("/v1/decisions", single_file, *common))
+                    print(_open_line("POST /v1/decisions", runs["decisions"][-1]))
+                entry: dict[str, Any] = {"rate": rate, **{name: combine(rs) for name, rs in runs.items()}}
+                if n_runs > 1:
+                    print(f" median of {n_runs}:")
+                    print(_open_line("bare app", entry["bare"]))
+                    print(_open_line("durable bare app", entry["durable"]))
+                    print(_open_line("POST /v1/decisions", entry["decisions"]))
+                results["open"].append(entry)
             print("batch endpoint (closed loop, one call in flight):")
             for size, f in batch_files.items():
                 batch_args = ("--duration", str(batch_s), "--connections", "1")
-                b = bare.run("/", f, "--mode", "capacity", *batch_args)
-                b["decisions_per_s"] = b["per_s"] * size  # transactions/s the transport alone carries
-                d = real.run("/v1/decisions/batch", f, "--mode", "batch", *batch_args)
+                bs: list[dict[str, Any]] = []
+                us_: list[dict[str, Any]] = []
+                ds: list[dict[str, Any]] = []
+                for _ in range(n_runs):
+                    bs.append(bare.run("/", f, "--mode", "capacity", *batch_args))
+                    # transactions/s the transport alone carries
+                    bs[-1]["decisions_per_s"] = bs[-1]["per_s"] * size
+                    us_.append(durable.run("/batch", f, "--mode", "batch", *batch_args))
+                    ds.append(real.run("/v1/decisions/batch", f, "--mode", "batch", *batch_args))
+                b, u, d = combine(bs), combine(us_), combine(ds)
                 print(f"  {size:>6,} a call: {d['decisions_per_s']:>8,.0f} decisions/s ({d['ok']} calls, "
                       f"p50 {d.get('p50_ms', 0):,.0f} ms a call, errors {sum(d['errors'].values())}; "
                       f"server CPU {_cpu(d)}/decision); bare app with the same bodies "
                       f"{b['decisions_per_s']:,.0f} transactions/s")
-                results["batch"].append({"size": size, "bare": b, "decisions": d})
+                print(f"{'':>17}durable bare app {u['decisions_per_s']:>8,.0f} records/s "
+                      f"({u['ok']} calls, p50 {u.get('p50_ms', 0):,.0f} ms a call, "
+                      f"errors {sum(u['errors'].values())}; "
+                      f"server CPU {_cpu(u)}/record)")
+                results["batch"].append({"size": size, "bare": b, "durable": u, "decisions": d})
         results["deciders"] = [_deciders(n, tmp, tls, pki, single_file, batch_files[1000], duration,
-                                         warmup, batch_s) for n in deciders]
+                                         warmup, batch_s, n_runs) for n in deciders]
     probe_after = probe_ms()
 
     rows = []
     for o in results["open"]:
-        b, d = o["bare"], o["decisions"]
+        b, u, d = o["bare"], o["durable"], o["decisions"]
         at_target = o["rate"] == P99_TARGET_RATE
         rows.append(Row(f"POST /v1/decisions, {o['rate']:,.0f}/s offered: p99",
-                        f"{d['p99_ms']:.2f} ms (p50 {d['p50_ms']:.2f}, max {d['max_ms']:.1f}; "
+                        f"{d['p99_ms']:.2f} ms{_range(d, 'p99_ms')} "
+                        f"(p50 {d['p50_ms']:.2f}, max {d['max_ms']:.1f}; "
                         f"{d['achieved_per_s']:,.0f}/s, {sum(d['errors'].values())} errors; "
                         f"CPU {_cpu(d)}/req)",
-                        f"bare {b['p99_ms']:.2f} ms (p50 {b['p50_ms']:.2f}; CPU {_cpu(b)}/req)",
+                        f"bare {b['p99_ms']:.2f} ms{_range(b, 'p99_ms')} "
+                        f"(p50 {b['p50_ms']:.2f}; CPU {_cpu(b)}/req)",
                         f"{d['p99_ms'] / b['p99_ms']:.1f}x",
                         f"<= {P99_TARGET_MS:.0f} ms" if at_target else "",
                         verdict(d["p99_ms"] <= P99_TARGET_MS and not d["errors"]) if at_target else ""))
+        ratio = d["p99_ms"] / u["p99_ms"]
+        rows.append(Row("  the same against the durable bare app: p99",
+                        f"{d['p99_ms']:.2f} ms (p50 {d['p50_ms']:.2f})",
+                        f"durable bare {u['p99_ms']:.2f} ms{_range(u, 'p99_ms')} (p50 {u['p50_ms']:.2f}; "
+                        f"{u['achieved_per_s']:,.0f}/s, {sum(u['errors'].values())} errors; "
+                        f"CPU {_cpu(u)}/req)",
+                        f"{ratio:.1f}x",
+                        f"<= {DURABLE_RATIO_TARGET:.0f}x" if at_target else "",
+                        verdict(ratio <= DURABLE_RATIO_TARGET and not d["errors"]) if at_target else ""))
+        cpu_d, cpu_u = d.get("server_cpu_us_per_request"), u.get("server_cpu_us_per_request")
+        rows.append(Row("  the same: server CPU per request",
+                        _cpu(d) + _range(d, "server_cpu_us_per_request", ",.0f"),
+                        f"durable bare {_cpu(u)}{_range(u, 'server_cpu_us_per_request', ',.0f')}, "
+                        f"bare {_cpu(b)}",
+                        "" if cpu_d is None or not cpu_u else f"{cpu_d / cpu_u:.1f}x"))
     for bt in results["batch"]:
-        b, d = bt["bare"], bt["decisions"]
+        b, u, d = bt["bare"], bt["durable"], bt["decisions"]
         rows.append(Row(f"POST /v1/decisions/batch, {bt['size']:,} a call",
-                        f"{d['decisions_per_s']:,.0f} decisions/s (CPU {_cpu(d)}/decision)",
+                        f"{d['decisions_per_s']:,.0f} decisions/s{_range(d, 'decisions_per_s', ',.0f')} "
+                        f"(CPU {_cpu(d)}/decision)",
                         f"bare {b['decisions_per_s']:,.0f} tx/s",
                         f"{b['decisions_per_s'] / d['decisions_per_s']:.1f}x",
                         f">= {BATCH_TARGET:,.0f}/s", verdict(d["decisions_per_s"] >= BATCH_TARGET)))
+        rows.append(Row("  the same against the durable bare app",
+                        f"{d['decisions_per_s']:,.0f} decisions/s",
+                        f"durable bare {u['decisions_per_s']:,.0f} records/s"
+                        f"{_range(u, 'decisions_per_s', ',.0f')} (CPU {_cpu(u)}/record)",
+                        f"{u['decisions_per_s'] / d['decisions_per_s']:.1f}x"))
     base = results["deciders"][0] if results["deciders"] else None
     for dn in results["deciders"]:
         d, o = dn["batch"], dn["open"]
         rows.append(Row(f"serve --workers {dn['workers']}: batch endpoint, 1,000 a call",
-                        f"{d['decisions_per_s']:,.0f} decisions/s ({dn['workers']} calls in flight; "
-                        f"CPU {_cpu(d)}/decision)",
+                        f"{d['decisions_per_s']:,.0f} decisions/s{_range(d, 'decisions_per_s', ',.0f')} "
+                        f"({dn['workers']} calls in flight; CPU {_cpu(d)}/decision)",
                         "" if base is None or base is dn else
                         f"--workers {base['workers']}: {base['batch']['decisions_per_s']:,.0f}/s",
                         "" if base is None or base is dn else
@@ -307,17 +459,25 @@ def main() -> None:
                         ">= 8,000/s" if dn["workers"] == 2 else "",
                         verdict(d["decisions_per_s"] >= 8000) if dn["workers"] == 2 else ""))
         rows.append(Row(f"serve --workers {dn['workers']}: POST /v1/decisions, 1,000/s offered: p99",
-                        f"{o['p99_ms']:.2f} ms (p50 {o['p50_ms']:.2f}; {sum(o['errors'].values())} errors; "
-                        f"fail-safe {o['fail_safe']}; CPU {_cpu(o)}/req)", "", "", "", ""))
+                        f"{o['p99_ms']:.2f} ms{_range(o, 'p99_ms')} (p50 {o['p50_ms']:.2f}; "
+                        f"{sum(o['errors'].values())} errors; fail-safe {o['fail_safe']}; CPU {_cpu(o)}/req)",
+                        "", "", "", ""))
     print("\n" + format_table(rows, "sealtrail serve (mTLS, SQLite)"))
     print(f"\nratio: sealtrail's p99 over the bare app's (latency rows); the bare app's rate over "
           f"sealtrail's (batch rows). The load generator and the server share {host['cores']} cores.")
+    print(f"durable bare app: the same stack sealing one {results['durable_record_bytes']:,}-byte record "
+          f"a request (group commit, WAL, synchronous=FULL), no decision logic; its rows' ratios: "
+          f"sealtrail's p99 (CPU) over its p99 (CPU), its records/s over sealtrail's decisions/s.")
+    if n_runs > 1:
+        print(f"--full: each figure the median of {n_runs} runs, [range] over them; errors and fail-safes "
+              f"summed over the runs.")
     print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())} "
           f"(at the start: {load_before})")
     print(f"CPU probe: {probe_before:.1f} ms before, {probe_after:.1f} ms after")
     host["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
     if args.json:
-        write_json(args.json, {"machine": host, "duration_s": duration, "warmup_s": warmup, **results})
+        write_json(args.json, {"machine": host, "duration_s": duration, "warmup_s": warmup,
+                               "batch_s": batch_s, "runs": n_runs, **results})
 
 
 if __name__ == "__main__":
