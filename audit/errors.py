@@ -58,6 +58,7 @@ __all__ = [
     "RulesetRefusedError",
     "StateDeltaError",
     "StateError",
+    "StateSnapshotError",
     "StateSuperseded",
     "SubmissionFault",
     "SubmissionRefusedError",
@@ -218,6 +219,12 @@ class SummaryError(AuditError, ValueError):
 class StateDeltaError(AuditError, ValueError):
     """A sealed state delta that does not follow its schema, or one that cannot apply to the state
     at hand (another state key, another position in the log)."""
+
+
+class StateSnapshotError(AuditError, ValueError):
+    """A state snapshot that cannot be made, read or trusted: a feature state that is not keyed, a
+    ``state.snapshot`` body that does not follow its schema, an account it does not hold, or a
+    proof that does not lead to its sealed root (``audit.state.tree``, ``audit.state.sealed``)."""
 
 
 class DerivedRowError(AuditError, DamageError):

@@ -9,6 +9,14 @@ record (``audit.state.account_risk_replay``), under the policy the settings stat
 (``account_risk_*`` fields, defaults where absent; a bad value refuses to start). Only then does
 the batcher accept work.
 
+State snapshots: every ``state_snapshot_every`` decisions this process sealed (a settings field,
+default ``STATE_SNAPSHOT_EVERY`` where absent; 0: at a clean stop only) and at a clean stop, the
+feature state is sealed as a ``state.snapshot`` (``audit.state.sealed``) and written to the
+velocity snapshot file, which a restart then trusts against the sealed root. The state is read
+between batches (nothing in flight: the pipeline's state is the log's up to this process's last
+commit); the batcher waits while it is copied, the tree, the seal and the file are made beside
+it on one thread.
+
 The settings are any object with the fields of ``RuntimeSettings`` (``api.config.Settings`` is
 one); the runtime keeps it as given, so a caller reads its own fields back from ``settings``.
 """
@@ -18,12 +26,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 from typing_extensions import TypeVar
 
 from audit.decide.account_risk import AccountRiskPolicy
@@ -36,7 +44,9 @@ from audit.governance.service import Governance
 from audit.query.index import TraceIndex, catch_up
 from audit.state import snapshot as velocity_snapshot
 from audit.state.account_risk_replay import AccountRiskReport, rebuild_account_risk
-from audit.state.replay import ReplayReport
+from audit.state.delta import DELTA_KIND, parse_delta
+from audit.state.replay import ReplayReport, decision_pages
+from audit.state.sealed import SealedSnapshot
 from inference.backends import Backend, load_backend
 from inference.batcher import Priority
 from inference.features import FeatureExtractor
@@ -45,9 +55,11 @@ from ledger import database
 from ledger.append import CheckpointPolicy, Ledger
 from wasm_rules import Sandbox
 
-__all__ = ["Runtime", "RuntimeSettings", "open_runtime"]
+__all__ = ["STATE_SNAPSHOT_EVERY", "Runtime", "RuntimeSettings", "open_runtime"]
 
 log = logging.getLogger(__name__)
+
+STATE_SNAPSHOT_EVERY = 1_000_000  # decisions between sealed state snapshots (restart tail vs. pause)
 
 
 class RuntimeSettings(Protocol):
@@ -102,9 +114,10 @@ S = TypeVar("S", bound=RuntimeSettings, default=Any)
 class _Windows:
     """Where the velocity windows were last rebuilt from the ledger: the pipeline's ``rebuild``."""
 
-    def __init__(self, engine: Engine, origin: str, covered: int, ledger: Ledger) -> None:
+    def __init__(self, engine: Engine, origin: str, covered: int, ledger: Ledger, from_seq: int = 0) -> None:
         self._engine, self._origin, self._ledger = engine, origin, ledger
         self.covered = covered  # ledger size the windows were last replayed up to
+        self.from_seq = from_seq  # the state is an empty one caught up from this seq
 
     def rebuild(self) -> tuple[FeatureExtractor, int]:
         """After a failed commit: the windows again from the ledger, and the size they cover (called
@@ -114,8 +127,101 @@ class _Windows:
         and every batch would pay it only to fail at its commit again."""
         self._ledger.require_signer()
         r = velocity_snapshot.restore(None, self._engine, self._origin)
-        self.covered = r.covered
+        self.covered, self.from_seq = r.covered, r.from_seq
         return r.extractor, r.covered
+
+
+_Mark = tuple[int, int, bool, tuple[int, ...]]  # covered size, from_seq, after a commit of ours, counters
+
+
+class _Snapshots:
+    """When and how the runtime seals its feature state (see the module's docstring).
+
+    A *mark* notes, between batches, the ledger size the pipeline's state is the log's up to and
+    the pipeline's counters then; the state is snapshotted only while those counters are unchanged
+    (no batch, catch-up, rollback or rebuild moved the state since)."""
+
+    def __init__(self, pipeline: Pipeline, ledger: Ledger, windows: _Windows, path: Path, every: int,
+                 restored: velocity_snapshot.Restored) -> None:
+        self._pipeline, self._ledger, self._windows, self._path = pipeline, ledger, windows, path
+        self.every = every
+        self._since = 0  # decisions sealed here since the last snapshot was taken
+        self._mark: _Mark | None = (restored.covered, restored.from_seq, False, self._counters())
+        self.sealed: SealedSnapshot | None = restored.sealed  # the newest sealed or restored
+        self._job: Future[None] | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sealtrail-state-snapshot")
+
+    def _counters(self) -> tuple[int, ...]:
+        p = self._pipeline
+        return (p.sealed, p.caught_up, p.rolled_back, p.sealed_at_rebuild, p.superseded, id(p.extractor),
+                int(p.velocity_stale))
+
+    def after_batch(self, decisions: Sequence[Decision]) -> None:
+        """The service's ``after_batch``: note the mark, and snapshot every ``every`` decisions."""
+        try:
+            seqs = [d.seq for d in decisions if not getattr(d, "replayed", False)]
+            if not seqs or self._pipeline.velocity_stale:
+                return
+            # a commit of ours: its decisions, then its summary and state delta (checked when sealed)
+            self._mark = (max(seqs) + 3, self._windows.from_seq, True, self._counters())
+            self._since += len(seqs)
+            if self.every and self._since >= self.every and (self._job is None or self._job.done()):
+                self._take()
+        except Exception:  # a snapshot is an optimisation: never fail a batch
+            log.exception("state snapshot not taken")
+
+    def _take(self) -> Future[None] | None:
+        """Copy the state at the mark (the batcher waits) and seal and write it on the snapshot thread."""
+        mark = self._mark
+        if mark is None or mark[3] != self._counters():
+            return None
+        covered, from_seq, ours, _ = mark
+        sealed = self.sealed
+        if sealed is not None and sealed.covers_seq == covered - 1 and sealed.from_seq == from_seq:
+            return None  # that very state is sealed already
+        data = velocity_snapshot.keyed_state_bytes(self._ledger.engine, self._pipeline.extractor)
+        if mark[3] != self._counters():  # the state moved meanwhile (a caller beside the service)
+            return None
+        self._since = 0
+        self._job = self._thread.submit(self._seal, data, covered, from_seq, ours)
+        return self._job
+
+    def _seal(self, data: bytes, covered: int, from_seq: int, ours: bool) -> None:
+        try:
+            if ours and not self._our_commit(covered):
+                log.warning("state snapshot not sealed: seq %d is not this process's state delta",
+                            covered - 1)
+                return
+            sealed = velocity_snapshot.seal(self._ledger, data, covered, from_seq, self._pipeline.decider)
+            self.sealed = sealed
+            velocity_snapshot.write(self._path, self._ledger.engine, self._ledger.origin, data, sealed)
+            log.info("state snapshot of seq %d sealed at seq %d (%d accounts)", sealed.covers_seq, sealed.seq,
+                     sealed.accounts)
+        except Exception as exc:  # a snapshot is an optimisation: log, never fail the process
+            log.warning("state snapshot not sealed or not written: %s", exc)
+
+    def _our_commit(self, covered: int) -> bool:
+        """Whether the entry at ``covered - 1`` is the state delta this pipeline sealed with its last
+        commit (the one the mark was taken after)."""
+        for page in decision_pages(self._ledger.engine, covered - 1, covered, DELTA_KIND):
+            for seq, env in page:
+                d = parse_delta(seq, env.get("record"))
+                return d.decider == self._pipeline.decider
+        return False
+
+    def close(self) -> None:
+        """At a clean stop (the service closed): the state at the mark sealed and written, if it
+        still is the state at the mark; then the snapshot thread ends."""
+        try:
+            if self._job is not None:
+                self._job.result()
+            job = self._take()
+            if job is not None:
+                job.result()
+        except Exception as exc:
+            log.warning("state snapshot not taken at the stop: %s", exc)
+        finally:
+            self._thread.shutdown(wait=True)
 
 
 @dataclass
@@ -138,6 +244,7 @@ class Runtime(Generic[S]):
     replay: ReplayReport
     velocity_from_snapshot: bool
     _windows: _Windows = field(repr=False)
+    _snapshots: _Snapshots = field(repr=False)
     _closed: bool = field(default=False, repr=False)
     account_risk: AccountRiskReport | None = None  # what the account-risk rebuild read at start
 
@@ -150,6 +257,11 @@ class Runtime(Generic[S]):
         ``ModelRegistryError`` / ``GovernanceError`` / ``AccountRiskError`` (audit; the last for a
         bad ``account_risk_*`` setting), ``InferenceError``, ``RuleError``."""
         policy = AccountRiskPolicy.from_settings(s)  # refused before anything is opened
+        every = getattr(s, "state_snapshot_every", None)
+        every = STATE_SNAPSHOT_EVERY if every is None else every
+        if type(every) is not int or every < 0:
+            raise ValueError(f"state_snapshot_every is a number of decisions (0: at a clean stop only), "
+                             f"not {every!r}")
         engine = database.open_engine(s.db)
         try:
             ledger = database.open_ledger(engine, s.key_file,
@@ -168,20 +280,22 @@ class Runtime(Generic[S]):
             rules = governance.load_active(sandbox)
             restored = velocity_snapshot.restore(s.velocity_snapshot_file, engine, ledger.origin)
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
-            windows = _Windows(engine, ledger.origin, restored.covered, ledger)
+            windows = _Windows(engine, ledger.origin, restored.covered, ledger, restored.from_seq)
             risk, risk_report = rebuild_account_risk(engine, policy, size=restored.covered)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
                                 rebuild=windows.rebuild, account_risk=risk, covered=restored.covered)
             pipeline.rules_source = lambda: governance.load_active(sandbox)  # another decider activated
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000)
+            snapshots = _Snapshots(pipeline, ledger, windows, s.velocity_snapshot_file, every, restored)
+            service.after_batch = snapshots.after_batch
         except BaseException:
             sandbox.close()
             scorer.close()
             engine.dispose()
             raise
         return cls(s, engine, ledger, sandbox, scorer, model, governance, pipeline, service, restored.report,
-                   restored.from_snapshot, windows, account_risk=risk_report)
+                   restored.from_snapshot, windows, snapshots, account_risk=risk_report)
 
     def decide(self, subs: Sequence[Submission], priority: Priority = Priority.P1,
                timeout_s: float | None = None) -> list[Decision]:
@@ -210,13 +324,14 @@ class Runtime(Generic[S]):
         return int(getattr(index, "conflicts", 0))
 
     def close(self) -> None:
-        """Finish what is queued, save the velocity windows, release the sandbox, model and
-        database. A second call does nothing; deciding after it is refused."""
+        """Finish what is queued, seal and save the feature state (a ``state.snapshot`` and the
+        velocity snapshot file), release the sandbox, model and database. A second call does
+        nothing; deciding after it is refused."""
         if self._closed:
             return
         self._closed = True
         self.service.close()
-        self._save_velocity()
+        self._snapshots.close()
         self.sandbox.close()
         self.scorer.close()
         self.engine.dispose()
@@ -226,22 +341,6 @@ class Runtime(Generic[S]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _save_velocity(self) -> None:
-        """Save the windows if they are exactly the replay of the ledger as it is now: every
-        decision sealed since they were rebuilt is one this process made."""
-        path = self.settings.velocity_snapshot_file
-        if self.pipeline.velocity_stale:
-            return
-        try:
-            size = velocity_snapshot.ledger_size(self.engine)
-            ours = self.pipeline.sealed - self.pipeline.sealed_at_rebuild
-            if velocity_snapshot.decisions_between(self.engine, self._windows.covered, size) != ours:
-                return  # another process sealed decisions too: the next start replays instead
-            velocity_snapshot.save(path, self.engine, self.ledger.origin, self.pipeline.extractor, size)
-        except (OSError, SQLAlchemyError) as exc:  # a snapshot is an optimisation: never fail a stop
-            log.warning("velocity snapshot not saved: %s", exc)
-
 
 def open_runtime(settings: S, *, operator: str = "sealtrail-serve") -> Runtime[S]:
     """``Runtime.open``: the scoring path's one entry point (see docs/python-api.md)."""

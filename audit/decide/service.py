@@ -48,6 +48,9 @@ class DecisionService:
         self._batcher: Batcher[_Req, Decision] = Batcher(self._process, workers=1, max_batch=max_batch,
                                                          clock=clock)
         self.on_batch: Callable[[Sequence[Decision]], None] | None = None  # metrics hook
+        # called after each batch the pipeline committed, on the worker, before the next batch starts:
+        # the pipeline holds no batch in flight (the runtime's state snapshots); it must not raise
+        self.after_batch: Callable[[Sequence[Decision]], None] | None = None
         self.expired = 0
         self.decided = 0  # decisions this service sealed (the velocity snapshot's check)
 
@@ -59,6 +62,8 @@ class DecisionService:
         self.decided += sum(not getattr(d, "replayed", False) for d in decisions)  # sealed here
         if self.on_batch is not None:
             self.on_batch(decisions)
+        if self.after_batch is not None:
+            self.after_batch(decisions)
         return decisions
 
     def submit(self, subs: Sequence[Submission], priority: Priority = Priority.P1,

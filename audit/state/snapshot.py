@@ -1,21 +1,25 @@
-"""Feature state (velocity windows and transaction graph) saved at a clean stop, bound to the exact
-ledger prefix it covers.
+"""Feature state (velocity windows and transaction graph) saved to a file, sealed in the ledger
+by its Merkle root, so that a restart applies only the entries after it.
 
 Rebuilding the state applies the state deltas of every decision of the last 30 days
 (``audit.state.replay.catch_up``; decisions sealed before the ledger held deltas are replayed from
-their messages): fine for thousands, slow for millions. At a clean stop the service writes its state with
-the ledger size it covers and the chain hash of the last covered entry; the next start restores
-it and replays only what follows. The snapshot is trusted only if the chain hash still matches
-(same ledger, same history) and is written only when the state is exactly the replay of that
-prefix: every decision sealed since the windows were last rebuilt is one this process made. A
-process killed without a clean stop leaves the old snapshot, which no longer matches or is
-followed by a longer replay — never a wrong state.
+their messages): fine for thousands, slow for millions. So the runtime saves its state now and
+then (every ``state_snapshot_every`` decisions and at a clean stop, ``audit.decide.runtime``):
+it seals a ``state.snapshot`` record (``audit.state.sealed``: the root of the per-account tree of
+``audit.state.tree``, the seq it covers, where the state was caught up from) and then writes the
+state to this file. ``restore`` trusts the file only if the root it recomputes from it is the
+root of a sealed snapshot of the same seq, state key and origin of the state; it then applies the
+entries after that seq. A process killed between the seal and the write leaves the older file,
+followed by a longer catch-up; never a wrong state.
 
-File: one JSON line ``{"schema", "origin", "size", "chain"}`` then the extractor's
+File: one JSON line ``{"schema", "origin", "size", "chain", "from_seq", "root", "sealed_seq"}``
+(``size``: the ledger size the state covers, ``covers_seq + 1``; ``chain``: the chain hash of its
+last entry; ``sealed_seq``: where its ``state.snapshot`` sits) then the extractor's
 ``sealtrail.feature-state/1`` bytes (``inference.state_store``: velocity windows, then graph),
-replaced atomically. A snapshot of the windows alone (``sealtrail.velocity-snapshot/1`` and ``/2``,
-written before the graph was kept) is not used: the state is replayed, and a file of the first
-kind, which names accounts in clear, is deleted at once.
+replaced atomically. Files of earlier versions are not used: the state is replayed and the next
+save writes the current version. ``sealtrail.velocity-snapshot/3`` (trusted by chain hash alone,
+nothing sealed) and ``/2`` (windows alone) are left to be replaced; ``/1``, which names accounts
+in clear, is deleted at once.
 
 No account identifier is written in clear (an erasure order must not leave one behind): the
 state is held and saved keyed (``sealtrail.velocity/2`` and the graph over the same identifiers),
@@ -41,19 +45,24 @@ from sqlalchemy import Engine
 
 from audit.decide.account_secret import load_state_key
 from audit.decide.record import DECISION_KIND
+from audit.errors import StateSnapshotError
 from audit.state.replay import ReplayReport, catch_up, ledger_size, window_start_seq
+from audit.state.sealed import SealedSnapshot, find_sealed, seal_snapshot
+from audit.state.tree import StateTree, state_tree
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor
 from inference.state_store import features_state_bytes, read_features_state, write_atomically
 from inference.velocity import KEY_BYTES, VelocityState, key_id
 from ledger import store
+from ledger.append import Ledger
 
-__all__ = ["KEY_FILE_NAME", "SNAPSHOT_SCHEMA", "Restored", "decisions_between", "key_file", "ledger_size",
-           "load_key", "restore", "save"]
+__all__ = ["KEY_FILE_NAME", "SNAPSHOT_SCHEMA", "Restored", "decisions_between", "key_file",
+           "keyed_state_bytes", "ledger_size", "load_key", "restore", "save", "seal", "write"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_SCHEMA = "sealtrail.velocity-snapshot/3"  # windows and graph, keyed: no account in clear
+SNAPSHOT_SCHEMA = "sealtrail.velocity-snapshot/4"  # windows and graph, keyed, its root sealed
+_SCHEMA_CHAINED = "sealtrail.velocity-snapshot/3"  # trusted by chain hash alone: not used, replaced
 _SCHEMA_CLEAR = "sealtrail.velocity-snapshot/1"  # windows alone, accounts in clear: deleted when found
 _SCHEMA_WINDOWS = "sealtrail.velocity-snapshot/2"  # windows alone, keyed: not used (no graph)
 KEY_FILE_NAME = "velocity.key"
@@ -94,6 +103,8 @@ class Restored:
     from_snapshot: bool  # False: no usable snapshot, the windows were replayed in full
     covered: int  # ledger size the state is the replay of
     report: ReplayReport
+    from_seq: int = 0  # the state is an empty one caught up from this seq (a sealed snapshot's says)
+    sealed: SealedSnapshot | None = None  # the sealed snapshot the file was checked against
 
 
 def _chain(engine: Engine, size: int) -> str | None:
@@ -106,8 +117,6 @@ def _chain(engine: Engine, size: int) -> str | None:
             return None
 
 
-
-
 def decisions_between(engine: Engine, lo: int, hi: int) -> int:
     """How many decision entries sit at seq lo..hi-1."""
     with engine.connect() as conn:
@@ -118,10 +127,10 @@ def decisions_between(engine: Engine, lo: int, hi: int) -> int:
     return int(n)
 
 
-def save(path: Path, engine: Engine, origin: str, extractor: FeatureExtractor, covered: int) -> None:
-    """Write the extractor's state as the replay of the first ``covered`` entries (the caller
-    vouches), its accounts keyed under the ledger's state key (a state held in clear is hashed as
-    it is written). ``OSError`` if the state is keyed under another key."""
+def keyed_state_bytes(engine: Engine, extractor: FeatureExtractor) -> bytes:
+    """The extractor's ``sealtrail.feature-state/1`` bytes, its accounts keyed under the ledger's
+    state key (a state held in clear is hashed as it is written). ``OSError`` if the state is
+    keyed under another key."""
     key = load_state_key(engine)
     state = extractor.state
     body = features_state_bytes(extractor)
@@ -131,11 +140,38 @@ def save(path: Path, engine: Engine, origin: str, extractor: FeatureExtractor, c
     elif state.key_id != key_id(key):
         raise OSError(f"the velocity windows are keyed under {state.key_id}, not under the ledger's "
                       "state key")
-    head = {"origin": origin, "size": covered, "chain": _chain(engine, covered), "schema": SNAPSHOT_SCHEMA}
-    write_atomically(path, orjson.dumps(head) + b"\n" + body)
+    return body
 
 
-def _load(path: Path, engine: Engine, origin: str, key: bytes | None) -> tuple[FeatureExtractor, int] | None:
+def seal(ledger: Ledger, data: bytes, covered: int, from_seq: int, decider: str) -> SealedSnapshot:
+    """Seal the state ``data`` (``keyed_state_bytes``) as the state after the first ``covered``
+    entries, caught up from ``from_seq`` (the caller vouches for both); the sealed record.
+    ``StateSnapshotError`` if the state is not keyed under the ledger's state key."""
+    kid = key_id(load_state_key(ledger.engine))
+    return seal_snapshot(ledger, state_tree(data, kid), covered - 1, from_seq, decider)
+
+
+def write(path: Path, engine: Engine, origin: str, data: bytes, sealed: SealedSnapshot) -> None:
+    """Replace the file at ``path`` with the state ``data`` that ``sealed`` seals."""
+    size = sealed.covers_seq + 1
+    head = {"origin": origin, "size": size, "chain": _chain(engine, size), "from_seq": sealed.from_seq,
+            "root": sealed.root.hex(), "sealed_seq": sealed.seq, "schema": SNAPSHOT_SCHEMA}
+    write_atomically(path, orjson.dumps(head) + b"\n" + data)
+
+
+def save(path: Path, ledger: Ledger, extractor: FeatureExtractor, covered: int, from_seq: int,
+         decider: str) -> SealedSnapshot:
+    """Seal the extractor's state as the state after the first ``covered`` entries, caught up from
+    ``from_seq`` (the caller vouches), then write it to ``path``; the sealed record. ``OSError``
+    (the file, or a state under another key), ``StateSnapshotError``, or the ledger's errors."""
+    data = keyed_state_bytes(ledger.engine, extractor)
+    sealed = seal(ledger, data, covered, from_seq, decider)
+    write(path, ledger.engine, ledger.origin, data, sealed)
+    return sealed
+
+
+def _load(path: Path, engine: Engine, origin: str,
+          key: bytes) -> tuple[FeatureExtractor, int, SealedSnapshot] | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -144,28 +180,47 @@ def _load(path: Path, engine: Engine, origin: str, key: bytes | None) -> tuple[F
     try:
         head = orjson.loads(line)
         schema = head.get("schema") if isinstance(head, dict) else None
-        if schema in (_SCHEMA_CLEAR, _SCHEMA_WINDOWS):
+        if schema in (_SCHEMA_CLEAR, _SCHEMA_WINDOWS, _SCHEMA_CHAINED):
             _forget_old(path, schema)
             return None
         if schema != SNAPSHOT_SCHEMA or head.get("origin") != origin or not isinstance(head.get("size"), int):
             return None
-        size = head["size"]
-        if size > ledger_size(engine) or head.get("chain") != _chain(engine, size):
+        size, from_seq, hint = head["size"], head.get("from_seq"), head.get("sealed_seq")
+        if size < 1 or size > ledger_size(engine) or head.get("chain") != _chain(engine, size):
             return None  # another ledger, or history this state does not describe
+        if type(from_seq) is not int or not (hint is None or type(hint) is int):
+            raise StateSnapshotError("the file's head names no from_seq")
         state, graph = read_features_state(body, key)
         if graph is None:
             raise FeatureError("the snapshot holds no transaction graph")
-    except (orjson.JSONDecodeError, FeatureError) as exc:
+        tree = state_tree(body, key_id(key))
+        sealed = _sealed_for(engine, tree, size - 1, from_seq, hint)
+    except (orjson.JSONDecodeError, FeatureError, StateSnapshotError) as exc:
         log.warning("velocity snapshot %s not used (the state is replayed from the ledger): %s", path, exc)
-        return None  # unreadable, or under another key: rebuild from the ledger rather than trust it
-    return FeatureExtractor(state=state, graph=graph), size
+        return None  # unreadable, under another key, or not the state sealed: rebuild rather than trust it
+    return FeatureExtractor(state=state, graph=graph), size, sealed
+
+
+def _sealed_for(engine: Engine, tree: StateTree, covers_seq: int, from_seq: int,
+                hint: int | None) -> SealedSnapshot:
+    """The sealed snapshot ``tree`` is, else ``StateSnapshotError`` saying why not."""
+    sealed = find_sealed(engine, covers_seq, tree.root, hint)
+    if sealed is None:
+        raise StateSnapshotError(f"no sealed state.snapshot of seq {covers_seq} has its root "
+                                 f"{tree.root.hex()[:16]}...: the file is not the state the ledger vouches "
+                                 "for")
+    diff = sealed.matches(tree, from_seq)
+    if diff is not None:
+        raise StateSnapshotError(f"the state.snapshot sealed at seq {sealed.seq} differs: {diff}")
+    return sealed
 
 
 def _forget_old(path: Path, schema: str) -> None:
-    """A snapshot of the windows alone is not used (it holds no graph); one that names accounts in
-    clear is deleted at once rather than left until the next clean stop replaces it."""
-    log.warning("velocity snapshot %s holds the windows without the transaction graph (%s): not used, "
-                "the state is replayed from the ledger", path, schema)
+    """A snapshot of an earlier version is not used (the windows alone, or nothing sealed); one that
+    names accounts in clear is deleted at once rather than left until the next save replaces it."""
+    why = "nothing of it is sealed" if schema == _SCHEMA_CHAINED else "it holds the windows without the graph"
+    log.warning("velocity snapshot %s is a %s file (%s): not used, the state is replayed from the ledger",
+                path, schema, why)
     if schema == _SCHEMA_CLEAR:
         try:
             path.unlink()
@@ -175,15 +230,22 @@ def _forget_old(path: Path, schema: str) -> None:
 
 
 def restore(path: Path | None, engine: Engine, origin: str) -> Restored:
-    """The windows as of now, keyed under the ledger's state key: the snapshot at ``path`` (if
-    any, and usable) caught up with the entries after it, else the last 30 days caught up from
-    nothing (``catch_up``: the sealed state deltas, payloads only for decisions without one)."""
+    """The feature state as of now, keyed under the ledger's state key: the snapshot at ``path``
+    caught up with the entries after it, else the last 30 days caught up from nothing
+    (``catch_up``: the sealed state deltas, payloads only for decisions without one).
+
+    The file is used only when the root of the state it holds (``audit.state.tree``) is the root
+    of a ``state.snapshot`` sealed for the same seq, state key, settings and starting seq. A
+    mismatch means the file is not the state the ledger vouches for: altered or damaged on disk,
+    written by a process whose seal never committed, or a state that had drifted from the sealed
+    deltas. It is never trusted: a warning is logged and the state rebuilt from the ledger."""
     start = window_start_seq(engine)
     key = load_state_key(engine)
     loaded = _load(path, engine, origin, key) if path is not None else None
     covered = ledger_size(engine)
     if loaded is not None and start <= loaded[1] <= covered:
-        extractor, size = loaded
-        return Restored(extractor, True, covered, catch_up(engine, extractor, size, covered))
+        extractor, size, sealed = loaded
+        return Restored(extractor, True, covered, catch_up(engine, extractor, size, covered), sealed.from_seq,
+                        sealed)
     extractor = FeatureExtractor(state=VelocityState(key))
-    return Restored(extractor, False, covered, catch_up(engine, extractor, start, covered))
+    return Restored(extractor, False, covered, catch_up(engine, extractor, start, covered), start)

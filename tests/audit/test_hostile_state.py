@@ -94,7 +94,7 @@ def test_the_snapshot_names_no_account_in_clear_and_restarts_to_the_same_feature
         rt.close()
     assert clear_in_files(s.keys, names) == {}  # signing key, snapshot: no account
     head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
-    assert head["schema"] == "sealtrail.velocity-snapshot/3"
+    assert head["schema"] == "sealtrail.velocity-snapshot/4"
     assert not (s.keys / KEY_FILE_NAME).exists()  # keyed under the ledger's state key: no key file
     assert clear_in_tables(s.db, names) == {}  # outside the payload store, none either
     resumed = probe_equal(s, tmp_path, probe)

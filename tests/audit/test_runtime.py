@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 import migrations
@@ -116,7 +117,8 @@ def test_decisions_after_the_snapshot_are_replayed_on_top(db: Db, tmp_path: Path
             r.engine.dispose()
 
 
-def test_no_snapshot_is_written_when_another_process_sealed_meanwhile(db: Db, tmp_path: Path) -> None:
+def test_each_process_seals_the_state_of_its_own_last_commit_and_a_restart_catches_up_the_rest(
+        db: Db, tmp_path: Path) -> None:
     s = settings(db, tmp_path)
     a = Runtime.open(s)
     b = Runtime.open(Settings(db=db.url, keys=s.keys, velocity_snapshot=tmp_path / "b.snap"))
@@ -126,8 +128,14 @@ def test_no_snapshot_is_written_when_another_process_sealed_meanwhile(db: Db, tm
     finally:
         a.close()
         b.close()
-    assert not s.velocity_snapshot_file.exists()  # a's state is not the replay of the ledger
-    assert not (tmp_path / "b.snap").exists()  # nor b's
+    a_head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
+    b_head = orjson.loads((tmp_path / "b.snap").read_bytes().partition(b"\n")[0])
+    assert a_head["size"] < b_head["size"]  # a's state: the log up to a's commit, not b's
+    resumed = Runtime.open(s)
+    try:  # a's snapshot, then b's 100 decisions from their state deltas
+        assert resumed.velocity_from_snapshot and resumed.replay.replayed == resumed.replay.from_deltas == 100
+    finally:
+        resumed.close()
 
 
 @pytest.mark.parametrize("damage", ["garbage", "other-ledger"])
