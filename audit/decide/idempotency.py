@@ -27,13 +27,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from sqlalchemy.exc import DBAPIError
 
 from audit.decide.account_risk import AccountRisk
 from audit.decide.explanation import Explanation
 from audit.decide.record import DECISION_SCHEMA, IdempotencyKey, RuleHit
 from audit.decide.types import Decision, Submission
 from audit.errors import DerivedRowError, IdempotencyRaceError
-from ledger import Receipt
+from ledger import LedgerUnavailableError, Receipt
 from ledger.store import param
 
 if TYPE_CHECKING:  # the offline verifier imports no database code through this module
@@ -172,7 +173,8 @@ def decide_keyed(decide: Callable[[list[Submission]], list[Decision]], engine: C
     """``decide(subs)`` with every keyed submission whose payment was already decided answered
     from the ledger (``replayed``) instead, in order. Within ``subs``, a payment given twice is
     decided once; the same key on different content waits for a following round, then is
-    decided with the finding. ``engine()`` is the ledger's, asked for only when a key is there."""
+    decided with the finding. ``engine()`` is the ledger's, asked for only when a key is there;
+    ``LedgerUnavailableError`` (nothing decided) if the lookup cannot reach the database."""
     if all(getattr(s, "idempotency", None) is None for s in subs):  # (test doubles may lack the field)
         return decide(list(subs))
     out: list[Decision | None] = [None] * len(subs)
@@ -181,11 +183,14 @@ def decide_keyed(decide: Callable[[list[Submission]], list[Decision]], engine: C
     while todo:
         pairs = {i: (principal_fp(subs[i].principal), k.key_sha256)
                  for i in todo if (k := subs[i].idempotency) is not None}
-        with engine().connect() as conn:
-            have = key_rows(conn, pairs.values()) if pairs else {}
-            replay = {i: have[pairs[i]][0] for i in pairs if pairs[i] in have
-                      and _same_content(have[pairs[i]][1], subs[i].transaction)}
-            answered = decided_at(conn, replay.values()) if replay else {}
+        try:
+            with engine().connect() as conn:
+                have = key_rows(conn, pairs.values()) if pairs else {}
+                replay = {i: have[pairs[i]][0] for i in pairs if pairs[i] in have
+                          and _same_content(have[pairs[i]][1], subs[i].transaction)}
+                answered = decided_at(conn, replay.values()) if replay else {}
+        except DBAPIError as exc:  # the database down or gone away: nothing decided, a 503 to retry
+            raise LedgerUnavailableError(f"cannot look up idempotency keys: {exc.orig}") from exc
         now: list[int] = []
         batch: list[Submission] = []
         later: list[int] = []

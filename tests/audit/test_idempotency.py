@@ -9,11 +9,12 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, create_engine
 
 from audit.decide.idempotency import TABLE, decide_keyed, derived_key, header_key
 from audit.decide.pipeline import Pipeline
@@ -23,7 +24,7 @@ from audit.decide.types import Decision, Submission
 from audit.errors import DerivedRowError
 from audit.query.index import TraceIndex
 from audit.query.verify import verify_index
-from ledger import NoteSigner, store
+from ledger import LedgerUnavailableError, NoteSigner, store
 from ledger.append import Ledger
 from ledger.verify import verify_ledger
 from tests.audit.test_pipeline import PRINCIPAL, make_pipeline, submissions
@@ -102,6 +103,20 @@ def test_the_key_is_the_uetr_else_the_reference_and_a_header_key_is_its_own() ->
     for bad in ("", "a b", "é", "x" * 256):
         with pytest.raises(ValueError, match="Idempotency-Key"):
             header_key(bad)
+
+
+def test_a_key_lookup_on_an_unreachable_database_is_ledger_unavailable(tmp_path: Path) -> None:
+    gone = create_engine(f"sqlite:///{tmp_path / 'no-such-dir' / 'ledger.db'}")  # cannot connect
+    decided: list[Submission] = []
+
+    def decide(subs: list[Submission]) -> list[Decision]:
+        decided.extend(subs)
+        return []
+
+    with pytest.raises(LedgerUnavailableError, match="cannot look up idempotency keys"):
+        decide_keyed(decide, lambda: gone, payments(2, 40))  # the API answers it 503 + Retry-After
+    assert decided == []  # nothing went on to be decided
+    gone.dispose()
 
 
 def test_the_same_payment_twice_is_answered_with_its_first_decision(pipe: Pipeline) -> None:
