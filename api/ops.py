@@ -100,14 +100,16 @@ class FullVerifyReport(VerifyReport):
 
 
 def verify(s: Settings, pinned: list[NoteVerifier], workers: int | None,
-           witnessed: list[str] | None = None, max_unsealed: int | None = None) -> FullVerifyReport:
+           witnessed: list[str] | None = None, max_unsealed: int | None = None, *,
+           state_roots: bool = False) -> FullVerifyReport:
     """The ledger end to end (``ledger.verify``), then every derived table row by row against the
-    sealed records (``audit.query.verify``: ``DerivedRowError`` names the table and seq)."""
+    sealed records (``audit.query.verify``: ``DerivedRowError`` names the table and seq); with
+    ``state_roots``, every sealed state snapshot's root recomputed from the state deltas."""
     engine = engine_for(s)
     try:
         report = verify_ledger(engine, trusted_keys(s, pinned), workers=workers,
                                witnessed=witnessed or (), max_unsealed=max_unsealed)
-        derived = verify_index(engine, workers=workers)
+        derived = verify_index(engine, workers=workers, state_roots=state_roots)
     finally:
         engine.dispose()
     full = FullVerifyReport(**{f.name: getattr(report, f.name) for f in fields(report)}, derived=derived)

@@ -72,6 +72,9 @@ def ledger_verify(
     max_unsealed: Annotated[int | None, typer.Option(
         min=0, help=f"fail if more newest entries lack a checkpoint {env_note('SEALTRAIL_CHECKPOINT_EVERY')}",
         show_default=setting_default("checkpoint_every"))] = None,
+    state_roots: Annotated[bool, typer.Option(
+        "--state-roots", help="also recompute the root of every sealed state snapshot from the state "
+                              "deltas (a catch-up of the feature state per decider run)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Recompute every leaf, chain hash, node and root; check every checkpoint signature; check
@@ -86,7 +89,7 @@ def ledger_verify(
     from audit.errors import DerivedRowError
 
     try:
-        report = ops.verify(s, pinned, workers, held, limit)
+        report = ops.verify(s, pinned, workers, held, limit, state_roots=state_roots)
     except DerivedRowError as exc:  # exit 1 as any damage, with every finding listed
         raise CliError(str(exc), code=1, error=exc.kind, seq=exc.seq, table=exc.table, total=exc.total,
                        findings=[{"table": t, "seq": q, "detail": d} for t, q, d in exc.findings],

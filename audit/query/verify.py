@@ -43,6 +43,7 @@ from audit.query.index import (
     payload_data,
     record_rows,
 )
+from audit.query.snapshot_check import check_snapshots
 from audit.query.summary_check import SummaryWalk
 from inference.messages import MessageError
 from inference.velocity import key_id
@@ -74,6 +75,8 @@ class IndexReport:
     state_deltas: int = 0  # state deltas checked against their commits
     commits_without_delta: int = 0  # commits of decisions sealed before the first state delta
     deltas_other_key: int = 0  # state deltas under another state key than the ledger's now
+    state_snapshots: int = 0  # sealed state snapshots checked (parsed, in place)
+    state_roots_recomputed: int = 0  # of those, roots recomputed from the state deltas (state_roots=True)
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -82,7 +85,8 @@ class IndexReport:
                 "summaries": self.summaries, "unsummarised": self.unsummarised,
                 "refusals": self.refusals, "refusals_unsummarised": self.refusals_unsummarised,
                 "state_deltas": self.state_deltas, "commits_without_delta": self.commits_without_delta,
-                "deltas_other_key": self.deltas_other_key,
+                "deltas_other_key": self.deltas_other_key, "state_snapshots": self.state_snapshots,
+                "state_roots_recomputed": self.state_roots_recomputed,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -328,6 +332,13 @@ def _summaries(rows: Sequence[Any], walk: SummaryWalk, deltas: DeltaWalk) -> Non
             deltas.summary(walk.summary(int(s), bytes(rec), bytes(leaf)), int(s))
 
 
+def _state_key(conn: Connection) -> bytes | None:
+    try:
+        return read_state_key(conn)
+    except SchemaError:
+        return None
+
+
 def _state_key_id(conn: Connection) -> str | None:
     try:
         return key_id(read_state_key(conn))
@@ -415,11 +426,13 @@ def _check_annotations(conn: Connection, report: IndexReport, found: _Findings) 
 
 
 def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS,
-                 workers: int | None = None) -> IndexReport:
+                 workers: int | None = None, state_roots: bool = False) -> IndexReport:
     """Check every trace-index row against the sealed records (one snapshot); the report, or
     ``DerivedRowError`` naming up to ``cap`` differences (table, seq, what) and counting all.
     ``workers`` processes re-parse the payloads for their account keys (default: one per core,
-    at most 4, once the ledger holds more than two pages of decisions; 1: this process only)."""
+    at most 4, once the ledger holds more than two pages of decisions; 1: this process only).
+    Sealed state snapshots are parsed and checked in place; with ``state_roots`` their roots are
+    recomputed from the state deltas too (``audit.query.snapshot_check``: a catch-up per run)."""
     started = time.perf_counter()
     report = IndexReport()
     found = _Findings(cap)
@@ -427,6 +440,9 @@ def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS,
     with engine.connect().execution_options(**opts) as conn, conn.begin():
         _check_all_decisions(conn, report, found, page, workers)
         _check_annotations(conn, report, found)
+        state_key = _state_key(conn)
+    snaps = check_snapshots(engine, state_key, found.add, roots=state_roots)
+    report.state_snapshots, report.state_roots_recomputed = snaps.snapshots, snaps.recomputed
     if found.total:
         raise found.error()
     report.seconds = time.perf_counter() - started
