@@ -153,8 +153,10 @@ class _Snapshots:
 
     def _counters(self) -> tuple[int, ...]:
         p = self._pipeline
-        return (p.sealed, p.caught_up, p.rolled_back, p.sealed_at_rebuild, p.superseded, id(p.extractor),
-                int(p.velocity_stale))
+        ex = p.extractor  # and what shows a state advanced beside the pipeline, in O(1)
+        g = ex.graph.graph
+        return (p.sealed, p.caught_up, p.rolled_back, p.sealed_at_rebuild, p.superseded, id(ex),
+                int(p.velocity_stale), len(ex.state), ex.state.watermark, g.edges_logged, g.watermark or 0)
 
     def after_batch(self, decisions: Sequence[Decision]) -> None:
         """The service's ``after_batch``: note the mark, and snapshot every ``every`` decisions."""
@@ -177,8 +179,10 @@ class _Snapshots:
             return None
         covered, from_seq, ours, _ = mark
         sealed = self.sealed
-        if sealed is not None and sealed.covers_seq == covered - 1 and sealed.from_seq == from_seq:
-            return None  # that very state is sealed already
+        engine = self._ledger.engine
+        if sealed is not None and sealed.from_seq == from_seq and sealed.covers_seq < covered and (
+                velocity_snapshot.decisions_between(engine, sealed.covers_seq + 1, covered) == 0):
+            return None  # that very state is sealed already (no decision since the seq it covers)
         data = velocity_snapshot.keyed_state_bytes(self._ledger.engine, self._pipeline.extractor)
         if mark[3] != self._counters():  # the state moved meanwhile (a caller beside the service)
             return None

@@ -78,13 +78,13 @@ class SealedSnapshot:
             return f"state key {tree.state_key_id}, sealed under {self.state_key_id}"
         if from_seq != self.from_seq:
             return f"caught up from seq {from_seq}, sealed as caught up from seq {self.from_seq}"
+        got = tree.root
+        if got != self.root:
+            return f"root {got.hex()} ({tree.size} accounts), sealed as {self.root.hex()} ({self.accounts})"
         if tree.size != self.accounts:
             return f"{tree.size} accounts, sealed with {self.accounts}"
         if tree.meta != self.meta:
             return f"windows and graph settings or watermarks {tree.meta}, sealed as {self.meta}"
-        got = tree.root
-        if got != self.root:
-            return f"root {got.hex()}, sealed as {self.root.hex()}"
         return None
 
 

@@ -48,6 +48,7 @@ from audit.errors import StateSnapshotError
 from inference.graph import GRAPH_STATE_FORMAT
 from inference.state_store import FEATURE_STATE_FORMAT
 from inference.velocity import VELOCITY_FORMAT_KEYED, WINDOWS_US
+from ledger.errors import InclusionError
 from ledger.merkle import EMPTY_ROOT, inclusion_ranges, leaf_hash, root_of, verify_inclusion
 
 __all__ = ["LEAF_FORMAT", "AccountProof", "StateTree", "state_tree", "verify_account"]
@@ -144,7 +145,7 @@ def verify_account(proof: AccountProof, root: bytes, size: int) -> dict[str, Any
     try:
         verify_inclusion(proof.index, size, leaf_hash(proof.leaf), proof.path, root)
         doc = orjson.loads(proof.leaf)
-    except (ValueError, orjson.JSONDecodeError) as exc:  # InclusionError is a ValueError
+    except (InclusionError, orjson.JSONDecodeError) as exc:
         raise StateSnapshotError(f"account {proof.account[:16]}...: {exc}") from None
     if not isinstance(doc, dict) or doc.get("account") != proof.account:
         raise StateSnapshotError(f"the leaf proven is not account {proof.account[:16]}...'s")
