@@ -22,8 +22,9 @@ from inference.errors import FeatureError
 from inference.graph import GRAPH_FEATURE_NAMES
 
 __all__ = ["DATA_QUALITY_NAMES", "FEATURE_NAMES", "FEATURE_SCHEMA", "FEATURE_SCHEMAS", "GRAPH_NAMES",
-           "GRAPH_UNSEALED", "MODEL_SCHEMA", "N_FEATURES", "RULE_FEATURE_NAMES", "SCORE_NAME",
-           "UnknownFeatureSchemaError", "feature_names", "model_columns", "rule_feature_names"]
+           "GRAPH_UNSEALED", "MODEL_SCHEMA", "N_FEATURES", "RULE_FEATURE_NAMES", "SCORE_DIGITS", "SCORE_NAME",
+           "UnknownFeatureSchemaError", "feature_digits", "feature_names", "model_columns",
+           "rule_feature_names"]
 
 _V1: tuple[str, ...] = (
     "amount_usd",
@@ -90,6 +91,16 @@ MODEL_SCHEMA = "sealtrail.features/3"  # the columns the shipped model is traine
 SCORE_NAME = "model_score"
 RULE_FEATURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, SCORE_NAME)
 
+# The decimal digits each value keeps where a record holds it as an integer in fixed units
+# (``sealtrail.decision/4``: the value is that integer times 10**-digits): US dollar amounts to the
+# cent (the extractor rounds amounts to the cent already; a sum of cents is a whole number of
+# cents), the log of an amount to 6 digits; every other column is an integer by definition
+# (flags, counts, table codes, days, Q8/Q16 fixed point), docs/scoring.md "Features".
+_CENTS = ("amount_usd", "orig_sum_usd_1h", "orig_sum_usd_24h", "orig_sum_usd_7d", "bene_sum_usd_1h",
+          "bene_sum_usd_24h", "bene_sum_usd_7d")
+_DIGITS: dict[str, int] = {**dict.fromkeys(_CENTS, 2), "log_amount_usd": 6}
+SCORE_DIGITS = 6  # the model score, 0..1, in millionths
+
 
 class UnknownFeatureSchemaError(FeatureError):
     """A feature schema id this build does not know."""
@@ -107,6 +118,11 @@ def feature_names(schema: str) -> tuple[str, ...]:
 def rule_feature_names(schema: str) -> tuple[str, ...]:
     """What a rule module can read from a row of ``schema``: its columns, then ``model_score``."""
     return (*feature_names(schema), SCORE_NAME)
+
+
+def feature_digits(schema: str) -> tuple[int, ...]:
+    """The decimal digits kept of each column of ``schema`` in fixed units (see ``_DIGITS``)."""
+    return tuple(_DIGITS.get(name, 0) for name in feature_names(schema))
 
 
 def model_columns(model_names: tuple[str, ...], schema: str = FEATURE_SCHEMA) -> int:

@@ -1,63 +1,42 @@
-"""RFC 8785 (JCS) canonical bytes, the ledger's one encoder: orjson where that is proven
-identical, rfc8785 elsewhere.
+"""RFC 8785 (JCS) canonical bytes, the ledger's one encoder: orjson where a value holds no float,
+the ``rfc8785`` package where it does.
 
 Everything sealed is JCS, and every JCS byte the ledger seals comes from here: ``Record`` bodies
 given as objects are encoded with ``canonical_bytes``, and bytes typed ``Jcs`` (what this module
 returns: ``canonical_bytes``, the ``jcs_*`` pieces and a filled ``Template``) may be sealed
 without being parsed again (``Record.from_jcs``). Bytes from anywhere else are parsed once.
 
-``rfc8785.dumps`` is the reference (pure Python; ~120 us for one decision record here, most of
-it formatting floats). ``orjson.dumps(option=OPT_SORT_KEYS)`` takes ~2-3 us but is not JCS.
-Every way the two differ, and how the fast path rules each out:
+``rfc8785.dumps`` is the reference (pure Python; ~120 us for a decision record with float
+features, most of it formatting floats). ``orjson.dumps(option=OPT_SORT_KEYS)`` takes a few us
+and, for a value made of nothing but exact ``dict``, ``list``, ``tuple``, ``str``, ``int``,
+``bool`` and ``None``, writes exactly the reference's bytes:
 
-* types: orjson also writes UUIDs, Enum members (as ``.value``, which for an IntEnum/StrEnum
-  may differ from the int/str the reference writes), ``orjson.Fragment`` (raw bytes),
-  dataclasses, datetimes and subclasses of str/int/list/dict. A C pickler whose
-  ``reducer_override`` refuses everything proves that each node is an exact None, bool, int,
-  float, str, list, tuple or dict (or bytes, set, ..., which orjson then refuses); anything
-  else (subclasses, IntEnum/StrEnum, numpy scalars) takes the reference path.
-* NaN and +-Infinity: orjson writes ``null``, the reference refuses. Seen in the pickle bytes:
-  BINFLOAT is ``G`` + the big-endian double, whose first two bytes give the exponent.
-* integers: orjson takes 64 bits, the reference +-(2**53 - 1): ``OPT_STRICT_INTEGER`` is that range.
-* floats (orjson 3.13): both print the shortest round-trip digits, but orjson writes ``1.0``
-  for integral values and ``-0.0``, and uses exponent form outside 1e-5 <= |x| < 1e16 where
-  ECMAScript uses 1e-6 <= |x| < 1e21 (with the same ``1e-7`` / ``1e+21`` shape beyond).
-  So ``D.0`` becomes ``D`` (one literal regex substitution), and, only when the pickle shows
-  a float with such a binary exponent, ``-0.0`` becomes ``0`` and mantissas with ``e-6`` or
-  ``e+16`` .. ``e+20`` become plain decimals. Every other number token is already identical
-  (checked at import over each decimal exponent; the fast path switches off if not).
-* number-like text inside a string (``"ratio 1.0, up"``) must not be rewritten. The rewrites
-  only touch a token right after ``:``, ``,`` or ``[`` (never the ``1e-6`` of an escaped
-  ``\\u001e-6``), and the pickle holds every string verbatim: where a string (or stray bytes)
-  may hold such text, the result is parsed back and must equal the input, so a touched string,
-  or a NaN turned ``null``, sends the value to the reference.
-* key order: orjson sorts by code point (UTF-8 bytes), JCS by UTF-16 code unit. They differ
-  only when an astral character meets one in U+E000..U+FFFF at the same index of two keys, so
-  output holding both kinds of character takes the reference path.
-* string escaping: identical (``\\b \\f \\n \\r \\t \\" \\\\``, other C0 controls as lower-case
-  ``\\u00xx``; DEL, U+2028/2029 and the rest as raw UTF-8); lone surrogates refused by both.
-* depth: orjson stops at 254 levels, the reference decides deeper values; a scalar at the top
-  goes straight to the reference.
+* integers: both write the decimal digits; ``OPT_STRICT_INTEGER`` refuses what the reference
+  refuses, beyond +-(2**53 - 1);
+* strings: the same escaping (``\\b \\f \\n \\r \\t \\" \\\\``, other C0 controls as lower-case
+  ``\\u00xx``, DEL, U+2028/2029 and the rest as raw UTF-8); lone surrogates refused by both;
+* key order: orjson sorts by code point, JCS by UTF-16 code unit; they differ only when an astral
+  character meets one in U+E000..U+FFFF at the same index of two keys, so output holding both
+  kinds of character takes the reference path;
+* depth: orjson stops at 254 levels, where the reference decides.
 
-Measured per decision record (32 features, ~1.35 kB) with ``python -m bench.canonical`` on a
-shared 2-core AMD EPYC, Python 3.11: rfc8785 122 us, orjson sorted 3.3 us, canonical_bytes
-14 us (8.7x faster than rfc8785: 28% of one core at 20,000 decisions/s, against 244%). Of the
-14 us: orjson ~3, the pickle pass ~3, the ``.0`` substitution ~3, the literal scans ~1 each.
-Records with -0.0, an e-6 and an e+16 float in each take 31 us (4.3x). The checks scan bytes
-for literals because the alternatives cost more than all of that: a regex that tokenises the
-whole output 10-20 us, a Python walk over the record (types and NaN alone) ~10 us.
+What orjson writes unlike the reference is everything else: floats (``1.0``, ``-0.0``, exponent
+ranges, NaN as ``null``), subclasses of the builtin types, Enum members, UUIDs, dataclasses,
+datetimes, numpy values and ``orjson.Fragment``. One walk over the value (``_plain``) lets only
+the exact types above through; any other value takes the reference path, which encodes it or
+refuses it (``CanonicalError``). Decision records hold no float since ``sealtrail.decision/4``
+(integers in fixed units), nor does any other record on the hot path, so the reference serves
+only records such as a model card's metrics and older records re-encoded by tools.
+
+Measured with ``python -m bench.canonical`` (see docs/performance.md for the figures).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
-import pickle
 import re
-import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NewType
 
@@ -67,7 +46,7 @@ import rfc8785
 from ledger.errors import LedgerError
 
 __all__ = ["JCS_NULL", "CanonicalError", "Jcs", "Template", "canonical_bytes", "canonical_bytes_reference",
-           "canonical_sha256", "jcs_int", "jcs_numbers", "jcs_rows", "jcs_str"]
+           "canonical_sha256", "jcs_int", "jcs_int_rows", "jcs_numbers", "jcs_rows", "jcs_str"]
 
 Jcs = NewType("Jcs", bytes)
 """RFC 8785 bytes of one JSON value, made by this module (its functions are the only places that
@@ -79,31 +58,9 @@ _INT_LIMIT = 2**53 - 1
 # reference, and orjson on an exact str (it escapes strings exactly as RFC 8785 does, see above).
 _reference_dumps: Callable[[Any], Jcs] = rfc8785.dumps  # type: ignore[assignment]
 _dumps_str: Callable[[str], Jcs] = orjson.dumps  # type: ignore[assignment]
-_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_SUBCLASS
-            | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
-
-# Over the pickle bytes. BINFLOAT is b"G" + IEEE-754 big-endian: byte 0 = sign + exponent high
-# bits, byte 1 = exponent low nibble + mantissa. Every test is a superset: a stray match in other
-# data only costs the slower path.
-_FLOAT_GATE = re.compile(rb"G[\x7f\xff\x80>\xbeCD\xc3\xc4]")  # a cheap first look for the next one
-# NaN/inf (exponent all ones); -0.0; 2**-20 <= |x| < 2**-16 (the e-6 decade); 2**53 <= |x| < 2**70
-# (e+16 .. e+20). Lookaheads only, so that no match swallows the b"G" of the next float; the
-# group is byte 0, which tells the kinds apart.
-_ODD_FLOAT = re.compile(
-    rb"G(?=(.))(?=[\x7f\xff][\xf0-\xff]|\x80\x00|[>\xbe][\xb0-\xef]|[C\xc3][\x40-\xff]|[D\xc4][\x00-\x4f])",
-    re.DOTALL)
-_NON_FINITE, _NEGATIVE = {b"\x7f", b"\xff"}, b"\x80"
-_DOT0_TEXT = re.compile(rb"\.0[,\]}]")  # in a string, the .0 rewrite would change the string
-_NEGATIVE_ZERO_TEXT = b"-0.0"  # likewise for the -0.0 rewrite
-_ODD_EXPONENT = re.compile(rb"e(?:-6|\+1[6-9]|\+20)(?!\d)")  # in orjson's output; or in a string
-_DIGITS = frozenset(b"0123456789")
-_MANTISSA_BEFORE = re.compile(rb"[:,\[](-?)(\d(?:\.\d+)?)\Z")  # ends where an exponent starts
-
-# Over orjson's output.
-_DOT0 = re.compile(rb"\.0(?=[,\]}])")
-_NEGATIVE_ZERO = re.compile(rb"-0\.0(?=[,\]}])")  # outside strings, always a whole token
-_ASTRAL = re.compile(rb"[\xf0-\xf4]")
-_E000_FFFF = re.compile(rb"[\xee\xef]")
+_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+_ASTRAL = re.compile(rb"[\xf0-\xf4]")  # the lead byte of a character beyond U+FFFF
+_E000_FFFF = re.compile(rb"[\xee\xef]")  # the lead byte of one in U+E000..U+FFFF
 
 
 class CanonicalError(LedgerError, ValueError):
@@ -117,110 +74,45 @@ class CanonicalError(LedgerError, ValueError):
         self.path = path
 
 
-class _NotPlainJSON(TypeError):
-    pass
-
-
-class _ExactTypesPickler(pickle.Pickler):
-    """Pickles only what the C pickler handles itself: exact builtin types, no reduction."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        raise _NotPlainJSON(type(obj).__name__)
-
-
-def _refuse(obj: Any) -> Any:
-    raise _NotPlainJSON(type(obj).__name__)
-
-
-_local = threading.local()
-
-
-def _pickle_exact(obj: Any) -> bytes:
-    # One pickler per thread, taken out while in use so that a re-entrant call builds its own.
-    state: tuple[io.BytesIO, _ExactTypesPickler] | None = _local.__dict__.pop("state", None)
-    if state is None:
-        buffer = io.BytesIO()
-        pickler = _ExactTypesPickler(buffer, protocol=5)
-        pickler.fast = True  # no memo: every float and string is written where it stands
-        state = (buffer, pickler)
-    buffer, pickler = state
-    buffer.seek(0)
-    buffer.truncate()
-    pickler.dump(obj)  # on an exception the state is dropped, not reused
-    raw = buffer.getvalue()
-    if len(raw) <= 1 << 20:  # keep no large buffer alive between calls
-        _local.state = state
-    return raw
-
-
-def _in_strings(raw: bytes) -> bool:
-    """Whether a string may hold a digit + one of the odd exponents (the rewrite could match it)."""
-    return any(m.start() > 0 and raw[m.start() - 1] in _DIGITS for m in _ODD_EXPONENT.finditer(raw))
-
-
-def _rewrite_exponents(found: list[re.Match[bytes]], out: bytes) -> bytes:
-    """d.ddde-6 and d.ddde+16 .. e+20 (the ``found`` exponents) as the plain decimals of ECMAScript.
-
-    Only whole number tokens are touched: a mantissa right after ``:``, ``,`` or ``[`` (so not
-    the ``1e-6`` of an escaped ``\\u001e-6``; the caller made sure no string holds such text).
-    """
-    pieces: list[bytes] = []
-    last = 0
-    for m in found:
-        token = _MANTISSA_BEFORE.search(out, max(0, m.start() - 25), m.start())
-        if token is None:
+def _plain(obj: Any) -> bool:
+    """Whether ``obj`` is made of exact ``dict`` (string keys), ``list``, ``tuple``, ``str``,
+    ``int``, ``bool`` and ``None`` alone: values orjson writes as RFC 8785 does. Iterative, so
+    depth costs no recursion; a float or any other type answers False."""
+    stack: list[Any] = [obj]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
             continue
-        sign, digits = token.group(1), token.group(2).replace(b".", b"")
-        if m.group() == b"e-6":
-            number = sign + b"0.00000" + digits
-        else:  # e+16 .. e+20: an integer
-            number = sign + digits + b"0" * (int(m.group()[2:]) + 1 - len(digits))
-        pieces += [out[last:token.start(1)], number]
-        last = m.end()
-    return b"".join([*pieces, out[last:]])
+        if kind is dict:
+            for key in value:
+                if type(key) is not str:
+                    return False
+            extend(value.values())
+        elif kind is list or kind is tuple:
+            extend(value)
+        else:
+            return False
+    return True
 
 
 def _fast(obj: Any) -> bytes | None:
     """The JCS bytes of ``obj`` through orjson, or None where that is not proven identical."""
-    if type(obj) is not dict and type(obj) is not list:
+    if not _plain(obj):
         return None
     try:
-        raw = _pickle_exact(obj)
-        out = orjson.dumps(obj, default=_refuse, option=_OPTIONS)
-    except (TypeError, ValueError, RecursionError, pickle.PicklingError):
-        return None  # orjson.JSONEncodeError is a TypeError
-    # A byte pattern that is harmless or not (stray bytes in other data, or the real thing) is
-    # settled by parsing the result back: NaN became null, and a rewritten string would differ.
-    kinds: set[bytes] = set()
-    unsure = False
-    if _FLOAT_GATE.search(raw) is not None:
-        kinds = set(_ODD_FLOAT.findall(raw))  # byte 0 of each float orjson may write unlike JCS
-        unsure = not _NON_FINITE.isdisjoint(kinds)  # NaN or an infinity
-        if _NEGATIVE in kinds:
-            out, count = _NEGATIVE_ZERO.subn(b"0", out)
-            unsure = unsure or (count > 0 and _NEGATIVE_ZERO_TEXT in raw)
-    unsure = unsure or _DOT0_TEXT.search(raw) is not None
-    out = _DOT0.sub(b"", out)
+        out = orjson.dumps(obj, option=_OPTIONS)
+    except (TypeError, ValueError, RecursionError):  # orjson.JSONEncodeError is a TypeError
+        return None  # an integer out of range, a lone surrogate, too deep: the reference decides
     if not out.isascii() and _ASTRAL.search(out) is not None and _E000_FFFF.search(out) is not None:
         return None
-    if unsure:  # every number token so far parses back to the very same float
-        try:
-            if orjson.loads(out) != obj:
-                return None
-        except orjson.JSONDecodeError:
-            return None
-    if kinds - _NON_FINITE - {_NEGATIVE}:  # last: 1.2e+17 -> 120000000000000000 parses as an int
-        found = list(_ODD_EXPONENT.finditer(out))
-        if found:
-            if _in_strings(raw):
-                return None
-            out = _rewrite_exponents(found, out)
     return out
 
 
 def _fast_path_taken(obj: Any) -> bool:
     """Whether ``canonical_bytes(obj)`` is served by orjson (for tests and the benchmark)."""
-    return _FAST_PATH_ON and _fast(obj) is not None
+    return _fast(obj) is not None
 
 
 def _path_item(path: str, key: str) -> str:
@@ -285,10 +177,9 @@ def canonical_bytes(obj: Any) -> Jcs:
     Byte-identical to ``canonical_bytes_reference``. Like any encoder, it reads ``obj`` more
     than once: another thread must not change it during the call.
     """
-    if _FAST_PATH_ON:
-        out = _fast(obj)
-        if out is not None:
-            return Jcs(out)
+    out = _fast(obj)
+    if out is not None:
+        return Jcs(out)
     return canonical_bytes_reference(obj)
 
 
@@ -323,6 +214,29 @@ def jcs_rows(rows: list[list[float | None]]) -> list[Jcs]:
     inner = canonical_bytes(rows)[2:-2].split(b"],[")
     if len(inner) != len(rows):  # pragma: no cover - impossible for numbers; never guess
         return [canonical_bytes(r) for r in rows]
+    return [Jcs(b"[" + p + b"]") for p in inner]
+
+
+_INT_ROW_BYTES = b"0123456789-,[]nul"  # all that rows of integers and nulls are written with
+
+
+def jcs_int_rows(rows: list[list[int | None]]) -> list[Jcs]:
+    """The canonical bytes of each row of integers (``null`` for None), from one orjson call.
+
+    An integer within +-(2**53 - 1) is written the same by orjson and by RFC 8785 (its decimal
+    digits); ``OPT_STRICT_INTEGER`` refuses any other, and the bytes are checked to hold nothing
+    but digits, ``-``, ``,``, brackets and ``null``, which rules out a float (``.`` or ``e``), a
+    bool, a string or a nested list that slipped in: TypeError then, as for any value that is
+    not such a row."""
+    if not rows or any(not r for r in rows):
+        raise TypeError("rows of integers are non-empty lists")
+    try:
+        whole = orjson.dumps(rows, option=orjson.OPT_STRICT_INTEGER)
+    except orjson.JSONEncodeError as exc:
+        raise TypeError(f"not rows of integers within +-(2**53 - 1): {exc}") from None
+    if whole.translate(None, _INT_ROW_BYTES) or whole.count(b"[") != len(rows) + 1:
+        raise TypeError("not rows of integers and nulls")  # a float, bool, string or nested list
+    inner = whole[2:-2].split(b"],[")
     return [Jcs(b"[" + p + b"]") for p in inner]
 
 
@@ -382,23 +296,3 @@ class Template:
         """The canonical bytes with each slot's value, ``parts`` in the order of the slots."""
         order = self._order
         return Jcs(self._fmt % tuple([parts[i] for i in order]))
-
-
-def _self_test() -> bool:
-    """Whether this orjson still lays numbers out as the rules above assume (checked once)."""
-    floats: list[float] = [0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308]
-    for exp in [*range(-12, 26), *range(-323, 308, 23)]:  # every exponent where a layout switches
-        for mantissa in (1.0, 1.5, 9.999999999999999, 4.35):
-            x = float(f"{mantissa}e{exp}")
-            floats += [x, -math.nextafter(x, math.inf), math.nextafter(x, 0.0)]
-    floats += [float(i) for i in range(-100, 100, 7)] + [2.0**53, 0.1 + 0.2, 123456789.0]
-    sample: dict[str, Any] = {"f": floats, "i": [0, -1, _INT_LIMIT, -_INT_LIMIT],
-                              "s": "\x00\x1f\x7f\u2028\"\\/é😀"}
-    return _fast(sample) == rfc8785.dumps(sample)
-
-
-_FAST_PATH_ON = True
-if not _self_test():  # pragma: no cover - only with an orjson whose float layout changed
-    _FAST_PATH_ON = False
-    warnings.warn("orjson's output no longer matches RFC 8785 as ledger.jcs assumes; "
-                  "canonical_bytes uses the rfc8785 package alone", RuntimeWarning, stacklevel=1)

@@ -26,7 +26,13 @@ from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.problems import Problem
 from audit.annotations import ANNOTATION_KIND, Disposition, annotate
-from audit.decide.record import DECISION_KIND
+from audit.decide.record import (
+    DECISION_KIND,
+    DECISION_SCHEMA,
+    body_score,
+    features_from_body,
+    states_explanation,
+)
 from audit.decide.runtime import Runtime
 from audit.errors import AnnotationError, QueryError, TraceNotFoundError
 from audit.query.traces import TraceDetail, get_trace
@@ -74,12 +80,28 @@ def _payload(detail: TraceDetail, caller: Caller) -> Payload:
 def _features(body: dict[str, Any]) -> list[tuple[str, Any]]:
     """(name, value) for each recorded feature; names from the schema the record names."""
     f = body.get("features")
-    if not isinstance(f, dict) or not isinstance(values := f.get("values"), list):
+    if not isinstance(f, dict):
+        return []
+    values: Any = f.get("values")
+    if body.get("schema") == DECISION_SCHEMA:  # integers in fixed units: the values they stand for
+        try:
+            values = [None if v != v else v for v in features_from_body(body)[0]]
+        except (KeyError, TypeError, ValueError):
+            values = f.get("scaled")
+    if not isinstance(values, list):
         return []
     schema = f.get("schema")
     names = FEATURE_SCHEMAS.get(schema, ()) if isinstance(schema, str) else ()
     named = len(values) == len(names)
     return [(names[i] if named else f"feature[{i}]", v) for i, v in enumerate(values)]
+
+
+def _score(body: dict[str, Any]) -> float | None:
+    """The recorded score (None: not scored, or not readable as one)."""
+    try:
+        return body_score(body)
+    except (TypeError, ValueError):
+        return None
 
 
 def _latencies(body: dict[str, Any]) -> list[tuple[str, int]]:
@@ -133,7 +155,8 @@ def _context(rt: Runtime, caller: Caller, trace_id: str) -> dict[str, Any]:
     return {"detail": detail, "body": body, "is_decision": detail.kind == DECISION_KIND,
             "is_annotation": detail.kind == ANNOTATION_KIND,
             "body_json": orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode(),
-            "payload": payload, "features": _features(body),
+            "payload": payload, "features": _features(body), "score": _score(body),
+            "explains": isinstance(body, dict) and states_explanation(body),
             "latencies": _latencies(body), "proof": proof, "proof_error": proof_error,
             "dispositions": [d.value for d in Disposition], "outcomes": OUTCOMES,
             "form": dict.fromkeys(ANNOTATION_FIELDS, ""), "errors": {}}

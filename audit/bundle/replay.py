@@ -1,14 +1,17 @@
 """Replay (DESIGN.md invariant 6): re-run recorded decisions and say where they do not reproduce.
 
-For each ``sealtrail.decision/1``, ``/2`` or ``/3`` body: the recorded features and score go through
+For each ``sealtrail.decision/1`` to ``/4`` body: the recorded features and score (a version 4
+body's integers in fixed units, read as the values they stand for) go through
 the recorded rule module in the sandbox (outcome, fired rule ids, their outcomes and reasons must
 equal the record exactly), and the recorded features through the numpy reference model (score
 within 1e-4), as ``docs/bundle-format.md`` "Replay" says, fail-safe records included. A version
-3 body's ``explanation`` is recomputed from the same model and features (``inference.explain``): the
+3 body's ``explanation`` (and a version 4 body's, which has the field when its model could be
+attributed) is recomputed from the same model and features (``inference.explain``): the
 decisions that must carry reasons carry them, and the reason codes are those the recomputed
 attributions give, each contribution within 1e-4 (``audit.decide.explanation.check_explanation``).
-An earlier version's body may state no explanation, and may not follow a version 3 record of the
-same backend and model (a record relabelled to escape the check).
+A body of a kind without explanations (versions 1 and 2, version 4 without the field) may state
+none, and may not follow a record with one from the same backend and model (a record relabelled
+or stripped to escape the check).
 
 Decisions are buffered and replayed a batch at a time, grouped by feature schema (each record's
 values are read by the schema it names), by module and by model, so the sandbox's per-call cost
@@ -30,7 +33,14 @@ import numpy as np
 import numpy.typing as npt
 
 from audit.decide.explanation import check_explanation, is_explained
-from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMAS, FAIL_SAFE_DECISION
+from audit.decide.record import (
+    DECISION_SCHEMA,
+    DECISION_SCHEMA_V3,
+    DECISION_SCHEMAS,
+    FAIL_SAFE_DECISION,
+    features_from_body,
+    states_explanation,
+)
 from audit.decide.types import ActiveRules
 from audit.errors import BundleError, ReplayMismatch
 from inference.errors import ModelError
@@ -52,7 +62,7 @@ _NUMBER_TYPES = frozenset({float, int, type(None)})  # JSON numbers and null (bo
 class _Row(NamedTuple):
     seq: int
     trace_id: str
-    values: list[float | None]  # as recorded, null for NaN
+    values: list[float | None]  # as recorded, null (or NaN) for NaN
     score: float
     body: dict[str, Any]
     schema: str  # the feature schema the values follow
@@ -78,8 +88,8 @@ class Replayer:
         self.replayed = 0  # decisions whose rules were re-run
         self.rescored = 0  # decisions whose score was recomputed
         self.fail_safe = 0  # fail-safe HOLDs checked for their shape (nothing to re-run)
-        self.explained = 0  # version 3 decisions whose reason codes were recomputed
-        self._explainers: dict[tuple[str, str], int] = {}  # (backend, model) -> first version 3 seq
+        self.explained = 0  # decisions (versions 3 and 4) whose reason codes were recomputed
+        self._explainers: dict[tuple[str, str], int] = {}  # (backend, model) -> first explained seq
 
     def _miss(self, row: _Row | tuple[int, str], kind: str, detail: str) -> ReplayMismatch:
         seq, tid = (row.seq, row.trace_id) if isinstance(row, _Row) else row
@@ -89,10 +99,16 @@ class Replayer:
         """Queue one decision body; replays the queue when it is full."""
         try:
             f = body["features"]
-            values, score, schema = f["values"], body["score"], f["schema"]
+            schema = f["schema"]
             names = FEATURE_SCHEMAS.get(schema) if type(schema) is str else None
             if names is None:
                 raise ValueError(f"unknown feature schema {schema!r}")
+            if body["schema"] == DECISION_SCHEMA:  # integers in fixed units, checked as read
+                got, as_float = features_from_body(body)
+                values: list[float | None] = list(got)
+                score: object = None if as_float != as_float else as_float
+            else:
+                values, score = f["values"], body["score"]
             if (body["schema"] not in DECISION_SCHEMAS or type(values) is not list
                     or len(values) != len(names) or not _NUMBER_TYPES.issuperset(map(type, values))
                     or type(f["sha256"]) is not str
@@ -110,22 +126,23 @@ class Replayer:
         return self.flush() if len(self._rows) >= self._batch else []
 
     def _version(self, seq: int, trace_id: str, body: dict[str, Any]) -> BundleError | None:
-        """An explanation is checked only in a version 3 body: one in an earlier version's body is
-        unchecked text, and an earlier version sealed after version 3 by the same backend and model
-        (``_explainers``) is a version 3 record that lost its explanation."""
+        """An explanation is checked only in a body of a kind that states one
+        (``states_explanation``): one in another body is unchecked text, and a body without one
+        sealed after one with an explanation by the same backend and model (``_explainers``) is a
+        record that lost its explanation."""
         schema = body["schema"]
         model = (str(body["model"].get("backend")), body["model"]["sha256"])
-        if schema == DECISION_SCHEMA:
+        if states_explanation(body):
             self._explainers.setdefault(model, seq)
             return None
         if "explanation" in body:
             return self._miss((seq, trace_id), "replay.explanation", f"a {schema} body states an "
-                              f"explanation; only {DECISION_SCHEMA} records do")
+                              f"explanation; only {DECISION_SCHEMA_V3} and {DECISION_SCHEMA} records do")
         first = self._explainers.get(model)
         if first is not None and first < seq:
             return self._miss((seq, trace_id), "replay.explanation", f"sealed as {schema}, without an "
-                              f"explanation, after seq {first} sealed {DECISION_SCHEMA} with the same "
-                              f"backend and model {model[1][:12]}")
+                              f"explanation, after seq {first} sealed one with an explanation with the "
+                              f"same backend and model {model[1][:12]}")
         return None
 
     def flush(self) -> list[BundleError]:
@@ -160,7 +177,7 @@ class Replayer:
                 out.append(self._miss(r, "replay.fail_safe", f"unknown fail_safe {fs!r}"))
                 continue
             if math.isnan(r.score):
-                if b["schema"] == DECISION_SCHEMA and b.get("explanation", 0) is not None:
+                if states_explanation(b) and b.get("explanation", 0) is not None:
                     said = "has no explanation" if "explanation" not in b else "states an explanation"
                     out.append(self._miss(r, "replay.explanation", f"a decision the model did not score "
                                           f"{said}; it must be null"))
@@ -286,9 +303,10 @@ class Replayer:
 
     def _explanations(self, model: MlpModel, rows: list[_Row], x: npt.NDArray[np.float64],
                       scores: npt.NDArray[np.float64], unscored: set[int]) -> list[BundleError]:
-        """Version 3 bodies: each ``explanation`` against the one the model gives (see the module);
-        not where the model gives another score (``unscored``), already a mismatch of its own."""
-        v3 = [i for i, r in enumerate(rows) if r.body["schema"] == DECISION_SCHEMA and i not in unscored]
+        """Bodies that state an explanation: each ``explanation`` against the one the model gives
+        (see the module); not where the model gives another score (``unscored``), already a
+        mismatch of its own."""
+        v3 = [i for i, r in enumerate(rows) if states_explanation(r.body) and i not in unscored]
         if not v3:
             return []
         want = [i for i in v3 if is_explained(float(scores[i]), str(rows[i].body.get("decision")))]
@@ -300,7 +318,7 @@ class Replayer:
             b = rows[i].body
             if "explanation" not in b:
                 out.append(self._miss(rows[i], "replay.explanation",
-                                      f"a {DECISION_SCHEMA} body has no explanation"))
+                                      f"a {b['schema']} body has no explanation"))
                 continue
             k = at.get(i)
             problem = check_explanation(model, x[i], None if k is None else attr[k], float(scores[i]),

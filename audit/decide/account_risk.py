@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property, lru_cache
 from typing import Any
 
+from audit.decide.fixed_point import body_score as _body_score
 from audit.errors import AccountRiskError
 from ledger.jcs import canonical_bytes
 
@@ -325,11 +326,12 @@ def check_account_risk(body: Mapping[str, Any]) -> AccountRisk:
     """A decision/2 body's ``account_risk``, checked against itself and against the body (its
     points from the recorded score, decision and fail_safe); ``AccountRiskError`` if not."""
     got = AccountRisk.from_json(body.get("account_risk"))
-    score = body.get("score")
-    if score is not None and type(score) not in (int, float):
-        raise AccountRiskError("score is not a number")
+    try:
+        score = _body_score(body)
+    except (TypeError, ValueError) as exc:
+        raise AccountRiskError(str(exc)) from None
     fs = body.get("fail_safe")
-    want = points_milli(got.policy, None if score is None else float(score), str(body.get("decision")),
+    want = points_milli(got.policy, score, str(body.get("decision")),
                         fs if isinstance(fs, str) else None)
     if got.points_milli != want:
         raise AccountRiskError(f"account_risk.points_milli is {got.points_milli}; the recorded score, "

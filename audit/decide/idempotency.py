@@ -31,7 +31,7 @@ from sqlalchemy.exc import DBAPIError
 
 from audit.decide.account_risk import AccountRisk
 from audit.decide.explanation import Explanation
-from audit.decide.record import DECISION_SCHEMA, IdempotencyKey, RuleHit
+from audit.decide.record import IdempotencyKey, RuleHit, body_score, states_explanation
 from audit.decide.types import Decision, Submission
 from audit.errors import DerivedRowError, IdempotencyRaceError
 from ledger import LedgerUnavailableError, Receipt
@@ -156,11 +156,11 @@ def decided_at(conn: Connection, seqs: Iterable[int]) -> dict[int, Decision]:
             body = env["record"]
             out[int(seq)] = Decision(
                 env["trace_id"], int(seq), bytes(leaf).hex(), env["recorded_at"], body["decision"],
-                body["score"], tuple(RuleHit(h["id"], h["outcome"], h["reason"]) for h in body["fired"]),
+                body_score(body), tuple(RuleHit(h["id"], h["outcome"], h["reason"]) for h in body["fired"]),
                 body["fail_safe"], {}, replayed=True,
                 account_risk=AccountRisk.from_json(body["account_risk"]) if "account_risk" in body else None,
                 explanation=Explanation.from_json(body.get("explanation"))
-                if body.get("schema") == DECISION_SCHEMA else None)  # version 3 only
+                if states_explanation(body) else None)  # versions 3 and 4
     missing = set(wanted) - set(out)
     if missing:  # a key row at a seq that holds no decision: the table was tampered with
         raise DerivedRowError(TABLE, min(missing), "a key row at a seq that holds no decision (forged?); "

@@ -63,6 +63,7 @@ import numpy.typing as npt
 from audit.decide.account_risk import AccountRiskState, Pending, RiskEvent, event_hour, points_milli
 from audit.decide.account_secret import load_keyer, load_state_key, sealing_tail
 from audit.decide.explanation import Explanation, explain_decisions
+from audit.decide.fixed_point import quantise_rows, quantise_scores
 from audit.decide.idempotency import with_keys
 from audit.decide.log_tip import StateSuperseded, activations_between, fenced, newest_delta
 from audit.decide.record import (
@@ -85,7 +86,7 @@ from inference.features import FeatureExtractor, StateDelta
 from inference.graph import GraphFeatures
 from inference.messages import PARSER
 from inference.model import MlpModel
-from inference.schema import FEATURE_SCHEMA
+from inference.schema import FEATURE_SCHEMA, feature_digits
 from inference.state_store import features_state_bytes, read_features_state
 from inference.velocity import Journal, VelocityState, key_id
 from ledger import LedgerUnavailableError, Record, store
@@ -97,6 +98,7 @@ from wasm_rules import OUTCOMES, SandboxFault
 __all__ = ["Pipeline"]
 
 F64 = np.float64
+_DIGITS = feature_digits(FEATURE_SCHEMA)  # the fixed units a version 4 record states each column in
 log = logging.getLogger(__name__)
 _Hits = tuple[tuple[RuleHit, ...], Jcs]  # fired rules, and the canonical bytes of the record's "fired"
 
@@ -465,8 +467,13 @@ class Pipeline:
 
     def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float,
                  epoch: int, deltas: tuple[str, bytes]) -> _Prepared:
-        """Model, rules, account risk and the records of a batch whose feature rows are ``rows``."""
+        """Model, rules, account risk and the records of a batch whose feature rows are ``rows``.
+
+        The rows and then the scores are first put in the fixed units a version 4 record states
+        (``audit.decide.fixed_point``): the model, the rules and account risk read exactly the
+        numbers the record holds."""
         clock, rules, n = self._clock, self._rules, len(subs)
+        rows, scaled = quantise_rows(rows, _DIGITS)
         t1 = clock()
         live = np.array([not s.expired for s in subs])
         scores = np.full(n, math.nan)
@@ -477,6 +484,7 @@ class Pipeline:
             except Exception as exc:  # any backend failure: score missing, recorded, never a crash
                 model_error = f"MODEL_ERROR: {type(exc).__name__}: {exc}"
             else:
+                scores = quantise_scores(scores)[0]
                 if self.on_scored is not None:
                     self.on_scored(rows[live])
         t2 = clock()
@@ -515,8 +523,8 @@ class Pipeline:
             keyer = self._keyer = load_keyer(self.ledger.engine)
         risk = self._assess(subs, scores, outs, why, keyer, epoch)
         try:
-            return self._finish(subs, rows, scores, outs, fired, why, fuel, stage, rules, keyer, risk, t0,
-                                explanations, deltas)
+            return self._finish(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, keyer, risk,
+                                t0, explanations, deltas)
         except BaseException:
             self.account_risk.discard(risk)
             raise
@@ -536,12 +544,13 @@ class Pipeline:
                                                  why[i])))
         return self.account_risk.assess(events, keyer.key_id, epoch)
 
-    def _finish(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
+    def _finish(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scaled: npt.NDArray[np.int64],
+                scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None], fuel: int, stage: dict[str, int],
                 rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float,
                 explanations: list[Explanation] | None, deltas: tuple[str, bytes]) -> _Prepared:
         """The records and summary of a batch assessed for account risk."""
-        records, meta = self._bodies(subs, rows, scores, outs, fired, why, fuel, stage, rules, risk,
+        records, meta = self._bodies(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, risk,
                                      explanations)
         ids: dict[int, Jcs] = {}  # id(hits) -> canonical array of its rule ids
         for hits, _ in fired:
@@ -571,7 +580,8 @@ class Pipeline:
             out.append(got)
         return out
 
-    def _bodies(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scores: npt.NDArray[F64],
+    def _bodies(self, subs: Sequence[Submission], rows: npt.NDArray[F64], scaled: npt.NDArray[np.int64],
+                scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None],
                 fuel: int, stage: dict[str, int], rules: ActiveRules, risk: Pending,
                 explanations: list[Explanation] | None) -> tuple[list[Record], DecisionBatch]:
@@ -595,7 +605,8 @@ class Pipeline:
                 ruleset_id=manifest.ruleset_id, ruleset_version=manifest.version, decision=outs[i],
                 fired=fired[i][0], fail_safe=why[i], fuel=fuel, batch_size=n,
                 latency_us={"queue": s.queue_us, **stage}, idempotency=s.idempotency, parser=PARSER,
-                account_risk=risks[i], explanation=None if explanations is None else explanations[i])
+                account_risk=risks[i], explanation=None if explanations is None else explanations[i],
+                fixed_point=True)
 
         le = np.ascontiguousarray(rows, dtype="<f8")
         width = le.shape[1] * 8
@@ -604,11 +615,12 @@ class Pipeline:
         shas = [sha(flat[i * width:(i + 1) * width]).hexdigest() for i in range(n)]  # = features_sha256(row)
         shared = DecisionInputs(
             at="", principal={}, message_format="", message_type="", reference="", raw_sha256="",
-            transaction_sha256="", feature_schema=FEATURE_SCHEMA, feature_values=[], features_sha256="",
+            transaction_sha256="", feature_schema=FEATURE_SCHEMA, feature_values=[0.0] * len(_DIGITS),
+            features_sha256="",
             tables=tables, model_sha256=self.scorer.model_sha256, backend=self.scorer.name, score=0.0,
             module_sha256=rules.module.sha256, ruleset_id=manifest.ruleset_id,
             ruleset_version=manifest.version, decision="", fired=(), fail_safe=None, fuel=fuel, batch_size=n,
-            latency_us={"queue": 0, **stage}, parser=PARSER)
+            latency_us={"queue": 0, **stage}, parser=PARSER, fixed_point=True)
         txs = [s.transaction for s in subs]
         principals: dict[int, Jcs] = {}  # by identity: a batch usually shares one principal object
         for s in subs:
@@ -622,7 +634,7 @@ class Pipeline:
             principal=[principals[id(s.principal)] for s in subs], score=score_list,
             queue_us=[s.queue_us for s in subs],
             idempotency=[s.idempotency for s in subs] if any(s.idempotency for s in subs) else None,
-            account_risk=risks, explanation=explanations)
+            account_risk=risks, explanation=explanations, scaled_values=scaled)
         # Every body comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or a template
         # filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
         records = [Record.from_jcs(DECISION_KIND, body, payload=s.raw)

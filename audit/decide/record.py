@@ -1,5 +1,5 @@
-"""The decision record (``sealtrail.decision/3``; ``/2`` before explanations, ``/1`` before account
-risk): what one sealed decision binds.
+"""The decision record (``sealtrail.decision/4``; ``/3`` before numbers in fixed units, ``/2``
+before explanations, ``/1`` before account risk): what one sealed decision binds.
 
 The ledger envelope adds ``trace_id`` (UUIDv7), ``recorded_at`` and ``payload_sha256`` (the raw
 message, kept apart so that it can be purged); this body binds the rest of DESIGN.md
@@ -18,8 +18,15 @@ Version 3 adds ``explanation`` (``audit.decide.explanation``): the reason codes 
 model scored high or the rules held, with each code's contribution to the score and its words,
 or ``null``. A pipeline whose scorer carries no model to attribute to still seals version 2.
 
-Feature values are JSON numbers, ``null`` for a missing value (NaN); JSON round-trips float64
-exactly, so replaying the rule module on the recorded values reproduces the outcome.
+Version 4 holds no float (``audit.decide.fixed_point``): each feature value is an integer count of
+``10**-digits`` in ``features.scaled``, with the digits of each column beside it in
+``features.digits``, and the score is ``score_ppm``, an integer count of millionths, in place of
+``score``; the pipeline rounds its values to those units before the model and the rules read
+them. ``explanation`` is there when the model can be attributed (as in version 3) and absent
+otherwise. Versions 1 to 3 state feature values and the score as JSON numbers, ``null`` for a
+missing value (NaN); JSON round-trips float64 exactly. Either way, replaying the rule module on
+the recorded values reproduces the outcome; ``features_from_body`` and ``body_score`` read every
+version.
 
 This module owns the record's layout: ``decision_body`` states it, and ``decision_bodies`` makes
 a whole batch's canonical bodies from columns (spliced into one template per batch, with the
@@ -38,6 +45,8 @@ import numpy.typing as npt
 
 from audit.decide.account_risk import AccountRisk
 from audit.decide.explanation import Explanation
+from audit.decide.fixed_point import FIXED_SCHEMA, body_score, decode, decode_score, scaled_row, scaled_score
+from inference.schema import feature_digits
 from ledger.jcs import (
     JCS_NULL,
     CanonicalError,
@@ -45,6 +54,7 @@ from ledger.jcs import (
     Template,
     canonical_bytes,
     jcs_int,
+    jcs_int_rows,
     jcs_numbers,
     jcs_rows,
     jcs_str,
@@ -56,6 +66,7 @@ __all__ = [
     "DECISION_SCHEMAS",
     "DECISION_SCHEMA_V1",
     "DECISION_SCHEMA_V2",
+    "DECISION_SCHEMA_V3",
     "FAIL_SAFE_DECISION",
     "RISK_SCHEMAS",
     "SLOTS",
@@ -65,6 +76,7 @@ __all__ = [
     "DecisionInputs",
     "IdempotencyKey",
     "RuleHit",
+    "body_score",
     "decision_bodies",
     "decision_body",
     "features_from_body",
@@ -75,14 +87,17 @@ __all__ = [
     "jcs_rows",
     "jcs_str",
     "slot_parts",
+    "states_explanation",
 ]
 
 DECISION_KIND = "decision"
 DECISION_SCHEMA_V1 = "sealtrail.decision/1"  # before account risk
 DECISION_SCHEMA_V2 = "sealtrail.decision/2"  # version 1 and ``account_risk``
-DECISION_SCHEMA = "sealtrail.decision/3"  # what is sealed: version 2 and ``explanation``
-DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA_V2, DECISION_SCHEMA)  # every version read, replayed
-RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA)  # the versions that state ``account_risk``
+DECISION_SCHEMA_V3 = "sealtrail.decision/3"  # version 2 and ``explanation``
+DECISION_SCHEMA = FIXED_SCHEMA  # what is sealed: version 3 with numbers in fixed units (4)
+# every version read and replayed
+DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA)
+RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA)  # those stating ``account_risk``
 FAIL_SAFE_DECISION = "HOLD"
 
 
@@ -145,7 +160,8 @@ class DecisionInputs:
     idempotency: IdempotencyKey | None = None  # the sealed key; None: the body has no "idempotency"
     parser: str | None = None  # inference.messages.PARSER that read the message; None: not stated (version 1)
     account_risk: AccountRisk | None = None  # None: a version 1 body (no account risk)
-    explanation: Explanation | None = None  # None: a version 1 or 2 body (no "explanation" field)
+    explanation: Explanation | None = None  # None: no "explanation" field (version 1 or 2, or 4 unattributed)
+    fixed_point: bool = False  # version 4: feature values and score in fixed units (no float)
 
 
 class DecisionBatch(Sequence[DecisionInputs]):
@@ -196,6 +212,8 @@ def _num(v: float) -> float | None:
 
 def decision_body(d: DecisionInputs) -> dict[str, Any]:
     """The record body as a JSON object (canonicalised by the caller)."""
+    if d.fixed_point:
+        return _fixed(d)
     body: dict[str, Any] = {
         "schema": _schema(d),
         "at": d.at,
@@ -226,11 +244,46 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
     return body
 
 
+def _fixed(d: DecisionInputs) -> dict[str, Any]:
+    """A version 4 body: version 3's fields, numbers as integers in fixed units."""
+    if d.account_risk is None:
+        raise ValueError("a version 4 decision record states account risk")
+    digits = feature_digits(d.feature_schema)
+    body: dict[str, Any] = {
+        "schema": DECISION_SCHEMA,
+        "at": d.at,
+        "principal": d.principal,
+        "input": {"format": d.message_format, "message_type": d.message_type, "reference": d.reference,
+                  "raw_sha256": d.raw_sha256, "transaction_sha256": d.transaction_sha256},
+        "features": {"schema": d.feature_schema, "digits": list(digits),
+                     "scaled": scaled_row(d.feature_values, digits), "sha256": d.features_sha256,
+                     "tables": d.tables},
+        "model": {"sha256": d.model_sha256, "backend": d.backend},
+        "score_ppm": scaled_score(d.score),
+        "rules": {"module_sha256": d.module_sha256, "ruleset_id": d.ruleset_id,
+                  "version": d.ruleset_version},
+        "decision": d.decision,
+        "fired": fired_json(d.fired),
+        "fail_safe": d.fail_safe,
+        "fuel": d.fuel,
+        "batch_size": d.batch_size,
+        "latency_us": d.latency_us,
+        "account_risk": d.account_risk.to_json(),
+    }
+    if d.parser is not None:
+        body["input"]["parser"] = d.parser
+    if d.idempotency is not None:
+        body["idempotency"] = d.idempotency.to_json()
+    if d.explanation is not None:
+        body["explanation"] = d.explanation.to_json()
+    return body
+
+
 def _schema(d: DecisionInputs) -> str:
     if d.explanation is not None:
         if d.account_risk is None:
             raise ValueError("a version 3 decision record states account risk as well as its explanation")
-        return DECISION_SCHEMA
+        return DECISION_SCHEMA_V3
     return DECISION_SCHEMA_V1 if d.account_risk is None else DECISION_SCHEMA_V2
 
 
@@ -244,11 +297,28 @@ def jcs_fired(hits: Sequence[RuleHit]) -> Jcs:
     return canonical_bytes(fired_json(hits))
 
 
+def states_explanation(body: dict[str, Any]) -> bool:
+    """Whether a decision body is of the kind that states an explanation: every version 3 body, and
+    a version 4 body made with a model that can be attributed (it then has the field)."""
+    schema = body.get("schema")
+    return schema == DECISION_SCHEMA_V3 or (schema == DECISION_SCHEMA and "explanation" in body)
+
+
 def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
-    """The recorded feature values and score, ``null`` back to NaN (for replay)."""
-    values = [math.nan if v is None else float(v) for v in body["features"]["values"]]
+    """The recorded feature values and score of any version, ``null`` back to NaN (for replay);
+    ValueError (or KeyError, TypeError) where the body does not hold them as its version says."""
+    f = body["features"]
+    if body.get("schema") == DECISION_SCHEMA:
+        digits = f["digits"]
+        if type(digits) is not list or list(feature_digits(f["schema"])) != digits:
+            raise ValueError(f"features.digits is not that of {f['schema']}")
+        return decode(f["scaled"], digits), decode_score(body["score_ppm"])
+    values = [math.nan if v is None else float(v) for v in f["values"]]
     score = body["score"]
     return values, math.nan if score is None else float(score)
+
+
+
 
 
 # --- canonical bytes of a batch's bodies, spliced from parts canonicalised once ----------------
@@ -280,6 +350,7 @@ class DecisionColumns:
     principal: Sequence[Jcs]
     score: Sequence[float]  # NaN when the model did not score
     queue_us: Sequence[int]
+    scaled_values: npt.NDArray[np.int64] | None = None  # version 4: feature_values in fixed units
     idempotency: Sequence[IdempotencyKey | None] | None = None  # None: no decision of the batch has a key
     account_risk: Sequence[AccountRisk | None] | None = None  # None: version 1 bodies, no account risk
     explanation: Sequence[Explanation | None] | None = None  # None: no body states an explanation
@@ -296,8 +367,9 @@ class BodyTemplate:
     """
 
     def __init__(self, template: Template, keyed: bool = False, risked: bool = False,
-                 explained: bool = False) -> None:
+                 explained: bool = False, fixed: bool = False) -> None:
         self._template = template
+        self.fixed = fixed  # version 4 bodies: "values" and "score" slots hold integers
         self.keyed = keyed  # its bodies hold "idempotency" (a slot after SLOTS)
         self.risked = risked  # its bodies hold "account_risk" (a slot after those): version 2
         self.explained = explained  # its bodies hold "explanation" (the last slot): version 3
@@ -309,8 +381,11 @@ class BodyTemplate:
         body = decision_body(shared)
         marks = {slot: Template.marker(slot) for slot in SLOTS}
         body["at"], body["decision"], body["fail_safe"] = marks["at"], marks["decision"], marks["fail_safe"]
-        body["features"] = {**body["features"], "values": marks["values"], "sha256": marks["features_sha256"]}
-        body["fired"], body["principal"], body["score"] = marks["fired"], marks["principal"], marks["score"]
+        fixed = shared.fixed_point
+        body["features"] = {**body["features"], "scaled" if fixed else "values": marks["values"],
+                            "sha256": marks["features_sha256"]}
+        body["fired"], body["principal"] = marks["fired"], marks["principal"]
+        body["score_ppm" if fixed else "score"] = marks["score"]
         body["input"] = {"format": marks["format"], "message_type": marks["message_type"],
                          "raw_sha256": marks["raw_sha256"], "reference": marks["reference"],
                          "transaction_sha256": marks["transaction_sha256"]}
@@ -331,7 +406,7 @@ class BodyTemplate:
             slots = (*slots, "explanation")
             body["explanation"] = Template.marker("explanation")
         template = Template.of(body, slots)
-        return None if template is None else cls(template, keyed, risked, explained)
+        return None if template is None else cls(template, keyed, risked, explained, fixed)
 
     def body(self, parts: Sequence[Jcs]) -> Jcs:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
@@ -340,13 +415,18 @@ class BodyTemplate:
     def bodies(self, cols: DecisionColumns, whole: Callable[[int], DecisionInputs]) -> list[Jcs]:
         """The record bytes of each decision of ``cols``; ``whole(i)`` is canonicalised instead
         where a value is one the splice does not vouch for (the encoder then decides)."""
-        values: list[list[float | None]] = cols.feature_values.tolist()
         nan = np.isnan(cols.feature_values)
-        if nan.any():
-            for i in np.flatnonzero(nan.any(axis=1)).tolist():
-                values[i] = [None if v != v else v for v in values[i]]
-        value_bytes = jcs_rows(values)
-        score_bytes = jcs_numbers([None if v != v else v for v in cols.score])
+        if self.fixed:
+            if cols.scaled_values is None:
+                raise ValueError("version 4 bodies are made from the scaled feature values")
+            value_bytes, score_bytes = _fixed_parts(cols.scaled_values, nan, cols.score)
+        else:
+            values: list[list[float | None]] = cols.feature_values.tolist()
+            if nan.any():
+                for i in np.flatnonzero(nan.any(axis=1)).tolist():
+                    values[i] = [None if v != v else v for v in values[i]]
+            value_bytes = jcs_rows(values)
+            score_bytes = jcs_numbers([None if v != v else v for v in cols.score])
         fill = self._template.fill
         out: list[Jcs] = []
         push = out.append
@@ -380,6 +460,18 @@ class BodyTemplate:
         return out
 
 
+def _fixed_parts(scaled: npt.NDArray[np.int64], nan: npt.NDArray[np.bool_],
+                 scores: Sequence[float]) -> tuple[list[Jcs], list[Jcs]]:
+    """The canonical bytes of each row of scaled feature values (``null`` where NaN) and of each
+    score in millionths: integers only, so one orjson call each (``ledger.jcs.jcs_int_rows``)."""
+    rows: list[list[int | None]] = scaled.tolist()
+    if nan.any():
+        for i in np.flatnonzero(nan.any(axis=1)).tolist():
+            rows[i] = [None if gone else v for v, gone in zip(rows[i], nan[i].tolist(), strict=True)]
+    ppm = [scaled_score(v) for v in scores]
+    return jcs_int_rows(rows), [JCS_NULL if p is None else jcs_int(p) for p in ppm]
+
+
 def decision_bodies(shared: DecisionInputs, cols: DecisionColumns,
                     whole: Callable[[int], DecisionInputs]) -> list[Jcs]:
     """The canonical body of each decision of a batch, a batch at a time.
@@ -409,10 +501,12 @@ def slot_parts(d: DecisionInputs) -> tuple[Jcs, ...]:
     """The canonical bytes of each slot of ``d``, one value at a time, in ``SLOTS`` order (the
     pipeline makes the same bytes a batch at a time; tests hold the two together)."""
     body = decision_body(d)
+    values, score = ((body["features"]["scaled"], body["score_ppm"]) if d.fixed_point
+                     else (body["features"]["values"], body["score"]))
     return (jcs_str(d.at), jcs_str(d.decision), JCS_NULL if d.fail_safe is None else jcs_str(d.fail_safe),
-            canonical_bytes(body["features"]["values"]), jcs_str(d.features_sha256), jcs_fired(d.fired),
+            canonical_bytes(values), jcs_str(d.features_sha256), jcs_fired(d.fired),
             jcs_str(d.message_format), jcs_str(d.message_type), jcs_str(d.raw_sha256), jcs_str(d.reference),
-            jcs_str(d.transaction_sha256), canonical_bytes(d.principal), canonical_bytes(body["score"]),
+            jcs_str(d.transaction_sha256), canonical_bytes(d.principal), canonical_bytes(score),
             jcs_int(d.latency_us["queue"])) + (
                 () if d.idempotency is None else (canonical_bytes(d.idempotency.to_json()),)) + (
                 () if d.account_risk is None else (canonical_bytes(d.account_risk.to_json()),)) + (

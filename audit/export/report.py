@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from audit.decide.fixed_point import body_score
 from wasm_rules import OUTCOMES
 
 __all__ = ["CSV_HEADER", "PURGED_CAP", "ROW_CAP", "ReportStats", "csv_cell", "csv_line", "csv_row",
@@ -57,7 +58,7 @@ def csv_line(fields: list[str]) -> str:
 
 def csv_row(seq: int, env: dict[str, Any], payload_state: str, annotations: int) -> list[str]:
     b = env["record"]
-    score = b["score"]
+    score = body_score(b)
     inp = b["input"]
     rules, who = b["rules"], b["principal"]
     return [str(seq), env["trace_id"], env["recorded_at"], b["decision"],
@@ -95,7 +96,7 @@ class ReportStats:
         day = env["recorded_at"][:10]
         self.by_day.setdefault(day, Counter())[b["decision"]] += 1
         if len(self.rows) < ROW_CAP:
-            self.rows.append((seq, env["trace_id"], env["recorded_at"], b["decision"], b["score"],
+            self.rows.append((seq, env["trace_id"], env["recorded_at"], b["decision"], body_score(b),
                               tuple((h["id"], h["reason"]) for h in fired), b["fail_safe"],
                               b["principal"].get("subject", ""), b["principal"].get("fingerprint_sha256", ""),
                               annotations))

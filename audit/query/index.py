@@ -62,7 +62,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from audit.decide.account_risk import AccountRisk
-from audit.decide.record import DECISION_KIND, DecisionBatch, DecisionInputs
+from audit.decide.record import DECISION_KIND, DecisionBatch, DecisionInputs, body_score
 from inference.messages import Party, Transaction, parse_messages, transaction_schema_of
 from inference.messages.fields import iban_or_none
 from ledger import Receipt, store
@@ -196,7 +196,7 @@ def record_rows(seq: int, env: dict[str, Any]) -> tuple[tuple[Any, ...], list[st
     b = env["record"]
     ids = list(dict.fromkeys(h["id"] for h in b["fired"]))
     rules = b["rules"]
-    return (_trace_row(seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], b["score"],
+    return (_trace_row(seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], body_score(b),
                        b["fail_safe"], ids, b["principal"], rules["ruleset_id"], rules["version"],
                        rules["module_sha256"], _recorded_risk(b)), ids)
 

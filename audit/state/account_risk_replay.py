@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from audit.decide.account_risk import AccountRisk, AccountRiskError, AccountRiskPolicy, AccountRiskState
-from audit.decide.record import RISK_SCHEMAS
+from audit.decide.record import RISK_SCHEMAS, body_score
 from audit.state.replay import decision_pages
 from ledger import store
 
@@ -59,9 +59,9 @@ def apply_records(state: AccountRiskState, records: Iterable[tuple[int, dict[str
             continue
         try:
             risk = AccountRisk.from_json(body.get("account_risk"))
-            score = body.get("score")
+            score = body_score(body)
             fs = body.get("fail_safe")
-            got = state.apply_record(risk, str(body["at"]), None if score is None else float(score),
+            got = state.apply_record(risk, str(body["at"]), score,
                                      str(body["decision"]), fs if isinstance(fs, str) else None)
         except (AccountRiskError, KeyError, TypeError, ValueError) as exc:
             unreadable += 1

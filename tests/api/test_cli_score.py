@@ -14,6 +14,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
+from audit.decide.fixed_point import body_score
 from inference.messages import Transaction, parse_messages
 from inference.simulate import SimConfig, simulate
 from ledger import store
@@ -88,7 +89,7 @@ def assert_sealed_as_printed(cli: Cli, rows: list[dict[str, Any]]) -> Entries:
         env, _ = entries[r["seq"]]
         body = env["record"]
         assert env["trace_id"] == r["trace_id"]
-        assert body["decision"] == r["decision"] and body["score"] == r["score"]
+        assert body["decision"] == r["decision"] and body_score(body) == r["score"]
         assert [h["id"] for h in body["fired"]] == r["fired"]
         assert body["input"]["reference"] == r["reference"]
         assert body["principal"]["fingerprint_sha256"] == ""  # offline: no certificate stood behind it

@@ -13,7 +13,6 @@ if no process had ever stopped; and the restarted servers' first decisions do se
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import subprocess
@@ -32,9 +31,10 @@ import orjson
 import pytest
 from sqlalchemy import select
 
+from audit.decide.fixed_point import quantise_rows, scaled_row
 from inference.features import FeatureExtractor
 from inference.messages import Transaction, parse_messages
-from inference.schema import FEATURE_NAMES
+from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, feature_digits
 from inference.simulate import SimConfig, simulate
 from ledger import store
 from tests.api.server_proc import ServerFiles, ServerProcess, prepare, start
@@ -48,6 +48,7 @@ THREADS = 6
 ACKS_BEFORE_KILL = (120, 400)
 FINAL_ACKS = 150
 WAIT_S = 90.0  # the longest any one step may take before the test gives up
+DIGITS = feature_digits(FEATURE_SCHEMA)  # the fixed units a record states each feature in
 
 
 @dataclass(frozen=True)
@@ -210,8 +211,9 @@ def ledger_rows(url: str) -> tuple[dict[int, Any], dict[str, bytes | None]]:
     return rows, payloads
 
 
-def fresh_features(rows: dict[int, Any], payloads: dict[str, bytes | None]) -> dict[int, list[float | None]]:
-    """Each record's features from one extractor fed every decision in ledger order, never restarted."""
+def fresh_features(rows: dict[int, Any], payloads: dict[str, bytes | None]) -> dict[int, list[int | None]]:
+    """Each record's features from one extractor fed every decision in ledger order, never restarted,
+    as the record states them (integers in fixed units, ``features.scaled``)."""
     extractor = FeatureExtractor()
     out: dict[int, list[float | None]] = {}
     for seq in sorted(rows):
@@ -222,8 +224,8 @@ def fresh_features(rows: dict[int, Any], payloads: dict[str, bytes | None]) -> d
         (tx,) = [t for t in parse_messages(raw, body["input"]["format"])
                  if isinstance(t, Transaction) and t.sha256 == body["input"]["transaction_sha256"]]
         at = datetime.fromisoformat(body["at"].replace("Z", "+00:00"))
-        (row,) = extractor.extract([tx], [at]).tolist()
-        out[seq] = [None if math.isnan(v) else v for v in row]
+        (row,) = quantise_rows(extractor.extract([tx], [at]), DIGITS)[0].tolist()
+        out[seq] = scaled_row(row, DIGITS)
     return out
 
 
@@ -264,7 +266,7 @@ def test_sigkill_under_load_loses_no_acknowledged_decision(db: Db, tmp_path: Pat
 
     # Velocity continuity: the same features as one process that never stopped ...
     expected = fresh_features(rows, payloads)
-    differ = [s for s in rows if orjson.loads(rows[s].record)["record"]["features"]["values"] != expected[s]]
+    differ = [s for s in rows if orjson.loads(rows[s].record)["record"]["features"]["scaled"] != expected[s]]
     assert not differ, f"{len(differ)} records' features differ from a fresh run, first seq {differ[:5]}"
     # ... and that is not vacuous: each restarted server's first decisions saw earlier ones.
     count_24h = FEATURE_NAMES.index("orig_count_24h")

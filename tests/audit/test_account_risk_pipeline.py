@@ -21,7 +21,7 @@ from audit.decide.account_risk import (
     event_hour,
 )
 from audit.decide.pipeline import Pipeline
-from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMA_V2
+from audit.decide.record import DECISION_SCHEMA
 from audit.decide.types import ActiveRules, Submission
 from audit.state.account_risk_replay import apply_records, rebuild_account_risk
 from inference.backends import load_backend
@@ -94,8 +94,8 @@ def test_allow_payments_with_high_scores_cross_the_threshold_and_alert(  # type:
     assert alerts[11] == ("originator",)  # 54,000 >= 50,000: the twelfth payment crosses
     assert [i for i, a in enumerate(alerts) if a] == [11]  # once, on the crossing only
     sealed = [env["record"] for _, env, _ in bodies(ledger.engine)]
-    # a scorer that carries no model to attribute to: version 2, account risk without explanations
-    assert all(b["schema"] == DECISION_SCHEMA_V2 and "explanation" not in b for b in sealed)
+    # a scorer that carries no model to attribute to: version 4 without the explanation field
+    assert all(b["schema"] == DECISION_SCHEMA and "explanation" not in b for b in sealed)
     assert sealed[11]["account_risk"]["alerts"] == ["originator"] and sealed[11]["decision"] == "ALLOW"
     assert sealed[11]["account_risk"]["max_milli"] == 54_000
     assert IBAN_A not in orjson.dumps(sealed).decode()  # keyed, never in clear
@@ -158,7 +158,7 @@ def test_version_1_records_add_nothing_and_a_forged_risk_is_counted() -> None:
     state.discard(risk)
     good = AccountRiskState(AccountRiskPolicy(threshold_milli=1000))
     first = good.assess([_event()], "0123456789abcdef").results[0]
-    body = {"schema": DECISION_SCHEMA, "at": "2026-03-02T09:30:00.000000Z", "score": 0.45,
+    body = {"schema": DECISION_SCHEMA, "at": "2026-03-02T09:30:00.000000Z", "score_ppm": 450_000,
             "decision": "ALLOW", "fail_safe": None, "account_risk": first.to_json()}
     v1 = {"schema": "sealtrail.decision/1", "at": body["at"], "score": 0.9, "decision": "BLOCK",
           "fail_safe": None}

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 import rfc8785
@@ -22,9 +23,17 @@ from audit.decide.account_risk import (
     check_account_risk,
 )
 from audit.decide.explanation import Explanation
-from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMA_V1, DECISION_SCHEMA_V2
+from audit.decide.record import (
+    DECISION_SCHEMA,
+    DECISION_SCHEMA_V1,
+    DECISION_SCHEMA_V2,
+    DECISION_SCHEMA_V3,
+    features_from_body,
+)
 from audit.query.index import record_rows
 from audit.state.account_risk_replay import apply_records
+from inference.features import features_sha256
+from inference.schema import feature_digits
 from ledger.jcs import canonical_bytes
 from wasm_rules import Sandbox
 
@@ -93,7 +102,7 @@ def _v3_replayer(sandbox: Sandbox) -> Replayer:
 def test_version_3_records_re_encode_to_their_bytes_and_state_their_reasons() -> None:
     got = _v3()
     for line, body in got:
-        assert body["schema"] == DECISION_SCHEMA == "sealtrail.decision/3"
+        assert body["schema"] == DECISION_SCHEMA_V3 == "sealtrail.decision/3"
         assert canonical_bytes(body) == line == rfc8785.dumps(body)
         check_account_risk(body)  # version 3 is version 2 and an explanation
     said = [Explanation.from_json(b["explanation"]) for _, b in got]
@@ -119,3 +128,76 @@ def test_version_2_and_3_records_rebuild_account_risk_alike() -> None:
     state = AccountRiskState()
     report = apply_records(state, [(i, b) for i, (_, b) in enumerate(_v3())])
     assert (report.applied, report.without_risk, report.unreadable) == (5, 0, 0)
+
+
+def _v4() -> list[tuple[bytes, dict[str, Any]]]:
+    lines = (VECTORS / "decision-v4" / "records.jsonl").read_bytes().splitlines()
+    return [(line, orjson.loads(line)) for line in lines]
+
+
+def _v4_replayer(sandbox: Sandbox) -> Replayer:
+    here = VECTORS / "decision-v4"
+    module, weights = (here / "pack.wasm").read_bytes(), (here / "weights.npz").read_bytes()
+    return Replayer(sandbox, lambda sha: module, lambda sha: weights)
+
+
+def _floats(value: Any) -> list[float]:
+    if isinstance(value, float):
+        return [value]
+    if isinstance(value, dict):
+        return [f for v in value.values() for f in _floats(v)]
+    if isinstance(value, list):
+        return [f for v in value for f in _floats(v)]
+    return []
+
+
+def test_version_4_records_hold_no_float_and_re_encode_to_their_bytes() -> None:
+    got = _v4()
+    for line, body in got:
+        assert body["schema"] == DECISION_SCHEMA == "sealtrail.decision/4"
+        assert _floats(body) == []  # every number parses back as an integer
+        assert canonical_bytes(body) == line == rfc8785.dumps(body)
+        assert "score" not in body and "values" not in body["features"]
+        check_account_risk(body)  # its points from score_ppm
+    said = [Explanation.from_json(b["explanation"]) for _, b in got]
+    assert [s.reasons is not None and len(s.reasons) > 0 for s in said] == [True] * 3 + [False] * 2
+
+
+def test_version_4_values_are_the_integers_over_their_digits_and_hash_as_recorded() -> None:
+    for _, body in _v4():
+        values, score = features_from_body(body)
+        f = body["features"]
+        assert f["digits"] == list(feature_digits(f["schema"]))
+        assert values == [s / 10**d for s, d in zip(f["scaled"], f["digits"], strict=True)]
+        assert features_sha256(np.array(values)) == f["sha256"]
+        assert score == body["score_ppm"] / 1_000_000
+
+
+def test_version_4_records_replay_and_their_explanations_recompute(sandbox: Sandbox) -> None:
+    rp = _v4_replayer(sandbox)
+    errs = [e for i, (_, b) in enumerate(_v4()) for e in rp.add(i + 1, f"t{i}", b)] + rp.flush()
+    assert errs == [] and (rp.replayed, rp.rescored, rp.explained) == (5, 5, 3)
+
+
+@pytest.mark.parametrize(("field", "value", "kind"), [
+    ("scaled", 1, "replay.features_sha256"),  # another integer: the values no longer hash as recorded
+    ("scaled", 0.5, "replay.body"),  # a float where an integer belongs
+    ("digits", 3, "replay.body"),  # digits that are not the schema's
+    ("score_ppm", 1_000_001, "replay.body"),  # beyond 10**6
+])
+def test_an_altered_number_in_the_version_4_vector_is_named(sandbox: Sandbox, field: str, value: object,
+                                                            kind: str) -> None:
+    body = _v4()[0][1]
+    if field == "score_ppm":
+        body["score_ppm"] = value
+    else:
+        body["features"][field][0] = value
+    rp = _v4_replayer(sandbox)
+    errs = rp.add(1, "t0", body) + rp.flush()
+    assert kind in [e.kind for e in errs]
+
+
+def test_a_version_4_record_indexes_its_score_as_the_value_it_stands_for() -> None:
+    body = _v4()[0][1]
+    row, _ = record_rows(3, {"trace_id": "t", "recorded_at": body["at"], "record": body})
+    assert body["score_ppm"] / 1_000_000 in row

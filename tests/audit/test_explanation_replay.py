@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from audit.decide.explanation import check_explanation
+from audit.decide.record import features_from_body
 from inference.explain import MIN_CONTRIBUTION, REASONS, Reason, check_reasons, explain, reasons
 from inference.model import ModelFiles, load_npz
 from tests.audit.test_replay import Decision, _modules, replayer, run, world
@@ -26,7 +27,7 @@ def _explained(decisions: list[Decision]) -> list[int]:
 def test_recorded_reason_codes_are_recomputed_and_hold(world: tuple[list[Decision], bytes], sandbox: Sandbox,
                                                       batch: int) -> None:
     decisions, module = world
-    assert {b["schema"] for _, _, b in decisions} == {"sealtrail.decision/3"}
+    assert {b["schema"] for _, _, b in decisions} == {"sealtrail.decision/4"}
     assert _explained(decisions), "the simulated laundering has reasons"
     rp = replayer(sandbox, _modules(module), batch=batch)
     assert run(rp, decisions) == []
@@ -72,7 +73,7 @@ def test_attributions_computed_elsewhere_within_tolerance_pass_and_beyond_do_not
     decisions, _ = world
     model = load_npz(ModelFiles.open().weights_path.read_bytes())
     _, _, body = decisions[_explained(decisions)[0]]
-    row = np.array([np.nan if v is None else v for v in body["features"]["values"]])[:model.n_features]
+    row = np.array(features_from_body(body)[0])[:model.n_features]
     attr = explain(model, row[None])[0]
     recorded = reasons(model.feature_names, row, attr)
     assert recorded and check_reasons(model.feature_names, row, attr, recorded, 1e-4) is None
@@ -84,8 +85,8 @@ def test_attributions_computed_elsewhere_within_tolerance_pass_and_beyond_do_not
     far[first] += 0.002
     assert check_reasons(model.feature_names, row, near, recorded, 1e-4) is None
     assert "is recorded as" in (check_reasons(model.feature_names, row, far, recorded, 1e-4) or "")
-    assert check_explanation(model, row, attr, float(body["score"]), body["decision"], body["explanation"],
-                             1e-4) is None
+    score = features_from_body(body)[1]
+    assert check_explanation(model, row, attr, score, body["decision"], body["explanation"], 1e-4) is None
 
 
 def test_a_code_below_the_floor_on_this_machine_may_be_recorded_only_within_tolerance() -> None:

@@ -19,15 +19,16 @@ from sqlalchemy import Engine, select
 
 from audit.decide.account_secret import load_state_key
 from audit.decide.explanation import is_explained
+from audit.decide.fixed_point import quantise_rows
 from audit.decide.pipeline import Pipeline
-from audit.decide.record import DECISION_SCHEMA, DecisionInputs, decision_body, features_from_body
+from audit.decide.record import DECISION_SCHEMA, DecisionInputs, body_score, decision_body, features_from_body
 from audit.decide.types import ActiveRules, Submission
 from audit.state.replay import catch_up, replay_decisions, window_start_seq
 from inference.backends import load_backend
 from inference.features import FeatureExtractor, features_sha256
 from inference.messages import MessageError
 from inference.model import ModelFiles
-from inference.schema import FEATURE_NAMES
+from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, feature_digits
 from inference.simulate import SimConfig, simulate
 from inference.state_store import features_state_bytes, read_features_state
 from inference.velocity import VelocityState
@@ -195,6 +196,7 @@ def _as_replayed(pipe: Pipeline, engine: Engine, *parts: list[Submission]) -> No
     assert pipe.extractor.state.snapshot() == _rebuilt(engine).state.snapshot()
     fresh = FeatureExtractor()
     want = np.vstack([fresh.extract([s.transaction for s in p], [s.received_at for s in p]) for p in parts])
+    want = quantise_rows(want, feature_digits(FEATURE_SCHEMA))[0]  # the record's fixed units
     got = np.array([features_from_body(env["record"])[0] for _, env, _ in bodies(engine)])
     np.testing.assert_array_equal(got, want)
 
@@ -455,7 +457,7 @@ def test_batches_from_two_threads_commit_in_the_order_their_windows_advanced(sql
                               sandbox, pack_wasm)
     for k in range(0, len(subs), 50):
         for d, b in zip(reference.decide(in_ledger_order[k:k + 50]), sealed[k:k + 50], strict=True):
-            assert (d.decision, d.score) == (b["decision"], b["score"])
+            assert (d.decision, d.score) == (b["decision"], body_score(b))
     ref_bodies = [env["record"] for _, env, _ in bodies(reference.ledger.engine)]
     assert [b["features"]["sha256"] for b in ref_bodies] == [b["features"]["sha256"] for b in sealed]
     verify_ledger(ledger.engine, [signer.verifier])
@@ -535,7 +537,7 @@ def test_a_beneficiary_iban_failing_its_check_digits_is_decided_and_reviewed(sql
     for e, flag in ((env, 0.0), (env_bad, 1.0)):
         f = e["record"]["features"]
         assert f["schema"] == "sealtrail.features/3"
-        named = dict(zip(FEATURE_NAMES, f["values"], strict=True))
+        named = dict(zip(FEATURE_NAMES, features_from_body(e["record"])[0], strict=True))
         assert named["bene_iban_invalid"] == flag and named["finding_count"] == flag
 
 
@@ -594,7 +596,7 @@ def test_money_returning_to_its_sender_is_a_sealed_3_hop_cycle(sqlite_db: Db, si
         subs.append(sub)
     for sub in subs:  # one batch each: the hops arrive hours apart
         pipe.decide([sub])
-    values = [dict(zip(FEATURE_NAMES, env["record"]["features"]["values"], strict=True))
+    values = [dict(zip(FEATURE_NAMES, features_from_body(env["record"])[0], strict=True))
               for _, env, _ in bodies(ledger.engine)]
     assert [v["cycle_len"] for v in values] == [0, 0, 3]
     assert values[2]["cycle_count"] == 1 and values[2]["orig_dormancy_days"] == 0

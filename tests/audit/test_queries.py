@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from audit.decide.fixed_point import body_score
 from audit.errors import QueryError
 from audit.query.traces import TraceFilter, _page_query, get_trace, parse_time, query_traces
 from ledger import NoteSigner
@@ -98,10 +99,10 @@ def test_each_filter_returns_exactly_the_matching_decisions(world: World) -> Non
         ({"principal": OTHER["fingerprint_sha256"].upper()},
          lambda r: r.body["principal"]["fingerprint_sha256"] == OTHER["fingerprint_sha256"]),
         ({"principal": OTHER["subject"]}, lambda r: r.body["principal"]["subject"] == OTHER["subject"]),
-        ({"score_min": 0.5}, lambda r: r.body["score"] is not None and r.body["score"] >= 0.5),
-        ({"score_max": 0.01}, lambda r: r.body["score"] is not None and r.body["score"] <= 0.01),
+        ({"score_min": 0.5}, lambda r: (s := body_score(r.body)) is not None and s >= 0.5),
+        ({"score_max": 0.01}, lambda r: (s := body_score(r.body)) is not None and s <= 0.01),
         ({"score_min": 0.2, "score_max": 0.9},
-         lambda r: r.body["score"] is not None and 0.2 <= r.body["score"] <= 0.9),
+         lambda r: (s := body_score(r.body)) is not None and 0.2 <= s <= 0.9),
         ({"since": times[1]}, lambda r: r.recorded_at >= times[1]),
         ({"until": times[2]}, lambda r: r.recorded_at < times[2]),
         ({"since": times[1], "until": times[3]}, lambda r: times[1] <= r.recorded_at < times[3]),
@@ -129,7 +130,7 @@ def test_items_carry_what_the_record_says(world: World) -> None:
     for item in page.items:
         b = by_seq[item.seq].body
         assert (item.decision, item.score, item.principal_fp, item.principal_subject) == (
-            b["decision"], b["score"], b["principal"]["fingerprint_sha256"], b["principal"]["subject"])
+            b["decision"], body_score(b), b["principal"]["fingerprint_sha256"], b["principal"]["subject"])
         assert item.fired == tuple(h["id"] for h in b["fired"])
         assert (item.ruleset_id, item.ruleset_version, item.module_sha256) == (
             b["rules"]["ruleset_id"], b["rules"]["version"], b["rules"]["module_sha256"])

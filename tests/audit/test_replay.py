@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from audit.bundle.replay import Replayer
+from audit.decide.record import features_from_body
 from audit.decide.types import ActiveRules
 from audit.errors import BundleError, BundleTampered
 from inference.model import MlpModel, ModelFiles, model_npz_bytes
@@ -112,13 +113,13 @@ def test_fail_safe_records_are_checked_for_their_shape(world: tuple[list[Decisio
     # a fail-safe HOLD the model scored states its reasons, as any HOLD does: one that has them
     held = next(k for k, (_, _, body) in enumerate(decisions) if body["explanation"] is not None)
     fine = _edit(decisions, held, fail_safe="SANDBOX_FAULT: TrapError: x", decision="HOLD", fired=[])
-    fine += _edit(decisions, 1, fail_safe="DEADLINE_EXCEEDED", decision="HOLD", fired=[], score=None)
+    fine += _edit(decisions, 1, fail_safe="DEADLINE_EXCEEDED", decision="HOLD", fired=[], score_ppm=None)
     # model and sandbox both failed in one batch: the pipeline records SANDBOX_FAULT, score null
     fine += _edit(decisions, 5, fail_safe="SANDBOX_FAULT: TrapError: x", decision="HOLD", fired=[],
-                  score=None)
+                  score_ppm=None)
     assert run(rp, fine) == [] and rp.fail_safe == 3 and rp.replayed == 0 and rp.rescored == 1
     bad = _edit(decisions, 2, fail_safe="SANDBOX_FAULT: TrapError: x", decision="ALLOW", fired=[])
-    bad += _edit(decisions, 3, score=None)  # a null score needs MODEL_ERROR or DEADLINE_EXCEEDED
+    bad += _edit(decisions, 3, score_ppm=None)  # a null score needs MODEL_ERROR or DEADLINE_EXCEEDED
     bad += _edit(decisions, 4, fail_safe="SOMETHING_ELSE")
     got = {(e.seq, e.kind) for e in run(rp, bad)}
     # the null score is named, and with it the rules give another outcome (the score is missing);
@@ -134,11 +135,11 @@ def test_a_model_error_record_replays_its_rules_on_a_missing_score(world: tuple[
     seq, tid, body = copy.deepcopy(decisions[0])
     mod = sandbox.load(module)
     rules = ActiveRules.of(mod)
-    row = np.array([[math.nan if v is None else v for v in body["features"]["values"]] + [math.nan]])
+    row = np.array([features_from_body(body)[0] + [math.nan]])
     res = mod.evaluate(row[:, rules.columns])
     fired = [{"id": r.id, "outcome": r.outcome, "reason": r.reason} for r in mod.manifest.rules
              if r.id in res.fired_rules(0, mod.manifest)]
-    body.update(score=None, fail_safe="MODEL_ERROR: RuntimeError: device lost",
+    body.update(score_ppm=None, fail_safe="MODEL_ERROR: RuntimeError: device lost",
                 decision=OUTCOMES[int(res.outcomes[0])], fired=fired)
     assert fired, "the pack holds a payment whose score is missing"
     rp = replayer(sandbox, _modules(module))
@@ -164,8 +165,8 @@ def test_feature_values_that_do_not_hash_to_the_recorded_sha256_are_named(world:
     assert (err.kind, err.seq) == ("replay.features_sha256", seq)
 
 
-@pytest.mark.parametrize("change", [{"schema": "other/1"}, {"score": "0.5"}, {"features": {"values": [1.0]}},
-                                    {"rules": None}])
+@pytest.mark.parametrize("change", [{"schema": "other/1"}, {"score_ppm": "500000"}, {"score_ppm": 1_000_001},
+                                    {"score_ppm": 0.5}, {"features": {"scaled": [1]}}, {"rules": None}])
 def test_a_body_that_cannot_be_replayed_is_named_not_raised(world: tuple[list[Decision], bytes],
                                                             sandbox: Sandbox, change: dict[str, Any]) -> None:
     decisions, module = world
@@ -178,7 +179,7 @@ def test_a_value_that_is_not_a_number_fails_only_its_record(world: tuple[list[De
                                                             sandbox: Sandbox) -> None:
     decisions, module = world
     edited = copy.deepcopy(decisions[:5])
-    edited[2][2]["features"]["values"][0] = "1e9"
+    edited[2][2]["features"]["scaled"][0] = 1.5  # a float where an integer in fixed units belongs
     errs = run(replayer(sandbox, _modules(module)), edited)
     assert [(e.kind, e.seq) for e in errs] == [("replay.body", edited[2][0])]
 

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, event
 
 import migrations
+from audit.decide.fixed_point import body_score
 from audit.errors import QueryError
 from audit.query.stats import (
     SCORE_BINS,
@@ -64,7 +65,7 @@ def world(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> tup
         pipe.scorer = BrokenModel() if i == 4 else good  # one commit of fail-safe HOLDs, no score
         pipe.decide(subs[i * 25:(i + 1) * 25])
     recs = [Rec(seq, env["recorded_at"], env["record"]) for seq, env, _ in decision_entries(ledger.engine)]
-    assert len(recs) == 300 and any(r.body["score"] is None for r in recs)
+    assert len(recs) == 300 and any(body_score(r.body) is None for r in recs)
     assert sorted({r.recorded_at for r in recs}) == [at(m) for m in OFFSETS]  # each commit at its time
     return ledger.engine, recs
 
@@ -95,7 +96,7 @@ def _check(engine: Engine, w: Window, recs: list[Rec], cap: int = 500_000, sampl
     assert [(c.rule_id, c.decisions) for c in got.rules] == sorted(fired.items(),
                                                                    key=lambda kv: (-kv[1], kv[0]))[:TOP_RULES]
     assert got.rule_decisions == sum(bool(r.body["fired"]) for r in kept)
-    scored = [r.body["score"] for r in kept if r.body["score"] is not None]
+    scored = [s for r in kept if (s := body_score(r.body)) is not None]
     bins = Counter(min(int(s * SCORE_BINS), SCORE_BINS - 1) for s in scored)
     assert got.scores.bins == tuple(bins.get(i, 0) for i in range(SCORE_BINS))
     assert got.scores.unscored == len(kept) - len(scored)

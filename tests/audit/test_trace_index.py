@@ -14,6 +14,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, exc, inspect, select
 
 import migrations
+from audit.decide.fixed_point import body_score
 from audit.decide.pipeline import Pipeline
 from audit.decide.types import Submission
 from audit.query.index import TABLES, TraceIndex, account_key, catch_up, metadata, trace_accounts, traces
@@ -92,7 +93,7 @@ def test_index_rows_agree_with_the_sealed_records(db: Db, signer: NoteSigner, sa
         assert b["principal"] == sub.principal
         fired = [h["id"] for h in b["fired"]]
         fail_safe = None if b["fail_safe"] is None else b["fail_safe"].split(":")[0]
-        assert rows[seq] == (seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], b["score"],
+        assert rows[seq] == (seq, env["trace_id"], env["recorded_at"], b["at"], b["decision"], body_score(b),
                              fail_safe, ",".join(fired), b["principal"]["fingerprint_sha256"],
                              b["principal"]["subject"], "aml_core", b["rules"]["version"],
                              b["rules"]["module_sha256"], b["account_risk"]["max_milli"],

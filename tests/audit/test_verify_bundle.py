@@ -116,7 +116,7 @@ def test_progress_reaches_the_record_count(bundle: Path, source: Source, sandbox
 
 def _flip_score(line: bytes) -> bytes:
     env = orjson.loads(line)
-    env["record"]["score"] = round(env["record"]["score"] + 0.25, 6)
+    env["record"]["score_ppm"] = (env["record"]["score_ppm"] + 250_000) % 1_000_000
     return canonical_bytes(env)
 
 
@@ -320,7 +320,7 @@ def test_decisions_that_do_not_replay_fail_though_every_signature_holds(
     src = make_source(make_ledger(db, signer), signer, sandbox, n=20)
     envs = [orjson.loads(x) for x in lines(members(write_bundle(src, tmp_path / "a.zip"))["records.jsonl"])]
     real = next(e for e in envs if e["kind"] == "decision" and e["record"]["decision"] == "ALLOW")
-    score = {**real["record"], "score": real["record"]["score"] + 0.01}
+    score = {**real["record"], "score_ppm": real["record"]["score_ppm"] + 10_000}
     outcome = {**real["record"], "decision": "BLOCK"}
     receipts = src.ledger.append_many([Record.from_canonical_body("decision", canonical_bytes(b))
                                        for b in (score, outcome)])
@@ -496,7 +496,8 @@ def _mutations(m: dict[str, bytes]) -> Iterator[tuple[str, dict[str, bytes]]]:
     weird: list[object] = [None, 7, "x", [], {}, [1, [2]], {"a": []}, True, 1e308, -1]
     for k, v in enumerate(weird):
         for path in (("record",), ("record", "decision"), ("record", "rules"), ("record", "features"),
-                     ("record", "fired"), ("record", "score"), ("record", "fail_safe"), ("payload_sha256",),
+                     ("record", "fired"), ("record", "score_ppm"), ("record", "features", "scaled"),
+                     ("record", "features", "digits"), ("record", "fail_safe"), ("payload_sha256",),
                      ("kind",), ("record", "refers_to")):
             e = orjson.loads(recs[d])
             target = e

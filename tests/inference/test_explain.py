@@ -54,7 +54,9 @@ def test_columns_the_model_does_not_read_get_nothing(model: MlpModel, rows: np.n
 def test_attributions_are_the_same_however_the_rows_are_batched(model: MlpModel, rows: np.ndarray) -> None:
     whole = explain(model, rows[:300])
     parts = np.vstack([explain(model, rows[:300][i:i + 7]) for i in range(0, 300, 7)])
-    assert np.allclose(whole, parts, rtol=0, atol=1e-9)
+    # OpenBLAS may pick kernels that block a matrix product differently by batch size on some
+    # CPUs (seen 1.6e-8 on an AMD EPYC); contributions are sealed in thousandths of the score
+    assert np.allclose(whole, parts, rtol=0, atol=1e-7)
     assert explain(model, rows[:0]).shape == (0, model.n_features)
     with pytest.raises(ValueError, match="steps"):
         explain(model, rows[:1], steps=0)

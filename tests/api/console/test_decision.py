@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from audit.decide.fixed_point import body_score
 from audit.query.traces import get_trace
 from ledger import store
 from ledger.keys import load_signer
@@ -55,7 +56,7 @@ def test_page_shows_what_the_record_seals(console: Console, decision: dict[str, 
     page = html.unescape(r.text)
     body = get_trace(console.runtime.engine, decision["trace_id"]).body  # type: ignore[union-attr]
     for sealed in (body["model"]["sha256"], body["model"]["backend"], body["rules"]["module_sha256"],
-                   f'{body["rules"]["ruleset_id"]}@{body["rules"]["version"]}', str(body["score"]),
+                   f'{body["rules"]["ruleset_id"]}@{body["rules"]["version"]}', str(body_score(body)),
                    body["principal"]["subject"], body["principal"]["issuer"],
                    body["principal"]["fingerprint_sha256"], *body["principal"]["sans"],
                    body["features"]["sha256"], decision["ledger"]["leaf_hash"]):
