@@ -69,10 +69,11 @@ class Settings(BaseSettings):
         None, description="velocity windows saved at a clean stop, so a restart replays only what "
                           "follows [default: KEYS/velocity.snapshot, mode 0600: it names accounts]")
     state_snapshot_every: int = Field(
-        1_000_000, ge=0, description="seal the feature state (a state.snapshot record) and save it to the "
-                                     "velocity snapshot file every this many decisions, so that a restart "
-                                     "catches up only what follows; 0: at a clean stop only (the batcher "
-                                     "pauses while the state is copied)")
+        0, ge=0, description="seal the feature state (a state.snapshot record) and save it to the "
+                             "velocity snapshot file every this many decisions too, so that a restart "
+                             "after a crash catches up only what follows; 0 (default): at a clean stop "
+                             "only (the batcher pauses while the state is copied: seconds for a large "
+                             "state, longer than the decision deadline)")
     decision_timeout_ms: float = Field(250.0, gt=0, description="queue deadline before a fail-safe HOLD")
     rate_limits: dict[str, RateLimit] = Field(
         default_factory=dict,

@@ -68,6 +68,15 @@ def open_ledger(s: Settings, engine: Engine | None = None) -> Ledger:
     return database.open_ledger(engine or engine_for(s), s.key_file, policy)
 
 
+def ledger_size(s: Settings) -> int:
+    """How many entries the ledger holds now (after a runtime's clean stop sealed its state)."""
+    ledger = open_ledger(s)
+    try:
+        return ledger.size()
+    finally:
+        ledger.engine.dispose()
+
+
 def initialise(s: Settings) -> dict[str, Any]:
     engine = engine_for(s, create=True)
     migrations.upgrade(engine, app_role=s.app_role)

@@ -238,9 +238,13 @@ def demo(
 
             scored = score_all(decide, sims, principal.to_json(), s.max_batch, advance)
         first_at = scored.decisions[0].recorded_at if scored.decisions else None
-        cp = rt.ledger.checkpoint()
     finally:
-        rt.close()
+        rt.close()  # a clean stop seals the feature state (state.snapshot): the checkpoint covers it
+    ledger = ops.open_ledger(s)
+    try:
+        cp = ledger.checkpoint()
+    finally:
+        ledger.engine.dispose()
     report = ops.verify(s, [], None)
     exported = _export_and_verify(s, first_at) if first_at else None
     summary = summarise(scored)

@@ -178,6 +178,7 @@ def score(
     as_json: JsonOpt = False,
 ) -> None:
     """Decide and seal every transaction in FILE... (offline, as the local operator)."""
+    from api import ops
     from audit.decide.principal import Principal
     from audit.decide.runtime import Runtime
     from inference.batcher import Priority
@@ -212,13 +213,13 @@ def score(
                 got = rt.service.decide(chunk, lane, timeout_s=BATCH_TIMEOUT_S)
                 sealed.add([{"file": str(f.path), "index": i + k, **decision_row(d, sub)}
                             for k, (d, sub) in enumerate(zip(got, chunk, strict=True))])
-        size = rt.ledger.size()
     except (Exception, KeyboardInterrupt) as exc:
         with contextlib.suppress(Exception):
             rt.close()
         _failed_midway(exc, sealed, parsed, principal, as_json)
     finally:
-        rt.close()  # a second call does nothing
+        rt.close()  # a second call does nothing; a clean stop seals the state (state.snapshot)
+    size = ops.ledger_size(s)
     rows = sealed.rows
     counts = Counter(r["decision"] for r in rows)
     outcomes = {o: counts.get(o, 0) for o in OUTCOMES}

@@ -57,10 +57,11 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     assert (certs / "scorer.pem").read_bytes() == pem  # existing certificates are kept
     # appended, nothing re-bootstrapped: the first run's export (the empty summary it seals as its
     # window's right edge, then its export.created record), then this run's 25 decisions in one
-    # batch, sealed with that batch's summary and state delta
+    # batch, sealed with that batch's summary and state delta, then the state snapshot of its clean stop
     assert cli.kinds(first["ledger_size"], second["ledger_size"]) == [
-        "decision.summary", "export.created", *["decision"] * 25, "decision.summary", "state.delta"]
-    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 2
+        "decision.summary", "export.created", *["decision"] * 25, "decision.summary", "state.delta",
+        "state.snapshot"]
+    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 3
     assert second["export"]["replayed"] == 25  # the bundle holds that run's decisions only
     assert second["simulation"]["seed"] != first["simulation"]["seed"]
     assert second["verify"]["size"] == second["ledger_size"]
@@ -68,8 +69,8 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     assert len(everything["items"]) == 85
 
     human = cli("demo", "--transactions", "10", "--certs", str(certs), "--exports", str(exports)).stdout
-    # the second export's two entries, 10 decisions, their summary and state delta
-    size = f"{second['ledger_size'] + 2 + 10 + 2}"
+    # the second export's two entries, 10 decisions, their summary, state delta and state snapshot
+    size = f"{second['ledger_size'] + 2 + 10 + 3}"
     for word in ("outcomes", "top rules", "p50", "p99", "verified", "sealtrail export verify", size):
         assert word in human
 
