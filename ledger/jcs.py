@@ -74,26 +74,38 @@ class CanonicalError(LedgerError, ValueError):
         self.path = path
 
 
+_MAX_DEPTH = 254  # orjson's nesting limit; deeper values (a value that holds itself) go to the reference
+
+
 def _plain(obj: Any) -> bool:
     """Whether ``obj`` is made of exact ``dict`` (string keys), ``list``, ``tuple``, ``str``,
-    ``int``, ``bool`` and ``None`` alone: values orjson writes as RFC 8785 does. Iterative, so
-    depth costs no recursion; a float or any other type answers False."""
-    stack: list[Any] = [obj]
-    pop, extend = stack.pop, stack.extend
+    ``int``, ``bool`` and ``None`` alone, nested at most ``_MAX_DEPTH`` deep: values orjson writes
+    as RFC 8785 does. Iterative, so depth costs no recursion, and bounded, so a value that holds
+    itself ends here; a float or any other type answers False."""
+    kind = type(obj)
+    if kind is not dict and kind is not list and kind is not tuple:
+        return kind is str or kind is int or kind is bool or obj is None
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    pop, push = stack.pop, stack.append
     while stack:
-        value = pop()
-        kind = type(value)
-        if kind is str or kind is int or kind is bool or value is None:
-            continue
-        if kind is dict:
+        value, depth = pop()
+        if depth >= _MAX_DEPTH:
+            return False
+        if type(value) is dict:
             for key in value:
                 if type(key) is not str:
                     return False
-            extend(value.values())
-        elif kind is list or kind is tuple:
-            extend(value)
+            items = value.values()
         else:
-            return False
+            items = value
+        for item in items:
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if kind is dict or kind is list or kind is tuple:
+                push((item, depth + 1))
+            else:
+                return False
     return True
 
 
@@ -228,15 +240,18 @@ def jcs_int_rows(rows: list[list[int | None]]) -> list[Jcs]:
     but digits, ``-``, ``,``, brackets and ``null``, which rules out a float (``.`` or ``e``), a
     bool, a string or a nested list that slipped in: TypeError then, as for any value that is
     not such a row."""
-    if not rows or any(not r for r in rows):
+    if not rows or any(type(r) is not list or not r for r in rows):
         raise TypeError("rows of integers are non-empty lists")
     try:
         whole = orjson.dumps(rows, option=orjson.OPT_STRICT_INTEGER)
     except orjson.JSONEncodeError as exc:
         raise TypeError(f"not rows of integers within +-(2**53 - 1): {exc}") from None
-    if whole.translate(None, _INT_ROW_BYTES) or whole.count(b"[") != len(rows) + 1:
-        raise TypeError("not rows of integers and nulls")  # a float, bool, string or nested list
+    if (whole.translate(None, _INT_ROW_BYTES) or whole.count(b"[") != len(rows) + 1
+            or whole.count(b"null") != sum(r.count(None) for r in rows)):
+        raise TypeError("not rows of integers and nulls")  # a float (NaN is written null), bool, string, list
     inner = whole[2:-2].split(b"],[")
+    if len(inner) != len(rows):
+        raise TypeError("not rows of integers and nulls")
     return [Jcs(b"[" + p + b"]") for p in inner]
 
 

@@ -26,6 +26,7 @@ from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.problems import Problem
 from audit.annotations import ANNOTATION_KIND, Disposition, annotate
+from audit.decide.fixed_point import decode
 from audit.decide.record import (
     DECISION_KIND,
     DECISION_SCHEMA,
@@ -85,9 +86,13 @@ def _features(body: dict[str, Any]) -> list[tuple[str, Any]]:
     values: Any = f.get("values")
     if body.get("schema") == DECISION_SCHEMA:  # integers in fixed units: the values they stand for
         try:
-            values = [None if v != v else v for v in features_from_body(body)[0]]
+            got = features_from_body(body)[0]
         except (KeyError, TypeError, ValueError):
-            values = f.get("scaled")
+            try:  # a feature schema this build does not know: the record's own digits still read it
+                got = decode(f.get("scaled"), f.get("digits"))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                return []  # unreadable: the integers alone, shown as values, would mislead
+        values = [None if v != v else v for v in got]
     if not isinstance(values, list):
         return []
     schema = f.get("schema")

@@ -39,7 +39,7 @@ _TRACE_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"applicatio
     "seq": 41873, "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "kind": "decision",
     "recorded_at": "2026-12-03T09:12:44.123456Z", "leaf_hash": "5f1c...e2", "chain_hash": "77a0...19",
     "record": {"kind": "decision", "payload_sha256": "4825...8fea",
-               "record": {"schema": "sealtrail.decision/3"},
+               "record": {"schema": "sealtrail.decision/4"},
                "recorded_at": "2026-12-03T09:12:44.123456Z", "trace_id": "019ae3c4-...", "v": 1},
     "record_bytes": "eyJraW5kIjoiZGVjaXNpb24iLC4uLn0=",
     "payload": {"sha256": "4825...8fea", "state": "present", "encoding": "utf-8", "data": "{1:F01...}"},

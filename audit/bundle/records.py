@@ -240,7 +240,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 t.models.add(str(model.get("sha256")))
             if failed := replayer.add(seq, tid, body):
                 found.extend(failed)
-            if body.get("schema") in RISK_SCHEMAS:  # versions 2 and 3: account risk, checked in itself
+            if body.get("schema") in RISK_SCHEMAS:  # versions 2 to 4: account risk, checked in itself
                 try:
                     risk = check_account_risk(body)
                 except AccountRiskError as exc:

@@ -52,6 +52,7 @@ from wasm_rules import OUTCOMES, RuleError, Sandbox
 __all__ = ["SCORE_TOLERANCE", "Replayer"]
 
 SCORE_TOLERANCE = 1e-4
+_KEEP = 1000  # version 4 bodies without an explanation listed by name per model (the rest counted)
 _RERUN = ("MODEL_ERROR", None)  # fail_safe values (prefixes) whose decision the rules re-make
 _NOT_RUN = ("SANDBOX_FAULT", "DEADLINE_EXCEEDED")  # recorded fail-safe HOLD, nothing re-run
 Fetch = Callable[[str], bytes]
@@ -90,6 +91,9 @@ class Replayer:
         self.fail_safe = 0  # fail-safe HOLDs checked for their shape (nothing to re-run)
         self.explained = 0  # decisions (versions 3 and 4) whose reason codes were recomputed
         self._explainers: dict[tuple[str, str], int] = {}  # (backend, model) -> first explained seq
+        # (backend, model) -> version 4 bodies without an explanation so far (the first _KEEP), and
+        # how many: named when a version 4 body of the same model turns out to state one
+        self._unexplained: dict[tuple[str, str], tuple[list[tuple[int, str]], int]] = {}
 
     def _miss(self, row: _Row | tuple[int, str], kind: str, detail: str) -> ReplayMismatch:
         seq, tid = (row.seq, row.trace_id) if isinstance(row, _Row) else row
@@ -108,6 +112,9 @@ class Replayer:
                 values: list[float | None] = list(got)
                 score: object = None if as_float != as_float else as_float
             else:
+                if "scaled" in f or "score_ppm" in body:
+                    raise ValueError(f"a {body['schema']} body states features.scaled or score_ppm "
+                                     "(version 4 only)")
                 values, score = f["values"], body["score"]
             if (body["schema"] not in DECISION_SCHEMAS or type(values) is not list
                     or len(values) != len(names) or not _NUMBER_TYPES.issuperset(map(type, values))
@@ -121,9 +128,10 @@ class Replayer:
             return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
         if (found := self._version(seq, trace_id, body)) is not None:
             return [found]
+        earlier = self._stripped_before(seq, body)
         self._rows.append(_new_row(_Row, (seq, trace_id, values, math.nan if score is None else float(score),
                                           body, schema)))
-        return self.flush() if len(self._rows) >= self._batch else []
+        return earlier + (self.flush() if len(self._rows) >= self._batch else [])
 
     def _version(self, seq: int, trace_id: str, body: dict[str, Any]) -> BundleError | None:
         """An explanation is checked only in a body of a kind that states one
@@ -143,7 +151,29 @@ class Replayer:
             return self._miss((seq, trace_id), "replay.explanation", f"sealed as {schema}, without an "
                               f"explanation, after seq {first} sealed one with an explanation with the "
                               f"same backend and model {model[1][:12]}")
+        if schema == DECISION_SCHEMA:  # named if a version 4 body of this model states one later
+            kept, count = self._unexplained.get(model, ([], 0))
+            if len(kept) < _KEEP:
+                kept.append((seq, trace_id))
+            self._unexplained[model] = (kept, count + 1)
         return None
+
+    def _stripped_before(self, seq: int, body: dict[str, Any]) -> list[BundleError]:
+        """Whether a version 4 body states an explanation is a matter of its backend and model
+        alone (a model that can be attributed always is): when one does, every version 4 body of
+        the same backend and model seen before it without the field lost its explanation."""
+        if body["schema"] != DECISION_SCHEMA or "explanation" not in body:
+            return []
+        model = (str(body["model"].get("backend")), body["model"]["sha256"])
+        kept, count = self._unexplained.pop(model, ([], 0))
+        said = (f"sealed as {DECISION_SCHEMA} without an explanation, while seq {seq} of the same backend "
+                f"and model {model[1][:12]} states one")
+        out: list[BundleError] = [self._miss(row, "replay.explanation", said) for row in kept]
+        if count > len(kept):
+            out[-1] = self._miss(kept[-1], "replay.explanation", f"sealed as {DECISION_SCHEMA} without an "
+                                 f"explanation, as are {count - len(kept):,} more records not listed, while "
+                                 f"seq {seq} of the same backend and model {model[1][:12]} states one")
+        return out
 
     def flush(self) -> list[BundleError]:
         """Replay everything queued."""

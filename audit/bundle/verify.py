@@ -87,7 +87,7 @@ class BundleReport:
     refusals_replayed: int = 0  # of them, parsed again from their payload and refused the same way
     account_risk_checked: int = 0  # decision/2 and /3 records whose account_risk holds together (see docs)
     account_alerts: int = 0  # of them, those that raised an account alert
-    explained: int = 0  # decision/3 records whose reason codes were recomputed from the model
+    explained: int = 0  # decision/3 and /4 records whose reason codes were recomputed from the model
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}

@@ -28,11 +28,12 @@ import numpy.typing as npt
 
 from inference.schema import SCORE_DIGITS
 
-__all__ = ["FIXED_SCHEMA", "LIMIT", "SCORE_SCALE", "body_score", "decode", "decode_score", "quantise_rows",
-           "quantise_scores", "scaled_row", "scaled_score"]
+__all__ = ["FIXED_SCHEMA", "LIMIT", "MAX_DIGITS", "SCORE_SCALE", "body_score", "decode", "decode_score",
+           "quantise_rows", "quantise_scores", "scaled_row", "scaled_score"]
 
 FIXED_SCHEMA = "sealtrail.decision/4"  # the decision record version that holds these numbers
 LIMIT: int = 2**50
+MAX_DIGITS = 15  # the most decimal digits a column may keep (10**15 is exact in float64)
 SCORE_SCALE: int = 10**SCORE_DIGITS
 
 F64 = np.float64
@@ -65,6 +66,8 @@ def decode(scaled: Sequence[int | None], digits: Sequence[int]) -> list[float]:
         raise ValueError(f"{len(scaled)} scaled values for {len(digits)} columns")
     out: list[float] = []
     for i, (v, d) in enumerate(zip(scaled, digits, strict=True)):
+        if type(d) is not int or not 0 <= d <= MAX_DIGITS:
+            raise ValueError(f"digits {i} is {d!r}, not an integer from 0 to {MAX_DIGITS}")
         if v is None:
             out.append(math.nan)
         elif type(v) is not int or not -LIMIT <= v <= LIMIT:

@@ -46,7 +46,7 @@ import numpy.typing as npt
 from audit.decide.account_risk import AccountRisk
 from audit.decide.explanation import Explanation
 from audit.decide.fixed_point import FIXED_SCHEMA, body_score, decode, decode_score, scaled_row, scaled_score
-from inference.schema import feature_digits
+from inference.schema import UnknownFeatureSchemaError, feature_digits
 from ledger.jcs import (
     JCS_NULL,
     CanonicalError,
@@ -309,10 +309,19 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
     ValueError (or KeyError, TypeError) where the body does not hold them as its version says."""
     f = body["features"]
     if body.get("schema") == DECISION_SCHEMA:
+        if "values" in f or "score" in body:  # in place of scaled and score_ppm: never beside them
+            raise ValueError("a version 4 body states features.values or score beside its fixed units")
         digits = f["digits"]
-        if type(digits) is not list or list(feature_digits(f["schema"])) != digits:
+        try:
+            want = feature_digits(f["schema"])
+        except UnknownFeatureSchemaError as exc:
+            raise ValueError(str(exc)) from None
+        if (type(digits) is not list or len(digits) != len(want)
+                or any(type(d) is not int or d != w for d, w in zip(digits, want, strict=True))):
             raise ValueError(f"features.digits is not that of {f['schema']}")
         return decode(f["scaled"], digits), decode_score(body["score_ppm"])
+    if "scaled" in f or "score_ppm" in body:
+        raise ValueError(f"a {body.get('schema')} body states features.scaled or score_ppm (version 4 only)")
     values = [math.nan if v is None else float(v) for v in f["values"]]
     score = body["score"]
     return values, math.nan if score is None else float(score)
