@@ -102,10 +102,11 @@ class Served:
 
 
 @contextmanager
-def serving(argv: list[str], cwd: Path, ready: str, timeout: float = 120.0) -> Iterator[Served]:
-    """A server process started from ``argv``; yields its URL and pid once it printed ``ready``,
-    then stops it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALTRAIL_")}
+def serving(argv: list[str], cwd: Path, ready: str, timeout: float = 120.0,
+            env_extra: dict[str, str] | None = None) -> Iterator[Served]:
+    """A server process started from ``argv`` (the environment without SEALTRAIL_* settings, plus
+    ``env_extra``); yields its URL and pid once it printed ``ready``, then stops it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEALTRAIL_")} | (env_extra or {})
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])  # bench.*
     err_path = cwd / f"{Path(argv[2] if argv[1] == '-m' else argv[0]).name}.stderr"
     with err_path.open("w") as err:

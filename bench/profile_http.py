@@ -56,6 +56,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--out", type=Path, help="write py-spy's speedscope profile here too")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the server, e.g. SEALTRAIL_MAX_BATCH=256 (repeatable)")
     args = ap.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -74,7 +76,8 @@ def main() -> int:
         argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(keys), "--port", "0",
                 "--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
                 "--client-ca", str(pki / "ca.pem"), "--roles", str(pki / "roles.toml")]
-        with serving(argv, tmp, "sealtrail serving on ") as server:
+        extra = dict(e.split("=", 1) for e in args.env)
+        with serving(argv, tmp, "sealtrail serving on ", env_extra=extra) as server:
             loader = Loader(server, pki)
             loader.run("/v1/decisions", single, "--rate", str(args.rate), "--duration", "2", "--warmup", "0")
             out = tmp / "profile.json"
