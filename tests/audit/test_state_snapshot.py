@@ -72,11 +72,12 @@ def test_a_decided_state_and_one_caught_up_from_the_deltas_have_the_same_root(pi
     assert state_tree(features_state_bytes(behind), _kid(pipe)).root != decided.root
 
 
-def test_a_sealed_snapshot_verifies_and_each_account_proves_against_its_root(pipe: Pipeline) -> None:
+def test_a_sealed_snapshot_verifies_and_each_account_proves_against_its_root(pipe: Pipeline,
+                                                                              tmp_path: Path) -> None:
     _decided(pipe)
     engine = pipe.ledger.engine
     covered = ledger_size(engine)
-    sealed = state_snapshot.save(Path(pipe.ledger.engine.url.database or "x").with_suffix(".snap"),
+    sealed = state_snapshot.save(tmp_path / "state.snap",
                                  pipe.ledger, pipe.extractor, covered, 0, pipe.decider)
     assert (sealed.covers_seq, sealed.from_seq, sealed.seq) == (covered - 1, 0, covered)
     with engine.connect() as conn:
