@@ -5,6 +5,9 @@ P1/P2 oldest first, then P1, then P2); this module runs that core on threads and
 
 * **Never wait when idle.** A free worker dispatches whatever is queued at once; nothing waits
   to fill a batch. Batches form only while every worker is busy, up to ``max_batch``.
+* **Idle work** (optional). With ``idle_s`` and ``on_idle``, a worker that found the queue empty
+  for ``idle_s`` calls ``on_idle`` (then looks at the queue again): work that keeps the next
+  batch fast, done while nothing waits (a decider keeping up with the others' commits).
 * **Deadlines fail safe.** A request whose deadline passes before dispatch resolves to
   ``DeadlineExceeded`` (decision HOLD, reason DEADLINE_EXCEEDED), never a silent drop.
   A deadline is the first instant at which the request is too late: it is expired once
@@ -17,6 +20,7 @@ batcher and its lanes from one place.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -82,6 +86,7 @@ class BatcherStats:
         return self.dispatched / self.batches if self.batches else 0.0
 
 
+log = logging.getLogger(__name__)
 _Job = tuple[ReqT, Future[ResT | DeadlineExceeded]]
 _MIN_WAIT_S = 0.0005  # floor for timed waits, so a clock that barely moves cannot make a thread spin
 
@@ -109,17 +114,22 @@ class Batcher(Generic[ReqT, ResT]):
         clock: Callable[[], float] = time.monotonic,
         ceilings: Mapping[Priority, float] = DEFAULT_CEILINGS,
         default_timeout: float | None = None,
+        idle_s: float | None = None,
+        on_idle: Callable[[], None] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if (idle_s is None) is not (on_idle is None) or (idle_s is not None and not idle_s > 0):
+            raise ValueError("idle_s (> 0) and on_idle come together")
         if default_timeout is not None and not default_timeout >= 0:
             raise ValueError(f"default_timeout must be >= 0 or None, got {default_timeout!r}")
         self._process = process
         self._max_batch = max_batch
         self._clock = clock
         self._default_timeout = default_timeout
+        self._idle_s, self._on_idle = idle_s, on_idle
         self._queue: LaneQueue[_Job[ReqT, ResT]] = LaneQueue(ceilings)
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -238,8 +248,16 @@ class Batcher(Generic[ReqT, ResT]):
                     if self._closed:
                         return
                     self._idle += 1
-                    self._work.wait()  # queue is empty: nothing can expire until a submit notifies
+                    woken = self._work.wait(self._idle_s)  # empty: nothing expires until a submit
                     self._idle -= 1
+                    if not woken and self._on_idle is not None and not len(queue) and not self._closed:
+                        self._lock.release()  # the hook runs unlocked: submits queue meanwhile
+                        try:
+                            self._on_idle()
+                        except Exception:  # the hook's failure is its own; the worker goes on
+                            log.exception("batcher: the idle hook failed")
+                        finally:
+                            self._lock.acquire()
                 self._expired += len(expired)
                 if batch:
                     n = len(batch)

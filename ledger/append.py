@@ -167,6 +167,7 @@ class Ledger:
     def _writer(self, lease_ms: int | None = None) -> Iterator[Connection]:
         """A transaction holding the log's single-writer lock; commits on normal exit."""
         with (
+            store.writer_turn(self.engine),
             self.engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn,
             conn.begin(),
         ):

@@ -9,10 +9,12 @@ while an append writes about one node row per ``2**STRATUM - 1`` entries.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -272,6 +274,29 @@ def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
         conn.exec_driver_sql(
             "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sealtrail.ledger'))"
         )
+
+
+@contextmanager
+def writer_turn(engine: Engine) -> Iterator[None]:
+    """Wait for the log's writer turn in the kernel before asking SQLite for its write lock.
+
+    SQLite makes a writer that finds the file locked sleep and retry (1, 2, 5 ... up to 100 ms
+    between tries), however soon the lock is free: with several processes writing one file (``serve
+    --workers``) a batch can sleep far longer than the commit it waits for, past a request's
+    deadline. An exclusive ``flock`` on ``<database>-writer.lock`` wakes the next writer the moment
+    the last one is done; BEGIN IMMEDIATE then finds the file free. The lock file holds nothing;
+    the kernel drops the lock when a process dies. Not SQLite on a file (PostgreSQL queues its
+    advisory lock itself; memory databases have one connection): nothing to do."""
+    path = _sqlite_file(str(engine.url)) if engine.dialect.name == "sqlite" else None
+    if path is None:
+        yield
+        return
+    fd = os.open(f"{path}-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 class Head(NamedTuple):

@@ -181,6 +181,12 @@ class Pipeline:
         self._principals: dict[object, Jcs] = {}  # plain principal -> canonical bytes
 
     @property
+    def covered(self) -> int | None:
+        """The ledger size the feature state and account risk are the log's up to, when no batch
+        is in flight (None: not read yet)."""
+        return self._covered
+
+    @property
     def rules(self) -> ActiveRules:
         return self._rules
 
@@ -209,6 +215,25 @@ class Pipeline:
             self.superseded += 1
             self._contended_until = time.monotonic() + _CONTENDED_S
             return self._decide_locked(subs)
+
+    def catch_up(self) -> int:
+        """Bring the feature state and account risk up to the log now, if no batch of ours is in
+        flight and no other call holds the pipeline; how many decisions of others it applied (0 if
+        busy or already up to date). For a decider with nothing to do: catching up then keeps its
+        next batch from paying for every commit the others made meanwhile (after a long idle
+        spell, seconds: longer than a request's deadline)."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            with self._state:
+                if self._pending or self.velocity_stale:
+                    return 0
+            before = self.caught_up
+            self._keyed_state()
+            self._catch_up()
+            return self.caught_up - before
+        finally:
+            self._lock.release()
 
     def _decide_locked(self, subs: Sequence[Submission]) -> list[Decision]:
         """Catch up, prepare and commit ``subs`` under the sequencer lock (``Ledger.append_many``

@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 # pauses the batcher (seconds for a state of 100,000 accounts), and a pause longer than the decision
 # deadline turns the payments queued behind it into fail-safe HOLDs.
 STATE_SNAPSHOT_EVERY = 0
+# An idle decider catches up with the others' commits this often (Pipeline.catch_up), so that the
+# request that ends its idle spell does not pay for all of them (one indexed read when none).
+CATCH_UP_IDLE_S = 0.05
 
 
 class RuntimeSettings(Protocol):
@@ -174,6 +177,13 @@ class _Snapshots:
                 self._take()
         except Exception:  # a snapshot is an optimisation: never fail a batch
             log.exception("state snapshot not taken")
+
+    def after_catch_up(self) -> None:
+        """The service's ``after_catch_up``: the state is the log's up to the pipeline's covered
+        size, caught up from others' commits (not after a commit of ours)."""
+        covered = self._pipeline.covered
+        if covered is not None and not self._pipeline.velocity_stale:
+            self._mark = (covered, self._windows.from_seq, False, self._counters())
 
     def _take(self) -> Future[None] | None:
         """Copy the state at the mark (the batcher waits) and seal and write it on the snapshot thread."""
@@ -293,9 +303,10 @@ class Runtime(Generic[S]):
                                 rebuild=windows.rebuild, account_risk=risk, covered=restored.covered)
             pipeline.rules_source = lambda: governance.load_active(sandbox)  # another decider activated
             service = DecisionService(pipeline, max_batch=s.max_batch,
-                                      timeout_s=s.decision_timeout_ms / 1000)
+                                      timeout_s=s.decision_timeout_ms / 1000, catch_up_idle_s=CATCH_UP_IDLE_S)
             snapshots = _Snapshots(pipeline, ledger, windows, s.velocity_snapshot_file, every, restored)
             service.after_batch = snapshots.after_batch
+            service.after_catch_up = snapshots.after_catch_up
         except BaseException:
             sandbox.close()
             scorer.close()

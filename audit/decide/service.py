@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,8 @@ from audit.decide.types import Decision, Submission
 from inference.batcher import Batcher, DeadlineExceeded, Priority
 
 __all__ = ["DecisionService", "ServiceStats"]
+
+log = logging.getLogger(__name__)
 
 _Req = tuple[Submission, float]  # the submission and when it was queued (monotonic seconds)
 
@@ -40,26 +43,54 @@ class DecisionService:
     """One batcher worker in front of ``pipeline``; thread-safe, usable from asyncio."""
 
     def __init__(self, pipeline: Pipeline, *, max_batch: int = 1024, timeout_s: float | None = 0.25,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 catch_up_idle_s: float | None = None) -> None:
+        """``catch_up_idle_s``: when the queue has been empty that long, the worker brings the
+        pipeline up to the log (``Pipeline.catch_up``), and again each time it stays empty that
+        long, and so it does after a batch it answered wholly from the ledger (payments decided
+        before) when it last caught up longer ago than that; None: only before a batch it seals."""
         self.pipeline = pipeline
         self.timeout_s = timeout_s
         self._clock = clock
         # One worker: a second would interleave batches and reorder the velocity windows.
-        self._batcher: Batcher[_Req, Decision] = Batcher(self._process, workers=1, max_batch=max_batch,
-                                                         clock=clock)
+        self._catch_up_s = catch_up_idle_s
+        self._caught_up_at = time.monotonic()
+        self._batcher: Batcher[_Req, Decision] = Batcher(
+            self._process, workers=1, max_batch=max_batch, clock=clock, idle_s=catch_up_idle_s,
+            on_idle=None if catch_up_idle_s is None else self._catch_up)
         self.on_batch: Callable[[Sequence[Decision]], None] | None = None  # metrics hook
         # called after each batch the pipeline committed, on the worker, before the next batch starts:
         # the pipeline holds no batch in flight (the runtime's state snapshots); it must not raise
         self.after_batch: Callable[[Sequence[Decision]], None] | None = None
+        # called on the worker after a catch-up between batches applied others' decisions (the
+        # state is then the log's up to ``pipeline.covered``); it must not raise
+        self.after_catch_up: Callable[[], None] | None = None
         self.expired = 0
         self.decided = 0  # decisions this service sealed (the velocity snapshot's check)
+
+    def _catch_up(self) -> None:
+        """The idle worker's hook: a failure (the database away) is logged; the next batch catches
+        up (or fails) as it always does."""
+        try:
+            applied = self.pipeline.catch_up()
+        except Exception as exc:
+            log.warning("catching up while idle failed (the next batch catches up): %s", exc)
+            applied = 0
+        self._caught_up_at = time.monotonic()
+        if applied and self.after_catch_up is not None:
+            self.after_catch_up()
 
     def _process(self, reqs: list[_Req]) -> list[Decision]:
         now = self._clock()
         subs = [replace(s, queue_us=round((now - t) * 1e6)) for s, t in reqs]
         pipeline = self.pipeline  # a payment decided before is answered from the ledger, not again
         decisions = decide_keyed(pipeline.decide, lambda: pipeline.ledger.engine, subs)
-        self.decided += sum(not getattr(d, "replayed", False) for d in decisions)  # sealed here
+        sealed = sum(not getattr(d, "replayed", False) for d in decisions)
+        self.decided += sealed  # sealed here
+        if sealed:  # the pipeline caught up before it prepared them
+            self._caught_up_at = time.monotonic()
+        elif self._catch_up_s is not None and time.monotonic() - self._caught_up_at > self._catch_up_s:
+            self._catch_up()  # answered from the ledger alone: keep up with the others meanwhile
         if self.on_batch is not None:
             self.on_batch(decisions)
         if self.after_batch is not None:

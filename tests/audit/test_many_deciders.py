@@ -5,6 +5,7 @@ and the records are bit for bit those of one process deciding the same batches i
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from audit.decide import log_tip
 from audit.decide.account_secret import load_keyer, load_state_key
 from audit.decide.pipeline import Pipeline
+from audit.decide.service import DecisionService
 from audit.decide.types import ActiveRules, Submission
 from audit.query.verify import verify_index
 from audit.state.replay import catch_up
@@ -322,3 +324,38 @@ def test_a_catch_up_that_fails_half_way_is_taken_back_not_applied_twice(
     assert features_state_bytes(a.extractor) == features_state_bytes(fresh)
     assert a.caught_up == 40
     second.engine.dispose()
+
+
+def test_an_idle_decider_catches_up_with_the_others_before_its_next_request(
+        db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes) -> None:
+    """A decider that had nothing to do while another sealed (a worker whose clients stayed away)
+    catches up while idle, so the request that ends its idle spell does not pay for every commit
+    of the spell (seconds after a busy one: past the request's deadline)."""
+    subs = submissions(90, seed=31)
+    second = _open(db, signer)
+    a, b = make_pipeline(ledger, sandbox, pack_wasm), make_pipeline(second, sandbox, pack_wasm)
+    b.decide(subs[:10])
+    service = DecisionService(b, catch_up_idle_s=0.01)
+    try:
+        a.decide(subs[10:50])
+        a.decide(subs[50:80])
+        deadline = time.monotonic() + 10
+        while b.caught_up < 70 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert b.caught_up == 70 and b.superseded == 0  # both of a's commits, without a request
+        assert b.catch_up() == 0  # nothing new: one indexed read
+        got = service.decide(subs[80:])
+        assert b.caught_up == 70 and b.superseded == 0 and len(got) == len(subs[80:])
+    finally:
+        service.close()
+    assert a.catch_up() == len(subs[80:])  # b's last commit: both at the same seq, the same bits
+    assert features_state_bytes(a.extractor) == features_state_bytes(b.extractor)
+    second.engine.dispose()
+
+
+def test_catch_up_leaves_a_pipeline_with_a_batch_in_flight_alone(
+        db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes) -> None:
+    pipe = make_pipeline(ledger, sandbox, pack_wasm)
+    pipe.decide(submissions(5, seed=32))
+    with pipe._lock:  # another call holds the pipeline (a batch being prepared)
+        assert pipe.catch_up() == 0

@@ -4,6 +4,7 @@ trusted; the runtime needs no more of its settings than ``RuntimeSettings`` stat
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import orjson
 import pytest
 
 import migrations
+from audit.decide import runtime
 from audit.decide.principal import Principal
 from audit.decide.runtime import Runtime, RuntimeSettings
 from audit.decide.types import Submission
@@ -118,7 +120,8 @@ def test_decisions_after_the_snapshot_are_replayed_on_top(db: Db, tmp_path: Path
 
 
 def test_each_process_seals_the_state_of_its_own_last_commit_and_a_restart_catches_up_the_rest(
-        db: Db, tmp_path: Path) -> None:
+        db: Db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "CATCH_UP_IDLE_S", None)  # no catching up while idle: a stays behind
     s = settings(db, tmp_path)
     a = Runtime.open(s)
     b = Runtime.open(Settings(db=db.url, keys=s.keys, velocity_snapshot=tmp_path / "b.snap"))
@@ -134,6 +137,31 @@ def test_each_process_seals_the_state_of_its_own_last_commit_and_a_restart_catch
     resumed = Runtime.open(s)
     try:  # a's snapshot, then b's 100 decisions from their state deltas
         assert resumed.velocity_from_snapshot and resumed.replay.replayed == resumed.replay.from_deltas == 100
+    finally:
+        resumed.close()
+
+
+def test_a_process_idle_while_another_seals_catches_up_and_its_stop_seals_the_whole_log(
+        db: Db, tmp_path: Path) -> None:
+    s = settings(db, tmp_path)
+    a = Runtime.open(s)
+    b = Runtime.open(Settings(db=db.url, keys=s.keys, velocity_snapshot=tmp_path / "b.snap"))
+    try:
+        a.service.decide(subs(34, 100), timeout_s=60)
+        b.service.decide(subs(35, 100), timeout_s=60)
+        deadline = time.monotonic() + 10
+        while a.pipeline.caught_up < 100 and time.monotonic() < deadline:  # a, idle, catches up
+            time.sleep(0.01)
+        assert a.pipeline.caught_up == 100
+    finally:
+        b.close()
+        a.close()
+    a_head = orjson.loads(s.velocity_snapshot_file.read_bytes().partition(b"\n")[0])
+    b_head = orjson.loads((tmp_path / "b.snap").read_bytes().partition(b"\n")[0])
+    assert a_head["root"] == b_head["root"] and a_head["size"] <= b_head["size"]  # the same state
+    resumed = Runtime.open(s)
+    try:  # a's snapshot covers b's commit: nothing left to catch up
+        assert resumed.velocity_from_snapshot and resumed.replay.replayed == 0
     finally:
         resumed.close()
 

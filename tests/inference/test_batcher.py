@@ -298,3 +298,60 @@ def test_concurrent_submitters_each_get_their_own_result_exactly_once() -> None:
     assert (stats.submitted, stats.dispatched, stats.expired, stats.failed) == (2000, 2000, 0, 0)
     assert stats.largest_batch <= 64
     assert sum(stats.batch_sizes.values()) == stats.batches
+
+
+# -- the idle hook ------------------------------------------------------------------------------
+
+def test_an_idle_worker_calls_its_hook_and_still_takes_work_at_once() -> None:
+    called = threading.Event()
+    calls: list[float] = []
+
+    def hook() -> None:
+        calls.append(time.monotonic())
+        called.set()
+
+    with Batcher(lambda reqs: [r * 2 for r in reqs], idle_s=0.01, on_idle=hook) as b:
+        assert called.wait(TIMEOUT)  # nothing queued for 10 ms: the hook ran
+        assert b.submit(21).result(TIMEOUT) == 42  # and the worker still answers
+        n = len(calls)
+        called.clear()
+        assert called.wait(TIMEOUT) and len(calls) > n  # idle again: again
+
+
+def test_a_busy_worker_does_not_call_its_hook() -> None:
+    release, started = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def slow(reqs: list[int]) -> list[int]:
+        started.set()
+        assert release.wait(TIMEOUT)
+        return reqs
+
+    with Batcher(slow, idle_s=0.005, on_idle=lambda: calls.append(1)) as b:
+        fut = b.submit(1)
+        assert started.wait(TIMEOUT)
+        before = len(calls)
+        time.sleep(0.05)  # ten idle periods while the batch runs: the worker is not idle
+        assert len(calls) == before
+        release.set()
+        assert fut.result(TIMEOUT) == 1
+
+
+def test_a_failing_hook_is_logged_and_the_worker_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    failed = threading.Event()
+
+    def hook() -> None:
+        failed.set()
+        raise RuntimeError("database away")
+
+    with caplog.at_level("ERROR", logger="inference.batcher"), \
+            Batcher(lambda reqs: reqs, idle_s=0.01, on_idle=hook) as b:
+        assert failed.wait(TIMEOUT)
+        assert b.submit(7).result(TIMEOUT) == 7
+    assert "the idle hook failed" in caplog.text and "database away" in caplog.text
+
+
+@pytest.mark.parametrize(("idle_s", "hook"), [(0.01, None), (None, lambda: None), (0.0, lambda: None)])
+def test_idle_s_and_its_hook_come_together(idle_s: float | None, hook: object) -> None:
+    with pytest.raises(ValueError, match="idle_s"):
+        Batcher(lambda reqs: reqs, idle_s=idle_s, on_idle=hook)  # type: ignore[arg-type]

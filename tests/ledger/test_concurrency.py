@@ -4,7 +4,10 @@ chain, leave a gap or reuse a seq."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
+import time
+from pathlib import Path
 
 from ledger import NoteSigner, Record, store
 from ledger.append import Ledger
@@ -68,3 +71,43 @@ def test_threads_with_shared_and_separate_ledger_objects(db: Db, signer: NoteSig
     for t in threads:
         t.join()
     _check(shared, signer, seqs, 4)
+
+
+def test_a_second_writer_waits_its_turn_in_the_kernel_and_goes_the_moment_the_first_is_done(
+        db: Db, signer: NoteSigner) -> None:
+    """SQLite on a file: writers queue on ``<database>-writer.lock`` (flock) before BEGIN IMMEDIATE,
+    so the next one goes when the last is done instead of sleeping in SQLite's busy back-off;
+    PostgreSQL queues on its advisory lock and has no lock file."""
+    lg = make_ledger(db, signer)
+    path = store._sqlite_file(db.url)
+    holding, waiting, done = threading.Event(), threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def first() -> None:
+        with store.writer_turn(lg.engine):
+            holding.set()
+            assert waiting.wait(5)
+            time.sleep(0.05)  # the second writer is queued behind this one meanwhile
+            order.append("first done")
+
+    def second() -> None:
+        assert holding.wait(5)
+        waiting.set()
+        with store.writer_turn(lg.engine):
+            order.append("second in")
+        done.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert done.is_set()
+    if path is None:  # PostgreSQL: no lock file, the writers did not wait on each other here
+        assert db.dialect == "postgresql"
+        return
+    assert order == ["first done", "second in"]
+    lock = Path(f"{path}-writer.lock")
+    assert lock.exists() and os.stat(lock).st_mode & 0o077 == 0 and lock.read_bytes() == b""
+    lg.append(Record("test", {"n": 1}))  # appends take their turn the same way
+    lg.engine.dispose()

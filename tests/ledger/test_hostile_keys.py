@@ -172,7 +172,8 @@ def test_a_new_sqlite_database_and_its_wal_are_owner_only(tmp_path: Path, umask_
     with engine.connect() as conn:  # a connection open: the WAL and shared-memory files exist
         conn.exec_driver_sql("SELECT count(*) FROM ledger_payloads").scalar()
         files = {p.name: _mode(p) for p in tmp_path.iterdir() if p.name.startswith("sealtrail.db")}
-    assert files == {"sealtrail.db": 0o600, "sealtrail.db-wal": 0o600, "sealtrail.db-shm": 0o600}
+    assert files == {"sealtrail.db": 0o600, "sealtrail.db-wal": 0o600, "sealtrail.db-shm": 0o600,
+                     "sealtrail.db-writer.lock": 0o600}  # the writers' turn (empty)
     engine.dispose()
 
 
