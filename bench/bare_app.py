@@ -18,7 +18,7 @@ from typing import Any
 
 from api.server import TlsFiles, build_server
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "serve_announced"]
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -54,15 +54,19 @@ def main() -> None:
     ap.add_argument("--client-ca", type=Path, required=True)
     args = ap.parse_args()
     tls = TlsFiles(args.tls_cert, args.tls_key, args.client_ca)
-    server = build_server(app, args.host, args.port, tls=tls)
+    serve_announced(build_server(app, args.host, args.port, tls=tls), "bare serving on")
 
+
+def serve_announced(server: Any, banner: str) -> None:
+    """Run ``server`` (``api.server.build_server``'s) until it stops; once it listens, print
+    ``banner https://HOST:PORT`` on stdout (what ``bench.http.serving`` waits for)."""
     async def run() -> None:
         task = asyncio.create_task(server.serve())
         while not server.started and not task.done():
             await asyncio.sleep(0.01)
         if server.started:
             host, port = server.servers[0].sockets[0].getsockname()[:2]
-            sys.stdout.write(f"bare serving on https://{host}:{port}\n")
+            sys.stdout.write(f"{banner} https://{host}:{port}\n")
             sys.stdout.flush()
         await task
 

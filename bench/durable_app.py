@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -33,6 +32,7 @@ import orjson
 from api import ops
 from api.config import Settings
 from api.server import TlsFiles, build_server
+from bench.bare_app import serve_announced
 from inference.batcher import Batcher, DeadlineExceeded
 from ledger.append import Ledger
 from ledger.jcs import Jcs, canonical_bytes
@@ -154,19 +154,7 @@ def main() -> None:
     overrides: dict[str, Any] = {"db": args.db, "keys": args.keys}
     app = Sealer(ops.open_ledger(Settings(**overrides)), args.record_bytes)
     tls = TlsFiles(args.tls_cert, args.tls_key, args.client_ca)
-    server = build_server(app, args.host, args.port, tls=tls)
-
-    async def run() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started and not task.done():
-            await asyncio.sleep(0.01)
-        if server.started:
-            host, port = server.servers[0].sockets[0].getsockname()[:2]
-            sys.stdout.write(f"durable serving on https://{host}:{port}\n")
-            sys.stdout.flush()
-        await task
-
-    asyncio.run(run())
+    serve_announced(build_server(app, args.host, args.port, tls=tls), "durable serving on")
 
 
 if __name__ == "__main__":

@@ -212,18 +212,26 @@ def _num(v: float) -> float | None:
 
 def decision_body(d: DecisionInputs) -> dict[str, Any]:
     """The record body as a JSON object (canonicalised by the caller)."""
-    if d.fixed_point:
-        return _fixed(d)
+    if d.fixed_point:  # version 4: the numbers as integers in fixed units
+        if d.account_risk is None:
+            raise ValueError("a version 4 decision record states account risk")
+        digits = feature_digits(d.feature_schema)
+        schema = DECISION_SCHEMA
+        numbers: dict[str, Any] = {"digits": list(digits), "scaled": scaled_row(d.feature_values, digits)}
+        score: tuple[str, Any] = ("score_ppm", scaled_score(d.score))
+    else:
+        schema = _schema(d)
+        numbers = {"values": [_num(v) for v in d.feature_values]}
+        score = ("score", _num(d.score))
     body: dict[str, Any] = {
-        "schema": _schema(d),
+        "schema": schema,
         "at": d.at,
         "principal": d.principal,
         "input": {"format": d.message_format, "message_type": d.message_type, "reference": d.reference,
                   "raw_sha256": d.raw_sha256, "transaction_sha256": d.transaction_sha256},
-        "features": {"schema": d.feature_schema, "values": [_num(v) for v in d.feature_values],
-                     "sha256": d.features_sha256, "tables": d.tables},
+        "features": {"schema": d.feature_schema, **numbers, "sha256": d.features_sha256, "tables": d.tables},
         "model": {"sha256": d.model_sha256, "backend": d.backend},
-        "score": _num(d.score),
+        score[0]: score[1],
         "rules": {"module_sha256": d.module_sha256, "ruleset_id": d.ruleset_id,
                   "version": d.ruleset_version},
         "decision": d.decision,
@@ -237,44 +245,9 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         body["input"]["parser"] = d.parser
     if d.idempotency is not None:  # additive: bodies without a key stay as they always were
         body["idempotency"] = d.idempotency.to_json()
-    if d.account_risk is not None:  # version 2
+    if d.account_risk is not None:  # version 2 on
         body["account_risk"] = d.account_risk.to_json()
-    if d.explanation is not None:  # version 3
-        body["explanation"] = d.explanation.to_json()
-    return body
-
-
-def _fixed(d: DecisionInputs) -> dict[str, Any]:
-    """A version 4 body: version 3's fields, numbers as integers in fixed units."""
-    if d.account_risk is None:
-        raise ValueError("a version 4 decision record states account risk")
-    digits = feature_digits(d.feature_schema)
-    body: dict[str, Any] = {
-        "schema": DECISION_SCHEMA,
-        "at": d.at,
-        "principal": d.principal,
-        "input": {"format": d.message_format, "message_type": d.message_type, "reference": d.reference,
-                  "raw_sha256": d.raw_sha256, "transaction_sha256": d.transaction_sha256},
-        "features": {"schema": d.feature_schema, "digits": list(digits),
-                     "scaled": scaled_row(d.feature_values, digits), "sha256": d.features_sha256,
-                     "tables": d.tables},
-        "model": {"sha256": d.model_sha256, "backend": d.backend},
-        "score_ppm": scaled_score(d.score),
-        "rules": {"module_sha256": d.module_sha256, "ruleset_id": d.ruleset_id,
-                  "version": d.ruleset_version},
-        "decision": d.decision,
-        "fired": fired_json(d.fired),
-        "fail_safe": d.fail_safe,
-        "fuel": d.fuel,
-        "batch_size": d.batch_size,
-        "latency_us": d.latency_us,
-        "account_risk": d.account_risk.to_json(),
-    }
-    if d.parser is not None:
-        body["input"]["parser"] = d.parser
-    if d.idempotency is not None:
-        body["idempotency"] = d.idempotency.to_json()
-    if d.explanation is not None:
+    if d.explanation is not None:  # version 3, and version 4 where the model can be attributed
         body["explanation"] = d.explanation.to_json()
     return body
 

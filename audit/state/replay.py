@@ -32,8 +32,8 @@ from inference.features import FeatureExtractor
 from inference.messages import Transaction, parse_messages, transaction_schema_of
 from ledger import store
 
-__all__ = ["ReplayReport", "catch_up", "decision_pages", "delta_pages", "ledger_size", "replay_decisions",
-           "window_start_seq"]
+__all__ = ["ReplayReport", "catch_up", "decision_pages", "delta_pages", "entry_pages", "ledger_size",
+           "replay_decisions", "window_start_seq"]
 
 WINDOW = timedelta(days=30, hours=1)  # the graph's window (the longest), plus queueing slack
 _PAGE = 2000
@@ -75,6 +75,14 @@ def decision_pages(engine: Engine, from_seq: int, to_seq: int | None = None,
                    kind: str = DECISION_KIND) -> Iterator[list[tuple[int, dict[str, Any]]]]:
     """The decision entries (or entries of ``kind``) from ``from_seq`` on (to ``to_seq``, exclusive),
     in seq order, a page at a time: (seq, envelope)."""
+    for page in entry_pages(engine, kind, from_seq, to_seq):
+        yield [(s, orjson.loads(r)) for s, r in page]
+
+
+def entry_pages(engine: Engine, kind: str, from_seq: int = 0,
+                to_seq: int | None = None) -> Iterator[list[tuple[int, bytes]]]:
+    """The entries of ``kind`` from ``from_seq`` on (to ``to_seq``, exclusive), in seq order, a page
+    at a time (the ``(kind, seq)`` index): (seq, envelope bytes)."""
     e = store.entries
     seq = from_seq
     while True:
@@ -85,7 +93,7 @@ def decision_pages(engine: Engine, from_seq: int, to_seq: int | None = None,
             rows = conn.execute(q.order_by(e.c.seq).limit(_PAGE)).all()
         if not rows:
             return
-        yield [(int(s), orjson.loads(r)) for s, r in rows]
+        yield [(int(s), bytes(r)) for s, r in rows]
         seq = int(rows[-1][0]) + 1
 
 

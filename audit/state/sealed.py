@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from audit.errors import StateSnapshotError
+from audit.state.replay import entry_pages
 from audit.state.tree import LEAF_FORMAT, StateTree
 from inference.state_store import FEATURE_STATE_FORMAT
-from ledger import store
 from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
 from ledger.records import Record
@@ -56,7 +56,6 @@ _KEYS = frozenset({"accounts", "covers_seq", "decider", "feature_state", "from_s
 _HEX16 = re.compile(r"[0-9a-f]{16}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DECIDER = re.compile(r"[\x21-\x7e]{1,200}")
-_PAGE = 500
 
 
 @dataclass(frozen=True)
@@ -146,18 +145,7 @@ def snapshot_pages(engine: Engine, from_seq: int = 0,
                    to_seq: int | None = None) -> Iterator[list[tuple[int, bytes]]]:
     """The ``state.snapshot`` entries from ``from_seq`` on (to ``to_seq``), (seq, envelope bytes),
     in seq order, a page at a time (the ``(kind, seq)`` index)."""
-    e = store.entries
-    seq = from_seq
-    while True:
-        q = select(e.c.seq, e.c.record).where(e.c.kind == SNAPSHOT_KIND, e.c.seq >= seq)
-        if to_seq is not None:
-            q = q.where(e.c.seq < to_seq)
-        with engine.connect() as conn:
-            rows = conn.execute(q.order_by(e.c.seq).limit(_PAGE)).all()
-        if not rows:
-            return
-        yield [(int(s), bytes(r)) for s, r in rows]
-        seq = int(rows[-1][0]) + 1
+    return entry_pages(engine, SNAPSHOT_KIND, from_seq, to_seq)
 
 
 def find_sealed(engine: Engine, covers_seq: int, root: bytes,
