@@ -166,6 +166,7 @@ class Pipeline:
         self._superseded: set[int] = set()  # epochs that ended because another decider committed first
         self.superseded = 0  # batches refused because another decider committed first, then prepared again
         self.caught_up = 0  # decisions of other deciders applied to the state
+        self._quiet = 0  # catch-up reads in a row that found the log as this pipeline left it
         # the ledger's active rules, loaded again when a catch-up meets an activation another decider
         # sealed (the runtime's governance); None: activations are not followed
         self.rules_source: Callable[[], ActiveRules] | None = None
@@ -213,6 +214,7 @@ class Pipeline:
             return self._decide_once(subs)
         except StateSuperseded:
             self.superseded += 1
+            self._quiet = 0
             self._contended_until = time.monotonic() + _CONTENDED_S
             return self._decide_locked(subs)
 
@@ -267,7 +269,10 @@ class Pipeline:
         state_key_id = self._keyed_state()
         with self._state:
             idle = not self._pending  # no batch of ours in flight: the state is the log's up to _covered
-        if catch_up or idle or not self._tip_read:
+        # Idle, the state ends where this pipeline's last commit left the log. Another decider may
+        # have committed since; the commit's fence would then refuse the batch (prepared again,
+        # caught up, under the lock). So once reads keep finding nobody else, they are skipped.
+        if catch_up or not self._tip_read or (idle and self._quiet < _QUIET_READS):
             self._catch_up()
         t0 = self._clock()
         state = self.extractor.state
@@ -335,7 +340,9 @@ class Pipeline:
         with engine.connect() as conn:
             end = store.tail(conn)[0]
             if end == covered:
+                self._quiet += 1
                 return
+            self._quiet = 0
             activated = activations_between(conn, covered, end)
         if activated and self.rules_source is not None:  # another decider activated a ruleset
             self._rules = self.rules_source()  # before the state moves: a failure here changes nothing
@@ -714,6 +721,7 @@ def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: b
     return tail
 
 
+_QUIET_READS = 16  # catch-up reads in a row that found nobody else: the next idle batches skip the read
 _CONTENDED_S = 1.0  # after another decider got ahead, batches are prepared under the lock this long
 _NO_HITS: _Hits = ((), Jcs(b"[]"))
 _MODULE = ("module",)  # the fired cache's entry naming the module it holds hits for

@@ -193,6 +193,47 @@ def test_a_commit_another_decider_got_ahead_of_is_refused_and_prepared_again(
     second.engine.dispose()
 
 
+def test_a_decider_that_stopped_reading_the_log_while_alone_is_refused_once_another_commits(
+        db: Db, signer: NoteSigner, ledger: Ledger, reference: Ledger, sandbox: Sandbox,
+        pack_wasm: bytes) -> None:
+    """Alone for a while, a decider stops reading the log before each batch (its own commits are
+    the log); the first batch prepared after another decider committed is refused by the commit's
+    fence, caught up and prepared again, and the log holds what one process would have sealed."""
+    subs = submissions(80, seed=24)
+    alone, cut_in, after = subs[:40], subs[40:50], subs[50:]
+    second = _open(db, signer)
+    a, b = make_pipeline(ledger, sandbox, pack_wasm), make_pipeline(second, sandbox, pack_wasm)
+    reads = 0
+    real_catch_up = a._catch_up
+
+    def counted() -> None:
+        nonlocal reads
+        reads += 1
+        real_catch_up()
+    a._catch_up = counted  # type: ignore[method-assign]
+    for i in range(0, len(alone), 2):
+        a.decide(alone[i:i + 2])
+    assert reads < len(alone) // 2 and a.superseded == 0  # it stopped reading before each batch
+    b.decide(cut_in)
+    got = a.decide(after[:3])
+    assert (a.superseded, a.locked, a.caught_up) == (1, 1, len(cut_in))
+    for i in range(3, len(after), 3):  # contended a while: prepared under the lock, nothing refused
+        a.decide(after[i:i + 3])
+    assert a.superseded == 1 and len(got) == 3
+    one = make_pipeline(reference, sandbox, pack_wasm)  # the same batches in the order the log holds
+    for batch in [alone[i:i + 2] for i in range(0, len(alone), 2)] + [cut_in] + [
+            after[i:i + 3] for i in range(0, len(after), 3)]:
+        one.decide(batch)
+    names = _translator(reference, ledger, subs)
+    ours = [e for e in _entries(reference) if e[0] == "decision"]
+    theirs = [e for e in _entries(ledger) if e[0] == "decision"]
+    assert len(ours) == len(theirs) == len(subs)
+    for (kind, x), (_, y) in zip(ours, theirs, strict=True):
+        _same(kind, x, y, names)
+    verify_ledger(ledger.engine, [signer.verifier])
+    second.engine.dispose()
+
+
 def test_a_decider_whose_commit_is_refused_even_under_the_lock_writes_nothing(
         db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes,
         monkeypatch: pytest.MonkeyPatch) -> None:
