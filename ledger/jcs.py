@@ -37,7 +37,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NewType
 
 import orjson
@@ -276,9 +276,12 @@ class Template:
     bytes of the value with those values in the slots (tests hold it to rfc8785).
     """
 
-    def __init__(self, fmt: bytes, order: tuple[int, ...]) -> None:
-        self._fmt = fmt  # the constant bytes, '%' doubled, '%b' at each slot
-        self._order = order  # the slot (index into the slots given to ``of``) of each '%b', in output order
+    def __init__(self, pieces: tuple[bytes, ...], order: tuple[int, ...]) -> None:
+        if len(pieces) != len(order) + 1:
+            raise ValueError(f"{len(pieces)} constant pieces around {len(order)} slots")
+        self._pieces = pieces  # the constant bytes before, between and after the slots
+        self._order = order  # the slot (index into the slots given to ``of``) of each hole, in output order
+        self._fmt = b"%b".join(p.replace(b"%", b"%%") for p in pieces)  # '%' doubled, '%b' at each slot
 
     @staticmethod
     def marker(slot: str) -> str:
@@ -302,10 +305,24 @@ class Template:
         pieces: list[bytes] = []
         last = 0
         for at, i in found:
-            pieces += [text[last:at].replace(b"%", b"%%"), b"%b"]
+            pieces.append(text[last:at])
             last = at + len(tokens[i])
-        pieces.append(text[last:].replace(b"%", b"%%"))
-        return cls(b"".join(pieces), tuple(i for _, i in found))
+        pieces.append(text[last:])
+        return cls(tuple(pieces), tuple(i for _, i in found))
+
+    def bind(self, parts: Mapping[int, Jcs]) -> Template:
+        """This template with the slots numbered in ``parts`` filled for good (a batch's shared
+        values, say); the others stay holes, still numbered as in ``of``."""
+        pieces: list[bytes] = [self._pieces[0]]
+        order: list[int] = []
+        for slot, after in zip(self._order, self._pieces[1:], strict=True):
+            part = parts.get(slot)
+            if part is None:
+                order.append(slot)
+                pieces.append(after)
+            else:
+                pieces[-1] += part + after
+        return Template(tuple(pieces), tuple(order))
 
     def fill(self, parts: Sequence[Jcs]) -> Jcs:
         """The canonical bytes with each slot's value, ``parts`` in the order of the slots."""

@@ -305,6 +305,17 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
 
 # --- canonical bytes of a batch's bodies, spliced from parts canonicalised once ----------------
 
+# The DecisionInputs fields a batch's template holds as constants, beside its tables, which of the
+# optional parts its bodies state, and its latency stages: the key of a template kept across
+# batches. Every other field is a per-record slot or a per-batch number (tests/audit/test_record.py
+# holds the three lists to the dataclass's fields).
+_TEMPLATE_KEY = ("feature_schema", "model_sha256", "backend", "module_sha256", "ruleset_id",
+                 "ruleset_version", "parser", "fixed_point")
+_TEMPLATE_KEYED_OTHERWISE = ("tables", "idempotency", "account_risk", "explanation")
+_TEMPLATE_PER_BATCH = ("fuel", "batch_size", "latency_us")
+_TEMPLATES: dict[tuple[Any, ...], object] = {}
+_MISSING = object()
+
 # What differs between the records of a batch: the slots of the template, in the order parts are
 # given to it. Only this module puts a value in a slot.
 SLOTS = ("at", "decision", "fail_safe", "values", "features_sha256", "fired", "format", "message_type",
@@ -349,8 +360,9 @@ class BodyTemplate:
     """
 
     def __init__(self, template: Template, keyed: bool = False, risked: bool = False,
-                 explained: bool = False, fixed: bool = False) -> None:
+                 explained: bool = False, fixed: bool = False, slots: int = 0) -> None:
         self._template = template
+        self._slots = slots  # per-record slots; the per-batch numbers' slots follow (a cached template)
         self.fixed = fixed  # version 4 bodies: "values" and "score" slots hold integers
         self.keyed = keyed  # its bodies hold "idempotency" (a slot after SLOTS)
         self.risked = risked  # its bodies hold "account_risk" (a slot after those): version 2
@@ -359,7 +371,38 @@ class BodyTemplate:
     @classmethod
     def for_batch(cls, shared: DecisionInputs) -> BodyTemplate | None:
         """The template for records that state what ``shared`` states outside the slots, or None
-        when its constant parts cannot be spliced (then canonicalise each body whole)."""
+        when its constant parts cannot be spliced (then canonicalise each body whole).
+
+        Made once per kind of batch (``_TEMPLATE_KEY``: model, rules, tables, shape) with the
+        per-batch numbers (fuel, batch size, stage latencies) as slots too, and bound to each
+        batch's numbers: on the single-request path a batch is one record, and canonicalising
+        the template cost more than splicing it."""
+        stages = tuple(sorted(k for k in shared.latency_us if k != "queue"))
+        numbers = (shared.fuel, shared.batch_size, *(shared.latency_us[k] for k in stages))
+        try:
+            parts = [jcs_int(v) for v in numbers]
+        except TypeError:  # a value the splice does not vouch for: this batch's own template
+            return cls._made(shared, ())
+        key = (*(getattr(shared, name) for name in _TEMPLATE_KEY), tuple(sorted(shared.tables.items())),
+               shared.idempotency is not None, shared.account_risk is not None,
+               shared.explanation is not None, stages)
+        got = _TEMPLATES.get(key, _MISSING)
+        if got is _MISSING:
+            got = cls._made(shared, stages)
+            if len(_TEMPLATES) >= 64:  # a handful of models and rule versions at a time
+                _TEMPLATES.clear()
+            _TEMPLATES[key] = got
+        if got is None:
+            return None
+        assert isinstance(got, BodyTemplate)
+        first = got._slots
+        return cls(got._template.bind({first + i: part for i, part in enumerate(parts)}),
+                   got.keyed, got.risked, got.explained, got.fixed)
+
+    @classmethod
+    def _made(cls, shared: DecisionInputs, stages: tuple[str, ...]) -> BodyTemplate | None:
+        """The template of ``shared``, with ``stages`` (latency stages) and, when any, the fuel
+        and the batch size as slots numbered after the per-record ones."""
         body = decision_body(shared)
         marks = {slot: Template.marker(slot) for slot in SLOTS}
         body["at"], body["decision"], body["fail_safe"] = marks["at"], marks["decision"], marks["fail_safe"]
@@ -387,8 +430,14 @@ class BodyTemplate:
         if explained:
             slots = (*slots, "explanation")
             body["explanation"] = Template.marker("explanation")
+        n = len(slots)
+        if stages:
+            body["fuel"], body["batch_size"] = Template.marker("fuel"), Template.marker("batch_size")
+            for k in stages:
+                body["latency_us"][k] = Template.marker(f"latency:{k}")
+            slots = (*slots, "fuel", "batch_size", *(f"latency:{k}" for k in stages))
         template = Template.of(body, slots)
-        return None if template is None else cls(template, keyed, risked, explained, fixed)
+        return None if template is None else cls(template, keyed, risked, explained, fixed, n)
 
     def body(self, parts: Sequence[Jcs]) -> Jcs:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""

@@ -7,6 +7,7 @@ what it cannot vouch for.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import string
 from typing import Any
@@ -18,6 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audit.decide.record import (
+    _TEMPLATE_KEY,
+    _TEMPLATE_KEYED_OTHERWISE,
+    _TEMPLATE_PER_BATCH,
     BodyTemplate,
     DecisionColumns,
     DecisionInputs,
@@ -190,3 +194,45 @@ def test_values_the_splice_does_not_vouch_for_take_the_whole_body_path() -> None
     bodies = decision_bodies(ds[0], columns(ds), ds.__getitem__)
     assert bodies == [rfc8785.dumps(decision_body(d)) for d in ds]
     assert bodies[1].count(b'"reference":"R2"') == 1 and bodies[0].count(b'"score":null') == 1
+
+
+# What a record states per decision (a slot of the template): never part of a kept template.
+PER_RECORD = ("at", "principal", "message_format", "message_type", "reference", "raw_sha256",
+              "transaction_sha256", "feature_values", "features_sha256", "score", "decision", "fired",
+              "fail_safe")
+
+
+def test_every_field_of_a_record_is_a_slot_a_per_batch_number_or_part_of_the_template_key() -> None:
+    """A field added to the record without a place here would let a template kept from an earlier
+    batch state another batch's value: this fails first."""
+    named = [*PER_RECORD, *_TEMPLATE_KEY, *_TEMPLATE_KEYED_OTHERWISE, *_TEMPLATE_PER_BATCH]
+    assert sorted(named) == sorted(f.name for f in dataclasses.fields(DecisionInputs))
+    assert len(set(named)) == len(named)
+
+
+def test_a_template_kept_across_batches_states_each_batch_its_own_numbers_and_constants() -> None:
+    base = {"feature_schema": "sealtrail.features/1", "tables": {"fx_rates": "t1"}, "model_sha256": "00" * 32,
+            "backend": "numpy", "module_sha256": "11" * 32, "ruleset_id": "aml_core", "ruleset_version": "1",
+            "fuel": 7, "batch_size": 1}
+    per = {"at": "2026-12-02T20:15:28.123456Z", "principal": {"subject": "CN=x"}, "message_format": "json",
+           "message_type": "json", "reference": "R1", "raw_sha256": "a" * 64, "transaction_sha256": "b" * 64,
+           "feature_values": [1.0] * 32, "features_sha256": "c" * 64, "score": 0.25, "decision": "ALLOW",
+           "fired": (), "fail_safe": None, "queue": 3}
+    batches = [
+        (base, {"features": 1, "model": 2, "rules": 3}),
+        ({**base, "fuel": 9_000_000, "batch_size": 1024}, {"features": 40, "model": 0, "rules": 7}),
+        ({**base, "model_sha256": "22" * 32}, {"features": 1, "model": 2, "rules": 3}),  # another model
+        ({**base, "tables": {"fx_rates": "t2"}}, {"features": 1, "model": 2, "rules": 3}),  # other tables
+        (base, {"features": 1, "model": 2, "rules": 3, "explain": 5}),  # another stage
+        ({**base, "fuel": 2**60}, {"features": 1, "model": 2, "rules": 3}),  # past JSON's exact integers
+        (base, {"features": 1, "model": 2, "rules": 3}),  # the first again
+    ]
+    for shared, stage in batches:
+        d = record(per, shared, stage)
+        if shared["fuel"] == 2**60:  # never spliced: refused as the whole body is
+            with pytest.raises(CanonicalError, match="fuel"):
+                template_for(shared, stage)
+            continue
+        template = template_for(shared, stage)
+        assert template is not None
+        assert template.body(slot_parts(d)) == rfc8785.dumps(decision_body(d))
