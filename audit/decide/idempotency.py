@@ -86,18 +86,22 @@ _Pair = tuple[str, str]  # (principal_fp, key_sha256)
 
 
 def key_rows(conn: Connection, pairs: Iterable[_Pair]) -> dict[_Pair, tuple[int, str]]:
-    """The table's (seq, request SHA-256) for each of ``pairs`` that it holds."""
-    wanted = set(pairs)
-    keys = sorted({k for _, k in wanted})
+    """The table's (seq, request SHA-256) for each of ``pairs`` that it holds: seeks on the
+    primary key ``(principal_fp, key_sha256)``, one statement per principal and chunk of keys
+    (a batch usually has one principal), never a scan of the table."""
+    by_principal: dict[str, set[str]] = {}
+    for fp, key in pairs:
+        by_principal.setdefault(fp, set()).add(key)
     p = param(conn)
     out: dict[_Pair, tuple[int, str]] = {}
-    for i in range(0, len(keys), _CHUNK):
-        part = keys[i:i + _CHUNK]
-        sql = (f"SELECT principal_fp, key_sha256, seq, request_sha256 FROM {TABLE} "
-               f"WHERE key_sha256 IN ({', '.join([p] * len(part))})")
-        for fp, key, seq, req in conn.exec_driver_sql(sql, tuple(part)):
-            if (fp, key) in wanted:
-                out[(fp, key)] = (int(seq), str(req))
+    for fp, wanted in by_principal.items():
+        keys = sorted(wanted)
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i:i + _CHUNK]
+            sql = (f"SELECT key_sha256, seq, request_sha256 FROM {TABLE} "
+                   f"WHERE principal_fp = {p} AND key_sha256 IN ({', '.join([p] * len(part))})")
+            for key, seq, req in conn.exec_driver_sql(sql, (fp, *part)):
+                out[(fp, str(key))] = (int(seq), str(req))
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, event
 
 from audit.decide.idempotency import TABLE, decide_keyed, derived_key, header_key
 from audit.decide.pipeline import Pipeline
@@ -284,3 +284,41 @@ def test_a_second_decision_sealed_without_saying_so_fails_verify(pipe: Pipeline)
         verify_index(engine)
     assert err.value.seq == second.seq and f"first decided at seq {first.seq}" in str(err.value)
 
+
+
+def test_the_same_key_under_another_principal_is_another_payment(pipe: Pipeline) -> None:
+    """Keys are per principal: one bank's retry is never answered with another's decision."""
+    subs = payments(4, 47)
+    other = {**PRINCIPAL, "fingerprint_sha256": "cd" * 32, "subject": "CN=other bank"}
+    theirs = [replace(s, principal=other) for s in subs]
+    first = decide(pipe, subs)
+    got = decide(pipe, [*theirs, *subs])  # theirs new, ours replayed, in one batch
+    assert [d.replayed for d in got] == [False] * 4 + [True] * 4
+    assert [d.seq for d in got[4:]] == [d.seq for d in first]
+    assert len({d.seq for d in got[:4]} | {d.seq for d in first}) == 8
+    assert verify_index(pipe.ledger.engine).rows[TABLE] == 8
+
+
+def test_a_key_lookup_seeks_the_primary_key_never_scans_the_table(pipe: Pipeline) -> None:
+    """The lookup runs before every keyed batch and again under the sequencer lock: a scan would
+    cost each request time proportional to every payment ever decided."""
+    if pipe.ledger.engine.dialect.name != "sqlite":
+        pytest.skip("the query plan is read with SQLite's EXPLAIN QUERY PLAN (the statement is the same)")
+
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        if TABLE in statement and statement.lstrip().upper().startswith("SELECT"):
+            seen.append((statement, params))
+    engine = pipe.ledger.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        decide(pipe, payments(5, 48))
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert len(seen) >= 2  # before the batch, and under the lock
+    with engine.connect() as conn:
+        for statement, params in seen:
+            rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)
+            plan = " ".join(str(r[-1]) for r in rows)
+            assert "USING PRIMARY KEY" in plan and "SCAN" not in plan, plan
