@@ -12,26 +12,22 @@ prepares it again. A decider that was paused (a stopped process, a long GC pause
 host) and wakes with a stale state therefore never commits on it: the check is the database's,
 not the process's view of itself.
 
-The check is one index seek on ``(kind, seq)`` per commit.
+The check is one statement per commit (index seeks on ``(kind, seq)``), which also reads the
+newest summary the batch's own summary links to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from sqlalchemy import Connection
 
+from audit.decide.summary import SUMMARY_KIND
 from audit.errors import StateSuperseded
 from audit.state.delta import DELTA_KIND
 from ledger import store
-from ledger.records import Receipt
 
-__all__ = ["ACTIVATION_KINDS", "StateSuperseded", "activations_between", "fenced", "newest_delta"]
+__all__ = ["ACTIVATION_KINDS", "StateSuperseded", "activations_between", "fence", "newest_delta"]
 
 ACTIVATION_KINDS = ("ruleset.activated", "ruleset.bootstrapped")  # a record that changes the active rules
-
-Effect = Callable[[Connection, list[Receipt]], None]
-
 
 def newest_delta(conn: Connection, below: int | None = None) -> int | None:
     """Seq of the newest ``state.delta`` (before seq ``below``, if given); None if there is none."""
@@ -48,21 +44,22 @@ def activations_between(conn: Connection, lo: int, hi: int) -> int:
     return int(n)
 
 
-def fenced(tip: Callable[[], int | None], since: Callable[[], int | None], then: Effect | None) -> Effect:
-    """The ``alongside`` of a commit prepared on a state ending at delta ``tip()``, with the rules
-    active when the log was ``since()`` entries long (both read when the commit runs, under the
-    sequencer lock): ``StateSuperseded`` unless the newest delta before the batch is that one and
-    no ruleset was activated since; then ``then``, if given."""
-    def check(conn: Connection, receipts: Sequence[Receipt]) -> None:
-        expected = tip()
-        first = receipts[0].seq
-        found = newest_delta(conn, first)
-        if found != expected:
-            raise StateSuperseded(expected, found)
-        lo = since()
-        if lo is not None and lo < first and activations_between(conn, lo, first):
-            raise StateSuperseded(expected, found, f"a ruleset was activated at or after seq {lo}, after "
-                                                   "this batch's rules were chosen: nothing written")
-        if then is not None:
-            then(conn, list(receipts))
-    return check
+def fence(conn: Connection, first: int, tip: int | None, since: int | None) -> tuple[int, bytes] | None:
+    """Under the sequencer lock, before a batch sealed from seq ``first`` on a state ending at
+    delta ``tip``, with the rules active when the log was ``since`` entries long:
+    ``StateSuperseded`` unless the newest delta before the batch is ``tip`` and no ruleset was
+    activated since. Returns the newest ``decision.summary``'s (seq, leaf hash), or None: the
+    batch's summary links to it. Both read in one statement (index seeks on ``(kind, seq)``)."""
+    p = store.param(conn)
+    found, summary_seq, summary_leaf = conn.exec_driver_sql(
+        f"SELECT (SELECT seq FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1), "
+        f"(SELECT seq FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1), "
+        f"(SELECT leaf_hash FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1)",
+        (DELTA_KIND, first, SUMMARY_KIND, first, SUMMARY_KIND, first)).one()
+    found = None if found is None else int(found)
+    if found != tip:
+        raise StateSuperseded(tip, found)
+    if since is not None and since < first and activations_between(conn, since, first):
+        raise StateSuperseded(tip, found, f"a ruleset was activated at or after seq {since}, after "
+                                          "this batch's rules were chosen: nothing written")
+    return None if summary_seq is None else (int(summary_seq), bytes(summary_leaf))

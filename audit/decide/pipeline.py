@@ -61,11 +61,11 @@ import numpy as np
 import numpy.typing as npt
 
 from audit.decide.account_risk import AccountRiskState, Pending, RiskEvent, event_hour, points_milli
-from audit.decide.account_secret import load_keyer, load_state_key, sealing_tail
+from audit.decide.account_secret import load_keyer, load_state_key
 from audit.decide.explanation import Explanation, explain_decisions
 from audit.decide.fixed_point import quantise_rows, quantise_scores
 from audit.decide.idempotency import with_keys
-from audit.decide.log_tip import StateSuperseded, activations_between, fenced, newest_delta
+from audit.decide.log_tip import StateSuperseded, activations_between, fence, newest_delta
 from audit.decide.record import (
     DECISION_KIND,
     FAIL_SAFE_DECISION,
@@ -77,6 +77,7 @@ from audit.decide.record import (
     jcs_fired,
 )
 from audit.decide.summary import AccountKeyer, entries_jcs
+from audit.decide.summary import tail as summary_tail
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from audit.errors import StateDeltaError
 from audit.state.account_risk_replay import apply_records
@@ -452,12 +453,16 @@ class Pipeline:
                 index, meta = self.index, got[0].meta
                 effect = None if index is None else (lambda c, rs: index.write(c, subs, meta, rs))
                 effect = with_keys(subs, effect)  # idempotency keys: checked and written under the lock
-                # first: no other decider committed, no ruleset was activated since the rules were chosen
-                fenced(lambda: self._tip, lambda: self._covered, effect)(conn, receipts)
+                if effect is not None:
+                    effect(conn, receipts)
 
             def tail(conn: Any, seq: int) -> list[Record]:
                 p = got[0]
-                return _commit_tail(p.key_id, p.summary, len(p.records), *p.deltas, self.decider)(conn, seq)
+                n = len(p.records)
+                # first (nothing inserted yet): no other decider committed, and no ruleset was
+                # activated, since this batch's state and rules
+                prev = fence(conn, seq - n, self._tip, self._covered)
+                return _commit_tail(p.key_id, p.summary, n, *p.deltas, self.decider, prev)(seq)
             if prepared is not None:
                 sealed = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)
             else:
@@ -710,14 +715,15 @@ class _Prepared:
 
 
 def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: bytes,
-                 decider: str) -> Callable[[Any, int], list[Record]]:
+                 decider: str, prev: tuple[int, bytes] | None) -> Callable[[int], list[Record]]:
     """The records sealed after a commit's ``n`` decisions, under the sequencer lock: its summary
-    (linked to the newest one) at ``seq``, then its state delta for the decisions before it."""
-    summary_at = sealing_tail(key_id, summary)
+    at ``seq`` (linked to ``prev``, the newest summary before the batch), then its state delta
+    for the decisions before it."""
+    summary_at = summary_tail(key_id, summary, lambda _conn: prev)
 
-    def tail(conn: Any, seq: int) -> list[Record]:
+    def tail(seq: int) -> list[Record]:
         delta = delta_body(state_key_id, seq - n, deltas, decider)
-        return [summary_at(conn, seq), Record.from_jcs(DELTA_KIND, delta)]
+        return [summary_at(None, seq), Record.from_jcs(DELTA_KIND, delta)]
     return tail
 
 

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from audit.decide import log_tip
+from audit.decide import pipeline as pipeline_module
 from audit.decide.account_secret import load_keyer, load_state_key
 from audit.decide.pipeline import Pipeline
 from audit.decide.service import DecisionService
@@ -241,7 +242,9 @@ def test_a_decider_whose_commit_is_refused_even_under_the_lock_writes_nothing(
     a = make_pipeline(ledger, sandbox, pack_wasm)
     a.decide(subs[:10])
     size = ledger.size()
-    monkeypatch.setattr(log_tip, "newest_delta", lambda conn, below=None: -1)  # always another's tip
+    real = log_tip.fence  # the database's check, against a tip no log ever ends at: always another's
+    monkeypatch.setattr(pipeline_module, "fence",
+                        lambda conn, first, _tip, since: real(conn, first, -1, since))
     with pytest.raises(LedgerUnavailableError, match="another decider sealed"):
         a.decide(subs[10:])  # refused, then refused again under the lock: never sealed on a wrong state
     assert ledger.size() == size and (a.superseded, a.locked) == (1, 1)

@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 import pytest
 
-from audit.decide import account_secret
 from audit.decide import pipeline as pipeline_module
 from audit.decide.pipeline import Pipeline
 from audit.decide.record import DECISION_KIND
@@ -63,7 +62,11 @@ def test_a_summary_that_misstates_an_outcome_fails_naming_it(pipe: Pipeline,
 def test_a_summary_that_breaks_the_chain_fails(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
     subs = mixed_submissions(20, seed=3)
     pipe.decide(subs[:10])
-    monkeypatch.setattr(account_secret, "_newest_summary", lambda conn: None)  # forgets the one before
+    real = pipeline_module.fence  # the commit's checks, but it forgets the summary before
+
+    def forgetful(*args: Any) -> None:
+        real(*args)
+    monkeypatch.setattr(pipeline_module, "fence", forgetful)
     got = pipe.decide(subs[10:])
     with pytest.raises(DerivedRowError) as err:
         verify_index(pipe.ledger.engine)
