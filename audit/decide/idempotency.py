@@ -24,7 +24,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 from sqlalchemy.exc import DBAPIError
@@ -113,30 +113,44 @@ def with_keys(subs: Sequence[Submission], effect: Effect | None) -> Effect | Non
         return effect
 
     def run(conn: Connection, receipts: list[Receipt]) -> None:
-        have = key_rows(conn, [(principal_fp(s.principal), k.key_sha256) for _, s, k in keyed])
         rows: list[tuple[str, str, int, str]] = []
         mine: set[_Pair] = set()
+        looked: list[tuple[_Pair, IdempotencyKey]] = []  # keys decided before, on other content
         for i, s, k in keyed:
             pair = (principal_fp(s.principal), k.key_sha256)
-            got = have.get(pair)
-            if k.first_seq is None:
-                if got is not None or pair in mine:
-                    at = got[0] if got else receipts[i].seq
-                    raise IdempotencyRaceError(f"idempotency key {k.key_sha256[:16]} was decided at seq {at} "
-                                               "meanwhile; nothing written")
+            if k.first_seq is not None:
+                looked.append((pair, k))
+            elif pair in mine:
+                got = key_rows(conn, [pair]).get(pair)
+                _raced(k.key_sha256, receipts[i].seq if got is None else got[0])
+            else:
                 mine.add(pair)
                 rows.append((pair[0], pair[1], receipts[i].seq, s.transaction.sha256))
-            elif got is None or got[0] != k.first_seq:
-                raise IdempotencyRaceError(f"idempotency key {k.key_sha256[:16]} is not at seq "
-                                           f"{k.first_seq} as looked up; nothing written")
-        if rows:
+        if looked:
+            have = key_rows(conn, [pair for pair, _ in looked])
+            for pair, k in looked:
+                got = have.get(pair)
+                if got is None or got[0] != k.first_seq:
+                    raise IdempotencyRaceError(f"idempotency key {k.key_sha256[:16]} is not at seq "
+                                               f"{k.first_seq} as looked up; nothing written")
+        if rows:  # a key another writer sealed since the lookup is not written: the count says so
             p = param(conn)
-            conn.exec_driver_sql(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({p}, {p}, {p}, {p})",
-                                 rows)
+            written = conn.exec_driver_sql(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES "
+                                           f"({p}, {p}, {p}, {p}) ON CONFLICT DO NOTHING", rows).rowcount
+            if written != len(rows):
+                ours = {(fp, key): seq for fp, key, seq, _ in rows}
+                have = key_rows(conn, ours)
+                at, key = min((got[0], pair[1]) for pair, got in have.items() if got[0] != ours[pair])
+                _raced(key, at)
         if effect is not None:
             effect(conn, receipts)
 
     return run
+
+
+def _raced(key_sha256: str, at: int) -> NoReturn:
+    raise IdempotencyRaceError(f"idempotency key {key_sha256[:16]} was decided at seq {at} meanwhile; "
+                               "nothing written")
 
 
 def _same_content(stored_sha256: str, tx: Transaction) -> bool:
