@@ -140,8 +140,11 @@ def with_keys(subs: Sequence[Submission], effect: Effect | None) -> Effect | Non
             if written != len(rows):
                 ours = {(fp, key): seq for fp, key, seq, _ in rows}
                 have = key_rows(conn, ours)
-                at, key = min((got[0], pair[1]) for pair, got in have.items() if got[0] != ours[pair])
-                _raced(key, at)
+                others = sorted((got[0], pair[1]) for pair, got in have.items() if got[0] != ours[pair])
+                if not others:  # every key holds this batch's seq: the driver's count was wrong
+                    raise IdempotencyRaceError(f"{len(rows) - written} of the batch's idempotency keys were "
+                                               "not written, yet none is taken by another; nothing written")
+                _raced(others[0][1], others[0][0])
         if effect is not None:
             effect(conn, receipts)
 

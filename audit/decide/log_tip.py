@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
+from audit.decide.record import DECISION_KIND
 from audit.decide.summary import SUMMARY_KIND
 from audit.errors import StateSuperseded
 from audit.state.delta import DELTA_KIND
@@ -51,14 +52,18 @@ def fence(conn: Connection, first: int, tip: int | None, since: int | None) -> t
     activated since. Returns the newest ``decision.summary``'s (seq, leaf hash), or None: the
     batch's summary links to it. Both read in one statement (index seeks on ``(kind, seq)``)."""
     p = store.param(conn)
-    found, summary_seq, summary_leaf = conn.exec_driver_sql(
-        f"SELECT (SELECT seq FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1), "
-        f"(SELECT seq FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1), "
-        f"(SELECT leaf_hash FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1)",
-        (DELTA_KIND, first, SUMMARY_KIND, first, SUMMARY_KIND, first)).one()
+    newest = f"FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1"
+    found, decision, summary_seq, summary_leaf = conn.exec_driver_sql(
+        f"SELECT (SELECT seq {newest}), (SELECT seq {newest}), (SELECT seq {newest}), "
+        f"(SELECT leaf_hash {newest})",
+        (DELTA_KIND, first, DECISION_KIND, first, SUMMARY_KIND, first, SUMMARY_KIND, first)).one()
     found = None if found is None else int(found)
     if found != tip:
         raise StateSuperseded(tip, found)
+    if since is not None and decision is not None and int(decision) >= since:
+        # decisions the state does not hold, sealed with no delta (a writer of an earlier release)
+        raise StateSuperseded(tip, found, f"a decision was sealed at seq {int(decision)} with no state delta "
+                                          "after this batch's state was read: nothing written")
     if since is not None and since < first and activations_between(conn, since, first):
         raise StateSuperseded(tip, found, f"a ruleset was activated at or after seq {since}, after "
                                           "this batch's rules were chosen: nothing written")

@@ -382,7 +382,7 @@ class BodyTemplate:
         try:
             parts = [jcs_int(v) for v in numbers]
         except TypeError:  # a value the splice does not vouch for: this batch's own template
-            return cls._made(shared, ())
+            return cls._made(shared, None)
         key = (*(getattr(shared, name) for name in _TEMPLATE_KEY), tuple(sorted(shared.tables.items())),
                shared.idempotency is not None, shared.account_risk is not None,
                shared.explanation is not None, stages)
@@ -400,9 +400,10 @@ class BodyTemplate:
                    got.keyed, got.risked, got.explained, got.fixed)
 
     @classmethod
-    def _made(cls, shared: DecisionInputs, stages: tuple[str, ...]) -> BodyTemplate | None:
-        """The template of ``shared``, with ``stages`` (latency stages) and, when any, the fuel
-        and the batch size as slots numbered after the per-record ones."""
+    def _made(cls, shared: DecisionInputs, stages: tuple[str, ...] | None) -> BodyTemplate | None:
+        """The template of ``shared``; unless ``stages`` is None (a template for this batch
+        alone), with the fuel, the batch size and each of ``stages`` (latency stages) as slots
+        numbered after the per-record ones."""
         body = decision_body(shared)
         marks = {slot: Template.marker(slot) for slot in SLOTS}
         body["at"], body["decision"], body["fail_safe"] = marks["at"], marks["decision"], marks["fail_safe"]
@@ -431,7 +432,7 @@ class BodyTemplate:
             slots = (*slots, "explanation")
             body["explanation"] = Template.marker("explanation")
         n = len(slots)
-        if stages:
+        if stages is not None:
             body["fuel"], body["batch_size"] = Template.marker("fuel"), Template.marker("batch_size")
             for k in stages:
                 body["latency_us"][k] = Template.marker(f"latency:{k}")
