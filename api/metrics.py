@@ -139,6 +139,11 @@ class FeatureDrift(Collector):
         if max(missing) > 255:
             raise ValueError("a feature reference holds at most 255 bins a feature, missing included")
         self._missing = np.array(missing, dtype=np.uint8)
+        # every feature's edges in one matrix, padded with NaN (never <= a value): a value's bin is
+        # the count of its feature's edges <= it, searchsorted(side="right") for all columns at once
+        self._edges = np.full((len(self.edges), max(len(e) for e in self.edges)), np.nan)
+        for k, e in enumerate(self.edges):
+            self._edges[k, :len(e)] = e
         self._recent = np.zeros((PSI_WINDOW, len(self.features)), dtype=np.uint8)  # ring of bin numbers
         self._next = 0  # where the next row goes
         self._held = 0
@@ -154,12 +159,8 @@ class FeatureDrift(Collector):
         arr = arr[-PSI_WINDOW:, self.columns].astype(np.float64)
         if not len(arr):
             return
-        binned = np.empty(arr.shape, dtype=np.uint8)
-        for k, edges in enumerate(self.edges):
-            col = arr[:, k]
-            b = np.searchsorted(edges, col, side="right")
-            b[np.isnan(col)] = self._missing[k]
-            binned[:, k] = b
+        counts = (self._edges[None, :, :] <= arr[:, :, None]).sum(axis=2, dtype=np.uint8)
+        binned = np.where(np.isnan(arr), self._missing, counts)  # one pass: per column, per batch of 1
         with self._lock:
             n, at = len(binned), self._next
             first = min(n, PSI_WINDOW - at)

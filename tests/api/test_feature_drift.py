@@ -69,6 +69,25 @@ def test_reference_like_traffic_is_stable_and_a_shifted_feature_is_not() -> None
     assert gauges(m)["amount_history_n"] < 0.1
 
 
+def test_each_value_falls_in_the_bin_of_its_own_feature_s_edges() -> None:
+    """Binned all columns at once, each value lands where its feature's edges put it (the count of
+    edges at or below it; NaN in the missing bin, -inf first, +inf last), whatever the other
+    features' edges."""
+    drift = FeatureDrift(REFERENCE, NAMES)
+    rng = np.random.default_rng(7)
+    rows = rng.normal(scale=1e3, size=(200, len(NAMES)))
+    for k, name in enumerate(drift.features):  # the edges themselves, and the edge cases
+        col, edges = NAMES.index(name), drift.edges[k]
+        rows[:len(edges), col] = edges
+        rows[len(edges):len(edges) + 4, col] = [np.nan, -np.inf, np.inf, edges[0] - 1e-9]
+    drift.add(rows)
+    held = drift._recent[:len(rows)]
+    for k, name in enumerate(drift.features):
+        col, edges = rows[:, NAMES.index(name)], drift.edges[k]
+        want = np.where(np.isnan(col), len(edges) + 1, np.searchsorted(edges, col, side="right"))
+        assert held[:, k].tolist() == want.tolist(), name
+
+
 def test_no_figure_before_a_thousand_rows() -> None:
     m = metrics()
     feed(m, like_reference(999, np.random.default_rng(1)))
