@@ -181,9 +181,14 @@ def verify_ledger(
         node_extent = conn.exec_driver_sql(
             "SELECT level, max(idx) FROM ledger_nodes GROUP BY level").fetchall()
         p = store.param(conn)
-        stray = conn.exec_driver_sql(
-            f"SELECT sha256, first_seq FROM ledger_payloads WHERE first_seq < 0 OR first_seq >= {p}"
-            " ORDER BY first_seq LIMIT 1", (size,)).first()
+        # the lowest first_seq outside 0..size-1, in two seeks of ix_ledger_payloads_first_seq
+        # (one query for both ranges, OR-ed under one ORDER BY, walks that whole index on SQLite)
+        for term, bound in (("<", 0), (">=", size)):
+            stray = conn.exec_driver_sql(
+                f"SELECT sha256, first_seq FROM ledger_payloads WHERE first_seq {term} {p} "
+                "ORDER BY first_seq LIMIT 1", (bound,)).first()
+            if stray is not None:
+                break
     if size == 0 or first != 0:
         raise DamageError("missing entry" if size == 0 or (first or 0) > 0 else "unexpected entry",
                           0, f"the ledger's entries start at seq {first}, not 0")
