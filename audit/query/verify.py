@@ -22,11 +22,13 @@ for one page of decisions, used by export selection.
 
 from __future__ import annotations
 
+import heapq
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -233,10 +235,12 @@ def _payload_sha(rec: bytes) -> str | None:
 
 
 class _Stream:
-    """The rows of a query ordered by its first column (seq), read as a stream."""
+    """The rows of queries each ordered by its first column (seq), read as one stream in seq
+    order (several merged here: one ordered by index each, where one query for all would sort)."""
 
-    def __init__(self, conn: Connection, sql: str) -> None:
-        self._it: Iterator[Any] = iter(conn.exec_driver_sql(sql, None, execution_options=_STREAM))
+    def __init__(self, conn: Connection, *sql: str) -> None:
+        its = [iter(conn.exec_driver_sql(q, None, execution_options=_STREAM)) for q in sql]
+        self._it: Iterator[Any] = its[0] if len(its) == 1 else heapq.merge(*its, key=itemgetter(0))
         self._next = next(self._it, None)
 
     def upto(self, last: int | None) -> list[Any]:
@@ -282,8 +286,8 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
     keys = _Keys()
     walk = SummaryWalk(found.add)
     deltas = DeltaWalk(found.add, _state_key_id(conn))
-    summaries = _Stream(conn, "SELECT seq, record, leaf_hash, kind FROM ledger_entries "
-                              "WHERE kind IN ('decision.summary', 'state.delta') ORDER BY seq")
+    summaries = _Stream(conn, *(f"SELECT seq, record, leaf_hash, kind FROM ledger_entries WHERE kind = '{k}' "
+                                "ORDER BY seq" for k in ("decision.summary", "state.delta")))
     refusals = _Stream(conn, "SELECT seq, record FROM ledger_entries WHERE kind = 'refusal' ORDER BY seq")
     try:
         for rows in _decision_pages(conn, page):

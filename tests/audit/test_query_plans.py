@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import Engine, event
 
 from audit.query.traces import time_text
+from audit.query.verify import verify_index
 from ledger import DamageError, NoteSigner, store
 from ledger.append import Ledger
 from ledger.verify import verify_ledger
@@ -124,6 +125,17 @@ def plans(engine: Engine, seen: list[tuple[str, Any]]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- verify
+
+
+def test_verify_reads_summaries_and_deltas_each_in_index_order(world: World) -> None:
+    engine = world.ledger.engine
+    with statements(engine, "decision.summary|state.delta") as seen:
+        report = verify_index(engine, page=7, workers=1)  # many pages: the merge crosses each
+    assert (report.decisions, report.summaries) == (BATCHES * PER_BATCH, BATCHES)
+    assert report.state_deltas == BATCHES
+    assert report.unsummarised == 0 and report.commits_without_delta == 0
+    if engine.dialect.name == "sqlite":
+        plans(engine, seen)
 
 
 def test_a_stray_payload_is_found_by_two_seeks_lowest_first_seq_first(world: World,
