@@ -97,13 +97,33 @@ class Bracket:
                 "account_key": self.account_key}
 
 
+def _first_seq_at(conn: Connection, t: str) -> int:
+    """The first seq recorded at or after ``t`` (the log's size if none is): a binary search of
+    the entries by seq, one primary-key lookup a step, since recorded_at never decreases along
+    the log. The entries have no index on recorded_at, and the trace index is not trusted here.
+    A missing entry counts as before ``t``: a seq too high only lets the caller's search read
+    further back; one too low would hide the summary it looks for."""
+    p = store.param(conn)
+    lo, hi = 0, store.tail(conn)[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        at = conn.exec_driver_sql(f"SELECT recorded_at FROM ledger_entries WHERE seq = {p}", (mid,)).scalar()
+        if at is None or str(at) < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def bracket(conn: Connection, engine: Engine, f: ExportFilters) -> Bracket:
     """The bracketing summaries of ``f``'s window, read in ``conn``'s snapshot as ``rows`` is
     consumed (in seq order)."""
     p = store.param(conn)
+    # The newest summary before the window lies before its first entry: found from there, the
+    # search reads one index row, not every summary sealed since the window began.
     left = conn.exec_driver_sql(
-        f"SELECT seq FROM ledger_entries WHERE kind = {p} AND recorded_at < {p} ORDER BY seq DESC LIMIT 1",
-        (SUMMARY_KIND, f.start)).scalar()
+        f"SELECT seq FROM ledger_entries WHERE kind = {p} AND seq < {p} AND recorded_at < {p} "
+        "ORDER BY seq DESC LIMIT 1", (SUMMARY_KIND, _first_seq_at(conn, f.start), f.start)).scalar()
     right = conn.exec_driver_sql(
         f"SELECT seq FROM ledger_entries WHERE kind = {p} AND seq > {p} AND recorded_at >= {p} "
         "ORDER BY seq LIMIT 1", (SUMMARY_KIND, -1 if left is None else int(left), f.end)).scalar()

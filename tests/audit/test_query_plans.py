@@ -18,6 +18,9 @@ import orjson
 import pytest
 from sqlalchemy import Engine, event
 
+from audit.decide.summary import SUMMARY_KIND
+from audit.export.completeness import bracket
+from audit.export.select import ExportFilters
 from audit.query.traces import time_text
 from audit.query.verify import verify_index
 from ledger import DamageError, NoteSigner, store
@@ -122,6 +125,30 @@ def plans(engine: Engine, seen: list[tuple[str, Any]]) -> list[str]:
             assert newest or not re.search(r"^SCAN ", plan, re.M), f"{statement}\n{plan}"
             out.append(plan)
     return out
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def test_the_summary_before_the_window_is_found_from_the_window_start(world: World) -> None:
+    engine = world.ledger.engine
+    t = world.times
+    summaries = [(s, at) for s, k, at in world.entries if k == SUMMARY_KIND]
+    assert len(summaries) == BATCHES
+    with statements(engine, "ledger_entries") as seen:
+        for start, end in ((t[2], t[5]), (t[0], t[1]), (shifted(t[3], 0.5), shifted(t[6], 0.5)),
+                           (t[7], "2999-01-01T00:00:00Z"), ("2000-01-01T00:00:00Z", t[0]),
+                           (shifted(t[7], 1), "2999-01-01T00:00:00Z")):
+            f = ExportFilters.of(start, end)
+            left = max((s for s, at in summaries if at < f.start), default=None)
+            right = min((s for s, at in summaries if at >= f.end and s > (left or -1)), default=None)
+            with engine.connect() as conn:
+                b = bracket(conn, engine, f)
+            assert (b.left, b.right) == (left, right), (start, end)
+    if engine.dialect.name != "sqlite":
+        return
+    lefts = [p for (s, _), p in zip(seen, plans(engine, seen), strict=True) if "seq <" in s]
+    assert lefts and all("kind=? AND seq<?" in p for p in lefts), lefts
 
 
 # ---------------------------------------------------------------------------- verify
