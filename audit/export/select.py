@@ -106,17 +106,30 @@ class EntryRow:
 
 def count_selected(conn: Connection, f: ExportFilters) -> int:
     """How many decisions the trace index says the filters select: an estimate for progress
-    only (the selection itself reads the sealed records)."""
+    only (the selection itself reads the sealed records). Counted between the first and the
+    last seq the index has in the window (a seek each: recorded_at never decreases along seq),
+    so a decision, rule or account filter reads its index's rows of the window only, not every
+    row of that decision, rule or account ever recorded."""
     p = store.param(conn)
+    first = (f"SELECT w.seq FROM audit_traces w WHERE w.recorded_at >= {p} "
+             "ORDER BY w.recorded_at, w.seq LIMIT 1")
+    last = (f"SELECT w.seq FROM audit_traces w WHERE w.recorded_at < {p} "
+            "ORDER BY w.recorded_at DESC, w.seq DESC LIMIT 1")
     joins, terms, args = "audit_traces t", [f"t.recorded_at >= {p}", f"t.recorded_at < {p}"], [f.start, f.end]
+    driving = ["t"]  # the tables whose seq the bounds go on: each index read is cut to the window
     if f.rule is not None:
         joins += " JOIN audit_trace_rules r ON r.seq = t.seq"
         terms.append(f"r.rule_id = {p}")
         args.append(f.rule)
+        driving.append("r")
     if f.account is not None:
         joins += " JOIN audit_trace_accounts a ON a.seq = t.seq"
         terms.append(f"a.account_key = {p}")
         args.append(account_key(f.account))
+        driving.append("a")
+    for x in driving if not f.whole_window else ():  # the time alone: a range of its own index
+        terms += [f"{x}.seq >= ({first})", f"{x}.seq <= ({last})"]
+        args += [f.start, f.end]
     if f.decision is not None:
         terms.append(f"t.decision = {p}")
         args.append(f.decision)
