@@ -3,9 +3,11 @@
 ``query_traces(engine, TraceFilter(...))`` returns a page in seq-descending order with an
 opaque cursor for the next one (keyset pagination on seq: a page costs the same at the first
 decision as at the ten-millionth). Each filter reads one index of ``audit.query.index``
-whose last column is seq. A bad filter value or cursor raises :class:`QueryError` naming the
-field (the API answers 422). ``get_trace`` reads the ledger itself: the exact sealed bytes,
-the payload (or that it was purged) and the annotations that refer to the trace.
+whose last column is seq; a time window becomes a range of seqs first (two seeks: recorded_at
+never decreases along seq), so it bounds that index's range instead of sorting the window.
+A bad filter value or cursor raises :class:`QueryError` naming the field (the API answers 422).
+``get_trace`` reads the ledger itself: the exact sealed bytes, the payload (or that it was
+purged) and the annotations that refer to the trace.
 """
 
 from __future__ import annotations
@@ -197,6 +199,27 @@ class TracePage:
     next_cursor: str | None  # None on the last page
 
 
+def _window_seqs(f: TraceFilter) -> tuple[Any, Any]:
+    """The window ``[since, until)`` as seq bounds ``(lo, hi)``, inclusive, each a scalar
+    subquery that seeks ``ix_audit_traces_recorded_at_seq`` once (None: that side is open).
+
+    recorded_at never decreases along seq (``ledger.append``), so the decisions recorded in the
+    window are exactly those from the first recorded at or after ``since`` to the last recorded
+    before ``until``: a page is then a range of a seq-ordered index, where a filter on
+    recorded_at would sort the whole window (SQLite) or walk every newer row (PostgreSQL). A
+    bound with no decision on its side is NULL, which no seq passes: the page is empty, as it
+    must be."""
+    w = traces.alias("w")  # not correlated with the page's own audit_traces
+    lo = hi = None
+    if f.since is not None:
+        lo = (select(w.c.seq).where(w.c.recorded_at >= f.since)
+              .order_by(w.c.recorded_at, w.c.seq).limit(1).scalar_subquery())
+    if f.until is not None:
+        hi = (select(w.c.seq).where(w.c.recorded_at < f.until)
+              .order_by(w.c.recorded_at.desc(), w.c.seq.desc()).limit(1).scalar_subquery())
+    return lo, hi
+
+
 def _page_query(f: TraceFilter) -> Select[Any]:
     t = traces
     q = select(*t.c)
@@ -212,10 +235,18 @@ def _page_query(f: TraceFilter) -> Select[Any]:
         q = q.join(a, a.c.seq == order).where(a.c.account_key == account_key(f.account))
         if f.rule_id is None:
             order = a.c.seq
-    if f.since is not None:
-        q = q.where(t.c.recorded_at >= f.since)
-    if f.until is not None:
-        q = q.where(t.c.recorded_at < f.until)
+    lo, hi = _window_seqs(f)
+    after = f.after_seq()
+    # Each seq bound goes on the ordering column and, where that is a joined table's, on
+    # audit_traces too: implied by the join, but said outright, otherwise PostgreSQL may
+    # merge-join by walking audit_traces down from the newest row (deep pages grow slow).
+    for col in (order,) if order is t.c.seq else (order, t.c.seq):
+        if lo is not None:
+            q = q.where(col >= lo)
+        if hi is not None:
+            q = q.where(col <= hi)
+        if after is not None:
+            q = q.where(col < after)
     if f.decision is not None:
         q = q.where(t.c.decision == f.decision)
     if f.principal is not None:
@@ -229,13 +260,6 @@ def _page_query(f: TraceFilter) -> Select[Any]:
         q = q.where(t.c.account_risk_milli >= f.account_risk_min_milli)
     if f.account_alert:
         q = q.where(t.c.account_alert.in_((1, 2, 3)))
-    after = f.after_seq()
-    if after is not None:
-        q = q.where(order < after)
-        if order is not t.c.seq:
-            # implied by the join, but said outright: otherwise PostgreSQL may merge-join by
-            # walking audit_traces down from the newest row to the cursor (deep pages grow slow)
-            q = q.where(t.c.seq < after)
     return q.order_by(order.desc()).limit(f.limit + 1)
 
 
