@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import orjson
-from sqlalchemy import Engine, Select, select
+from sqlalchemy import CompoundSelect, Engine, Select, literal_column, select, union_all
 
 from audit.errors import QueryError
 from audit.query.index import account_key, trace_accounts, trace_annotations, trace_rules, traces
@@ -40,6 +40,7 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _RULE_ID = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _MAX_RISK = 2**62  # milli-points: any account_risk_milli an index column holds
 _CURSOR = re.compile(rb"t1\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
+_ALERT_MASKS = (1, 2, 3)  # account_alert: originator 1, beneficiary 2, both 3
 
 
 def time_text(t: datetime) -> str:
@@ -220,7 +221,8 @@ def _window_seqs(f: TraceFilter) -> tuple[Any, Any]:
     return lo, hi
 
 
-def _page_query(f: TraceFilter) -> Select[Any]:
+def _page_query(f: TraceFilter, dialect: str) -> Select[Any] | CompoundSelect[Any]:
+    """One page of ``f`` (and one row more) as one statement for ``dialect``'s planner."""
     t = traces
     q = select(*t.c)
     # The table whose index drives the scan gives the order and the keyset: a page is then a
@@ -258,9 +260,20 @@ def _page_query(f: TraceFilter) -> Select[Any]:
         q = q.where(t.c.score <= f.score_max)
     if f.account_risk_min_milli is not None:
         q = q.where(t.c.account_risk_milli >= f.account_risk_min_milli)
-    if f.account_alert:
-        q = q.where(t.c.account_alert.in_((1, 2, 3)))
-    return q.order_by(order.desc()).limit(f.limit + 1)
+    n = f.limit + 1
+    if f.account_alert and order is t.c.seq:
+        # Driven by (account_alert, seq), IN (1, 2, 3) is three ranges whose union is in no
+        # index's order: a page would sort every alerted decision. One branch per value, each in
+        # seq order, merged, reads one page: SQLite merges the plain branches (MERGE (UNION
+        # ALL)); PostgreSQL (15) only merges (Merge Append) subqueries each ordered and limited.
+        branches = [q.where(t.c.account_alert == k) for k in _ALERT_MASKS]
+        if dialect == "sqlite":
+            return union_all(*branches).order_by(literal_column("seq").desc()).limit(n)
+        u = union_all(*(b.order_by(t.c.seq.desc()).limit(n).subquery().select() for b in branches)).subquery()
+        return select(u).order_by(u.c.seq.desc()).limit(n)
+    if f.account_alert:  # a rule's or an account's index drives the scan: a filter on its rows
+        q = q.where(t.c.account_alert.in_(_ALERT_MASKS))
+    return q.order_by(order.desc()).limit(n)
 
 
 def _summary(row: Any) -> TraceSummary:
@@ -281,7 +294,7 @@ def _sides(mask: int | None) -> tuple[str, ...]:
 def query_traces(engine: Engine, f: TraceFilter) -> TracePage:
     """One page of the decisions matching ``f``, newest first."""
     with engine.connect() as conn:
-        rows = conn.execute(_page_query(f)).all()
+        rows = conn.execute(_page_query(f, conn.dialect.name)).all()
     items = [_summary(r) for r in rows[:f.limit]]
     more = len(rows) > f.limit
     return TracePage(items, f.cursor_after(items[-1].seq) if more else None)

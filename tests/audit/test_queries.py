@@ -194,8 +194,8 @@ def _plan(engine: Engine, given: dict[str, Any]) -> str:
     f = TraceFilter(**given)
     if after is not None:
         f = TraceFilter(**given, cursor=f.cursor_after(after))
-    q = _page_query(f)
     with engine.connect() as conn:
+        q = _page_query(f, conn.dialect.name)
         sql = str(q.compile(conn, compile_kwargs={"literal_binds": True}))
         if conn.dialect.name == "postgresql":
             # a tiny table: ask whether an index *can* serve the filter and the order (a plan that

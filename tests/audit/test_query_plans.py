@@ -7,12 +7,13 @@ statement it saw: no temp B-tree sorts, no scan, and a seq range where a window 
 
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -22,6 +23,7 @@ from sqlalchemy import Engine, event
 from audit.decide.summary import SUMMARY_KIND
 from audit.export.completeness import bracket
 from audit.export.select import ExportFilters, count_selected
+from audit.query.index import traces
 from audit.query.traces import TraceFilter, time_text
 from audit.query.verify import verify_index
 from ledger import DamageError, NoteSigner, store
@@ -165,6 +167,10 @@ PLANNED: list[dict[str, Any]] = [
     {"since": "2026-01-01T00:00:00Z", "until": "2026-02-01T00:00:00Z", "rule_id": "MODEL_SCORE_BLOCK"},
     {"since": "2026-01-01T00:00:00Z", "until": "2026-02-01T00:00:00Z", "account": "DE89370400440532013000"},
     {"since": "2026-01-01T00:00:00Z", "until": "2026-02-01T00:00:00Z", "principal": "ab" * 32},
+    {"account_alert": True},
+    {"account_alert": True, "since": "2026-01-01T00:00:00Z", "until": "2026-02-01T00:00:00Z"},
+    {"account_alert": True, "decision": "ALLOW"},
+    {"account_alert": True, "rule_id": "MODEL_SCORE_BLOCK"},
 ]
 
 
@@ -179,7 +185,7 @@ def test_a_page_with_a_window_or_an_alert_reads_one_range_in_seq_order(db: Db, s
     for cursor in (None, f.cursor_after(10**6)):  # a first page and a later one
         page = TraceFilter(**given, cursor=cursor)
         with engine.connect() as conn:
-            q = _page_query(page)
+            q = _page_query(page, conn.dialect.name)
             sql = str(q.compile(conn, compile_kwargs={"literal_binds": True}))
             if db.dialect == "postgresql":
                 # a tiny table: ask whether indexes *can* serve filter and order (a plan that still
@@ -194,6 +200,9 @@ def test_a_page_with_a_window_or_an_alert_reads_one_range_in_seq_order(db: Db, s
         assert driving, plan
         if "since" in given or "until" in given:  # the window's seqs bound the range read
             assert re.search(r"(seq|rowid)[<>]\?", driving[0]), plan
+        if given.get("account_alert") and "rule_id" not in given:
+            assert plan.count("ix_audit_traces_account_alert_seq (account_alert=?") == 3, plan
+            assert plan.startswith("MERGE (UNION ALL)"), plan
 
 
 def test_query_traces_runs_only_such_statements(sqlite_db: Db, signer: NoteSigner) -> None:
@@ -206,6 +215,52 @@ def test_query_traces_runs_only_such_statements(sqlite_db: Db, signer: NoteSigne
             query_traces(engine, TraceFilter(**given))
     assert len(seen) == len(PLANNED)
     plans(engine, seen)
+
+
+def _alert_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    """Index rows with few alerts (every value: originator 1, beneficiary 2, both 3; 0 and None
+    are none) and recorded_at rising along seq, many seqs to one time."""
+    rng = random.Random(seed)
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    rows, at = [], t0
+    for seq in range(n):
+        if rng.random() < 0.3:
+            at += timedelta(milliseconds=rng.randrange(1, 2000))
+        rows.append({
+            "seq": seq * 3 + 1, "trace_id": f"{seq:08x}-0000-7000-8000-000000000000",
+            "recorded_at": time_text(at), "event_at": time_text(t0),
+            "decision": rng.choice(("ALLOW", "ALLOW", "REVIEW", "HOLD", "BLOCK")), "score": rng.random(),
+            "fail_safe": None, "fired": "", "principal_fp": "ab" * 32, "principal_subject": "CN=x",
+            "ruleset_id": "r", "ruleset_version": "1", "module_sha256": "cd" * 32,
+            "account_risk_milli": rng.randrange(0, 90_000),
+            "account_alert": rng.choice((None, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3))})
+    return rows
+
+
+def test_account_alert_pages_merge_the_three_alert_values_newest_first(db: Db, signer: NoteSigner) -> None:
+    engine = make_ledger(db, signer).engine
+    rows = _alert_rows(600, seed=3)
+    with engine.begin() as conn:
+        conn.execute(traces.insert(), rows)
+    assert {r["account_alert"] for r in rows} == {None, 0, 1, 2, 3}
+    times = sorted({r["recorded_at"] for r in rows})
+    since, until = times[len(times) // 4], times[3 * len(times) // 4]
+    cases: list[tuple[dict[str, Any], Callable[[dict[str, Any]], bool]]] = [
+        ({}, lambda r: True),
+        ({"decision": "ALLOW"}, lambda r: r["decision"] == "ALLOW"),
+        ({"account_risk_min_milli": 45_000}, lambda r: r["account_risk_milli"] >= 45_000),
+        ({"since": since, "until": until}, lambda r: since <= r["recorded_at"] < until),
+        ({"since": since, "decision": "BLOCK"},
+         lambda r: since <= r["recorded_at"] and r["decision"] == "BLOCK"),
+    ]
+    for given, keep in cases:
+        want = sorted((r["seq"] for r in rows if r["account_alert"] in (1, 2, 3) and keep(r)), reverse=True)
+        assert len(want) >= 5, given
+        for limit in (1, 7, 1000):
+            assert every_page(engine, TraceFilter(account_alert=True, limit=limit, **given)) == want, given
+        # the window alone, no alert, pages the same rows as the recorded_at filter would
+        want = sorted((r["seq"] for r in rows if keep(r)), reverse=True)
+        assert every_page(engine, TraceFilter(limit=50, **given)) == want, given
 
 
 # ---------------------------------------------------------------------------- export
