@@ -388,7 +388,10 @@ class CatchUpReport:
 
 def _complete(engine: Engine, kind: str, table: Table) -> bool:
     """One index row per entry of ``kind``: two counts, read without taking the writer lock, so
-    that a start-up on a caught-up index of millions neither scans nor blocks the sequencer."""
+    that a start-up never blocks the sequencer. Each count reads a whole covering index (no table
+    row), so it grows with the log; a constant-time test (the newest seq on either side) would
+    miss a gap in the middle, decisions sealed without the index between commits that wrote it,
+    which ``catch_up`` must fill."""
     with engine.connect() as conn:
         p = store.param(conn)
         entries = conn.exec_driver_sql(
