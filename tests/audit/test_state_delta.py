@@ -55,7 +55,7 @@ def _without_delta(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def summary_only(*a: Any) -> Any:
         tail = real(*a)
-        return lambda conn, seq: tail(conn, seq)[:1]
+        return lambda seq: tail(seq)[:1]
     monkeypatch.setattr(pipeline_module, "_commit_tail", summary_only)
 
 
