@@ -69,8 +69,10 @@ def populate(engine: Engine, n: int, seed: int = 7) -> dict[str, Any]:
             score = rng.random() ** 8 if decision == "ALLOW" else rng.random()
             fp, subject = PRINCIPALS[seq % 5]
             at = _time(seq)
+            alert = 0 if rng.random() < 0.99 else rng.choice((1, 2, 3))  # account_alert: 1% of decisions
+            risk = rng.randrange(0, 500) if alert == 0 else rng.randrange(5_000, 20_000)
             rows.append((seq, f"{seq:08x}-0000-7000-8000-000000000000", at, at, decision, score, None,
-                         ",".join(fired), fp, subject, "aml_core", "2026.12.0", "ab" * 32))
+                         ",".join(fired), fp, subject, "aml_core", "2026.12.0", "ab" * 32, risk, alert))
             rules += [(r, seq) for r in fired]
             a, b = rng.randrange(50_000), rng.randrange(50_000)
             accts += [(keys[a], seq)] + ([(keys[b], seq)] if b != a else [])
@@ -122,6 +124,10 @@ def run(engine: Engine, n: int) -> list[Row]:
         "since (last 20k)": {"since": late},
         "until (first 20k)": {"until": early},
         "since far back (all)": {"since": "2025-01-01T00:00:00Z"},
+        "window mid-log (20k)": {"since": _time(mid), "until": _time(mid + 20 * BATCH)},
+        "decision=ALLOW + window mid-log": {"decision": "ALLOW", "since": _time(mid),
+                                            "until": _time(mid + 20 * BATCH)},
+        "account_alert (1%)": {"account_alert": True},
         "rule + account": {"rule_id": "VELOCITY_BURST", "account": info["accounts"][123]},
         "decision=HOLD + score >= 0.9": {"decision": "HOLD", "score_min": 0.9},
     }
