@@ -76,8 +76,7 @@ from audit.decide.record import (
     decision_bodies,
     jcs_fired,
 )
-from audit.decide.summary import AccountKeyer, entries_jcs
-from audit.decide.summary import tail as summary_tail
+from audit.decide.summary import SUMMARY_KIND, AccountKeyer, entries_jcs, summary_body
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from audit.errors import StateDeltaError
 from audit.state.account_risk_replay import apply_records
@@ -719,11 +718,10 @@ def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: b
     """The records sealed after a commit's ``n`` decisions, under the sequencer lock: its summary
     at ``seq`` (linked to ``prev``, the newest summary before the batch), then its state delta
     for the decisions before it."""
-    summary_at = summary_tail(key_id, summary, lambda _conn: prev)
-
     def tail(seq: int) -> list[Record]:
         delta = delta_body(state_key_id, seq - n, deltas, decider)
-        return [summary_at(None, seq), Record.from_jcs(DELTA_KIND, delta)]
+        return [Record.from_jcs(SUMMARY_KIND, summary_body(key_id, summary, prev)),
+                Record.from_jcs(DELTA_KIND, delta)]
     return tail
 
 
