@@ -129,6 +129,16 @@ def _pass_text(v: Values) -> str:
     return f"the sender paid on {_share(day)} of what it received in 24 hours ({_share(week)} over 7 days)"
 
 
+def _forward_text(v: Values) -> str:
+    share = _n(v, "forward_share_permille")
+    if share <= 0:
+        return "the sender received no amount as large in the 7 days before"
+    hours = _n(v, "forward_delay_hours")
+    after = "within the hour" if hours < 1 else "1 hour" if hours == 1 else f"{hours} hours"
+    when = after if hours < 1 else f"{after} after it came in"
+    return f"the sender passed on {share / 10:.1f}% of an amount it received, {when}"
+
+
 def _dormancy_text(v: Values) -> str:
     days = _n(v, "orig_dormancy_days")
     if days < 0:
@@ -143,6 +153,7 @@ REASONS: tuple[tuple[str, tuple[str, ...], Callable[[Values], str]], ...] = (
                f" ({_n(v, 'cycle_count')} such paths)"),
     ("PASS_THROUGH", ("pass_through_24h_q16", "pass_through_7d_q16", "orig_in_out_24h", "bene_in_out_24h"),
      _pass_text),
+    ("FORWARDED_AMOUNT", ("forward_share_permille", "forward_delay_hours"), _forward_text),
     ("SCATTER_GATHER", ("scatter_gather",),
      lambda v: f"{_n(v, 'scatter_gather')} different accounts paid the sender in the 3 days before"),
     ("FAN_OUT", ("orig_fan_out_1d", "orig_fan_out_7d", "orig_fan_out_30d",

@@ -1,4 +1,4 @@
-"""Deterministic feature rows (schema ``sealtrail.features/3``) from canonical transactions.
+"""Deterministic feature rows (schema ``sealtrail.features/4``) from canonical transactions.
 
 ``FeatureExtractor.extract(transactions, at)`` returns one float64 row per transaction, in
 ``FEATURE_NAMES`` order, and advances the velocity windows: transactions are taken in the
@@ -20,8 +20,9 @@ Definitions (docs/scoring.md "Features" lists them for examiners):
   its length or check digits (the parser's ``IBAN_CHECK_DIGITS``, told apart by party);
   country_unreadable is 1 when a country or BIC's country could not be read (``COUNTRY_UNKNOWN``,
   ``BIC_UNKNOWN_COUNTRY``, ``BIC_MALFORMED``); service_nak is 1 behind a SWIFT NAK (``SERVICE_NAK``);
-- behaviour and graph (``features/3``): ``inference.graph.GraphFeatures`` under its default settings,
-  fed the two accounts (as the velocity state keys them), the time and the USD cents; every value
+- behaviour and graph (``features/3``; forwarding added in ``features/4``):
+  ``inference.graph.GraphFeatures`` under its default settings, fed the two accounts (as the
+  velocity state keys them), the time and the USD cents; every value
   is NaN, and the payment is not added to the graph, when an account is unknown, the amount has
   no USD value, or the time is further behind the latest seen than the graph accepts (5 minutes).
   The graph is journaled with the velocity windows (``VelocityState.journal_with``).
@@ -70,7 +71,7 @@ _UNRANKED = len(_ORIG_AGENTS) + len(_BENE_AGENTS)  # above every rank
 _IBAN_LIKE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}")
 _COUNTRY_UNREADABLE = frozenset({"COUNTRY_UNKNOWN", "BIC_UNKNOWN_COUNTRY", "BIC_MALFORMED"})
 _NAN_GRAPH = (NAN,) * len(GRAPH_NAMES)
-_SEALED_GRAPH = itemgetter(*(GRAPH_FEATURE_NAMES.index(n) for n in GRAPH_NAMES))  # the features/3 values
+_SEALED_GRAPH = itemgetter(*(GRAPH_FEATURE_NAMES.index(n) for n in GRAPH_NAMES))  # the sealed values
 
 
 def epoch_us(at: datetime) -> int:

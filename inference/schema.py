@@ -10,9 +10,12 @@ data-quality columns (``DATA_QUALITY_NAMES``) read from the transaction's findin
 ``sealtrail.features/3`` is ``features/2`` followed by the behavioural and transaction-graph columns
 (``GRAPH_NAMES``) of ``inference.graph`` under its default settings (a 30-day window, temporal
 cycles of up to 3 hops), each an integer: counts, days, Q8 or Q16 fixed point.
+``sealtrail.features/4`` is ``features/3`` followed by the two forwarding columns of the graph
+(``forward_share_permille``, ``forward_delay_hours``): how closely the payment passes on an amount
+its sender received in the 7 days before, and how long after.
 Because every schema so far extends the one before it, a risk model trained on an earlier schema
-reads the leading columns of a later row (``model_columns``): the shipped model reads the
-``features/1`` columns. Records name the schema their values follow, and replay reads each record
+reads the leading columns of a later row (``model_columns``): a model trained on ``features/3`` reads a
+``features/4`` row. Records name the schema their values follow, and replay reads each record
 by its own (``feature_names``, ``rule_feature_names``).
 """
 
@@ -78,16 +81,19 @@ DATA_QUALITY_NAMES: tuple[str, ...] = (
 GRAPH_UNSEALED: tuple[str, ...] = ("orig_usual_fan_out_q16", "orig_usual_fan_in_q16", "bene_usual_fan_in_q16",
                                    "flagged_hops")
 GRAPH_NAMES: tuple[str, ...] = tuple(n for n in GRAPH_FEATURE_NAMES if n not in GRAPH_UNSEALED)
+_FORWARDING: tuple[str, ...] = ("forward_share_permille", "forward_delay_hours")  # added by features/4
+_GRAPH3: tuple[str, ...] = tuple(n for n in GRAPH_NAMES if n not in _FORWARDING)
 
 FEATURE_SCHEMAS: dict[str, tuple[str, ...]] = {
     "sealtrail.features/1": _V1,
     "sealtrail.features/2": (*_V1, *DATA_QUALITY_NAMES),
-    "sealtrail.features/3": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES),
+    "sealtrail.features/3": (*_V1, *DATA_QUALITY_NAMES, *_GRAPH3),
+    "sealtrail.features/4": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES),
 }
-FEATURE_SCHEMA = "sealtrail.features/3"
+FEATURE_SCHEMA = "sealtrail.features/4"
 FEATURE_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[FEATURE_SCHEMA]
 N_FEATURES = len(FEATURE_NAMES)
-MODEL_SCHEMA = "sealtrail.features/3"  # the columns the shipped model is trained on
+MODEL_SCHEMA = "sealtrail.features/4"  # the columns the shipped model is trained on
 SCORE_NAME = "model_score"
 RULE_FEATURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, SCORE_NAME)
 

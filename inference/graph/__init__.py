@@ -8,7 +8,7 @@
 - ``features``: ``GraphFeatures``, the values of each payment (``GRAPH_FEATURE_NAMES``).
 
 Everything is integer arithmetic, so the values and ``state_bytes()`` are the same on every CPU.
-``inference.schema.GRAPH_NAMES`` of these values are columns of the sealed ``sealtrail.features/3``
+``inference.schema.GRAPH_NAMES`` of these values are columns of the sealed ``sealtrail.features/4``
 (``inference.features`` computes them through ``GraphFeatures``).
 """
 

@@ -8,13 +8,13 @@ in the order given; ``observe_many`` is ``observe`` in a loop, so batching chang
 Two moments, as a reader of the values needs to know:
 
 - measured on the graph *before* the payment is added (history it is compared with): the cycle,
-  scatter-gather, dormancy, the amount against the account's history, hops to a flagged account
-  and the usual numbers of counterparties;
+  scatter-gather, dormancy, the amount against the account's history, forwarding of an amount
+  received, hops to a flagged account and the usual numbers of counterparties;
 - measured *after* it is added (windows that count the current payment, as the velocity
   features do): fan-in and fan-out, activity in 24 hours and pass-through.
 
 docs/graph-features.md defines each value for an examiner. All but four of them
-(``inference.schema.GRAPH_UNSEALED``) are columns of the sealed ``sealtrail.features/3``.
+(``inference.schema.GRAPH_UNSEALED``) are columns of the sealed ``sealtrail.features/4``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 
-from inference.graph.config import DAY_US, WEEK_US, GraphConfig
+from inference.graph.config import DAY_US, HOUR_US, WEEK_US, GraphConfig
 from inference.graph.cycles import temporal_cycle
 from inference.graph.fixedpoint import ema_step_q16, log2_q8
 from inference.graph.flagged import hops_to_flagged
@@ -42,6 +42,7 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
     "orig_dormancy_days", "orig_activity_24h",
     "amount_history_n", "amount_log2_ratio_q8", "amount_percentile_permille",
     "flagged_hops",
+    "forward_share_permille", "forward_delay_hours",
 )
 PASS_THROUGH_CAP_Q16 = 4 << 16  # out / in is reported up to 4.0
 _GAP_PERIODS_MAX = 64  # empty periods folded into a mean at most (3/4 ** 64 leaves nothing)
@@ -183,6 +184,18 @@ class GraphFeatures:
             pct = (1000 * (below + bisect_right(hist, cents, below))) // (2 * n_hist)
         else:
             log_ratio, pct = 0, -1
+        # forwarding: the smallest amount src received in (t - 7 d, t) that this payment does not exceed
+        fwd_share, fwd_delay = 0, -1
+        if inn and cents:
+            hi = len(inn) if inn[-1][0] < t else bisect_left(inn, (t,))
+            lo = bisect_left(inn, (lo7 + 1,), 0, hi) if inn[0][0] <= lo7 else 0
+            if lo < hi:
+                got = list(map(_CENTS, inn[lo:hi]))
+                best = min(filter(cents.__le__, got), default=-1)
+                if best >= 0:
+                    fwd_share = (1000 * cents) // best
+                    at = hi - 1 - got[::-1].index(best)  # the latest edge of that amount
+                    fwd_delay = (t - inn[at][0]) // HOUR_US
         hops = hops_to_flagged(src, dst, g.flagged, cfg.flag_hops, cfg.search_budget) if with_hops else -1
         period = t // WEEK_US
         if period > src.period:
@@ -268,7 +281,7 @@ class GraphFeatures:
                 pass_7 = PASS_THROUGH_CAP_Q16
         return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(s_out_last), o_in1, o_in7,
                 len(src.in_last), usual_out, usual_in, b_in1, b_in7, len(d_in_last), usual_bene,
-                pass_1, pass_7, dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops)
+                pass_1, pass_7, dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops, fwd_share, fwd_delay)
 
 
 def as_dict(values: Sequence[int]) -> dict[str, int]:

@@ -4,6 +4,7 @@ genuine records pass in any batching, and an explanation altered in any part is 
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import numpy as np
@@ -80,8 +81,11 @@ def test_attributions_computed_elsewhere_within_tolerance_pass_and_beyond_do_not
     # move the whole first group's sum by 0.9 tolerance, then by 20 tolerances
     columns = next(cols for code, cols, _ in REASONS if code == recorded[0].code)
     first = next(i for i, n in enumerate(model.feature_names) if n in columns)
+    total = math.fsum(a for a, n in zip(attr, model.feature_names, strict=True) if n in columns)
     near, far = attr.copy(), attr.copy()
-    near[first] += 0.0005 + 0.9e-4  # up to half a quantum and the tolerance: may round otherwise
+    # the group's sum moved to half a quantum and 0.9 tolerance from the recorded figure: it would
+    # round otherwise, and another machine's sum may sit there
+    near[first] += recorded[0].contribution_milli * 1e-3 + 0.0005 + 0.9e-4 - total
     far[first] += 0.002
     assert check_reasons(model.feature_names, row, near, recorded, 1e-4) is None
     assert "is recorded as" in (check_reasons(model.feature_names, row, far, recorded, 1e-4) or "")

@@ -279,11 +279,13 @@ def _nothing_written(w: World, out: Path, before: int) -> None:
 
 def test_export_refuses_a_tampered_window_naming_the_seq(world: World, tmp_path: Path) -> None:
     engine = world.ledger.engine
-    intact = export(world, tmp_path / "intact.zip", decision="HOLD")
+    outcomes = [e["record"]["decision"] for e in decisions(engine).values()]
+    flagged = next(o for o in outcomes if o != "ALLOW")  # a decision filter that selects some records
+    intact = export(world, tmp_path / "intact.zip", decision=flagged)
     damage = tamper(engine)
     before = export_records(engine)
     first_trace = min(damage.rewritten + damage.no_trace)
-    for i, filters in enumerate([{}, {"decision": "HOLD"}]):
+    for i, filters in enumerate([{}, {"decision": flagged}]):
         out = tmp_path / "out" / f"{i}.zip"
         out.parent.mkdir(exist_ok=True)
         with pytest.raises(DerivedRowError) as caught:

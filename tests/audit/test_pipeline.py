@@ -536,7 +536,7 @@ def test_a_beneficiary_iban_failing_its_check_digits_is_decided_and_reviewed(sql
     (_, env, _), (_, env_bad, _) = bodies(ledger.engine)
     for e, flag in ((env, 0.0), (env_bad, 1.0)):
         f = e["record"]["features"]
-        assert f["schema"] == "sealtrail.features/3"
+        assert f["schema"] == "sealtrail.features/4"
         named = dict(zip(FEATURE_NAMES, features_from_body(e["record"])[0], strict=True))
         assert named["bene_iban_invalid"] == flag and named["finding_count"] == flag
 
@@ -578,7 +578,9 @@ def test_one_replay_batch_reads_each_record_by_its_own_feature_schema(sqlite_db:
 def test_money_returning_to_its_sender_is_a_sealed_3_hop_cycle(sqlite_db: Db, signer, sandbox,  # type: ignore[no-untyped-def]
                                                                 pack_wasm) -> None:
     """A -> B -> C -> A, each hop later than the last: the closing payment's sealed features say
-    so (features/3, column cycle_len), and the record's hash covers them."""
+    so (features/3 and later, column cycle_len), each hop that passes the whole amount on 5 hours
+    after it came in says so too (features/4, the forwarding columns), and the record's hash covers
+    them."""
     ledger = make_ledger(sqlite_db, signer)
     pipe = make_pipeline(ledger, sandbox, pack_wasm)
     ibans = ["DE89370400440532013000", "FR1420041010050500013M02606", "GB29NWBK60161331926819"]
@@ -600,5 +602,7 @@ def test_money_returning_to_its_sender_is_a_sealed_3_hop_cycle(sqlite_db: Db, si
               for _, env, _ in bodies(ledger.engine)]
     assert [v["cycle_len"] for v in values] == [0, 0, 3]
     assert values[2]["cycle_count"] == 1 and values[2]["orig_dormancy_days"] == 0
+    assert [(v["forward_share_permille"], v["forward_delay_hours"]) for v in values] == [(0, -1), (1000, 5),
+                                                                                         (1000, 5)]
     sealed = bodies(ledger.engine)
-    assert all(env["record"]["features"]["schema"] == "sealtrail.features/3" for _, env, _ in sealed)
+    assert all(env["record"]["features"]["schema"] == "sealtrail.features/4" for _, env, _ in sealed)

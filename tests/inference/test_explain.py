@@ -41,8 +41,10 @@ def test_attributions_add_up_to_the_score_above_the_baseline(model: MlpModel, ro
     attr = explain(model, rows)
     assert attr.shape == rows.shape
     gap = forward(model, rows) - _baseline_score(model)
-    assert np.abs(attr.sum(axis=1) - gap).max() < 0.05  # the midpoint rule over 32 steps, ReLU kinks
-    assert np.abs(explain(model, rows[:50], steps=256).sum(axis=1) - gap[:50]).max() < 0.01
+    off = np.abs(attr.sum(axis=1) - gap)
+    assert off.max() < 0.07  # the midpoint rule over 32 steps, ReLU kinks (docs/scoring.md)
+    assert np.percentile(off, 99) < 0.02
+    assert np.abs(explain(model, rows, steps=256).sum(axis=1) - gap).max() < 0.012
 
 
 def test_columns_the_model_does_not_read_get_nothing(model: MlpModel, rows: np.ndarray) -> None:

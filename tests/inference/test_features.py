@@ -342,7 +342,12 @@ def test_each_feature_schema_extends_the_one_before_column_for_column() -> None:
 
     v1, v2 = feature_names("sealtrail.features/1"), feature_names("sealtrail.features/2")
     assert v2 == (*v1, *DATA_QUALITY_NAMES)
-    assert feature_names("sealtrail.features/3") == (*v2, *GRAPH_NAMES) == FEATURE_NAMES
+    v3 = feature_names("sealtrail.features/3")
+    forwarding = ("forward_share_permille", "forward_delay_hours")
+    assert v3 == (*v2, *(n for n in GRAPH_NAMES if n not in forwarding))
+    assert len(v3) == 57  # sealed records of features/3 keep their 57 columns
+    assert feature_names("sealtrail.features/4") == (*v3, *forwarding) == FEATURE_NAMES
+    assert model_columns(v3) == 57  # a features/3 model reads the leading 57 columns of a features/4 row
     assert model_columns(v1) == 32  # a features/1 model reads the leading 32 columns of a features/2 row
     with pytest.raises(FeatureError, match=r"unknown feature schema 'sealtrail\.features/9'"):
         feature_names("sealtrail.features/9")

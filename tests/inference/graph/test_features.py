@@ -1,6 +1,6 @@
 """Per-payment graph features on hand-built cases: mule collection against payroll, a dormant
-account waking, pass-through, the amount against the account's history, the usual number of
-counterparties and hops to a flagged account."""
+account waking, pass-through, forwarding of a received amount, the amount against the account's
+history, the usual number of counterparties and hops to a flagged account."""
 
 from __future__ import annotations
 
@@ -85,6 +85,51 @@ def test_pass_through_is_capped_and_zero_without_money_in() -> None:
     later = as_dict(gf.observe("A", "B", T0 + 9 * DAY + H, 250_000))
     assert later["pass_through_24h_q16"] == 1 << 15  # 250,000 / 500,000 = 0.5
     assert later["pass_through_7d_q16"] == 1 << 15  # the first week's flows are older than 7 days
+
+
+def test_a_layering_hop_forwards_what_it_received_less_a_small_fee_a_day_later() -> None:
+    gf = GraphFeatures()
+    gf.observe("X", "HOP", T0, 1_000_000)  # USD 10,000 in
+    got = as_dict(gf.observe("HOP", "NEXT", T0 + 30 * H + 59 * 60_000_000, 985_000))  # 98.5 % out
+    assert (got["forward_share_permille"], got["forward_delay_hours"]) == (985, 30)
+    assert got["pass_through_24h_q16"] == 0  # more than 24 hours apart: the 24-hour window misses it
+
+
+def test_a_salary_passed_on_keeps_a_fifth_and_is_told_apart_from_a_hop() -> None:
+    gf = GraphFeatures()
+    gf.observe("EMPLOYER", "PERSON", T0, 300_000)
+    got = as_dict(gf.observe("PERSON", "SAVINGS", T0 + 2 * H, 240_000))
+    assert (got["forward_share_permille"], got["forward_delay_hours"]) == (800, 2)
+
+
+def test_forwarding_matches_the_smallest_amount_received_that_covers_the_payment() -> None:
+    gf = GraphFeatures()
+    gf.observe("A", "M", T0, 1_000_000)
+    gf.observe("B", "M", T0 + H, 500_000)
+    gf.observe("C", "M", T0 + 2 * H, 400_000)  # smaller than the payment: it cannot be the source
+    gf.observe("D", "M", T0 + 3 * H, 500_000)  # the same amount again, later
+    got = as_dict(gf.observe("M", "OUT", T0 + 9 * H, 490_000))
+    assert got["forward_share_permille"] == 980  # 490,000 of 500,000
+    assert got["forward_delay_hours"] == 6  # from the latest 500,000, not the first
+
+
+def test_forwarding_reads_nothing_without_a_covering_amount_in_the_seven_days_before() -> None:
+    gf = GraphFeatures()
+    nothing = as_dict(gf.observe("M", "OUT", T0, 100))  # nothing received
+    assert (nothing["forward_share_permille"], nothing["forward_delay_hours"]) == (0, -1)
+    gf.observe("A", "M", T0 + H, 50_000)
+    too_big = as_dict(gf.observe("M", "OUT", T0 + 2 * H, 50_001))
+    assert (too_big["forward_share_permille"], too_big["forward_delay_hours"]) == (0, -1)
+    gf.observe("B", "M", T0 + 3 * H, 900_000)
+    week_later = as_dict(gf.observe("M", "OUT", T0 + 3 * H + 7 * DAY, 800_000))  # exactly 7 days: outside
+    assert week_later["forward_delay_hours"] == -1
+    gf.observe("C", "M", T0 + 8 * DAY, 900_000)
+    same_instant = as_dict(gf.observe("M", "OUT", T0 + 8 * DAY, 800_000))  # received at this microsecond
+    assert same_instant["forward_delay_hours"] == -1
+    whole = as_dict(gf.observe("M", "OUT", T0 + 8 * DAY + 1, 900_000))
+    assert (whole["forward_share_permille"], whole["forward_delay_hours"]) == (1000, 0)  # all of it, at once
+    zero = as_dict(gf.observe("M", "OUT", T0 + 8 * DAY + 2, 0))  # nothing passed on
+    assert (zero["forward_share_permille"], zero["forward_delay_hours"]) == (0, -1)
 
 
 def test_amount_against_the_accounts_own_history() -> None:

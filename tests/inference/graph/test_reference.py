@@ -1,6 +1,6 @@
 """The graph's values against a slow, independent re-derivation over the flat list of payments, on
 random small streams where no cap is reached: cycles, scatter-gather, fan-in and fan-out, activity,
-pass-through, dormancy and the amount against history."""
+pass-through, dormancy, forwarding and the amount against history."""
 
 from __future__ import annotations
 
@@ -39,6 +39,17 @@ def _cycles(held: list[Pay], u: str, v: str, t: int, k: int) -> tuple[int, int]:
     return (min(found) if found else 0), min(len(found), 64)
 
 
+def _forward(held: list[Pay], u: str, t: int, c: int) -> tuple[int, int]:
+    """The smallest amount u received in (t - 7 d, t) that c does not exceed: the share of it passed
+    on (permille) and the hours since the latest such payment came in."""
+    got = [p for p in held if p[1] == u and t - 7 * DAY < p[2] < t and p[3] >= c]
+    if not got or c == 0:
+        return 0, -1
+    best = min(p[3] for p in got)
+    latest = max(p[2] for p in got if p[3] == best)
+    return (1000 * c) // best, (t - latest) // H
+
+
 def _distinct(held: list[Pay], t: int, lo: int, key: int, match: int, who: str) -> int:
     return len({p[key] for p in held if p[match] == who and lo < p[2] <= t})
 
@@ -66,6 +77,7 @@ def test_values_match_a_slow_re_derivation(seed: int, k: int) -> None:
             med = hist[(len(hist) - 1) // 2]
             assert got["amount_log2_ratio_q8"] == log2_q8(max(c, 1)) - log2_q8(max(med, 1))
         assert got["orig_dormancy_days"] == ((t - last_seen[u]) // DAY if u in last_seen else -1)
+        assert (got["forward_share_permille"], got["forward_delay_hours"]) == _forward(held, u, t, c)
         now = [*held, (u, v, t, c)]
         for span, name in ((DAY, "1d"), (7 * DAY, "7d"), (window, "30d")):
             assert got[f"orig_fan_out_{name}"] == _distinct(now, t, t - span, 1, 0, u)
@@ -87,14 +99,17 @@ def test_cycles_match_with_late_payments_and_uneven_degrees(seed: int, k: int, a
     names = [f"N{i}" for i in range(accounts)]
     busy = names[: max(2, accounts // 5)]  # a few accounts pay out far more than the rest
     seen: list[Pay] = []
-    watermark = 0
+    watermark = latest = 0
     for _ in range(600):
         watermark += rng.randrange(H)
         t = watermark - (rng.randrange(late) if rng.random() < 0.15 else 0)
+        latest = max(latest, t)  # the graph's watermark: the latest time it has been given
         u = rng.choice(busy if rng.random() < 0.6 else names)
         v, c = rng.choice(names), rng.randrange(1, 1000)
         held = [p for p in seen if p[2] > watermark - window]
         got = as_dict(gf.observe(u, v, t, c))
         assert (got["cycle_len"], got["cycle_count"]) == _cycles(held, u, v, t, k)
         assert got["scatter_gather"] == len({p[0] for p in held if p[1] == u and t - DAY < p[2] < t})
+        kept = [p for p in seen if p[2] > latest - window]  # what the graph still holds
+        assert (got["forward_share_permille"], got["forward_delay_hours"]) == _forward(kept, u, t, c)
         seen.append((u, v, t, c))
