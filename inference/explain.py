@@ -130,13 +130,14 @@ def _pass_text(v: Values) -> str:
 
 
 def _forward_text(v: Values) -> str:
-    share = _n(v, "forward_share_permille")
-    if share <= 0:
-        return "the sender received no amount as large in the 7 days before"
     hours = _n(v, "forward_delay_hours")
+    if hours < 0 or not math.isfinite(v.get("forward_delay_hours", math.nan)):
+        return "the sender received no amount as large in the 7 days before"
+    share = _n(v, "forward_share_permille")
     after = "within the hour" if hours < 1 else "1 hour" if hours == 1 else f"{hours} hours"
     when = after if hours < 1 else f"{after} after it came in"
-    return f"the sender passed on {share / 10:.1f}% of an amount it received, {when}"
+    part = "less than 0.1%" if share <= 0 else f"{share / 10:.1f}%"
+    return f"the sender passed on {part} of an amount it received, {when}"
 
 
 def _dormancy_text(v: Values) -> str:

@@ -252,7 +252,7 @@ class TransactionGraph:
             horizon = t - self.config.window_us
             edges = self._edges
             while edges and edges[0][0] <= horizon:
-                self._expire_oldest()
+                self._expire_oldest(horizon)
 
     def add(self, src: Node, dst: Node, t: int, cents: int) -> Edge:
         """Add the payment ``src -> dst`` (already checked and advanced to); returns its edge.
@@ -335,12 +335,18 @@ class TransactionGraph:
         if n.in_last.get(src) is e:
             del n.in_last[src]
 
-    def _expire_oldest(self) -> None:
-        """The oldest edge held leaves both lists that hold it (it is at their heads)."""
+    def _expire_oldest(self, horizon: int | None = None) -> None:
+        """The oldest edge held leaves both lists that hold it (it is at their heads), after the
+        edges before it that neither list holds. With a ``horizon`` (expiry by the window), only
+        edges at or before it go: a held edge inside the window stays, however many dead edges the
+        caps left before it."""
         edges = self._edges
         j = self._journal
-        while True:
-            e = edges.popleft()
+        while edges:
+            e = edges[0]
+            if horizon is not None and e[0] > horizon:
+                return
+            edges.popleft()
             src, dst = e[1], e[2]
             if j is not None:
                 j.ops.append(("p", e))
@@ -361,8 +367,6 @@ class TransactionGraph:
                     self._forget(dst)
                 return
             self._dead -= 1  # dropped from both lists by the caps before: not an edge held
-            if not edges:
-                return
 
     def _compact(self) -> None:
         """Forget the edges neither list holds (both dropped by the per-account cap)."""

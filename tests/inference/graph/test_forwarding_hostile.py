@@ -106,8 +106,6 @@ def test_the_per_account_cap_hides_an_older_covering_amount() -> None:
     assert _fwd(as_dict(gf.observe("M", "X", T0 + 3 * H, 150))) == (750, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="TransactionGraph.advance -> _expire_oldest skips edges both caps "
-                   "dropped and then expires the next held edge even when it is inside the window")
 def test_expiry_keeps_a_received_edge_inside_the_window_behind_edges_the_caps_dropped() -> None:
     gf = GraphFeatures(GraphConfig(node_cap=1))
     gf.observe("A", "M", T0, 500)  # dropped from both lists by the next payment: held by neither
@@ -117,8 +115,6 @@ def test_expiry_keeps_a_received_edge_inside_the_window_behind_edges_the_caps_dr
     assert got["orig_fan_in_30d"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="same root cause: a graph holding cap-dropped edges expires a live "
-                   "edge that its restored copy (which has no dropped edges) keeps")
 def test_restored_state_gives_the_same_forwarding_after_cap_dropped_edges() -> None:
     gf = GraphFeatures(GraphConfig(node_cap=1))
     gf.observe("A", "M", T0, 500)
@@ -226,8 +222,6 @@ def test_forward_text_of_a_nan_row_is_words_not_an_error() -> None:
     assert _forward_text({"forward_share_permille": math.nan, "forward_delay_hours": math.nan})
 
 
-@pytest.mark.xfail(strict=True, reason="_forward_text tests share <= 0, but a share floored to 0 "
-                   "(c < r/1000) has a matched amount (delay >= 0): it says none was received")
 def test_a_share_floored_to_zero_is_not_worded_as_no_amount_received() -> None:
     gf = GraphFeatures()
     gf.observe("A", "M", T0, 1_000_000)  # USD 10,000 in
