@@ -86,7 +86,7 @@ def bench_features(n: int, passes: int) -> dict[str, Any]:
             for i in range(0, len(txs), 1024):
                 rows = fe.extract(txs[i:i + 1024], ats[i:i + 1024])
             sink.append(len(txs) / (time.perf_counter() - t0))
-    # Deeper cycle searches (the columns of features/3 are at k <= 3), one pass each over the first
+    # Deeper cycle searches (the sealed graph columns are at k <= 3), one pass each over the first
     # DEEPER_ROWS rows beside k <= 3 over the same rows: on this input's 2,000 accounts, past a few
     # days every search at k >= 4 runs to its budget, and a pass over all rows would take hours.
     deeper: dict[str, float] = {"deeper_rows": min(DEEPER_ROWS, len(txs))}
