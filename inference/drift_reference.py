@@ -127,24 +127,17 @@ def _training_normal_rows() -> tuple[np.ndarray, dict[str, Any]]:
     """The normal payments' rows of the training sets ``inference.train.train`` builds under the
     shipped card's settings, in its order, and that card."""
     from inference.model import ModelFiles
-    from inference.simulate import SimConfig, simulate
-    from inference.train import TrainConfig, build_rows, draw_populations
+    from inference.simulate import simulate
+    from inference.train import TrainConfig, build_rows, training_configs
 
     card = ModelFiles.open().card
     t = card["training"]
     cfg = TrainConfig(seed=int(t["seed"]), days=int(t["days"]), n_accounts=int(t["n_accounts"]),
                       n_normal=int(t["n_normal"]), typology_share=float(t["typology_share"]),
                       adversarial=bool(t["adversarial"]), lookalikes=bool(t["lookalikes"]),
-                      population_payments=int(t["population_payments"]))
-
-    def sim(seed: int, evasion: bool = False) -> SimConfig:  # as inference.train.train's sets
-        return SimConfig(seed=seed, days=cfg.days, n_accounts=cfg.n_accounts, n_normal=cfg.n_normal,
-                         typology_share=cfg.typology_share, evasion=evasion, lookalikes=cfg.lookalikes)
-
-    configs = [sim(cfg.seed)] + ([sim(cfg.seed + 3, evasion=True)] if cfg.adversarial else [])
-    configs += draw_populations(cfg.seed, len(t["populations"]), cfg.population_payments)
+                      populations=len(t["populations"]), population_payments=int(t["population_payments"]))
     parts = []
-    for c in configs:
+    for c in training_configs(cfg):
         rows, labels, _ = build_rows(simulate(c))
         parts.append(rows[labels == 0])
     return np.vstack(parts), card

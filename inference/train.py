@@ -296,27 +296,33 @@ def _per_typology(scores: np.ndarray, typologies: list[str], thr: float) -> dict
     return out
 
 
+def _sim(cfg: TrainConfig, seed: int, evasion: bool = False) -> SimConfig:
+    return SimConfig(seed=seed, days=cfg.days, n_accounts=cfg.n_accounts, n_normal=cfg.n_normal,
+                     typology_share=cfg.typology_share, evasion=evasion, lookalikes=cfg.lookalikes)
+
+
+def training_configs(cfg: TrainConfig) -> list[SimConfig]:
+    """The simulator settings of the training sets, in the order ``train`` stacks their rows: the
+    seed, its evasion variants (``seed + 3``) when adversarial, then the drawn populations."""
+    plain = [_sim(cfg, cfg.seed)] + ([_sim(cfg, cfg.seed + 3, evasion=True)] if cfg.adversarial else [])
+    return plain + draw_populations(cfg.seed, cfg.populations, cfg.population_payments)
+
+
 def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     """Simulate, fit, evaluate; write the three model files into ``out_dir`` when given."""
-    def sim(seed: int, evasion: bool = False) -> SimConfig:
-        return SimConfig(seed=seed, days=cfg.days, n_accounts=cfg.n_accounts, n_normal=cfg.n_normal,
-                         typology_share=cfg.typology_share, evasion=evasion, lookalikes=cfg.lookalikes)
-
-    sets = [build_rows(simulate(sim(cfg.seed)))]
-    if cfg.adversarial:
-        sets.append(build_rows(simulate(sim(cfg.seed + 3, evasion=True))))
-    drawn = draw_populations(cfg.seed, cfg.populations, cfg.population_payments)
-    sets += [build_rows(simulate(p)) for p in drawn]
+    configs = training_configs(cfg)
+    drawn = configs[len(configs) - cfg.populations:]
+    sets = [build_rows(simulate(c)) for c in configs]
     train_rows = np.vstack([r for r, _, _ in sets])
     train_y = np.concatenate([y for _, y, _ in sets])
     del sets
     model = _fit(train_rows, train_y, cfg, np.random.default_rng(cfg.seed))
     drift = drift_reference(forward(model, train_rows[train_y == 0]))
 
-    test_rows, test_y, test_kinds = build_rows(simulate(sim(cfg.seed + 1)))
+    test_rows, test_y, test_kinds = build_rows(simulate(_sim(cfg, cfg.seed + 1)))
     scores = forward(model, test_rows)
     recall, thr = recall_at_fpr(scores, test_y, cfg.fpr)
-    ev_rows, ev_y, ev_kinds = build_rows(simulate(sim(cfg.seed + 2, evasion=True)))
+    ev_rows, ev_y, ev_kinds = build_rows(simulate(_sim(cfg, cfg.seed + 2, evasion=True)))
     ev_scores = forward(model, ev_rows)
     ev_pos = ev_y == 1
     held_pops = draw_populations(cfg.seed + 1, cfg.heldout_populations, cfg.population_payments)
