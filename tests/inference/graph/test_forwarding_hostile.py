@@ -25,6 +25,7 @@ from inference.graph import GraphConfig, GraphFeatures, as_dict
 from inference.messages.transaction import R16, Party, Transaction
 from inference.schema import FEATURE_NAMES, feature_names
 from inference.velocity import VelocityState
+from tests.inference.graph.test_reference import _forward
 
 H = 3_600_000_000
 DAY = 24 * H
@@ -36,15 +37,6 @@ Pay = tuple[str, str, int, int]
 
 def _fwd(got: dict[str, int]) -> tuple[int, int]:
     return got["forward_share_permille"], got["forward_delay_hours"]
-
-
-def _flat(received: list[tuple[int, int]], t: int, c: int) -> tuple[int, int]:
-    """The definition over (time, cents) received: the smallest r >= c in (t - 7 d, t)."""
-    got = [(tr, r) for tr, r in received if t - 7 * DAY < tr < t and r >= c]
-    if not got or c == 0:
-        return 0, -1
-    best = min(r for _, r in got)
-    return (1000 * c) // best, (t - max(tr for tr, r in got if r == best)) // H
 
 
 def _stream(seed: int, n: int = 300, names: int = 6) -> list[Pay]:
@@ -66,7 +58,7 @@ def test_values_match_the_definition_with_late_payments_self_transfers_and_zero_
     gf = GraphFeatures()
     seen: list[Pay] = []
     for u, v, t, c in _stream(seed):
-        want = _flat([(p[2], p[3]) for p in seen if p[1] == u], t, c)  # later edges: outside (t - 7 d, t)
+        want = _forward(seen, u, t, c)  # the slow definition; later edges are outside (t - 7 d, t)
         assert _fwd(as_dict(gf.observe(u, v, t, c))) == want
         seen.append((u, v, t, c))
 
