@@ -33,7 +33,7 @@ from wasm_rules import OUTCOMES
 
 __all__ = [
     "ANNOTATION_KIND", "ANNOTATION_SCHEMA", "MAX_NOTE", "AnnotationReceipt", "Disposition", "annotate",
-    "annotation_body"
+    "annotation_body", "checked_text", "principal_json"
 ]
 
 ANNOTATION_SCHEMA = "sealtrail.annotation/1"
@@ -65,7 +65,8 @@ class AnnotationReceipt:
     target_seq: int
 
 
-def _principal(principal: Principal | Mapping[str, Any]) -> dict[str, Any]:
+def principal_json(principal: Principal | Mapping[str, Any]) -> dict[str, Any]:
+    """A principal as sealed records state it, checked (officer records: annotations, case events)."""
     if isinstance(principal, Principal):
         return principal.to_json()
     if not isinstance(principal, Mapping) or set(principal) != set(_PRINCIPAL_KEYS) or not all(
@@ -75,7 +76,8 @@ def _principal(principal: Principal | Mapping[str, Any]) -> dict[str, Any]:
     return dict(principal)
 
 
-def _text(value: object, name: str, most: int) -> str:
+def checked_text(value: object, name: str, most: int) -> str:
+    """Officer's words as sealed: non-empty, at most ``most`` characters, no control or bidi codes."""
     if not isinstance(value, str) or not value.strip():
         raise AnnotationError(name, "must be non-empty text")
     if len(value) > most:
@@ -100,7 +102,7 @@ def _correction(disposition: Disposition, correction: Mapping[str, Any] | None) 
         raise AnnotationError("correction.decision", f"{correction['decision']!r} is not one of "
                                                      f"{', '.join(OUTCOMES)}")
     return {"decision": correction["decision"],
-            "reason": _text(correction["reason"], "correction.reason", MAX_REASON)}
+            "reason": checked_text(correction["reason"], "correction.reason", MAX_REASON)}
 
 
 def annotation_body(target: Mapping[str, Any], principal: Principal | Mapping[str, Any],
@@ -114,8 +116,8 @@ def annotation_body(target: Mapping[str, Any], principal: Principal | Mapping[st
                                              f"{', '.join(d.value for d in Disposition)}") from None
     return {"schema": ANNOTATION_SCHEMA,
             "refers_to": {k: target[k] for k in ("trace_id", "seq", "leaf_hash")},
-            "principal": _principal(principal), "disposition": disp.value,
-            "note": _text(note, "note", MAX_NOTE), "correction": _correction(disp, correction)}
+            "principal": principal_json(principal), "disposition": disp.value,
+            "note": checked_text(note, "note", MAX_NOTE), "correction": _correction(disp, correction)}
 
 
 def _target(conn: Connection, trace_id: str) -> dict[str, Any]:

@@ -35,6 +35,10 @@ __all__ = [
     "BundleTampered",
     "BundleUnreadable",
     "BundleUntrusted",
+    "CaseConflictError",
+    "CaseError",
+    "CaseFourEyesError",
+    "CaseNotFoundError",
     "CasesFailedError",
     "DerivedRowError",
     "DuplicateRulesetError",
@@ -195,6 +199,23 @@ class AnnotationError(QueryError):
 
 class TraceNotFoundError(AnnotationError):
     """The trace to annotate does not exist (the API answers 404, not 422)."""
+
+
+class CaseError(QueryError):
+    """An alert, case or policy action that cannot be taken as given; ``field`` names the culprit."""
+
+
+class CaseNotFoundError(CaseError):
+    """The alert or case does not exist (the API answers 404)."""
+
+
+class CaseConflictError(CaseError):
+    """The alert or case is no longer in the state the officer acted on (another officer moved it
+    first, or the action does not apply in its state): the API answers 409."""
+
+
+class CaseFourEyesError(CaseError):
+    """The second step of a four-eyes action by the officer who took the first (403)."""
 
 
 class ExportError(AuditError):

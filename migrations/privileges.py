@@ -51,6 +51,12 @@ HEAD: Grants = {
     "audit_annotations": _APPEND,
     "audit_idempotency_keys": _APPEND,  # revision 0005
     "audit_account_secret": ("SELECT",),  # revision 0006: made by the migration, never written after
+    # revision 0008: the alert and case view; current-state tables are updated, never deleted from
+    "audit_alerts": (*_APPEND, "UPDATE"),
+    "audit_cases": (*_APPEND, "UPDATE"),
+    "audit_case_watermark": (*_APPEND, "UPDATE"),
+    "audit_case_events": _APPEND,
+    "audit_payment_outcomes": _APPEND,
 }
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
+from audit.cases.verify import check_case_view
 from audit.decide.account_secret import read_state_key
 from audit.decide.idempotency import principal_fp
 from audit.errors import DerivedRowError
@@ -79,6 +80,7 @@ class IndexReport:
     deltas_other_key: int = 0  # state deltas under another state key than the ledger's now
     state_snapshots: int = 0  # sealed state snapshots checked (parsed, in place)
     state_roots_recomputed: int = 0  # of those, roots recomputed from the state deltas (state_roots=True)
+    case_view: dict[str, int] = field(default_factory=dict)  # alert and case view rows checked, its watermark
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -88,7 +90,7 @@ class IndexReport:
                 "refusals": self.refusals, "refusals_unsummarised": self.refusals_unsummarised,
                 "state_deltas": self.state_deltas, "commits_without_delta": self.commits_without_delta,
                 "deltas_other_key": self.deltas_other_key, "state_snapshots": self.state_snapshots,
-                "state_roots_recomputed": self.state_roots_recomputed,
+                "state_roots_recomputed": self.state_roots_recomputed, "case_view": dict(self.case_view),
                 "seconds": round(self.seconds, 3)}
 
 
@@ -444,6 +446,9 @@ def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS,
     with engine.connect().execution_options(**opts) as conn, conn.begin():
         _check_all_decisions(conn, report, found, page, workers)
         _check_annotations(conn, report, found)
+        view = check_case_view(conn, found.add)
+        report.case_view = {"watermark": view.watermark, "alerts": view.alerts, "cases": view.cases,
+                            "events": view.events, "outcomes": view.outcomes}
         state_key = _state_key(conn)
     snaps = check_snapshots(engine, state_key, found.add, roots=state_roots)
     report.state_snapshots, report.state_roots_recomputed = snaps.snapshots, snaps.recomputed

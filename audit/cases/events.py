@@ -1,0 +1,136 @@
+"""The sealed records of officers' work: ``case_event`` (``sealtrail.case-event/1``) and
+``alert_policy`` (``sealtrail.alert-policy/1``).
+
+A case event names its target, either one alert (the decision that opened it: trace id, seq and
+leaf hash, as an annotation names its decision) or one case (its id, the seq of the alert that
+opened it), the action, who took it (the X.509 principal), and the action's arguments:
+``rationale`` (the officer's words), ``assignee`` (a principal), ``disposition``, ``link`` (another
+case id) and ``report`` (the SHA-256 of a filed report). Every event is sealed, whether or not it
+could still apply when it reached the log (another officer may have moved the alert first): the
+fold (``audit.cases.fold``) applies it or records why not, so attempts are evidence too.
+
+Rationale is the officer's statement and is kept for as long as the ledger; it should not copy
+personal data from the payment (that stays in the purgeable payload).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from audit.annotations import checked_text, principal_json
+from audit.cases.policy import POLICY_KIND, POLICY_SCHEMA, DeadlinePolicy
+from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition
+from audit.errors import AnnotationError, CaseError
+
+__all__ = ["EVENT_KIND", "EVENT_SCHEMA", "MAX_RATIONALE", "POLICY_KIND", "POLICY_SCHEMA", "event_body",
+           "parse_event", "parse_policy", "policy_body"]
+
+EVENT_KIND = "case_event"
+EVENT_SCHEMA = "sealtrail.case-event/1"
+MAX_RATIONALE = 10_000
+_NEEDS_RATIONALE = frozenset({"escalate", "close", "reopen", "comment", "release", "reject", "refuse",
+                              "link"})
+_ARGS = ("rationale", "assignee", "disposition", "link", "report")
+
+
+def _checked_text(value: object, name: str) -> str:
+    try:
+        return checked_text(value, name, MAX_RATIONALE)
+    except AnnotationError as exc:
+        raise CaseError(exc.field, exc.message) from None
+
+
+def _checked_principal(value: object, name: str) -> dict[str, Any]:
+    try:
+        return principal_json(value)  # type: ignore[arg-type]
+    except AnnotationError:
+        raise CaseError(name, "must be a principal (subject, sans, issuer, fingerprint_sha256, "
+                              "serial)") from None
+
+
+def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, Any], *,
+               rationale: str | None = None, assignee: Mapping[str, Any] | None = None,
+               disposition: str | None = None, link: int | None = None,
+               report: str | None = None) -> dict[str, Any]:
+    """The checked ``sealtrail.case-event/1`` body; ``target`` is ``{"alert": {trace_id, seq,
+    leaf_hash}}`` or ``{"case": case_id}``. Refuses, naming the field, an action the target does
+    not take, a missing rationale, assignee or disposition, or an argument the action ignores."""
+    on_case = "case" in target
+    allowed = CASE_ACTIONS if on_case else ACTIONS
+    if action not in allowed:
+        raise CaseError("action", f"{action!r} is not one of {', '.join(allowed)}"
+                                  f" (on {'a case' if on_case else 'an alert'})")
+    args: dict[str, Any] = {"rationale": None, "assignee": None, "disposition": None, "link": None,
+                            "report": None}
+    if rationale is not None or action in _NEEDS_RATIONALE:
+        args["rationale"] = _checked_text(rationale, "rationale")
+    if action == "assign":
+        if assignee is None:
+            raise CaseError("assignee", "assign needs the principal to assign to")
+        args["assignee"] = _checked_principal(assignee, "assignee")
+    elif assignee is not None:
+        raise CaseError("assignee", f"{action} takes no assignee")
+    if action == "close":
+        try:
+            args["disposition"] = Disposition(str(disposition)).value
+        except ValueError:
+            raise CaseError("disposition", f"{disposition!r} is not one of "
+                                           f"{', '.join(d.value for d in Disposition)}") from None
+    elif disposition is not None:
+        raise CaseError("disposition", f"{action} takes no disposition")
+    if action == "link":
+        if type(link) is not int or link < 0:
+            raise CaseError("link", "link needs the id of the case to link")
+        args["link"] = link
+    elif link is not None:
+        raise CaseError("link", f"{action} takes no link")
+    if report is not None:
+        if action != "close" or args["disposition"] != Disposition.REPORT_FILED:
+            raise CaseError("report", "a report's SHA-256 goes with a close as REPORT_FILED")
+        if not isinstance(report, str) or len(report) != 64 or set(report) - set("0123456789abcdef"):
+            raise CaseError("report", "must be a SHA-256 in lower-case hex")
+        args["report"] = report
+    return {"schema": EVENT_SCHEMA, "target": dict(target), "action": action,
+            "principal": _checked_principal(principal, "principal"), **args}
+
+
+def parse_event(body: object) -> dict[str, Any]:
+    """A sealed case-event body, checked as :func:`event_body` checks one (so a record made by
+    anything else does not reach the fold); ``CaseError`` names what is wrong."""
+    if not isinstance(body, dict) or body.get("schema") != EVENT_SCHEMA:
+        raise CaseError("schema", f"not a {EVENT_SCHEMA} body")
+    want = {"schema", "target", "action", "principal", *_ARGS}
+    if set(body) != want:
+        raise CaseError("record", f"has fields {sorted(body)}, not {sorted(want)}")
+    target = body["target"]
+    ok_alert = (isinstance(target, dict) and set(target) == {"alert"} and isinstance(target["alert"], dict)
+                and set(target["alert"]) == {"trace_id", "seq", "leaf_hash"}
+                and type(target["alert"]["seq"]) is int)
+    ok_case = isinstance(target, dict) and set(target) == {"case"} and type(target["case"]) is int
+    if not (ok_alert or ok_case):
+        raise CaseError("target", "must be {alert: {trace_id, seq, leaf_hash}} or {case: id}")
+    again = event_body(target, body["action"], body["principal"], rationale=body["rationale"],
+                       assignee=body["assignee"], disposition=body["disposition"], link=body["link"],
+                       report=body["report"])
+    if again != body:
+        raise CaseError("record", "is not as sealtrail seals a case event")
+    return body
+
+
+def policy_body(policy: DeadlinePolicy, principal: Mapping[str, Any], rationale: str) -> dict[str, Any]:
+    """The ``sealtrail.alert-policy/1`` body that puts ``policy`` in force."""
+    return {"schema": POLICY_SCHEMA, "policy": policy.to_json(),
+            "principal": _checked_principal(principal, "principal"),
+            "rationale": _checked_text(rationale, "rationale")}
+
+
+def parse_policy(body: object) -> DeadlinePolicy:
+    """The policy a sealed ``alert_policy`` body puts in force."""
+    if not isinstance(body, dict) or body.get("schema") != POLICY_SCHEMA or set(body) != {
+            "schema", "policy", "principal", "rationale"}:
+        raise CaseError("schema", f"not a {POLICY_SCHEMA} body")
+    policy = DeadlinePolicy.from_json(body["policy"])
+    if policy.to_json() != body["policy"]:
+        raise CaseError("policy", "is not as sealtrail seals a policy")
+    return policy
