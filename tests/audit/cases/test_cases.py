@@ -286,3 +286,58 @@ def test_the_migration_creates_exactly_the_view_tables(db: Db) -> None:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "include_object": include})
         assert compare_metadata(ctx, metadata) == []
     engine.dispose()
+
+
+def test_queue_views_page_by_keyset_and_refuse_bad_filters(decided: Ledger) -> None:
+    from datetime import date
+
+    from audit.cases.query import AlertFilter, alert_page, case_detail, outcomes_since
+    catch_up(decided.engine)
+    everything = rows(decided.engine, alerts)
+    a0 = everything[0]
+    act(decided, ALICE, "assign", alert=a0.seq, assignee=BOB)
+
+    def walk(f: AlertFilter, today: date = date(2026, 12, 5)) -> list[int]:
+        out, cursor = [], None
+        while True:
+            page = alert_page(decided.engine, replace(f, cursor=cursor), today=today)
+            out += [a.seq for a in page.items]
+            if page.next_cursor is None:
+                return out
+            cursor = page.next_cursor
+
+    all_open = sorted((a.seq for a in everything), reverse=True)
+    assert walk(AlertFilter(limit=3)) == all_open
+    assert walk(AlertFilter(limit=4, order="oldest")) == sorted(all_open)
+    assert walk(AlertFilter(view="mine", me=BOB.fingerprint_sha256)) == [a0.seq]
+    assert walk(AlertFilter(view="unassigned", limit=5)) == [s for s in all_open if s != a0.seq]
+    assert walk(AlertFilter(view="overdue"), today=date(2026, 1, 1)) == []
+    far = walk(AlertFilter(view="overdue", limit=2), today=date(2027, 6, 1))
+    assert sorted(far) == sorted(all_open) and len(far) == len(all_open)
+    holds = [a.seq for a in reversed(everything) if a.outcome == "HOLD"]
+    assert walk(AlertFilter(outcome="HOLD", limit=2)) == holds
+    rule = everything[0].fired.split(",")[0]
+    assert walk(AlertFilter(rule=rule, limit=2)) == [a.seq for a in reversed(everything)
+                                                     if rule in a.fired.split(",")]
+    for kwargs, field in [({"view": "later"}, "view"), ({"view": "mine"}, "view"), ({"limit": 0}, "limit"),
+                          ({"outcome": "MAYBE"}, "outcome"), ({"cursor": "bm9wZQ"}, "cursor"),
+                          ({"order": "random"}, "order"), ({"rule": "x;drop"}, "rule")]:
+        with pytest.raises(CaseError) as info:
+            AlertFilter(**kwargs)
+        assert info.value.field == field
+    page = alert_page(decided.engine, AlertFilter(limit=1), today=date(2026, 12, 5))
+    with pytest.raises(CaseError, match="different filter"):
+        AlertFilter(view="closed", cursor=page.next_cursor)
+    detail = case_detail(decided.engine, a0.case_id)
+    assert detail.case.case_id == a0.case_id and a0.seq in [a.seq for a in detail.alerts]
+    history = [(e.action, e.principal["subject"], e.assignee and e.assignee["subject"]) for e in detail.events]
+    assert history == [("assign", ALICE.subject, BOB.subject)]
+    with pytest.raises(CaseNotFoundError):
+        case_detail(decided.engine, 10**9)
+    hold = next(a for a in everything if a.outcome == "HOLD")
+    r = act(decided, ALICE, "release", alert=hold.seq, rationale="ok")
+    assert outcomes_since(decided.engine, 0, scorer_fp=hold.scorer_fp).items == [
+        {"seq": r.seq, "trace_id": hold.trace_id, "outcome": "RELEASED", "alert_seq": hold.seq,
+         "recorded_at": r.recorded_at}]
+    assert outcomes_since(decided.engine, 0, scorer_fp="00" * 32).items == []
+    assert outcomes_since(decided.engine, r.seq, scorer_fp=None).items == []

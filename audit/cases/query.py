@@ -1,0 +1,222 @@
+"""Reading the alert and case view: the officer's queue, a case with its history, and the
+held-payment outcomes feed for the payment system.
+
+Every page is a keyset page (an opaque cursor names the last row, bound to the filter it was
+issued for), served by one range scan of an index of ``audit.cases.tables``; a page costs the
+same at the first and at the thousandth. Each read first brings the view current
+(``catch_up``: nothing to do, and no lock, when no record was sealed since). A bad filter value
+or cursor raises ``CaseError`` naming the field (the API answers 422).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from dataclasses import asdict, dataclass
+from datetime import date
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, Select, and_, select
+
+from audit.cases.state import ALERT_OUTCOMES, AlertState, CaseState
+from audit.cases.store import alert_from_row, case_from_row, catch_up
+from audit.cases.tables import alerts, case_events, cases, payment_outcomes
+from audit.errors import CaseError, CaseNotFoundError
+from audit.query.index import trace_rules
+from ledger import store
+
+__all__ = ["MAX_LIMIT", "VIEWS", "AlertFilter", "AlertPage", "CaseDetail", "CaseEvent", "OutcomePage",
+           "alert_page", "case_detail", "outcomes_since"]
+
+VIEWS = ("open", "mine", "unassigned", "overdue", "closed", "all")
+MAX_LIMIT = 500
+_CURSOR = re.compile(r"a1\.(\d{4}-\d{2}-\d{2}|-)\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
+_RULE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+@dataclass(frozen=True)
+class AlertFilter:
+    """Which alerts, in which order. ``view``: ``open`` (default), ``mine`` (assigned to ``me``,
+    open), ``unassigned`` (open), ``overdue`` (open, review due before ``today``; most overdue
+    first), ``closed``, ``all``. ``order``: ``newest`` (default) or ``oldest`` first (not for
+    ``overdue``, which is always most overdue first)."""
+
+    view: str = "open"
+    outcome: str | None = None
+    rule: str | None = None
+    case_id: int | None = None
+    me: str | None = None  # the officer's certificate fingerprint, for ``mine``
+    order: str = "newest"
+    limit: int = 50
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.view not in VIEWS:
+            raise CaseError("view", f"{self.view!r} is not one of {', '.join(VIEWS)}")
+        if self.outcome is not None and self.outcome not in ("ALLOW", *ALERT_OUTCOMES):
+            raise CaseError("outcome", f"{self.outcome!r} is not one of ALLOW, {', '.join(ALERT_OUTCOMES)}")
+        if self.rule is not None and not _RULE.fullmatch(self.rule):
+            raise CaseError("rule", "is not a rule id")
+        if self.case_id is not None and (type(self.case_id) is not int or self.case_id < 0):
+            raise CaseError("case_id", "must be a case id")
+        if self.view == "mine" and not self.me:
+            raise CaseError("view", "mine needs the officer's certificate")
+        if self.order not in ("newest", "oldest"):
+            raise CaseError("order", f"{self.order!r} is not newest or oldest")
+        if type(self.limit) is not int or not 1 <= self.limit <= MAX_LIMIT:
+            raise CaseError("limit", f"must be 1 to {MAX_LIMIT}")
+        if self.cursor is not None:
+            self.position()
+
+    def _fingerprint(self) -> str:
+        d = asdict(self)
+        del d["limit"], d["cursor"]
+        return hashlib.sha256(orjson.dumps(d, option=orjson.OPT_SORT_KEYS)).hexdigest()[:8]
+
+    def position(self) -> tuple[str | None, int] | None:
+        """The (review due, seq) the cursor names; None for the first page."""
+        if self.cursor is None:
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(self.cursor + "=" * (-len(self.cursor) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise CaseError("cursor", "is not a cursor this service issued") from None
+        m = _CURSOR.fullmatch(raw)
+        if m is None:
+            raise CaseError("cursor", "is not a cursor this service issued")
+        if m.group(3) != self._fingerprint():
+            raise CaseError("cursor", "was issued for a different filter")
+        return (None if m.group(1) == "-" else m.group(1)), int(m.group(2))
+
+    def cursor_after(self, a: AlertState) -> str:
+        due = a.review_due if self.view == "overdue" else "-"
+        token = f"a1.{due}.{a.seq}.{self._fingerprint()}".encode()
+        return base64.urlsafe_b64encode(token).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class AlertPage:
+    items: list[AlertState]
+    next_cursor: str | None
+
+
+def _alert_query(f: AlertFilter, today: str) -> Select[Any]:
+    a = alerts
+    conds: list[Any] = []
+    if f.view in ("open", "mine", "unassigned", "overdue"):
+        conds.append(a.c.is_open == 1)
+    elif f.view == "closed":
+        conds.append(a.c.is_open == 0)
+    if f.view == "mine":
+        conds.append(a.c.assignee_fp == f.me)
+    elif f.view == "unassigned":
+        conds.append(a.c.assignee_fp.is_(None))
+    elif f.view == "overdue":
+        conds.append(a.c.review_due < today)
+    if f.outcome is not None:
+        conds.append(a.c.outcome == f.outcome)
+    if f.case_id is not None:
+        conds.append(a.c.case_id == f.case_id)
+    pos = f.position()
+    seq_col = a.c.seq
+    q = select(a)
+    if f.rule is not None:  # the trace index's (rule_id, seq) key walks the rule's decisions
+        r = trace_rules
+        q = q.join(r, and_(r.c.seq == a.c.seq, r.c.rule_id == f.rule))
+        seq_col = r.c.seq
+    if f.view == "overdue":
+        if pos is not None:
+            due, seq = pos
+            conds.append((a.c.review_due > due) | and_(a.c.review_due == due, seq_col > seq))
+        return q.where(*conds).order_by(a.c.review_due, seq_col).limit(f.limit + 1)
+    if pos is not None:
+        conds.append(seq_col < pos[1] if f.order == "newest" else seq_col > pos[1])
+    return q.where(*conds).order_by(seq_col.desc() if f.order == "newest" else seq_col).limit(f.limit + 1)
+
+
+def alert_page(engine: Engine, f: AlertFilter, *, today: date) -> AlertPage:
+    """One page of alerts for ``f``; ``today`` (UTC) decides what is overdue."""
+    catch_up(engine)
+    with engine.connect() as conn:
+        got = [alert_from_row(r) for r in conn.execute(_alert_query(f, today.isoformat()))]
+    more = len(got) > f.limit
+    items = got[:f.limit]
+    return AlertPage(items, f.cursor_after(items[-1]) if more else None)
+
+
+@dataclass(frozen=True)
+class CaseEvent:
+    """One sealed event of a case's history, with the officer's words as sealed."""
+
+    seq: int
+    recorded_at: str
+    alert_seq: int | None
+    action: str
+    applied: bool
+    why: str | None
+    principal: dict[str, Any]
+    rationale: str | None
+    assignee: dict[str, Any] | None
+    disposition: str | None
+    link: int | None
+    report: str | None
+
+
+@dataclass(frozen=True)
+class CaseDetail:
+    case: CaseState
+    alerts: list[AlertState]
+    events: list[CaseEvent]
+
+
+def case_detail(engine: Engine, case_id: int) -> CaseDetail:
+    """A case, its alerts (oldest first) and every sealed event about it, in seq order."""
+    if type(case_id) is not int or case_id < 0:
+        raise CaseError("case_id", "must be a case id")
+    catch_up(engine)
+    e = store.entries
+    with engine.connect() as conn:
+        row = conn.execute(select(cases).where(cases.c.case_id == case_id)).first()
+        if row is None:
+            raise CaseNotFoundError("case_id", f"no case {case_id}")
+        members = [alert_from_row(r) for r in conn.execute(
+            select(alerts).where(alerts.c.case_id == case_id).order_by(alerts.c.seq))]
+        evs = conn.execute(select(case_events, e.c.record).join(e, e.c.seq == case_events.c.seq)
+                           .where(case_events.c.case_id == case_id).order_by(case_events.c.seq)).all()
+    events = []
+    for ev in evs:
+        body = orjson.loads(ev.record)["record"]
+        events.append(CaseEvent(int(ev.seq), ev.recorded_at, ev.alert_seq, ev.action, bool(ev.applied),
+                                ev.why, body.get("principal", {}), body.get("rationale"),
+                                body.get("assignee"), body.get("disposition"), body.get("link"),
+                                body.get("report")))
+    return CaseDetail(case_from_row(row), members, events)
+
+
+@dataclass(frozen=True)
+class OutcomePage:
+    """Held payments decided after a cursor, in ledger order; ``next_cursor`` to ask from next."""
+
+    items: list[dict[str, Any]]
+    next_cursor: int
+
+
+def outcomes_since(engine: Engine, after: int, *, scorer_fp: str | None, limit: int = 100) -> OutcomePage:
+    """Payment outcomes sealed after seq ``after``, oldest first; with ``scorer_fp``, only those
+    of decisions that principal asked for (a payment system sees its own payments only)."""
+    if type(after) is not int or after < 0:
+        raise CaseError("after", "must be a seq (0 for the beginning)")
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise CaseError("limit", f"must be 1 to {MAX_LIMIT}")
+    catch_up(engine)
+    o = payment_outcomes
+    q = select(o).where(o.c.seq > after)
+    if scorer_fp is not None:
+        q = q.where(o.c.scorer_fp == scorer_fp)
+    with engine.connect() as conn:
+        rows = conn.execute(q.order_by(o.c.seq).limit(limit)).all()
+    items = [{"seq": int(r.seq), "trace_id": r.trace_id, "outcome": r.outcome, "alert_seq": int(r.alert_seq),
+              "recorded_at": r.recorded_at} for r in rows]
+    return OutcomePage(items, items[-1]["seq"] if items else after)
