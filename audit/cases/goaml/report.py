@@ -359,7 +359,7 @@ class ReportingEntity:
     branch, the local currency (ISO 4217) its reports state amounts in, the officer who files, and
     ``submission_code`` E (electronic) or M (manual). Loaded from configuration: ``from_toml``."""
 
-    rentity_id: int
+    rentity_id: int | str  # a digit string (as configuration may hold it) is kept as its int
     reporting_person: Person
     currency_code_local: str
     rentity_branch: str | None = None
