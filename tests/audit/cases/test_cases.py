@@ -330,7 +330,8 @@ def test_queue_views_page_by_keyset_and_refuse_bad_filters(decided: Ledger) -> N
         AlertFilter(view="closed", cursor=page.next_cursor)
     detail = case_detail(decided.engine, a0.case_id)
     assert detail.case.case_id == a0.case_id and a0.seq in [a.seq for a in detail.alerts]
-    history = [(e.action, e.principal["subject"], e.assignee and e.assignee["subject"]) for e in detail.events]
+    history = [(e.action, e.principal["subject"], e.assignee and e.assignee["subject"])
+               for e in detail.events]
     assert history == [("assign", ALICE.subject, BOB.subject)]
     with pytest.raises(CaseNotFoundError):
         case_detail(decided.engine, 10**9)
