@@ -23,6 +23,9 @@ from starlette.responses import Response
 from api.auth import AuthError
 from audit.errors import (
     AuditError,
+    CaseConflictError,
+    CaseFourEyesError,
+    CaseNotFoundError,
     CasesFailedError,
     DerivedRowError,
     DuplicateRulesetError,
@@ -37,6 +40,7 @@ from audit.errors import (
     OneMessageExpectedError,
     PrincipalError,
     QueryError,
+    ReportError,
     RulesetRefusedError,
     StateError,
     SubmissionRefusedError,
@@ -96,6 +100,10 @@ _AUDIT: dict[type[AuditError], tuple[int, str]] = {
     AuditError: (500, "internal"),
     TraceNotFoundError: (404, "not_found"),
     QueryError: (422, "invalid_request"),
+    CaseNotFoundError: (404, "not_found"),
+    CaseConflictError: (409, "case_conflict"),
+    CaseFourEyesError: (403, "four_eyes"),
+    ReportError: (422, "report_invalid"),
     ExportError: (409, "export_unavailable"),
     DerivedRowError: (409, "derived_row_mismatch"),
     ModelRegistryError: (409, "model_registry"),

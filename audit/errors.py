@@ -24,6 +24,7 @@ from ledger.errors import DamageError, LedgerUnavailableError, VerificationError
 
 if TYPE_CHECKING:
     from audit.bundle.verify import BundleReport
+    from audit.cases.goaml.schema import SchemaFault
 
 __all__ = [
     "AccountRiskError",
@@ -59,6 +60,7 @@ __all__ = [
     "ProofMismatch",
     "QueryError",
     "ReplayMismatch",
+    "ReportError",
     "RulesetRefusedError",
     "StateDeltaError",
     "StateError",
@@ -216,6 +218,28 @@ class CaseConflictError(CaseError):
 
 class CaseFourEyesError(CaseError):
     """The second step of a four-eyes action by the officer who took the first (403)."""
+
+
+class ReportError(AuditError, ValueError):
+    """A report that cannot be drafted or does not validate. ``field`` names the culprit: an input
+    field (``reason``, ``transactions[0].amount_local``) or an element path (``report/rentity_id``);
+    ``why`` says what is wrong. From schema validation, ``faults`` holds the first differences
+    (up to 10) in document order, ``field``/``why`` being the first of them."""
+
+    def __init__(self, field: str, why: str, *, faults: tuple[SchemaFault, ...] = ()) -> None:
+        more = f" (and {len(faults) - 1} more)" if len(faults) > 1 else ""
+        super().__init__(f"{field}: {why}{more}")
+        self.field = field
+        self.why = why
+        self.faults = faults
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_report, (type(self), self.field, self.why, self.faults))
+
+
+def _rebuild_report(cls: type[ReportError], field: str, why: str,
+                   faults: tuple[SchemaFault, ...]) -> ReportError:
+    return cls(field, why, faults=faults)
 
 
 class ExportError(AuditError):

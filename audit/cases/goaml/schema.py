@@ -20,7 +20,7 @@ from xml.etree.ElementTree import Element, ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
-from audit.errors import AuditError
+from audit.errors import ReportError
 
 __all__ = ["MAX_REPORT_BYTES", "PROFILE", "SCHEMA_FILE", "ReportError", "SchemaFault", "validate_report"]
 
@@ -43,27 +43,6 @@ class SchemaFault:
 
     path: str
     why: str
-
-
-class ReportError(AuditError, ValueError):
-    """A report that cannot be drafted or does not validate. ``field`` names the culprit: an input
-    field (``reason``, ``transactions[0].amount_local``) or an element path (``report/rentity_id``);
-    ``why`` says what is wrong. From schema validation, ``faults`` holds the first differences
-    (up to 10) in document order, ``field``/``why`` being the first of them."""
-
-    def __init__(self, field: str, why: str, *, faults: tuple[SchemaFault, ...] = ()) -> None:
-        more = f" (and {len(faults) - 1} more)" if len(faults) > 1 else ""
-        super().__init__(f"{field}: {why}{more}")
-        self.field = field
-        self.why = why
-        self.faults = faults
-
-    def __reduce__(self) -> Any:
-        return (_rebuild, (type(self), self.field, self.why, self.faults))
-
-
-def _rebuild(cls: type[ReportError], field: str, why: str, faults: tuple[SchemaFault, ...]) -> ReportError:
-    return cls(field, why, faults=faults)
 
 
 def validate_report(xml: bytes) -> None:
