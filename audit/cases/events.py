@@ -5,7 +5,8 @@ A case event names its target, either one alert (the decision that opened it: tr
 leaf hash, as an annotation names its decision) or one case (its id, the seq of the alert that
 opened it), the action, who took it (the X.509 principal), and the action's arguments:
 ``rationale`` (the officer's words), ``assignee`` (a principal), ``disposition``, ``link`` (another
-case id) and ``report`` (the SHA-256 of a filed report). Every event is sealed, whether or not it
+case id), ``report`` (the SHA-256 of a filed report, whose bytes are the record's payload) and
+``amends`` (the SHA-256 of the report it replaces). Every event is sealed, whether or not it
 could still apply when it reached the log (another officer may have moved the alert first): the
 fold (``audit.cases.fold``) applies it or records why not, so attempts are evidence too.
 
@@ -30,8 +31,15 @@ EVENT_KIND = "case_event"
 EVENT_SCHEMA = "sealtrail.case-event/1"
 MAX_RATIONALE = 10_000
 _NEEDS_RATIONALE = frozenset({"escalate", "close", "reopen", "comment", "release", "reject", "refuse",
-                              "link"})
-_ARGS = ("rationale", "assignee", "disposition", "link", "report")
+                              "link", "file_report"})
+_ARGS = ("rationale", "assignee", "disposition", "link", "report", "amends")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _sha(value: object, name: str) -> str:
+    if not isinstance(value, str) or len(value) != 64 or set(value) - _HEX:
+        raise CaseError(name, "must be a SHA-256 in lower-case hex")
+    return value
 
 
 def _checked_text(value: object, name: str) -> str:
@@ -52,7 +60,7 @@ def _checked_principal(value: object, name: str) -> dict[str, Any]:
 def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, Any], *,
                rationale: str | None = None, assignee: Mapping[str, Any] | None = None,
                disposition: str | None = None, link: int | None = None,
-               report: str | None = None) -> dict[str, Any]:
+               report: str | None = None, amends: str | None = None) -> dict[str, Any]:
     """The checked ``sealtrail.case-event/1`` body; ``target`` is ``{"alert": {trace_id, seq,
     leaf_hash}}`` or ``{"case": case_id}``. Refuses, naming the field, an action the target does
     not take, a missing rationale, assignee or disposition, or an argument the action ignores."""
@@ -61,8 +69,7 @@ def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, A
     if action not in allowed:
         raise CaseError("action", f"{action!r} is not one of {', '.join(allowed)}"
                                   f" (on {'a case' if on_case else 'an alert'})")
-    args: dict[str, Any] = {"rationale": None, "assignee": None, "disposition": None, "link": None,
-                            "report": None}
+    args: dict[str, Any] = dict.fromkeys(_ARGS)
     if rationale is not None or action in _NEEDS_RATIONALE:
         args["rationale"] = _checked_text(rationale, "rationale")
     if action == "assign":
@@ -85,12 +92,11 @@ def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, A
         args["link"] = link
     elif link is not None:
         raise CaseError("link", f"{action} takes no link")
-    if report is not None:
-        if action != "close" or args["disposition"] != Disposition.REPORT_FILED:
-            raise CaseError("report", "a report's SHA-256 goes with a close as REPORT_FILED")
-        if not isinstance(report, str) or len(report) != 64 or set(report) - set("0123456789abcdef"):
-            raise CaseError("report", "must be a SHA-256 in lower-case hex")
-        args["report"] = report
+    if action == "file_report":
+        args["report"] = _sha(report, "report")
+        args["amends"] = None if amends is None else _sha(amends, "amends")
+    elif report is not None or amends is not None:
+        raise CaseError("report" if report is not None else "amends", f"{action} takes no report")
     return {"schema": EVENT_SCHEMA, "target": dict(target), "action": action,
             "principal": _checked_principal(principal, "principal"), **args}
 
@@ -112,7 +118,7 @@ def parse_event(body: object) -> dict[str, Any]:
         raise CaseError("target", "must be {alert: {trace_id, seq, leaf_hash}} or {case: id}")
     again = event_body(target, body["action"], body["principal"], rationale=body["rationale"],
                        assignee=body["assignee"], disposition=body["disposition"], link=body["link"],
-                       report=body["report"])
+                       report=body["report"], amends=body["amends"])
     if again != body:
         raise CaseError("record", "is not as sealtrail seals a case event")
     return body

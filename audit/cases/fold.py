@@ -24,6 +24,7 @@ from audit.cases.state import (
     ALERT_OUTCOMES,
     AlertState,
     CaseState,
+    Disposition,
     Payment,
     step,
 )
@@ -270,7 +271,7 @@ class CaseFold:
                 if c is None:
                     raise CaseError("target", f"no case {target['case']}")
                 case_id = c.case_id
-                self._case_event(seq, c, body, at)
+                self._case_event(seq, c, body, at, env.get("payload_sha256"))
         except CaseError as exc:
             why, self.last_error = str(exc), exc
         else:
@@ -279,6 +280,10 @@ class CaseFold:
 
     def _alert_event(self, seq: int, a: AlertState, body: Mapping[str, Any], at: str) -> None:
         action = body["action"]
+        if action == "close" and body["disposition"] == Disposition.REPORT_FILED:
+            c = self._case(a.case_id)
+            if c is None or c.last_report is None:
+                raise CaseConflictError("disposition", f"no report is filed on case {a.case_id}")
         st = step(a, action, body["principal"], body, at=at, policy=self.policy_for(a.policy_seq))
         self._put_alert(replace(st.alert, last_event_seq=seq, events=a.events + 1))
         if st.payment_outcome is not None:
@@ -290,8 +295,11 @@ class CaseFold:
             assert c is not None
             self._put_case(replace(c, last_event_seq=seq))
 
-    def _case_event(self, seq: int, c: CaseState, body: Mapping[str, Any], at: str) -> None:
+    def _case_event(self, seq: int, c: CaseState, body: Mapping[str, Any], at: str,
+                    payload_sha: str | None) -> None:
         action = body["action"]
+        if action == "close" and body["disposition"] == Disposition.REPORT_FILED and c.last_report is None:
+            raise CaseConflictError("disposition", f"no report is filed on case {c.case_id}")
         members = self._alerts_of(c.case_id)
         if action == "link":
             other = self._case(int(body["link"]))
@@ -303,6 +311,15 @@ class CaseFold:
             return
         if action == "comment":
             self._put_case(replace(c, last_event_seq=seq))
+            return
+        if action == "file_report":
+            if payload_sha != body["report"]:
+                raise CaseError("report", "the report's bytes are not the record's payload")
+            if body["amends"] != c.last_report:
+                raise CaseConflictError("amends", f"the report in force on case {c.case_id} is "
+                                                  f"{c.last_report}, not {body['amends']}: a report amends "
+                                                  "the one in force")
+            self._put_case(replace(c, reports=c.reports + 1, last_report=body["report"], last_event_seq=seq))
             return
         if action in ("approve", "refuse"):
             if c.pending is None:

@@ -11,6 +11,7 @@ applied). :func:`set_policy` seals a new deadline policy.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,9 +65,11 @@ def _alert_target(conn: Connection, alert: int | str) -> tuple[dict[str, Any], i
 def act(ledger: Ledger, principal: Principal | Mapping[str, Any], action: str, *,
         alert: int | str | None = None, case: int | None = None, rationale: str | None = None,
         assignee: Principal | Mapping[str, Any] | None = None, disposition: str | None = None,
-        link: int | None = None, report: str | None = None) -> ActionReceipt:
+        link: int | None = None, report: bytes | None = None, amends: str | None = None) -> ActionReceipt:
     """Take ``action`` on ``alert`` (its seq or its decision's trace id) or on ``case`` (its id)
-    for ``principal``; durable and folded into the view when this returns. Nothing is sealed if
+    for ``principal``; durable and folded into the view when this returns. ``file_report`` seals
+    ``report`` (the report's bytes) as the record's payload and its SHA-256 in the event;
+    ``amends`` names the report it replaces. Nothing is sealed if
     the target is unknown (``CaseNotFoundError``), an argument is refused (``CaseError``), or the
     action does not apply now (``CaseConflictError``, ``CaseFourEyesError``)."""
     if (alert is None) == (case is None):
@@ -83,16 +86,17 @@ def act(ledger: Ledger, principal: Principal | Mapping[str, Any], action: str, *
             target, case_id = {"case": case}, case
         body = event_body(target, action, who, rationale=rationale,
                           assignee=None if assignee is None else _principal(assignee),
-                          disposition=disposition, link=link, report=report)
+                          disposition=disposition, link=link, amends=amends,
+                          report=None if report is None else hashlib.sha256(report).hexdigest())
         tip = int(conn.execute(select(store.entries.c.seq).order_by(store.entries.c.seq.desc()).limit(1))
                   .scalar() or 0)
         trial = CaseFold(StoredView(conn))
         trial.last_seq = tip
         trial.apply([(tip + 1, EVENT_KIND, {"recorded_at": format_time(ledger.clock()), "trace_id": "",
-                                            "record": body})])
+                                            "record": body, "payload_sha256": body["report"]})])
         if trial.last_error is not None:
             raise trial.last_error
-    (r,) = ledger.append_many([Record.from_canonical_body(EVENT_KIND, canonical_bytes(body))])
+    (r,) = ledger.append_many([Record.from_canonical_body(EVENT_KIND, canonical_bytes(body), payload=report)])
     catch_up(ledger.engine, upto=r.seq)
     with ledger.engine.connect() as conn:
         got = conn.execute(select(case_events.c.applied, case_events.c.why)

@@ -61,7 +61,7 @@ class Payment(enum.StrEnum):
 # Actions on one alert; a case takes assign, comment, close, link, approve and refuse.
 ACTIONS = ("assign", "start_review", "escalate", "close", "reopen", "comment", "release", "reject",
            "approve", "refuse")
-CASE_ACTIONS = ("assign", "comment", "close", "link", "approve", "refuse")
+CASE_ACTIONS = ("assign", "comment", "close", "link", "approve", "refuse", "file_report")
 _PENDING_CLOSE = "close:" + Disposition.FALSE_POSITIVE
 
 
@@ -114,6 +114,8 @@ class CaseState:
     pending: str | None = None
     pending_by: str | None = None
     links: str = ""  # linked case ids, comma-separated, ascending
+    reports: int = 0  # reports filed (an amendment counts)
+    last_report: str | None = None  # SHA-256 of the report in force
     last_event_seq: int | None = None
     last_alert_seq: int = 0
 

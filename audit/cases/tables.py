@@ -68,6 +68,8 @@ cases = Table(
     Column("pending", String(32), nullable=True),
     Column("pending_by", Text, nullable=True),
     Column("links", Text, nullable=False),
+    Column("reports", Integer, nullable=False),
+    Column("last_report", String(64), nullable=True, comment="SHA-256 of the report in force"),
     Column("last_event_seq", BigInteger, nullable=True),
     Column("last_alert_seq", BigInteger, nullable=False),
     Index("ix_audit_cases_subject_case", "subject", "case_id"),

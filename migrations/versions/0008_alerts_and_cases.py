@@ -101,6 +101,8 @@ def upgrade() -> None:
         sa.Column("pending", sa.String(32), nullable=True),
         sa.Column("pending_by", sa.Text, nullable=True),
         sa.Column("links", sa.Text, nullable=False),
+        sa.Column("reports", sa.Integer, nullable=False),
+        sa.Column("last_report", sa.String(64), nullable=True, comment="SHA-256 of the report in force"),
         sa.Column("last_event_seq", sa.BigInteger, nullable=True),
         sa.Column("last_alert_seq", sa.BigInteger, nullable=False),
     )

@@ -173,8 +173,25 @@ def test_a_hold_is_released_by_one_officer_and_a_block_by_two(decided: Ledger) -
     other = next(a for a in rows(decided.engine, alerts) if a.outcome == "BLOCK" and a.seq != block.seq)
     rejected = act(decided, ALICE, "reject", alert=other.seq, rationale="sanctioned party confirmed")
     assert rows(decided.engine, payment_outcomes)[-1].seq == rejected.seq
-    act(decided, ALICE, "close", alert=other.seq, disposition="REPORT_FILED", rationale="STR filed",
-        report="ab" * 32)
+    with pytest.raises(CaseConflictError) as info:
+        act(decided, ALICE, "close", alert=other.seq, disposition="REPORT_FILED", rationale="STR filed")
+    assert info.value.field == "disposition"  # no report filed on the case yet
+    xml = b"<report>draft</report>"
+    filed = act(decided, ALICE, "file_report", case=other.case_id, report=xml, rationale="STR to the FIU")
+    with pytest.raises(CaseConflictError):  # a second report amends the one in force
+        act(decided, ALICE, "file_report", case=other.case_id, report=xml + b" ", rationale="again")
+    import hashlib
+    amended = act(decided, BOB, "file_report", case=other.case_id, report=xml + b" ", rationale="amended",
+                  amends=hashlib.sha256(xml).hexdigest())
+    (c,) = rows(decided.engine, cases, cases.c.case_id == other.case_id)
+    assert (c.reports, c.last_report, c.last_event_seq) == (
+        2, hashlib.sha256(xml + b" ").hexdigest(), amended.seq)
+    with decided.engine.connect() as conn:  # the report's bytes are the filing record's payload
+        p = store.payloads
+        sha = hashlib.sha256(xml).hexdigest()
+        assert conn.execute(select(p.c.data).where(p.c.sha256 == sha)).scalar() == xml
+    assert filed.seq < amended.seq
+    act(decided, ALICE, "close", alert=other.seq, disposition="REPORT_FILED", rationale="STR filed")
     (closed,) = rows(decided.engine, alerts, alerts.c.seq == other.seq)
     assert closed.next_review_due is not None and closed.next_review_due > closed.closed_at[:10]
     verify_index(decided.engine)

@@ -48,18 +48,22 @@ def test_alerts_cases_and_a_new_case_after_the_subjects_case_closed() -> None:
     assert (f.alerts[3].subject, f.alerts[3].account_alert) == (f"account:{B}", 2)
     assert f.alerts[5].subject == "decision:5"  # no originator account stated: a case of its own
     assert (f.alerts[4].case_id, f.cases[2].alerts, f.cases[2].open_alerts) == (2, 2, 2)
+    filed = event(7, {"case": 2}, "file_report", rationale="STR to the FIU", report="cd" * 32)
     f.apply([event(6, on(4), "reject", rationale="confirmed mule"),
-             event(7, {"case": 2}, "close", disposition="REPORT_FILED", rationale="filed", report="cd" * 32)])
-    assert (f.cases[2].open, f.cases[2].disposition, f.cases[2].closed_at) == (
-        False, "REPORT_FILED", "2026-12-07T09:00:00.000000Z")
+             event(7, {"case": 2}, "file_report", rationale="no payload", report="cd" * 32)])
+    assert not f.events[-1].applied and f.cases[2].reports == 0  # the report's bytes must be the payload
+    f.apply([(8, EVENT_KIND, {**filed[2], "payload_sha256": "cd" * 32}),
+             event(9, {"case": 2}, "close", disposition="REPORT_FILED", rationale="filed")])
+    assert (f.cases[2].open, f.cases[2].disposition, f.cases[2].closed_at, f.cases[2].last_report) == (
+        False, "REPORT_FILED", "2026-12-07T09:00:00.000000Z", "cd" * 32)
     assert f.alerts[2].next_review_due == "2027-03-07"  # 90 days after the filing
-    f.apply([decision(8, "BLOCK", day="2026-12-08")])
-    assert f.alerts[8].case_id == 8 and f.cases[8].subject == f"account:{A}"  # a new case
-    f.apply([event(9, on(2), "reopen", rationale="more activity")])
+    f.apply([decision(10, "BLOCK", day="2026-12-08")])
+    assert f.alerts[10].case_id == 10 and f.cases[10].subject == f"account:{A}"  # a new case
+    f.apply([event(11, on(2), "reopen", rationale="more activity")])
     assert f.cases[2].open and f.cases[2].disposition is None
-    f.apply([decision(10, "REVIEW", day="2026-12-09")])
-    assert f.alerts[10].case_id == 8  # the newest open case of the subject takes it
-    assert [(e.seq, e.applied) for e in f.events] == [(6, True), (7, True), (9, True)]
+    f.apply([decision(12, "REVIEW", day="2026-12-09")])
+    assert f.alerts[12].case_id == 10  # the newest open case of the subject takes it
+    assert [(e.seq, e.applied) for e in f.events] == [(6, True), (7, False), (8, True), (9, True), (11, True)]
 
 
 def test_a_policy_applies_to_alerts_opened_after_it() -> None:
