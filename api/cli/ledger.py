@@ -78,7 +78,8 @@ def ledger_verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Recompute every leaf, chain hash, node and root; check every checkpoint signature; check
-    every derived table (the trace index) row by row against the sealed records."""
+    every derived table (the trace index, the alert and case view) row by row against the sealed
+    records."""
     from api import ops
     from ledger import NoteVerifier
 
@@ -116,6 +117,11 @@ def ledger_verify(
                       if d.commits_without_delta else "")
             out.print(f"state deltas: {d.state_deltas} matching the commits they speak for{before}",
                       markup=False)
+            v = d.case_view
+            if v:
+                out.print(f"alert and case view: {v['alerts']} alerts, {v['cases']} cases, {v['events']} "
+                          f"case events and {v['outcomes']} payment outcomes match the sealed records up to "
+                          f"seq {v['watermark']}", markup=False)
         for w in report.warnings:
             err.print(f"warning: {w}", markup=False)
 
