@@ -359,3 +359,34 @@ def test_queue_views_page_by_keyset_and_refuse_bad_filters(decided: Ledger) -> N
          "recorded_at": r.recorded_at}]
     assert outcomes_since(decided.engine, 0, scorer_fp="00" * 32).items == []
     assert outcomes_since(decided.engine, r.seq, scorer_fp=None).items == []
+
+
+def test_a_forged_view_row_fails_verify_naming_table_and_seq(decided: Ledger) -> None:
+    catch_up(decided.engine)
+    hold = first(decided.engine, "HOLD")
+    r = act(decided, ALICE, "release", alert=hold.seq, rationale="verified")
+    tip = r.seq
+    outcome = (f"INSERT INTO audit_payment_outcomes VALUES ({tip + 7}, {hold.seq}, '{hold.trace_id}', "
+               f"'{hold.scorer_fp}', 'RELEASED', '{r.recorded_at}')")
+    event = (f"INSERT INTO audit_case_events VALUES ({tip + 8}, {hold.case_id}, {hold.seq}, 'close', "
+             f"'{'a1' * 32}', '{r.recorded_at}', 1, NULL)")
+    forged = [
+        ("audit_payment_outcomes", tip + 7, outcome),
+        ("audit_case_events", tip + 8, event),
+        ("audit_case_watermark", tip + 50, f"UPDATE audit_case_watermark SET seq = {tip + 50}"),
+    ]
+    for table, seq, sql in forged:
+        with decided.engine.begin() as conn:
+            conn.execute(text(sql))
+        with pytest.raises(DerivedRowError) as info:
+            verify_index(decided.engine)
+        assert (info.value.table, info.value.seq) == (table, seq), info.value.findings
+        if table != "audit_case_watermark":
+            sqlite = decided.engine.dialect.name == "sqlite"
+            with decided.engine.begin() as conn:  # undo it as only the schema's owner can
+                conn.execute(text(f"DROP TRIGGER IF EXISTS {table}_no_delete" if sqlite
+                                  else f"ALTER TABLE {table} DISABLE TRIGGER USER"))
+                conn.execute(text(f"DELETE FROM {table} WHERE seq = {seq}"))
+    with decided.engine.begin() as conn:
+        conn.execute(text(f"UPDATE audit_case_watermark SET seq = {tip}"))
+    verify_index(decided.engine)
