@@ -21,7 +21,7 @@ from typing import Any
 
 from audit.annotations import checked_text, principal_json
 from audit.cases.policy import POLICY_KIND, POLICY_SCHEMA, DeadlinePolicy
-from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition
+from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition, QaVerdict
 from audit.errors import AnnotationError, CaseError
 
 __all__ = ["EVENT_KIND", "EVENT_SCHEMA", "MAX_RATIONALE", "POLICY_KIND", "POLICY_SCHEMA", "event_body",
@@ -31,8 +31,8 @@ EVENT_KIND = "case_event"
 EVENT_SCHEMA = "sealtrail.case-event/1"
 MAX_RATIONALE = 10_000
 _NEEDS_RATIONALE = frozenset({"escalate", "close", "reopen", "comment", "release", "reject", "refuse",
-                              "link", "file_report"})
-_ARGS = ("rationale", "assignee", "disposition", "link", "report", "amends")
+                              "link", "file_report", "qa_review"})
+_ARGS = ("rationale", "assignee", "disposition", "link", "report", "amends", "verdict")
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -60,7 +60,8 @@ def _checked_principal(value: object, name: str) -> dict[str, Any]:
 def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, Any], *,
                rationale: str | None = None, assignee: Mapping[str, Any] | None = None,
                disposition: str | None = None, link: int | None = None,
-               report: str | None = None, amends: str | None = None) -> dict[str, Any]:
+               report: str | None = None, amends: str | None = None,
+               verdict: str | None = None) -> dict[str, Any]:
     """The checked ``sealtrail.case-event/1`` body; ``target`` is ``{"alert": {trace_id, seq,
     leaf_hash}}`` or ``{"case": case_id}``. Refuses, naming the field, an action the target does
     not take, a missing rationale, assignee or disposition, or an argument the action ignores."""
@@ -97,6 +98,14 @@ def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, A
         args["amends"] = None if amends is None else _sha(amends, "amends")
     elif report is not None or amends is not None:
         raise CaseError("report" if report is not None else "amends", f"{action} takes no report")
+    if action == "qa_review":
+        try:
+            args["verdict"] = QaVerdict(str(verdict)).value
+        except ValueError:
+            raise CaseError("verdict", f"{verdict!r} is not one of "
+                                       f"{', '.join(v.value for v in QaVerdict)}") from None
+    elif verdict is not None:
+        raise CaseError("verdict", f"{action} takes no verdict")
     return {"schema": EVENT_SCHEMA, "target": dict(target), "action": action,
             "principal": _checked_principal(principal, "principal"), **args}
 
@@ -118,7 +127,7 @@ def parse_event(body: object) -> dict[str, Any]:
         raise CaseError("target", "must be {alert: {trace_id, seq, leaf_hash}} or {case: id}")
     again = event_body(target, body["action"], body["principal"], rationale=body["rationale"],
                        assignee=body["assignee"], disposition=body["disposition"], link=body["link"],
-                       report=body["report"], amends=body["amends"])
+                       report=body["report"], amends=body["amends"], verdict=body["verdict"])
     if again != body:
         raise CaseError("record", "is not as sealtrail seals a case event")
     return body

@@ -17,10 +17,14 @@ alert's ``recorded_at`` by integer date arithmetic: a pure function of the seale
   ``beneficiary``'s, or the ``decision`` alone (one case per alert).
 - ``four_eyes_false_positive``: closing an alert or a case as a false positive needs a second
   officer.
+- ``qa_sample_permille``: this many closed alerts in a thousand go to quality assurance: a
+  reviewer other than the officer who closed it records a verdict. Which alerts is a pure
+  function of the alert's trace id, so every process and the examiner draw the same sample.
 """
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,7 +39,7 @@ POLICY_KIND = "alert_policy"
 POLICY_SCHEMA = "sealtrail.alert-policy/1"
 SUBJECTS = ("originator", "beneficiary", "decision")
 _INTS = {"review_business_days": (1, 60), "filing_calendar_days": (1, 365),
-         "continuing_review_days": (1, 730)}
+         "continuing_review_days": (1, 730), "qa_sample_permille": (0, 1000)}
 _FIELDS = ("version", *_INTS, "holidays", "subject", "four_eyes_false_positive")
 
 
@@ -54,12 +58,14 @@ class DeadlinePolicy:
     holidays: tuple[str, ...] = field(default=())  # ISO dates, sorted, not business days
     subject: str = "originator"
     four_eyes_false_positive: bool = False
+    qa_sample_permille: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "review_business_days": self.review_business_days,
                 "filing_calendar_days": self.filing_calendar_days,
                 "continuing_review_days": self.continuing_review_days, "holidays": list(self.holidays),
-                "subject": self.subject, "four_eyes_false_positive": self.four_eyes_false_positive}
+                "subject": self.subject, "four_eyes_false_positive": self.four_eyes_false_positive,
+                "qa_sample_permille": self.qa_sample_permille}
 
     @classmethod
     def from_json(cls, doc: object, *, where: str = "policy") -> DeadlinePolicy:
@@ -108,6 +114,11 @@ class DeadlinePolicy:
         except tomllib.TOMLDecodeError as exc:
             raise CaseError("policy", f"is not TOML: {exc}") from exc
         return cls.from_json(doc)
+
+    def qa_sampled(self, trace_id: str) -> bool:
+        """Whether the alert of decision ``trace_id`` goes to quality assurance when closed."""
+        h = hashlib.sha256(b"sealtrail.qa-sample/1\n" + trace_id.encode()).digest()
+        return int.from_bytes(h[:8], "big") % 1000 < self.qa_sample_permille
 
     def is_business_day(self, d: date) -> bool:
         return d.weekday() < 5 and d.isoformat() not in self.holidays

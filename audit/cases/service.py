@@ -65,7 +65,8 @@ def _alert_target(conn: Connection, alert: int | str) -> tuple[dict[str, Any], i
 def act(ledger: Ledger, principal: Principal | Mapping[str, Any], action: str, *,
         alert: int | str | None = None, case: int | None = None, rationale: str | None = None,
         assignee: Principal | Mapping[str, Any] | None = None, disposition: str | None = None,
-        link: int | None = None, report: bytes | None = None, amends: str | None = None) -> ActionReceipt:
+        link: int | None = None, report: bytes | None = None, amends: str | None = None,
+        verdict: str | None = None) -> ActionReceipt:
     """Take ``action`` on ``alert`` (its seq or its decision's trace id) or on ``case`` (its id)
     for ``principal``; durable and folded into the view when this returns. ``file_report`` seals
     ``report`` (the report's bytes) as the record's payload and its SHA-256 in the event;
@@ -86,7 +87,7 @@ def act(ledger: Ledger, principal: Principal | Mapping[str, Any], action: str, *
             target, case_id = {"case": case}, case
         body = event_body(target, action, who, rationale=rationale,
                           assignee=None if assignee is None else _principal(assignee),
-                          disposition=disposition, link=link, amends=amends,
+                          disposition=disposition, link=link, amends=amends, verdict=verdict,
                           report=None if report is None else hashlib.sha256(report).hexdigest())
         tip = int(conn.execute(select(store.entries.c.seq).order_by(store.entries.c.seq.desc()).limit(1))
                   .scalar() or 0)

@@ -29,7 +29,7 @@ from audit.governance.state import same_person
 from ledger.jcs import canonical_bytes
 
 __all__ = ["ACTIONS", "ALERT_OUTCOMES", "CASE_ACTIONS", "OPEN_STATES", "AlertState", "AlertStatus",
-           "CaseState", "Disposition", "Payment", "Step", "step"]
+           "CaseState", "Disposition", "Payment", "QaVerdict", "Step", "step"]
 
 ALERT_OUTCOMES = ("REVIEW", "HOLD", "BLOCK")  # decisions that open an alert (and any account alert)
 
@@ -52,6 +52,11 @@ class Disposition(enum.StrEnum):
     REPORT_FILED = "REPORT_FILED"
 
 
+class QaVerdict(enum.StrEnum):
+    AGREE = "AGREE"
+    DISAGREE = "DISAGREE"
+
+
 class Payment(enum.StrEnum):
     HELD = "HELD"
     RELEASED = "RELEASED"
@@ -60,7 +65,7 @@ class Payment(enum.StrEnum):
 
 # Actions on one alert; a case takes assign, comment, close, link, approve and refuse.
 ACTIONS = ("assign", "start_review", "escalate", "close", "reopen", "comment", "release", "reject",
-           "approve", "refuse")
+           "approve", "refuse", "qa_review")
 CASE_ACTIONS = ("assign", "comment", "close", "link", "approve", "refuse", "file_report")
 _PENDING_CLOSE = "close:" + Disposition.FALSE_POSITIVE
 
@@ -86,7 +91,9 @@ class AlertState:
     assignee_subject: str | None = None
     disposition: str | None = None
     closed_at: str | None = None
+    closed_by: str | None = None  # the principal whose sealed event closed it, canonical JSON
     next_review_due: str | None = None
+    qa: str | None = None  # "due" when sampled for quality assurance, then "agreed" / "disagreed"
     payment: str | None = None  # HELD for a HOLD or BLOCK until decided
     pending: str | None = None  # "release" or "close:FALSE_POSITIVE", awaiting a second officer
     pending_by: str | None = None  # the proposer's principal, canonical JSON
@@ -142,10 +149,12 @@ def _need(cond: bool, alert: AlertState, action: str, why: str) -> None:
                                           f"{', payment ' + alert.payment if alert.payment else ''}): {why}")
 
 
-def _close(a: AlertState, disposition: str, at: str, policy: DeadlinePolicy) -> AlertState:
+def _close(a: AlertState, disposition: str, at: str, policy: DeadlinePolicy,
+           closer: Mapping[str, Any]) -> AlertState:
     nxt = policy.continuing_review_due(at) if disposition == Disposition.REPORT_FILED else None
     return replace(a, state=AlertStatus.CLOSED, disposition=disposition, closed_at=at, next_review_due=nxt,
-                   pending=None, pending_by=None)
+                   pending=None, pending_by=None, closed_by=_proposer(closer),
+                   qa="due" if policy.qa_sampled(a.trace_id) else None)
 
 
 def _disposition(value: object) -> str:
@@ -195,11 +204,19 @@ def step(a: AlertState, action: str, actor: Mapping[str, Any], args: Mapping[str
         _need(a.payment != Payment.HELD, a, action, "the held payment is not released or rejected yet")
         if disposition == Disposition.FALSE_POSITIVE and policy.four_eyes_false_positive:
             return Step(replace(a, pending=_PENDING_CLOSE, pending_by=_proposer(actor)))
-        return Step(_close(a, disposition, at, policy))
+        return Step(_close(a, disposition, at, policy, actor))
     if action == "reopen":
         _need(not is_open, a, action, "it is open")
         return Step(replace(a, state=AlertStatus.REOPENED, disposition=None, closed_at=None,
-                            next_review_due=None))
+                            closed_by=None, next_review_due=None, qa=None))
+    if action == "qa_review":
+        _need(a.qa == "due", a, action, "it is not waiting for quality assurance")
+        closer = orjson.loads(a.closed_by) if a.closed_by else {}
+        if same_person(closer, actor):
+            raise CaseFourEyesError("principal", f"{_who(actor)[1]} closed alert {a.seq} and cannot review "
+                                                 "their own closure")
+        verdict = QaVerdict(str(args["verdict"]))
+        return Step(replace(a, qa="agreed" if verdict is QaVerdict.AGREE else "disagreed"))
     if action == "comment":
         return Step(a)
     if action == "release":
@@ -223,5 +240,5 @@ def step(a: AlertState, action: str, actor: Mapping[str, Any], args: Mapping[str
         cleared = replace(a, pending=None, pending_by=None)
         if a.pending == "release":
             return Step(replace(cleared, payment=Payment.RELEASED), Payment.RELEASED)
-        return Step(_close(cleared, Disposition.FALSE_POSITIVE, at, policy))
+        return Step(_close(cleared, Disposition.FALSE_POSITIVE, at, policy, actor))
     raise CaseError("action", f"{action!r} is not one of {', '.join(ACTIONS)}")

@@ -37,7 +37,9 @@ alerts = Table(
     Column("assignee_subject", Text, nullable=True),
     Column("disposition", String(24), nullable=True),
     Column("closed_at", String(27), nullable=True),
+    Column("closed_by", Text, nullable=True),
     Column("next_review_due", String(10), nullable=True),
+    Column("qa", String(12), nullable=True),
     Column("payment", String(8), nullable=True),
     Column("pending", String(32), nullable=True),
     Column("pending_by", Text, nullable=True),
@@ -49,6 +51,7 @@ alerts = Table(
     Index("ix_audit_alerts_outcome_open_seq", "outcome", "is_open", "seq"),
     Index("ix_audit_alerts_case_seq", "case_id", "seq"),
     Index("ix_audit_alerts_payment_seq", "payment", "seq"),
+    Index("ix_audit_alerts_qa_seq", "qa", "seq"),
 )
 
 cases = Table(

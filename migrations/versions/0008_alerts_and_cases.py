@@ -72,7 +72,9 @@ def upgrade() -> None:
         sa.Column("assignee_subject", sa.Text, nullable=True),
         sa.Column("disposition", sa.String(24), nullable=True),
         sa.Column("closed_at", sa.String(27), nullable=True),
+        sa.Column("closed_by", sa.Text, nullable=True),
         sa.Column("next_review_due", sa.String(10), nullable=True),
+        sa.Column("qa", sa.String(12), nullable=True),
         sa.Column("payment", sa.String(8), nullable=True),
         sa.Column("pending", sa.String(32), nullable=True),
         sa.Column("pending_by", sa.Text, nullable=True),
@@ -83,7 +85,7 @@ def upgrade() -> None:
                        ("assignee_open_seq", ["assignee_fp", "is_open", "seq"]),
                        ("open_due_seq", ["is_open", "review_due", "seq"]),
                        ("outcome_open_seq", ["outcome", "is_open", "seq"]), ("case_seq", ["case_id", "seq"]),
-                       ("payment_seq", ["payment", "seq"])):
+                       ("payment_seq", ["payment", "seq"]), ("qa_seq", ["qa", "seq"])):
         op.create_index(f"ix_audit_alerts_{name}", "audit_alerts", cols)
     op.create_table(
         "audit_cases",

@@ -136,11 +136,41 @@ def test_a_forged_event_body_is_refused_by_the_fold(change: dict[str, Any], fiel
     assert not f.events[0].applied and f.alerts[1].events == 0
 
 
+def test_quality_assurance_samples_closed_alerts_and_needs_another_reviewer() -> None:
+    policy = DeadlinePolicy(version="qa", qa_sample_permille=1000)
+    f = CaseFold()
+    f.apply([(1, POLICY_KIND, {"trace_id": "p", "recorded_at": "2026-12-04T09:00:00.000000Z",
+                               "record": policy_body(policy, ALICE.to_json(), "sample everything")}),
+             decision(2, "REVIEW"),
+             event(3, on(2), "qa_review", verdict="AGREE", rationale="too early"),
+             event(4, on(2), "close", disposition="NO_FURTHER_ACTION", rationale="explained"),
+             event(5, on(2), "qa_review", verdict="DISAGREE", rationale="my own"),
+             event(6, on(2), "qa_review", who=BOB, verdict="DISAGREE", rationale="funds unexplained")])
+    assert [(e.seq, e.applied) for e in f.events] == [(3, False), (4, True), (5, False), (6, True)]
+    assert "cannot review their own closure" in (f.events[2].why or "")
+    assert f.alerts[2].qa == "disagreed"
+    f.apply([event(7, on(2), "reopen", rationale="after QA")])
+    assert (f.alerts[2].qa, f.alerts[2].closed_by) == (None, None)
+    with pytest.raises(CaseError) as info:
+        event_body(on(2), "qa_review", ALICE.to_json(), rationale="x")
+    assert info.value.field == "verdict"
+    with pytest.raises(CaseError) as info:
+        event_body(on(2), "comment", ALICE.to_json(), rationale="x", verdict="AGREE")
+    assert info.value.field == "verdict"
+    # the sample is a function of the trace id alone: the same in every process, about the rate asked
+    tenth = DeadlinePolicy(version="qa", qa_sample_permille=100)
+    drawn = [tenth.qa_sampled(f"00000000-0000-7000-8000-{i:012d}") for i in range(5000)]
+    assert 400 < sum(drawn) < 600 and drawn == [tenth.qa_sampled(f"00000000-0000-7000-8000-{i:012d}")
+                                                 for i in range(5000)]
+    assert not any(DEFAULT_POLICY.qa_sampled(f"t{i}") for i in range(1000))
+
+
 def test_default_policy_and_bad_policies() -> None:
     assert DEFAULT_POLICY.to_json() == {"version": "sealtrail-default/1", "review_business_days": 5,
                                         "filing_calendar_days": 30, "continuing_review_days": 90,
                                         "holidays": [],
-                                        "subject": "originator", "four_eyes_false_positive": False}
+                                        "subject": "originator", "four_eyes_false_positive": False,
+                                        "qa_sample_permille": 0}
     assert DeadlinePolicy.from_toml('version = "b"\nholidays = [2026-12-25]\n').holidays == ("2026-12-25",)
     for doc, field in [({"version": ""}, "policy.version"), ({"version": "v", "review_business_days": 0},
                                                              "policy.review_business_days"),
