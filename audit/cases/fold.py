@@ -28,6 +28,7 @@ from audit.cases.state import (
     Payment,
     step,
 )
+from audit.decide.fixed_point import body_score
 from audit.decide.record import DECISION_KIND
 from audit.errors import CaseConflictError, CaseError
 
@@ -104,12 +105,18 @@ def alert_of(seq: int, env: Mapping[str, Any], policy_seq: int, policy: Deadline
     mask = sum(_ALERT_BITS.get(a, 0) for a in set(alerts)) if isinstance(alerts, list) else 0
     opened = str(env["recorded_at"])
     decision = str(b["decision"])
+    rules = b.get("rules") if isinstance(b.get("rules"), dict) else {}
+    model = b.get("model") if isinstance(b.get("model"), dict) else {}
+    score = body_score(b)
     return AlertState(
         seq=seq, trace_id=str(env["trace_id"]), opened_at=opened, outcome=decision, account_alert=mask,
         fired=",".join(dict.fromkeys(str(h["id"]) for h in b["fired"])),
         scorer_fp=str(b["principal"]["fingerprint_sha256"]), subject=subject_of(seq, b, policy),
         case_id=case_id, policy_seq=policy_seq, review_due=policy.review_due(opened),
         filing_due=policy.filing_due(opened),
+        ruleset=f"{rules['ruleset_id']}@{rules['version']}" if rules else "",
+        model_sha256=str(model.get("sha256") or ""),
+        score_ppm=None if score is None else round(score * 1_000_000),
         payment=Payment.HELD if decision in ("HOLD", "BLOCK") else None)
 
 

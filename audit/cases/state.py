@@ -86,6 +86,9 @@ class AlertState:
     policy_seq: int  # 0: the built-in default policy
     review_due: str
     filing_due: str
+    ruleset: str = ""  # "<ruleset_id>@<version>" of the rule module that decided
+    model_sha256: str = ""  # of the model that scored ("" if none)
+    score_ppm: int | None = None  # the score in millionths (None: not scored)
     state: str = AlertStatus.NEW
     assignee_fp: str | None = None
     assignee_subject: str | None = None

@@ -390,3 +390,38 @@ def test_a_forged_view_row_fails_verify_naming_table_and_seq(decided: Ledger) ->
     with decided.engine.begin() as conn:
         conn.execute(text(f"UPDATE audit_case_watermark SET seq = {tip}"))
     verify_index(decided.engine)
+
+
+def test_rule_and_model_performance_from_worked_alerts(decided: Ledger) -> None:
+    import csv
+    import io
+
+    from audit.cases.performance import model_performance, rule_performance, to_csv
+    catch_up(decided.engine)
+    quiet = [a for a in rows(decided.engine, alerts) if a.payment is None]
+    assert len(quiet) >= 2
+    act(decided, ALICE, "close", alert=quiet[0].seq, disposition="FALSE_POSITIVE", rationale="payroll")
+    act(decided, ALICE, "close", alert=quiet[1].seq, disposition="NO_FURTHER_ACTION", rationale="explained")
+    perf = rule_performance(decided.engine)
+    # an independent count from the sealed records
+    hits: dict[tuple[str, str], int] = {}
+    for d in decisions(decided.engine):
+        b = d["record"]
+        for rid in dict.fromkeys(h["id"] for h in b["fired"]):
+            key = (rid, f"{b['rules']['ruleset_id']}@{b['rules']['version']}")
+            hits[key] = hits.get(key, 0) + 1
+    assert {(p.key, p.group): p.hits for p in perf} == hits
+    now = {a.seq: a for a in rows(decided.engine, alerts)}
+    for p in perf:
+        mine = [a for a in now.values() if p.key in a.fired.split(",") and a.ruleset == p.group]
+        assert (p.alerts, p.open, p.closed) == (len(mine), sum(a.is_open for a in mine),
+                                                sum(not a.is_open for a in mine))
+        fp = sum(a.disposition == "FALSE_POSITIVE" for a in mine)
+        assert p.false_positive == fp
+        assert p.false_positive_rate == (fp / p.closed if p.closed else None)
+        assert (p.median_hours_to_close is None) == (p.closed == 0)
+    bands = model_performance(decided.engine)
+    assert sum(p.alerts for p in bands) == len(now) and sum(p.closed for p in bands) == 2
+    assert all(p.hits is None for p in bands)
+    table = list(csv.reader(io.StringIO(to_csv(perf))))
+    assert table[0][:4] == ["key", "group", "hits", "alerts"] and len(table) == len(perf) + 1
