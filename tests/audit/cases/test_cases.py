@@ -425,3 +425,32 @@ def test_rule_and_model_performance_from_worked_alerts(decided: Ledger) -> None:
     assert all(p.hits is None for p in bands)
     table = list(csv.reader(io.StringIO(to_csv(perf))))
     assert table[0][:4] == ["key", "group", "hits", "alerts"] and len(table) == len(perf) + 1
+
+
+def test_reads_of_cases_and_reports_are_sealed_and_listed(decided: Ledger, signer: NoteSigner) -> None:
+    from audit.cases.reads import list_reads, record_reads
+    from ledger.verify import verify_ledger
+    catch_up(decided.engine)
+    c1, c2 = [c.case_id for c in rows(decided.engine, cases)][:2]
+    s1 = record_reads(decided, ALICE, [{"case": c1, "what": "case"}])
+    s2 = record_reads(decided, BOB, [{"case": c1, "what": "report", "report": "ab" * 32},
+                                     {"case": c2, "what": "queue"}])
+    s3 = record_reads(decided, ALICE, [{"case": c2, "what": "case"}])
+    every = list_reads(decided.engine)
+    assert [r.seq for r in every.items] == [s3, s2, s1] and every.next_before is None
+    only = list_reads(decided.engine, case_id=c1, limit=1)
+    assert [(r.seq, r.principal["subject"], r.reads) for r in only.items] == [
+        (s2, BOB.subject, [{"case": c1, "what": "report", "report": "ab" * 32}])]
+    assert only.next_before == s2
+    older = list_reads(decided.engine, case_id=c1, before=only.next_before)
+    assert [r.seq for r in older.items] == [s1] and older.next_before is None
+    before = entries(decided.engine)
+    for reads, field in [([], "reads"), ([{"case": c1, "what": "peek"}], "reads[0].what"),
+                         ([{"case": "1", "what": "case"}], "reads[0].case"),
+                         ([{"case": c1, "what": "report"}], "reads[0].report")]:
+        with pytest.raises(CaseError) as info:
+            record_reads(decided, ALICE, reads)
+        assert info.value.field == field
+    assert entries(decided.engine) == before
+    verify_ledger(decided.engine, [signer.verifier])
+    verify_index(decided.engine)
