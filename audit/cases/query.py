@@ -1,5 +1,5 @@
-"""Reading the alert and case view: the officer's queue, a case with its history, and the
-held-payment outcomes feed for the payment system.
+"""Reading the alert and case view: the officer's queue, one alert, the list of cases, a case with
+its history, and the held-payment outcomes feed for the payment system.
 
 Every page is a keyset page (an opaque cursor names the last row, bound to the filter it was
 issued for), served by one range scan of an index of ``audit.cases.tables``; a page costs the
@@ -27,12 +27,15 @@ from audit.errors import CaseError, CaseNotFoundError
 from audit.query.index import trace_rules
 from ledger import store
 
-__all__ = ["MAX_LIMIT", "VIEWS", "AlertFilter", "AlertPage", "CaseDetail", "CaseEvent", "OutcomePage",
-           "alert_page", "case_detail", "outcomes_since"]
+__all__ = ["CASE_VIEWS", "MAX_LIMIT", "VIEWS", "AlertFilter", "AlertPage", "CaseDetail", "CaseEvent",
+           "CaseFilter", "CasePage", "OutcomePage", "alert_page", "case_detail", "case_page", "get_alert",
+           "outcomes_since"]
 
 VIEWS = ("open", "mine", "unassigned", "overdue", "closed", "all")
+CASE_VIEWS = ("open", "mine", "unassigned", "closed", "all")
 MAX_LIMIT = 500
 _CURSOR = re.compile(r"a1\.(\d{4}-\d{2}-\d{2}|-)\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
+_CASE_CURSOR = re.compile(r"c1\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
 _RULE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
@@ -144,6 +147,97 @@ def alert_page(engine: Engine, f: AlertFilter, *, today: date) -> AlertPage:
     more = len(got) > f.limit
     items = got[:f.limit]
     return AlertPage(items, f.cursor_after(items[-1]) if more else None)
+
+
+def get_alert(engine: Engine, seq: int) -> AlertState:
+    """The alert opened by the decision at ``seq``; ``CaseNotFoundError`` (field ``seq``) if none."""
+    if type(seq) is not int or seq < 0:
+        raise CaseError("seq", "must be the seq of the decision that opened the alert")
+    catch_up(engine)
+    with engine.connect() as conn:
+        row = conn.execute(select(alerts).where(alerts.c.seq == seq)).first()
+    if row is None:
+        raise CaseNotFoundError("seq", f"no alert at seq {seq}")
+    return alert_from_row(row)
+
+
+@dataclass(frozen=True)
+class CaseFilter:
+    """Which cases, newest (highest case id) first. ``view``: ``open`` (default: any alert of it
+    open), ``mine`` (open, the case assigned to ``me``), ``unassigned`` (open, the case assigned
+    to nobody), ``closed``, ``all``. A case's assignee is the one its last case-level ``assign``
+    named; assigning one of its alerts does not assign the case."""
+
+    view: str = "open"
+    me: str | None = None  # the officer's certificate fingerprint, for ``mine``
+    limit: int = 50
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.view not in CASE_VIEWS:
+            raise CaseError("view", f"{self.view!r} is not one of {', '.join(CASE_VIEWS)}")
+        if self.view == "mine" and not self.me:
+            raise CaseError("view", "mine needs the officer's certificate")
+        if type(self.limit) is not int or not 1 <= self.limit <= MAX_LIMIT:
+            raise CaseError("limit", f"must be 1 to {MAX_LIMIT}")
+        if self.cursor is not None:
+            self.position()
+
+    def _fingerprint(self) -> str:
+        d = {"view": self.view, "me": self.me}
+        return hashlib.sha256(orjson.dumps(d, option=orjson.OPT_SORT_KEYS)).hexdigest()[:8]
+
+    def position(self) -> int | None:
+        """The case id the cursor names (the last of the previous page); None for the first page."""
+        if self.cursor is None:
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(self.cursor + "=" * (-len(self.cursor) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise CaseError("cursor", "is not a cursor this service issued") from None
+        m = _CASE_CURSOR.fullmatch(raw)
+        if m is None:
+            raise CaseError("cursor", "is not a cursor this service issued")
+        if m.group(2) != self._fingerprint():
+            raise CaseError("cursor", "was issued for a different filter")
+        return int(m.group(1))
+
+    def cursor_after(self, c: CaseState) -> str:
+        token = f"c1.{c.case_id}.{self._fingerprint()}".encode()
+        return base64.urlsafe_b64encode(token).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class CasePage:
+    items: list[CaseState]
+    next_cursor: str | None
+
+
+def _case_query(f: CaseFilter) -> Select[Any]:
+    c = cases
+    conds: list[Any] = []
+    if f.view in ("open", "mine", "unassigned"):
+        conds.append(c.c.is_open == 1)
+    elif f.view == "closed":
+        conds.append(c.c.is_open == 0)
+    if f.view == "mine":
+        conds.append(c.c.assignee_fp == f.me)
+    elif f.view == "unassigned":
+        conds.append(c.c.assignee_fp.is_(None))
+    pos = f.position()
+    if pos is not None:
+        conds.append(c.c.case_id < pos)
+    return select(c).where(*conds).order_by(c.c.case_id.desc()).limit(f.limit + 1)
+
+
+def case_page(engine: Engine, f: CaseFilter) -> CasePage:
+    """One page of cases for ``f``, newest first (keyset on the case id)."""
+    catch_up(engine)
+    with engine.connect() as conn:
+        got = [case_from_row(r) for r in conn.execute(_case_query(f))]
+    more = len(got) > f.limit
+    items = got[:f.limit]
+    return CasePage(items, f.cursor_after(items[-1]) if more else None)
 
 
 @dataclass(frozen=True)
