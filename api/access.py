@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-__all__ = ["ACCESS", "PAYLOAD_ROLES", "may"]
+__all__ = ["ACCESS", "ALL_OUTCOMES_ROLES", "PAYLOAD_ROLES", "may"]
 
 ACCESS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
     "decisions.create": frozenset({"scorer"}),
@@ -29,12 +29,25 @@ ACCESS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
     "exports.create": frozenset({"officer", "regulator"}),
     "exports.list": frozenset({"officer", "regulator"}),
     "exports.get": frozenset({"officer", "regulator"}),
+    # Alerts and cases (tipping-off, FATF R.21): officers work them, regulators read them; scorers and
+    # admins see neither. A scorer reads the outcomes of its own held payments only.
+    "alerts.list": frozenset({"officer", "regulator"}),
+    "alerts.get": frozenset({"officer", "regulator"}),
+    "alerts.act": frozenset({"officer"}),
+    "cases.list": frozenset({"officer", "regulator"}),
+    "cases.get": frozenset({"officer", "regulator"}),
+    "cases.act": frozenset({"officer"}),
+    "outcomes.list": frozenset({"scorer", "officer", "regulator"}),
     "metrics": frozenset({"admin"}),
     "healthz": frozenset(),  # any verified certificate
 })
 
 # Who sees the raw payment message (names, accounts) in GET /v1/traces/{id}.
 PAYLOAD_ROLES = frozenset({"officer", "regulator"})
+
+# Who reads every held payment's outcome in GET /v1/outcomes; any other caller allowed there (a
+# scorer) reads only the outcomes of the decisions its own certificate asked for.
+ALL_OUTCOMES_ROLES = frozenset({"officer", "regulator"})
 
 
 def may(operation: str, roles: frozenset[str]) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ANNOTATION", "BATCH_JSON", "EXPORT", "MT103", "MT103_RJE", "PACS008", "RULESET_CASES",
-           "RULESET_TOML", "STEP", "TRANSACTION_JSON"]
+__all__ = ["ALERT_ACTION", "ALERT_BULK_ASSIGN", "ANNOTATION", "BATCH_JSON", "CASE_ACTION", "EXPORT", "MT103",
+           "MT103_RJE", "PACS008", "RULESET_CASES", "RULESET_TOML", "STEP", "TRANSACTION_JSON"]
 
 # A cross-border USD wire from a private person identified by national id (no account given).
 TRANSACTION_JSON: dict[str, Any] = {
@@ -194,4 +194,21 @@ ANNOTATION: dict[str, Any] = {
 EXPORT: dict[str, Any] = {
     "from": "2026-12-01T00:00:00Z", "to": "2026-12-08T00:00:00Z",
     "account": "US12345678901234", "decision": "HOLD",
+}
+
+# An officer closes an alert; the rationale is sealed with the event and kept as long as the ledger.
+ALERT_ACTION: dict[str, Any] = {
+    "action": "close", "disposition": "NO_FURTHER_ACTION",
+    "rationale": "Customer documented the source of funds (sale of property, deed on file AML-5120).",
+}
+
+ALERT_BULK_ASSIGN: dict[str, Any] = {
+    "alerts": [41873, 41880, 41902], "action": "assign",
+    "assignee": {"subject": "CN=Alice Martin,OU=Financial Crime,O=Example Bank",
+                 "fingerprint_sha256": "3b1f5e0c9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c"},
+}
+
+CASE_ACTION: dict[str, Any] = {
+    "action": "link", "link": 41210,
+    "rationale": "Same beneficiary network as case 41210 (three shared counterparties).",
 }
