@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     exports_dir: Path = Field(Path("./exports"), description="where POST /v1/exports writes bundles "
                               "(<bundle_id>.zip) and GET /v1/exports/{id} reads them; keep it: the "
                               "ledger records each export, not its file")
+    reporting_entity: Path | None = Field(
+        None, description="TOML file naming the bank as its FIU registered it (goAML reporting entity) and "
+                          "what drafting a report from a case needs beyond it: own BICs, the FIU's "
+                          "conduction and funds codes (docs/goaml.md; example: "
+                          "docs/reporting-entity.example.toml); unset: reports cannot be drafted")
 
     # -- serving (sealtrail serve, create_app) --
     host: str = Field("127.0.0.1", description="address to listen on")

@@ -30,6 +30,7 @@ from api.cli.keys import keys_app
 from api.cli.ledger import init, ledger_app
 from api.cli.model import features, model_app
 from api.cli.parse import parse
+from api.cli.reports import reports_app
 from api.cli.retention import retention_app
 from api.cli.rules import rules_app
 from api.cli.score import score
@@ -68,6 +69,7 @@ app.command("init")(init)
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
+app.add_typer(reports_app, name="reports")
 app.add_typer(rules_app, name="rules")
 app.command("parse")(parse)
 app.command("features")(features)
