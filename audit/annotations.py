@@ -16,6 +16,7 @@ the payment (that stays in the purgeable payload).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ MAX_REASON = 2_000
 _PRINCIPAL_KEYS = {"subject": str, "sans": list, "issuer": str, "fingerprint_sha256": str, "serial": str}
 # Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they make a
 # note display in another order than it is sealed in (the "Trojan Source" reordering).
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
@@ -65,14 +67,27 @@ class AnnotationReceipt:
     target_seq: int
 
 
-def principal_json(principal: Principal | Mapping[str, Any]) -> dict[str, Any]:
-    """A principal as sealed records state it, checked (officer records: annotations, case events)."""
+def principal_json(principal: Principal | Mapping[str, Any], *, spki: bool = False) -> dict[str, Any]:
+    """A principal as sealed records state it, checked (officer records: annotations, case events):
+    the fingerprint is a SHA-256 in lower-case hex, or empty for the local CLI principal. With
+    ``spki``, the SHA-256 of the certificate's public key (``spki_sha256``) is kept where known,
+    as governance records keep it, so four-eyes knows one key under two certificates."""
     if isinstance(principal, Principal):
-        return principal.to_json()
-    if not isinstance(principal, Mapping) or set(principal) != set(_PRINCIPAL_KEYS) or not all(
+        out = principal.to_json()
+        if spki and principal.spki_sha256:
+            out["spki_sha256"] = principal.spki_sha256
+        return out
+    keyed = spki and isinstance(principal, Mapping) and "spki_sha256" in principal
+    extra = {"spki_sha256"} if keyed else set()
+    if not isinstance(principal, Mapping) or set(principal) != set(_PRINCIPAL_KEYS) | extra or not all(
             isinstance(principal[k], t) for k, t in _PRINCIPAL_KEYS.items()):
         raise AnnotationError("principal", "must be a Principal or its to_json() "
                                            f"({', '.join(_PRINCIPAL_KEYS)})")
+    for key in ("fingerprint_sha256", *extra):
+        value = principal[key]
+        if not (value == "" and key == "fingerprint_sha256") and not (
+                isinstance(value, str) and _SHA256.fullmatch(value)):
+            raise AnnotationError("principal", f"{key} must be a SHA-256 in lower-case hex")
     return dict(principal)
 
 

@@ -93,13 +93,22 @@ def _sealed_who(principal: str | None) -> dict[str, str] | None:
     return {"subject": str(p.get("subject", "")), "fingerprint_sha256": str(p.get("fingerprint_sha256", ""))}
 
 
+def _sealed_whos(principals: str | None) -> list[dict[str, str]] | None:
+    """Who closed an alert (the view keeps a canonical JSON list: the closer, or the proposer and
+    the approver of a four-eyes close), each as subject and fingerprint."""
+    if principals is None:
+        return None
+    return [{"subject": str(p.get("subject", "")), "fingerprint_sha256": str(p.get("fingerprint_sha256", ""))}
+            for p in orjson.loads(principals)]
+
+
 def alert_json(a: AlertState, today: date) -> dict[str, Any]:
     """An alert as the API answers it; ``overdue``: open, and its review was due before ``today``."""
     return {"seq": a.seq, "trace_id": a.trace_id, "opened_at": a.opened_at, "outcome": a.outcome,
             "account_alerts": [side for side, bit in _SIDES if a.account_alert & bit],
             "fired": [r for r in a.fired.split(",") if r], "subject": a.subject, "case_id": a.case_id,
             "state": a.state, "assignee": _who(a.assignee_fp, a.assignee_subject),
-            "disposition": a.disposition, "closed_at": a.closed_at, "closed_by": _sealed_who(a.closed_by),
+            "disposition": a.disposition, "closed_at": a.closed_at, "closed_by": _sealed_whos(a.closed_by),
             "qa": a.qa, "review_due": a.review_due, "filing_due": a.filing_due,
             "next_review_due": a.next_review_due, "overdue": a.open and a.review_due < today.isoformat(),
             "payment": a.payment, "pending": a.pending, "pending_by": _sealed_who(a.pending_by),

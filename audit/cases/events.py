@@ -21,7 +21,7 @@ from typing import Any
 
 from audit.annotations import checked_text, principal_json
 from audit.cases.policy import POLICY_KIND, POLICY_SCHEMA, DeadlinePolicy
-from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition, QaVerdict
+from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition, QaVerdict, is_seq
 from audit.errors import AnnotationError, CaseError
 
 __all__ = ["EVENT_KIND", "EVENT_SCHEMA", "MAX_RATIONALE", "POLICY_KIND", "POLICY_SCHEMA", "event_body",
@@ -51,10 +51,10 @@ def _checked_text(value: object, name: str) -> str:
 
 def _checked_principal(value: object, name: str) -> dict[str, Any]:
     try:
-        return principal_json(value)  # type: ignore[arg-type]
+        return principal_json(value, spki=True)  # type: ignore[arg-type]
     except AnnotationError:
-        raise CaseError(name, "must be a principal (subject, sans, issuer, fingerprint_sha256, "
-                              "serial)") from None
+        raise CaseError(name, "must be a principal (subject, sans, issuer, fingerprint_sha256 as "
+                              "lower-case hex, serial; spki_sha256 where known)") from None
 
 
 def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, Any], *,
@@ -88,7 +88,7 @@ def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, A
     elif disposition is not None:
         raise CaseError("disposition", f"{action} takes no disposition")
     if action == "link":
-        if type(link) is not int or link < 0:
+        if not is_seq(link):
             raise CaseError("link", "link needs the id of the case to link")
         args["link"] = link
     elif link is not None:
@@ -121,8 +121,10 @@ def parse_event(body: object) -> dict[str, Any]:
     target = body["target"]
     ok_alert = (isinstance(target, dict) and set(target) == {"alert"} and isinstance(target["alert"], dict)
                 and set(target["alert"]) == {"trace_id", "seq", "leaf_hash"}
-                and type(target["alert"]["seq"]) is int)
-    ok_case = isinstance(target, dict) and set(target) == {"case"} and type(target["case"]) is int
+                and is_seq(target["alert"]["seq"]) and isinstance(target["alert"]["trace_id"], str)
+                and isinstance(target["alert"]["leaf_hash"], str) and len(target["alert"]["leaf_hash"]) == 64
+                and not set(target["alert"]["leaf_hash"]) - _HEX)
+    ok_case = isinstance(target, dict) and set(target) == {"case"} and is_seq(target["case"])
     if not (ok_alert or ok_case):
         raise CaseError("target", "must be {alert: {trace_id, seq, leaf_hash}} or {case: id}")
     again = event_body(target, body["action"], body["principal"], rationale=body["rationale"],
@@ -134,7 +136,9 @@ def parse_event(body: object) -> dict[str, Any]:
 
 
 def policy_body(policy: DeadlinePolicy, principal: Mapping[str, Any], rationale: str) -> dict[str, Any]:
-    """The ``sealtrail.alert-policy/1`` body that puts ``policy`` in force."""
+    """The ``sealtrail.alert-policy/1`` body that puts ``policy`` in force; a policy the fold could
+    not read back is refused here, before anything is sealed."""
+    DeadlinePolicy.from_json(policy.to_json())
     return {"schema": POLICY_SCHEMA, "policy": policy.to_json(),
             "principal": _checked_principal(principal, "principal"),
             "rationale": _checked_text(rationale, "rationale")}

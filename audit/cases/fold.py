@@ -14,6 +14,7 @@ officer is the proposer) changes nothing: it is listed with ``applied = False`` 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -35,6 +36,9 @@ from audit.errors import CaseConflictError, CaseError
 __all__ = ["CaseFold", "EventRow", "Loader", "OutcomeRow", "alert_of", "opens_alert", "subject_of"]
 
 _ALERT_BITS = {"originator": 1, "beneficiary": 2}
+_ACCOUNT = re.compile(r"[0-9a-f]{16,64}")  # a keyed account (audit.decide.account_risk): hex
+_FP = re.compile(r"[0-9a-f]{64}|")
+_OUTCOMES = ("ALLOW", *ALERT_OUTCOMES)
 
 
 class Loader(Protocol):
@@ -91,31 +95,46 @@ def subject_of(seq: int, body: Mapping[str, Any], policy: DeadlinePolicy) -> str
         side = "originator" if "originator" in alerts else "beneficiary"
     if side != "decision" and isinstance(risk, dict) and isinstance(risk.get(side), dict):
         account = risk[side].get("account")
-        if isinstance(account, str) and account:
+        if isinstance(account, str) and _ACCOUNT.fullmatch(account):
             return f"account:{account}"
     return f"decision:{seq}"
 
 
 def alert_of(seq: int, env: Mapping[str, Any], policy_seq: int, policy: DeadlinePolicy,
              case_id: int) -> AlertState:
-    """The new alert a sealed decision envelope at ``seq`` opens under ``policy``."""
+    """The new alert a sealed decision envelope at ``seq`` opens under ``policy``. ``ValueError``
+    (or ``KeyError``, ``TypeError``) for a body sealtrail does not seal: the fold opens no alert
+    for it, and the trace index's check names the record."""
     b = env["record"]
     risk = b.get("account_risk")
     alerts = risk.get("alerts") if isinstance(risk, dict) else None
-    mask = sum(_ALERT_BITS.get(a, 0) for a in set(alerts)) if isinstance(alerts, list) else 0
+    if alerts is not None and not (isinstance(alerts, list) and all(isinstance(x, str) for x in alerts)):
+        raise ValueError("account_risk.alerts is not a list of sides")
+    mask = sum(_ALERT_BITS.get(a, 0) for a in set(alerts or ()))
     opened = str(env["recorded_at"])
-    decision = str(b["decision"])
+    decision = b["decision"]
+    if decision not in _OUTCOMES:
+        raise ValueError(f"decision {decision!r}")
     rules = b.get("rules") if isinstance(b.get("rules"), dict) else {}
     model = b.get("model") if isinstance(b.get("model"), dict) else {}
     score = body_score(b)
+    if score is not None and not 0.0 <= score <= 1.0:
+        raise ValueError(f"score {score!r} outside [0, 1]")
+    fired = [h["id"] for h in b["fired"]]
+    if not all(isinstance(i, str) for i in fired):
+        raise ValueError("fired rule ids are not text")
+    scorer = b["principal"]["fingerprint_sha256"]
+    if not isinstance(scorer, str) or not _FP.fullmatch(scorer):
+        raise ValueError("principal.fingerprint_sha256 is not a SHA-256")
+    leaf = env.get("leaf_hash")
     return AlertState(
         seq=seq, trace_id=str(env["trace_id"]), opened_at=opened, outcome=decision, account_alert=mask,
-        fired=",".join(dict.fromkeys(str(h["id"]) for h in b["fired"])),
-        scorer_fp=str(b["principal"]["fingerprint_sha256"]), subject=subject_of(seq, b, policy),
+        fired=",".join(dict.fromkeys(fired)), leaf_hash=leaf if isinstance(leaf, str) else "",
+        scorer_fp=scorer, subject=subject_of(seq, b, policy),
         case_id=case_id, policy_seq=policy_seq, review_due=policy.review_due(opened),
         filing_due=policy.filing_due(opened),
         ruleset=f"{rules['ruleset_id']}@{rules['version']}" if rules else "",
-        model_sha256=str(model.get("sha256") or ""),
+        model_sha256=str(model.get("sha256") or "")[:64],
         score_ppm=None if score is None else round(score * 1_000_000),
         payment=Payment.HELD if decision in ("HOLD", "BLOCK") else None)
 
@@ -138,6 +157,8 @@ class CaseFold:
         self.events: list[EventRow] = []
         self.outcomes: list[OutcomeRow] = []
         self.last_error: CaseError | None = None  # why the last event did not apply
+        self.refused_policies: list[int] = []  # alert_policy records not as sealtrail seals them
+        self.skipped_decisions: list[int] = []  # decision records the view cannot hold
         self.last_seq = 0
 
     # -- lookups: this run's rows first, then the loader's ------------------------------------
@@ -214,8 +235,11 @@ class CaseFold:
             closed_at = max((a.closed_at or "" for a in self._alerts_of(case_id)), default=None)
         elif open_now:
             closed_at = None
+        moved = bool(open_now) != c.open  # closed or reopened: a proposal on it no longer stands
         self._put_case(replace(c, open_alerts=open_now, closed_at=closed_at, last_event_seq=seq,
-                               disposition=c.disposition if not open_now else None))
+                               disposition=c.disposition if not open_now else None,
+                               pending=None if moved else c.pending,
+                               pending_by=None if moved else c.pending_by))
 
     # -- the fold -----------------------------------------------------------------------------
     def apply(self, records: Iterable[tuple[int, str, Mapping[str, Any]]]) -> None:
@@ -228,16 +252,25 @@ class CaseFold:
                 if opens_alert(env["record"]):
                     self._open_alert(seq, env)
             elif kind == POLICY_KIND:
-                self._policy = (seq, parse_policy(env["record"]))
+                try:
+                    self._policy = (seq, parse_policy(env["record"]))
+                except CaseError:  # not as sealtrail seals a policy: the one in force stays in force
+                    self.refused_policies.append(seq)
+                    continue
                 self._policies[seq] = self._policy
             elif kind == EVENT_KIND:
                 self._event(seq, env)
 
     def _open_alert(self, seq: int, env: Mapping[str, Any]) -> None:
         policy_seq, policy = self._current_policy(seq)
-        subject = subject_of(seq, env["record"], policy)
+        try:
+            subject = subject_of(seq, env["record"], policy)
+            probe = alert_of(seq, env, policy_seq, policy, seq)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self.skipped_decisions.append(seq)
+            return
         case_id = self._open_case(subject)
-        a = alert_of(seq, env, policy_seq, policy, case_id if case_id is not None else seq)
+        a = replace(probe, case_id=case_id if case_id is not None else seq)
         self._put_alert(a)
         self.new_alerts.add(seq)
         if case_id is None:
@@ -251,8 +284,9 @@ class CaseFold:
         assert joined is not None
         self._alerts_of(case_id)
         self._case_alerts[case_id].append(seq)
+        # a proposal on the case was about the alerts it held then: a new one voids it
         self._put_case(replace(joined, alerts=joined.alerts + 1, open_alerts=joined.open_alerts + 1,
-                               last_alert_seq=seq))
+                               last_alert_seq=seq, pending=None, pending_by=None))
 
     def _event(self, seq: int, env: Mapping[str, Any]) -> None:
         at = str(env["recorded_at"])
@@ -269,8 +303,10 @@ class CaseFold:
         try:
             if "alert" in target:
                 a = self._alert(int(target["alert"]["seq"]))
-                if a is None or a.trace_id != target["alert"]["trace_id"]:
-                    raise CaseError("target", f"no alert at seq {target['alert']['seq']}")
+                if a is None or a.trace_id != target["alert"]["trace_id"] or (
+                        a.leaf_hash != target["alert"]["leaf_hash"]):
+                    raise CaseError("target", f"no alert at seq {target['alert']['seq']} with that trace id "
+                                              "and leaf hash")
                 case_id, alert_seq = a.case_id, a.seq
                 self._alert_event(seq, a, body, at)
             else:
@@ -289,8 +325,9 @@ class CaseFold:
         action = body["action"]
         if action == "close" and body["disposition"] == Disposition.REPORT_FILED:
             c = self._case(a.case_id)
-            if c is None or c.last_report is None:
-                raise CaseConflictError("disposition", f"no report is filed on case {a.case_id}")
+            if c is None or c.last_report_seq is None or c.last_report_seq < a.seq:
+                raise CaseConflictError("disposition", f"no report on case {a.case_id} was filed after alert "
+                                                       f"{a.seq} opened")
         st = step(a, action, body["principal"], body, at=at, policy=self.policy_for(a.policy_seq))
         self._put_alert(replace(st.alert, last_event_seq=seq, events=a.events + 1))
         if st.payment_outcome is not None:
@@ -305,8 +342,12 @@ class CaseFold:
     def _case_event(self, seq: int, c: CaseState, body: Mapping[str, Any], at: str,
                     payload_sha: str | None) -> None:
         action = body["action"]
-        if action == "close" and body["disposition"] == Disposition.REPORT_FILED and c.last_report is None:
-            raise CaseConflictError("disposition", f"no report is filed on case {c.case_id}")
+        if action == "close" and body["disposition"] == Disposition.REPORT_FILED:
+            late = [a.seq for a in self._alerts_of(c.case_id) if a.open and (
+                c.last_report_seq is None or c.last_report_seq < a.seq)]
+            if late:
+                raise CaseConflictError("disposition", f"no report on case {c.case_id} was filed after alert "
+                                                       f"{late[0]} opened")
         members = self._alerts_of(c.case_id)
         if action == "link":
             other = self._case(int(body["link"]))
@@ -326,7 +367,8 @@ class CaseFold:
                 raise CaseConflictError("amends", f"the report in force on case {c.case_id} is "
                                                   f"{c.last_report}, not {body['amends']}: a report amends "
                                                   "the one in force")
-            self._put_case(replace(c, reports=c.reports + 1, last_report=body["report"], last_event_seq=seq))
+            self._put_case(replace(c, reports=c.reports + 1, last_report=body["report"], last_report_seq=seq,
+                                   last_event_seq=seq))
             return
         if action in ("approve", "refuse"):
             if c.pending is None:

@@ -98,7 +98,7 @@ def rule_performance(engine: Engine) -> list[Performance]:
 def _band(ppm: int | None) -> str:
     if ppm is None:
         return "not scored"
-    return next(name for name, lo, hi in BANDS if lo <= ppm < hi)
+    return next((name for name, lo, hi in BANDS if lo <= ppm < hi), "out of range")
 
 
 def model_performance(engine: Engine) -> list[Performance]:

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, Select, and_, select
 
-from audit.cases.state import ALERT_OUTCOMES, AlertState, CaseState
+from audit.cases.state import ALERT_OUTCOMES, AlertState, CaseState, is_seq
 from audit.cases.store import alert_from_row, case_from_row, catch_up
 from audit.cases.tables import alerts, case_events, cases, payment_outcomes
 from audit.errors import CaseError, CaseNotFoundError
@@ -62,7 +62,7 @@ class AlertFilter:
             raise CaseError("outcome", f"{self.outcome!r} is not one of ALLOW, {', '.join(ALERT_OUTCOMES)}")
         if self.rule is not None and not _RULE.fullmatch(self.rule):
             raise CaseError("rule", "is not a rule id")
-        if self.case_id is not None and (type(self.case_id) is not int or self.case_id < 0):
+        if self.case_id is not None and not is_seq(self.case_id):
             raise CaseError("case_id", "must be a case id")
         if self.view == "mine" and not self.me:
             raise CaseError("view", "mine needs the officer's certificate")
@@ -87,7 +87,7 @@ class AlertFilter:
         except (ValueError, UnicodeDecodeError):
             raise CaseError("cursor", "is not a cursor this service issued") from None
         m = _CURSOR.fullmatch(raw)
-        if m is None:
+        if m is None or not is_seq(int(m.group(2))):
             raise CaseError("cursor", "is not a cursor this service issued")
         if m.group(3) != self._fingerprint():
             raise CaseError("cursor", "was issued for a different filter")
@@ -151,7 +151,7 @@ def alert_page(engine: Engine, f: AlertFilter, *, today: date) -> AlertPage:
 
 def get_alert(engine: Engine, seq: int) -> AlertState:
     """The alert opened by the decision at ``seq``; ``CaseNotFoundError`` (field ``seq``) if none."""
-    if type(seq) is not int or seq < 0:
+    if not is_seq(seq):
         raise CaseError("seq", "must be the seq of the decision that opened the alert")
     catch_up(engine)
     with engine.connect() as conn:
@@ -196,7 +196,7 @@ class CaseFilter:
         except (ValueError, UnicodeDecodeError):
             raise CaseError("cursor", "is not a cursor this service issued") from None
         m = _CASE_CURSOR.fullmatch(raw)
-        if m is None:
+        if m is None or not is_seq(int(m.group(1))):
             raise CaseError("cursor", "is not a cursor this service issued")
         if m.group(2) != self._fingerprint():
             raise CaseError("cursor", "was issued for a different filter")
@@ -267,7 +267,7 @@ class CaseDetail:
 
 def case_detail(engine: Engine, case_id: int) -> CaseDetail:
     """A case, its alerts (oldest first) and every sealed event about it, in seq order."""
-    if type(case_id) is not int or case_id < 0:
+    if not is_seq(case_id):
         raise CaseError("case_id", "must be a case id")
     catch_up(engine)
     e = store.entries
@@ -300,7 +300,7 @@ class OutcomePage:
 def outcomes_since(engine: Engine, after: int, *, scorer_fp: str | None, limit: int = 100) -> OutcomePage:
     """Payment outcomes sealed after seq ``after``, oldest first; with ``scorer_fp``, only those
     of decisions that principal asked for (a payment system sees its own payments only)."""
-    if type(after) is not int or after < 0:
+    if not is_seq(after):
         raise CaseError("after", "must be a seq (0 for the beginning)")
     if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
         raise CaseError("limit", f"must be 1 to {MAX_LIMIT}")

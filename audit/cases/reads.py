@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy import Engine, select
 
 from audit.annotations import principal_json
+from audit.cases.state import is_seq
 from audit.decide.principal import Principal
 from audit.errors import CaseError
 from ledger import Record, store
@@ -56,7 +57,7 @@ def _reads(reads: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         what, case = r.get("what"), r.get("case")
         if what not in WHAT:
             raise CaseError(f"reads[{i}].what", f"{what!r} is not one of {', '.join(WHAT)}")
-        if type(case) is not int or case < 0:
+        if not is_seq(case):
             raise CaseError(f"reads[{i}].case", "must be a case id")
         item: dict[str, Any] = {"case": case, "what": what}
         if what == "report":
@@ -83,8 +84,10 @@ def list_reads(engine: Engine, *, case_id: int | None = None, before: int | None
     Known limit: a case filter reads every ``case_read`` record in the range (no index by case)."""
     if type(limit) is not int or not 1 <= limit <= MAX_READS:
         raise CaseError("limit", f"must be 1 to {MAX_READS}")
-    if before is not None and (type(before) is not int or before < 0):
+    if before is not None and not is_seq(before):
         raise CaseError("before", "must be a seq")
+    if case_id is not None and not is_seq(case_id):
+        raise CaseError("case_id", "must be a case id")
     e = store.entries
     q = select(e.c.seq, e.c.recorded_at, e.c.record).where(e.c.kind == READ_KIND)
     if before is not None:
@@ -94,9 +97,11 @@ def list_reads(engine: Engine, *, case_id: int | None = None, before: int | None
     with engine.connect() as conn:
         for seq, at, rec in conn.execute(q.order_by(e.c.seq.desc())).yield_per(1000):
             body = orjson.loads(rec)["record"]
-            reads = body.get("reads", [])
+            reads = body.get("reads") if isinstance(body, dict) else None
+            if not isinstance(reads, list) or not all(isinstance(r, dict) for r in reads):
+                continue  # not as sealtrail seals a read: nothing to list (ledger verify keeps the bytes)
             if case_id is not None:
-                reads = [r for r in reads if r.get("case") == case_id]
+                reads = [r for r in reads if is_seq(r.get("case")) and r.get("case") == case_id]
                 if not reads:
                     continue
             if len(items) == limit:

@@ -18,13 +18,15 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from audit.annotations import principal_json
 from audit.cases.events import EVENT_KIND, event_body, policy_body
 from audit.cases.fold import CaseFold
 from audit.cases.policy import POLICY_KIND, DeadlinePolicy
+from audit.cases.state import is_seq
 from audit.cases.store import StoredView, catch_up
 from audit.cases.tables import alerts, case_events, cases
 from audit.decide.principal import Principal
-from audit.errors import CaseConflictError, CaseError, CaseNotFoundError
+from audit.errors import AnnotationError, CaseConflictError, CaseError, CaseNotFoundError
 from ledger import Record, store
 from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
@@ -47,12 +49,18 @@ class ActionReceipt:
 
 
 def _principal(p: Principal | Mapping[str, Any]) -> dict[str, Any]:
-    return p.to_json() if isinstance(p, Principal) else dict(p)
+    """As case events seal a principal: with its key's SHA-256 where known (four-eyes)."""
+    try:
+        return principal_json(p, spki=True)
+    except AnnotationError as exc:
+        raise CaseError("principal", exc.message) from None
 
 
 def _alert_target(conn: Connection, alert: int | str) -> tuple[dict[str, Any], int]:
-    col = alerts.c.seq if isinstance(alert, int) else alerts.c.trace_id
-    key = alert if isinstance(alert, int) else str(alert).lower()
+    if not is_seq(alert) and not isinstance(alert, str):
+        raise CaseError("alert", "must be an alert's seq or its decision's trace id")
+    col = alerts.c.seq if type(alert) is int else alerts.c.trace_id
+    key = alert if type(alert) is int else str(alert).lower()
     row = conn.execute(select(alerts.c.seq, alerts.c.trace_id, alerts.c.case_id).where(col == key)).first()
     if row is None:
         raise CaseNotFoundError("alert", f"no alert {alert}")
@@ -81,9 +89,11 @@ def act(ledger: Ledger, principal: Principal | Mapping[str, Any], action: str, *
         if alert is not None:
             target, case_id = _alert_target(conn, alert)
         else:
-            if type(case) is not int or conn.execute(select(cases.c.case_id).where(cases.c.case_id == case)
-                                                     ).first() is None:
+            if not is_seq(case):
+                raise CaseError("case", "must be a case id")
+            if conn.execute(select(cases.c.case_id).where(cases.c.case_id == case)).first() is None:
                 raise CaseNotFoundError("case", f"no case {case}")
+            assert case is not None
             target, case_id = {"case": case}, case
         body = event_body(target, action, who, rationale=rationale,
                           assignee=None if assignee is None else _principal(assignee),

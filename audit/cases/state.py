@@ -28,10 +28,31 @@ from audit.errors import CaseConflictError, CaseError, CaseFourEyesError
 from audit.governance.state import same_person
 from ledger.jcs import canonical_bytes
 
-__all__ = ["ACTIONS", "ALERT_OUTCOMES", "CASE_ACTIONS", "OPEN_STATES", "AlertState", "AlertStatus",
-           "CaseState", "Disposition", "Payment", "QaVerdict", "Step", "step"]
+__all__ = [
+    "ACTIONS",
+    "ALERT_OUTCOMES",
+    "CASE_ACTIONS",
+    "MAX_SEQ",
+    "OPEN_STATES",
+    "AlertState",
+    "AlertStatus",
+    "CaseState",
+    "Disposition",
+    "Payment",
+    "QaVerdict",
+    "Step",
+    "is_seq",
+    "step",
+]
 
 ALERT_OUTCOMES = ("REVIEW", "HOLD", "BLOCK")  # decisions that open an alert (and any account alert)
+MAX_SEQ = 2**63 - 1  # a ledger seq is a signed 64-bit integer in both databases
+
+
+def is_seq(value: object) -> bool:
+    """Whether ``value`` can be a ledger seq (an alert's, a case's id): an int, not a bool, from 0
+    to 2**63 - 1."""
+    return type(value) is int and 0 <= value <= MAX_SEQ
 
 
 class AlertStatus(enum.StrEnum):
@@ -76,6 +97,7 @@ class AlertState:
 
     seq: int  # of the decision that opened it
     trace_id: str
+    leaf_hash: str  # of the decision's entry (hex): events name it
     opened_at: str
     outcome: str  # the decision: ALLOW (an account alert alone), REVIEW, HOLD, BLOCK
     account_alert: int  # 1 originator, 2 beneficiary, 3 both, 0 none
@@ -94,7 +116,7 @@ class AlertState:
     assignee_subject: str | None = None
     disposition: str | None = None
     closed_at: str | None = None
-    closed_by: str | None = None  # the principal whose sealed event closed it, canonical JSON
+    closed_by: str | None = None  # who closed it (with a proposal: proposer, approver), canonical JSON list
     next_review_due: str | None = None
     qa: str | None = None  # "due" when sampled for quality assurance, then "agreed" / "disagreed"
     payment: str | None = None  # HELD for a HOLD or BLOCK until decided
@@ -126,6 +148,7 @@ class CaseState:
     links: str = ""  # linked case ids, comma-separated, ascending
     reports: int = 0  # reports filed (an amendment counts)
     last_report: str | None = None  # SHA-256 of the report in force
+    last_report_seq: int | None = None  # the event that filed it
     last_event_seq: int | None = None
     last_alert_seq: int = 0
 
@@ -153,11 +176,20 @@ def _need(cond: bool, alert: AlertState, action: str, why: str) -> None:
 
 
 def _close(a: AlertState, disposition: str, at: str, policy: DeadlinePolicy,
-           closer: Mapping[str, Any]) -> AlertState:
+           *closers: Mapping[str, Any]) -> AlertState:
     nxt = policy.continuing_review_due(at) if disposition == Disposition.REPORT_FILED else None
     return replace(a, state=AlertStatus.CLOSED, disposition=disposition, closed_at=at, next_review_due=nxt,
-                   pending=None, pending_by=None, closed_by=_proposer(closer),
+                   pending=None, pending_by=None,
+                   closed_by=canonical_bytes([dict(c) for c in closers]).decode(),
                    qa="due" if policy.qa_sampled(a.trace_id) else None)
+
+
+def _certified(a: AlertState, actor: Mapping[str, Any], action: str) -> None:
+    """Four-eyes steps need a certificate: two local CLI principals cannot be told apart."""
+    if not actor.get("fingerprint_sha256"):
+        raise CaseFourEyesError("principal", f"{action} on alert {a.seq} is a four-eyes step: it needs "
+                                             "an officer's certificate (the console or the API), not the "
+                                             "local CLI")
 
 
 def _disposition(value: object) -> str:
@@ -206,6 +238,7 @@ def step(a: AlertState, action: str, actor: Mapping[str, Any], args: Mapping[str
         _need(a.pending is None, a, action, f"{a.pending} awaits a second officer")
         _need(a.payment != Payment.HELD, a, action, "the held payment is not released or rejected yet")
         if disposition == Disposition.FALSE_POSITIVE and policy.four_eyes_false_positive:
+            _certified(a, actor, "closing as a false positive")
             return Step(replace(a, pending=_PENDING_CLOSE, pending_by=_proposer(actor)))
         return Step(_close(a, disposition, at, policy, actor))
     if action == "reopen":
@@ -214,10 +247,10 @@ def step(a: AlertState, action: str, actor: Mapping[str, Any], args: Mapping[str
                             closed_by=None, next_review_due=None, qa=None))
     if action == "qa_review":
         _need(a.qa == "due", a, action, "it is not waiting for quality assurance")
-        closer = orjson.loads(a.closed_by) if a.closed_by else {}
-        if same_person(closer, actor):
-            raise CaseFourEyesError("principal", f"{_who(actor)[1]} closed alert {a.seq} and cannot review "
-                                                 "their own closure")
+        closers = orjson.loads(a.closed_by) if a.closed_by else []
+        if any(same_person(c, actor) for c in closers):
+            raise CaseFourEyesError("principal", f"{_who(actor)[1]} took part in closing alert {a.seq} and "
+                                                 "cannot review their own closure")
         verdict = QaVerdict(str(args["verdict"]))
         return Step(replace(a, qa="agreed" if verdict is QaVerdict.AGREE else "disagreed"))
     if action == "comment":
@@ -226,6 +259,7 @@ def step(a: AlertState, action: str, actor: Mapping[str, Any], args: Mapping[str
         _need(a.payment == Payment.HELD, a, action, "no payment of it is held")
         _need(a.pending is None, a, action, f"{a.pending} awaits a second officer")
         if a.outcome == "BLOCK":  # four-eyes: another officer approves
+            _certified(a, actor, "releasing a BLOCK")
             return Step(replace(a, pending="release", pending_by=_proposer(actor)))
         return Step(replace(a, payment=Payment.RELEASED), Payment.RELEASED)
     if action == "reject":
@@ -236,6 +270,7 @@ def step(a: AlertState, action: str, actor: Mapping[str, Any], args: Mapping[str
         _need(a.pending is not None, a, action, "nothing awaits a second officer")
         if action == "refuse":
             return Step(replace(a, pending=None, pending_by=None))
+        _certified(a, actor, "approving")
         proposer = orjson.loads(a.pending_by) if a.pending_by else {}
         if same_person(proposer, actor):
             raise CaseFourEyesError("principal", f"{_who(actor)[1]} proposed {a.pending} on alert {a.seq} "
@@ -243,5 +278,5 @@ def step(a: AlertState, action: str, actor: Mapping[str, Any], args: Mapping[str
         cleared = replace(a, pending=None, pending_by=None)
         if a.pending == "release":
             return Step(replace(cleared, payment=Payment.RELEASED), Payment.RELEASED)
-        return Step(_close(cleared, Disposition.FALSE_POSITIVE, at, policy, actor))
+        return Step(_close(cleared, Disposition.FALSE_POSITIVE, at, policy, proposer, actor))
     raise CaseError("action", f"{action!r} is not one of {', '.join(ACTIONS)}")

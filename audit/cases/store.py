@@ -24,6 +24,7 @@ from audit.cases.policy import POLICY_KIND, DeadlinePolicy
 from audit.cases.state import AlertState, CaseState
 from audit.cases.tables import alerts, case_events, cases, payment_outcomes, watermark
 from audit.decide.record import DECISION_KIND
+from audit.errors import CaseError
 from ledger import store
 
 __all__ = ["KINDS", "CatchUpReport", "StoredView", "alert_from_row", "alert_row", "case_from_row", "case_row",
@@ -73,11 +74,12 @@ def sealed_records(conn: Connection, after: int, upto: int, *, page: int = _PAGE
     e = store.entries
     last = after
     while True:
-        rows = conn.execute(select(e.c.seq, e.c.kind, e.c.record)
+        rows = conn.execute(select(e.c.seq, e.c.kind, e.c.record, e.c.leaf_hash)
                             .where(e.c.seq > last, e.c.seq <= upto, e.c.kind.in_(KINDS))
                             .order_by(e.c.seq).limit(page)).all()
-        for seq, kind, record in rows:
-            yield int(seq), str(kind), orjson.loads(record)
+        for seq, kind, record, leaf in rows:
+            # the parsed envelope, and beside it the entry's leaf hash, which events name
+            yield int(seq), str(kind), {**orjson.loads(record), "leaf_hash": bytes(leaf).hex()}
         if len(rows) < page:
             return
         last = int(rows[-1].seq)
@@ -111,10 +113,17 @@ class StoredView:
         return None if rec is None else parse_policy(orjson.loads(rec)["record"])
 
     def policy_before(self, seq: int) -> tuple[int, DeadlinePolicy] | None:
+        """The policy in force before ``seq``: the last readable ``alert_policy`` record (one not
+        as sealtrail seals a policy leaves the one before it in force, as the fold does)."""
         e = store.entries
-        r = self._conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == POLICY_KIND, e.c.seq < seq)
-                               .order_by(e.c.seq.desc()).limit(1)).first()
-        return None if r is None else (int(r.seq), parse_policy(orjson.loads(r.record)["record"]))
+        rows = self._conn.execute(select(e.c.seq, e.c.record).where(e.c.kind == POLICY_KIND, e.c.seq < seq)
+                                  .order_by(e.c.seq.desc()))
+        for at, rec in rows:
+            try:
+                return int(at), parse_policy(orjson.loads(rec)["record"])
+            except CaseError:
+                continue
+        return None
 
 
 def _lock_watermark(conn: Connection) -> int:

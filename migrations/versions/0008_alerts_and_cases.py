@@ -56,6 +56,7 @@ def upgrade() -> None:
         sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False,
                   comment="the decision that opened it"),
         sa.Column("trace_id", sa.String(36), nullable=False),
+        sa.Column("leaf_hash", sa.String(64), nullable=False),
         sa.Column("opened_at", sa.String(27), nullable=False),
         sa.Column("outcome", sa.String(8), nullable=False),
         sa.Column("account_alert", sa.SmallInteger, nullable=False),
@@ -108,6 +109,7 @@ def upgrade() -> None:
         sa.Column("links", sa.Text, nullable=False),
         sa.Column("reports", sa.Integer, nullable=False),
         sa.Column("last_report", sa.String(64), nullable=True, comment="SHA-256 of the report in force"),
+        sa.Column("last_report_seq", sa.BigInteger, nullable=True, comment="the event that filed it"),
         sa.Column("last_event_seq", sa.BigInteger, nullable=True),
         sa.Column("last_alert_seq", sa.BigInteger, nullable=False),
     )

@@ -271,7 +271,7 @@ def test_actions_are_sealed_and_the_next_read_shows_them(desk: Desk) -> None:
     assert now == last["alert"]
     assert (now["state"], now["disposition"], now["assignee"], now["last_event_seq"], now["events"]) == (
         "closed", "NO_FURTHER_ACTION", officer2, last["seq"], 4)
-    assert now["closed_at"] == last["recorded_at"] and now["closed_by"] == desk.who["officer"]
+    assert now["closed_at"] == last["recorded_at"] and now["closed_by"] == [desk.who["officer"]]
     # the receipt names the sealed record: the trace API reads it back with the same leaf hash
     sealed = desk.get("officer", f"/v1/traces/{last['trace_id']}").json()
     assert (sealed["kind"], sealed["seq"], sealed["leaf_hash"]) == (

@@ -336,9 +336,11 @@ def test_queue_views_page_by_keyset_and_refuse_bad_filters(decided: Ledger) -> N
     rule = everything[0].fired.split(",")[0]
     assert walk(AlertFilter(rule=rule, limit=2)) == [a.seq for a in reversed(everything)
                                                      if rule in a.fired.split(",")]
-    for kwargs, field in [({"view": "later"}, "view"), ({"view": "mine"}, "view"), ({"limit": 0}, "limit"),
-                          ({"outcome": "MAYBE"}, "outcome"), ({"cursor": "bm9wZQ"}, "cursor"),
-                          ({"order": "random"}, "order"), ({"rule": "x;drop"}, "rule")]:
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"view": "later"}, "view"), ({"view": "mine"}, "view"), ({"limit": 0}, "limit"),
+        ({"outcome": "MAYBE"}, "outcome"), ({"cursor": "bm9wZQ"}, "cursor"), ({"order": "random"}, "order"),
+        ({"rule": "x;drop"}, "rule")]
+    for kwargs, field in bad:
         with pytest.raises(CaseError) as info:
             AlertFilter(**kwargs)
         assert info.value.field == field

@@ -27,7 +27,8 @@ def decision(seq: int, outcome: str, *, originator: str | None = A, beneficiary:
     body = {"decision": outcome, "fired": [{"id": "R1"}, {"id": "R1"}, {"id": "R2"}],
             "principal": {"fingerprint_sha256": "ee" * 32}, "account_risk": risk}
     return seq, "decision", {"trace_id": f"00000000-0000-7000-8000-{seq:012d}",
-                             "recorded_at": f"{day}T10:00:00.000000Z", "record": body}
+                             "recorded_at": f"{day}T10:00:00.000000Z", "record": body,
+                             "leaf_hash": f"{seq:064x}"}
 
 
 def event(seq: int, target: dict[str, Any], action: str, who: Any = ALICE, **kw: Any) -> Rec:
@@ -36,7 +37,8 @@ def event(seq: int, target: dict[str, Any], action: str, who: Any = ALICE, **kw:
 
 
 def on(seq: int) -> dict[str, Any]:
-    return {"alert": {"trace_id": f"00000000-0000-7000-8000-{seq:012d}", "seq": seq, "leaf_hash": "00" * 32}}
+    return {"alert": {"trace_id": f"00000000-0000-7000-8000-{seq:012d}", "seq": seq,
+                      "leaf_hash": f"{seq:064x}"}}
 
 
 def test_alerts_cases_and_a_new_case_after_the_subjects_case_closed() -> None:
@@ -150,7 +152,8 @@ def test_quality_assurance_samples_closed_alerts_and_needs_another_reviewer() ->
     assert "cannot review their own closure" in (f.events[2].why or "")
     assert f.alerts[2].qa == "disagreed"
     f.apply([event(7, on(2), "reopen", rationale="after QA")])
-    assert (f.alerts[2].qa, f.alerts[2].closed_by) == (None, None)
+    reopened = f.alerts[2]
+    assert reopened.qa is None and reopened.closed_by is None
     with pytest.raises(CaseError) as info:
         event_body(on(2), "qa_review", ALICE.to_json(), rationale="x")
     assert info.value.field == "verdict"
