@@ -243,7 +243,10 @@ class CaseFold:
 
     # -- the fold -----------------------------------------------------------------------------
     def apply(self, records: Iterable[tuple[int, str, Mapping[str, Any]]]) -> None:
-        """Apply ``(seq, kind, envelope)`` in ascending seq order (other kinds are skipped)."""
+        """Apply ``(seq, kind, envelope)`` in ascending seq order (other kinds are skipped). Each
+        decision's envelope carries its entry's ``leaf_hash`` (hex) beside the sealed members
+        (``audit.cases.store.sealed_records`` adds it): a case event names its alert by trace id,
+        seq and that leaf hash, and applies only if all three match."""
         for seq, kind, env in records:
             if seq <= self.last_seq:
                 raise CaseError("seq", f"records out of order: {seq} after {self.last_seq}")
