@@ -10,9 +10,10 @@ stdout, with ``"ok": true`` or ``"ok": false``, on success and on failure (usage
 
 Layout: ``common`` (output, options, errors), ``ledger`` (init, ledger ...), ``keys``,
 ``retention``, ``rules``, ``parse``, ``model`` (features, model ...), ``certs``, ``serve``,
-``score``, ``traces``, ``demo``, ``export`` (export create, export verify). Modules import
-``common`` and nothing else of this package, so there is no import cycle; heavy layers are
-imported inside command bodies only to keep ``--help`` and ``--version`` fast.
+``score``, ``traces``, ``cases`` (alerts, cases, outcomes), ``demo``, ``export`` (export create,
+export verify). Modules import ``common`` and nothing else of this package, so there is no
+import cycle; heavy layers are imported inside command bodies only to keep ``--help`` and
+``--version`` fast.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Annotated
 
 import typer
 
+from api.cli.cases import alerts_app, cases_app, outcomes
 from api.cli.certs import certs_app
 from api.cli.common import ContractGroup, out
 from api.cli.demo import demo
@@ -78,6 +80,9 @@ app.add_typer(certs_app, name="certs")
 app.command("serve")(serve)
 app.command("score")(score)
 app.add_typer(traces_app, name="traces")
+app.add_typer(alerts_app, name="alerts")
+app.add_typer(cases_app, name="cases")
+app.command("outcomes")(outcomes)
 app.command("demo")(demo)
 app.add_typer(export_app, name="export")
 
