@@ -8,6 +8,10 @@ a full verification and a summary. The simulator is seeded with the ledger's siz
 run appends new payments, and a run can be repeated exactly on a copy of the same ledger
 (its event times end at the hour the run started).
 
+After scoring, the alert view is brought current with the ledger: the demo reports the alerts
+and cases its decisions opened, by outcome, and prints the officer's next commands (the queue,
+one case, releasing one held payment) beside the others.
+
 The bundle goes where the server looks for exports (``--exports``, ``SEALTRAIL_EXPORTS_DIR``,
 default ``./exports``, as ``<bundle_id>.zip``), so the console of the server the demo suggests
 lists it. The commands the demo prints run as printed from the same directory: they start with
@@ -57,6 +61,7 @@ __all__ = ["DEFAULT_TRANSACTIONS", "command_prefix", "demo", "sim_config", "simu
 DEFAULT_TRANSACTIONS = 20_000
 CERTS_DIR = Path("demo/certs")
 BATCH_TIMEOUT_S = 600.0
+RELEASE_RATIONALE = "beneficiary confirmed by phone"  # the printed release command's example words
 
 
 def command_prefix() -> str:
@@ -245,6 +250,7 @@ def demo(
         cp = ledger.checkpoint()
     finally:
         ledger.engine.dispose()
+    alerts = _alerts_opened(s, scored.decisions)  # before verify, which checks the view it wrote
     report = ops.verify(s, [], None)
     exported = _export_and_verify(s, first_at) if first_at else None
     summary = summarise(scored)
@@ -258,7 +264,8 @@ def demo(
            **summary,
            "ledger_size": cp.checkpoint.size, "checkpoint": cp.note, "verify": report.to_json(),
            "export": exported,
-           "commands": _commands(s, certs, exported, given),
+           "alerts": alerts["alerts"], "cases": alerts["cases"],
+           "commands": _commands(s, certs, exported, given, alerts["example"]),
            "total_seconds": round(time.perf_counter() - t_start, 3)}
     emit(doc, as_json, lambda: _human(doc, _shown_url(s.db), s.max_batch))
 
@@ -279,8 +286,10 @@ def _shown_url(url: str) -> str:
         return url
 
 
-def _commands(s: Any, certs: Path, exported: dict[str, Any] | None, given: dict[str, bool]) -> dict[str, str]:
-    """The next commands to try, exactly as they run from this directory."""
+def _commands(s: Any, certs: Path, exported: dict[str, Any] | None, given: dict[str, bool],
+              example: dict[str, int | None]) -> dict[str, str]:
+    """The next commands to try, exactly as they run from this directory; ``example`` names a
+    case and a held payment of this run for the officer's."""
     q, prefix = shlex.quote, command_prefix()
     where = ""
     if given["db"]:
@@ -297,7 +306,53 @@ def _commands(s: Any, certs: Path, exported: dict[str, Any] | None, given: dict[
     if exported is not None:
         doc["verify_export"] = (f"{prefix} export verify {q(exported['file'])} "
                                 f"--trusted-key {q(exported['trusted_key'])}")
+    doc["console_alerts"] = f"{doc['console']}/alerts"
+    doc["alerts_list"] = f"{prefix} alerts list{where}"
+    if example["case"] is not None:
+        doc["case_show"] = f"{prefix} cases show {example['case']}{where}"
+    if example["hold"] is not None:
+        doc["release_hold"] = (f"{prefix} alerts act {example['hold']} release "
+                               f"--rationale {q(RELEASE_RATIONALE)}{where}")
     return doc
+
+
+def _alerts_opened(s: Any, decisions: Sequence[Decision]) -> dict[str, Any]:
+    """Bring the alert view current with the ledger (``audit.cases.store.catch_up``) and count
+    the alerts and cases this run's decisions opened, by outcome (a case by the alert that opened
+    it); ``example``: the newest held payment of the run and its case (else the newest alert's)."""
+    from dataclasses import replace
+
+    from api import ops
+    from audit.cases.query import MAX_LIMIT, AlertFilter, alert_page
+    from audit.cases.store import catch_up
+    from wasm_rules import OUTCOMES
+
+    t0 = time.perf_counter()
+    ours = {d.seq for d in decisions if not d.replayed}
+    opened = []
+    engine = ops.engine_for(s)
+    try:
+        catch_up(engine)
+        f = AlertFilter(view="all", limit=MAX_LIMIT)  # newest first: this run's alerts come first
+        while ours:
+            page = alert_page(engine, f, today=datetime.now(UTC).date())
+            opened += [a for a in page.items if a.seq in ours]
+            if page.next_cursor is None or page.items[-1].seq < min(ours):
+                break
+            f = replace(f, cursor=page.next_cursor)
+    finally:
+        engine.dispose()
+    by_alert = Counter(a.outcome for a in opened)
+    by_case = Counter(a.outcome for a in opened if a.case_id == a.seq)
+    hold = next((a for a in opened if a.outcome == "HOLD" and a.payment == "HELD"), None)
+    case = hold.case_id if hold is not None else opened[0].case_id if opened else None
+    return {"alerts": {"opened": len(opened), "by_outcome": {o: by_alert.get(o, 0) for o in OUTCOMES},
+                       "account_alerts": sum(a.account_alert > 0 for a in opened),
+                       "held_payments": sum(a.payment == "HELD" for a in opened),
+                       "seconds": round(time.perf_counter() - t0, 3)},
+            "cases": {"opened": sum(by_case.values()),
+                      "by_outcome": {o: by_case.get(o, 0) for o in OUTCOMES}},
+            "example": {"case": case, "hold": None if hold is None else hold.seq}}
 
 
 def _human(doc: dict[str, Any], db: str, batch: int) -> None:
@@ -318,6 +373,13 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
     p(f"laundering  {lau['flagged']:,} of {lau['transactions']:,} flagged; normal flagged "
       f"{lau['normal_flagged']:,} of {lau['normal']:,}"
       + (f"; fail-safe {doc['fail_safe']}" if doc["fail_safe"] else ""))
+    al, ca = doc["alerts"], doc["cases"]
+    p(f"alerts      {al['opened']:,} opened: "
+      + "  ".join(f"{k} {n:,}" for k, n in al["by_outcome"].items())
+      + f" ({al['account_alerts']:,} with an account alert); {al['held_payments']:,} held payments await "
+        "an officer")
+    p(f"cases       {ca['opened']:,} opened, by the alert that opened each: "
+      + "  ".join(f"{k} {n:,}" for k, n in ca["by_outcome"].items()))
     ex = doc["explained"]
     if ex["decisions"]:
         p(f"reasons     {ex['decisions']:,} decisions carry reason codes: "
@@ -332,6 +394,10 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
     out.print(doc["checkpoint"], end="", markup=False)
     p(f"verified    {v['size']:,} entries, {v['checkpoints']} checkpoints in {v['seconds']:.2f}s "
       f"against {v['trusted_key'] or 'no pinned key'}")
+    view = (v.get("derived") or {}).get("case_view") or {}
+    if view.get("alerts"):
+        p(f"            and the alert view row by row against the records: {view['alerts']:,} alerts, "
+          f"{view['cases']:,} cases")
     e = doc["export"]
     if e is not None:
         p(f"export      {e['file']}: {e['records']:,} records, {e['size_bytes'] / 2**20:.1f} MiB "
@@ -347,6 +413,11 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
     p(f"console     {cmd['serve']}")
     p(f"            then open {cmd['console']} with {cmd['browser_certificate']} imported into the "
       "browser (password sealtrail-dev)")
+    p(f"officer     the alert queue: {cmd['alerts_list']}  (in the console: {cmd['console_alerts']})")
+    if "case_show" in cmd:
+        p(f"            a case and its history: {cmd['case_show']}")
+    if "release_hold" in cmd:
+        p(f"            release a held payment: {cmd['release_hold']}")
     p(f"done in {doc['total_seconds']:.1f}s")
 
 

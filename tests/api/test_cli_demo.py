@@ -113,6 +113,14 @@ def test_the_commands_the_demo_prints_run_as_printed(tmp_path: Path) -> None:
                              text=True, timeout=600)
     assert checked.returncode == 0 and checked.stdout.startswith("VERIFIED bundle"), checked.stderr
 
+    queue = re.search(r"^officer     the alert queue: (.+?)  \(in the console", demo.stdout, re.MULTILINE)
+    case = re.search(r"a case and its history: (.+)$", demo.stdout, re.MULTILINE)
+    assert queue is not None and case is not None, demo.stdout
+    for line in (queue.group(1), case.group(1)):  # the officer's path, as printed
+        done = subprocess.run(shlex.split(line), cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0 and done.stdout, (line, done.stderr)
+
     argv = shlex.split(serve.group(1))
     assert argv[argv.index("--port") + 1] == "8443"
     proc, url = _serving([*argv, "--port", "0"], tmp_path, env)  # the last --port wins

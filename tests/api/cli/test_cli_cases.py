@@ -1,10 +1,11 @@
 """``sealtrail alerts|cases|outcomes``: the officer's queue, actions and cases from the command line,
-checked against what ``score`` decided and what the ledger sealed."""
+checked against what ``score`` decided and what the ledger sealed; and the demo's officer path."""
 
 from __future__ import annotations
 
 import getpass
 import json
+import shlex
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -12,11 +13,14 @@ from typing import Any
 
 import orjson
 import pytest
+from typer.testing import CliRunner
 
+from api.cli import app
 from api.cli.cases import ALERT_ACTIONS, CASE_ACTIONS
 from tests.api.test_cli_score import Cli, sim_array
 from tests.conftest import Db
 
+runner = CliRunner()
 OFFICER = ("CN=Bob,O=Example Bank", "b2" * 32)
 ME = f"CN=local:{getpass.getuser()}"
 
@@ -353,3 +357,37 @@ def test_a_policy_is_sealed_from_a_file_and_shown(cli: Cli, tmp_path: Path) -> N
     assert cli.size() == size + 1
     assert cli.json("cases", "policy", "show")["policy"]["version"] == "bank-2026-12"
 
+
+def test_the_demo_reports_alerts_and_cases_and_the_officer_commands_run_as_printed(
+        db: Db, tmp_path: Path) -> None:
+    cli = Cli(db, tmp_path / "keys")
+    doc = cli.json("demo", "--transactions", "300", "--certs", str(tmp_path / "certs"),
+                   "--exports", str(tmp_path / "exports"))
+    alerts, cases, cmd = doc["alerts"], doc["cases"], doc["commands"]
+    listed = walk(cli, "--view", "all", limit=500)
+    assert alerts["opened"] == len(listed) > 0
+    assert alerts["by_outcome"] == {o: sum(a["outcome"] == o for a in listed)
+                                    for o in ("ALLOW", "REVIEW", "HOLD", "BLOCK")}
+    for o in ("REVIEW", "HOLD", "BLOCK"):  # every such decision opened an alert
+        assert alerts["by_outcome"][o] == doc["outcomes"][o]["count"], o
+    assert alerts["held_payments"] == sum(a["payment"] == "HELD" for a in listed)
+    assert cases["opened"] == len({a["case_id"] for a in listed}) == sum(cases["by_outcome"].values())
+    assert doc["verify"]["derived"]["case_view"]["alerts"] == len(listed)  # verified after the catch-up
+    assert cmd["console_alerts"] == f"{cmd['console']}/alerts"
+
+    def run(line: str) -> dict[str, Any]:
+        argv = shlex.split(line)
+        i = argv.index("alerts") if "alerts" in argv else argv.index("cases")
+        res = runner.invoke(app, [*argv[i:], "--json"])
+        assert res.exit_code == 0, (line, res.output)
+        return dict(json.loads(res.stdout))
+
+    assert run(cmd["alerts_list"])["items"]
+    assert run(cmd["case_show"])["case_id"] in {a["case_id"] for a in listed}
+    released = run(cmd["release_hold"])
+    assert released["action"] == "release" and released["alert"]["payment"] == "RELEASED"
+    assert [o["seq"] for o in cli.json("outcomes")["items"]] == [released["seq"]]
+    human = cli("demo", "--transactions", "20", "--certs", str(tmp_path / "certs"),
+                "--exports", str(tmp_path / "exports")).stdout
+    for word in ("alerts      ", "cases       ", "officer     ", "alerts list", "/console/alerts"):
+        assert word in human
