@@ -41,6 +41,8 @@ from audit.errors import (
     PrincipalError,
     QueryError,
     ReportError,
+    ReportHoldError,
+    ReportPurgedError,
     RulesetRefusedError,
     StateError,
     SubmissionRefusedError,
@@ -76,8 +78,8 @@ class Problem(Exception):
 
 
 _TITLES = {400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
-           405: "Method not allowed", 409: "Conflict", 413: "Too large", 415: "Unsupported media type",
-           422: "Refused input", 429: "Too many requests", 500: "Internal error", 503: "Ledger unavailable"}
+           405: "Method not allowed", 409: "Conflict", 410: "Gone", 413: "Too large",
+           415: "Unsupported media type", 422: "Refused input", 429: "Too many requests", 500: "Internal error", 503: "Ledger unavailable"}
 
 
 def problem_response(status: int, kind: str, detail: str, errors: Sequence[dict[str, str]] = (),
@@ -104,6 +106,8 @@ _AUDIT: dict[type[AuditError], tuple[int, str]] = {
     CaseConflictError: (409, "case_conflict"),
     CaseFourEyesError: (403, "four_eyes"),
     ReportError: (422, "report_invalid"),
+    ReportPurgedError: (410, "report_purged"),
+    ReportHoldError: (500, "report_hold_failed"),
     ExportError: (409, "export_unavailable"),
     DerivedRowError: (409, "derived_row_mismatch"),
     ModelRegistryError: (409, "model_registry"),

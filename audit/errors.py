@@ -61,6 +61,8 @@ __all__ = [
     "QueryError",
     "ReplayMismatch",
     "ReportError",
+    "ReportHoldError",
+    "ReportPurgedError",
     "RulesetRefusedError",
     "StateDeltaError",
     "StateError",
@@ -240,6 +242,20 @@ class ReportError(AuditError, ValueError):
 def _rebuild_report(cls: type[ReportError], field: str, why: str,
                    faults: tuple[SchemaFault, ...]) -> ReportError:
     return cls(field, why, faults=faults)
+
+
+class ReportPurgedError(ReportError):
+    """A filed report whose bytes were purged (an erasure order): the API answers 410."""
+
+
+class ReportHoldError(AuditError):
+    """The report was filed (sealed at ``seq``) but a legal hold it needs could not be placed."""
+
+    def __init__(self, message: str, *, seq: int, hold_id: str, report_sha256: str) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.hold_id = hold_id
+        self.report_sha256 = report_sha256
 
 
 class ExportError(AuditError):

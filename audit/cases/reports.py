@@ -62,7 +62,13 @@ from audit.cases.service import act
 from audit.cases.tables import case_events
 from audit.decide.principal import Principal
 from audit.decide.record import DECISION_KIND
-from audit.errors import AuditError, CaseConflictError, CaseNotFoundError, ReportError
+from audit.errors import (
+    CaseConflictError,
+    CaseNotFoundError,
+    ReportError,
+    ReportHoldError,
+    ReportPurgedError,
+)
 from audit.query.index import payload_data
 from inference.messages import Agent, Party, Transaction, parse_messages, transaction_schema_of
 from ledger import store
@@ -87,20 +93,6 @@ _CENT = Decimal("0.01")
 _SECTION = "sealtrail"
 _SECTION_KEYS = ("own_bics", "funds_code", "transmode_codes")
 _BIC8 = re.compile(r"[A-Z]{6}[A-Z0-9]{2}")
-
-
-class ReportPurgedError(ReportError):
-    """A filed report whose bytes were purged (an erasure order): the API answers 410."""
-
-
-class ReportHoldError(AuditError):
-    """The report was filed (sealed at ``seq``) but a legal hold it needs could not be placed."""
-
-    def __init__(self, message: str, *, seq: int, hold_id: str, report_sha256: str) -> None:
-        super().__init__(message)
-        self.seq = seq
-        self.hold_id = hold_id
-        self.report_sha256 = report_sha256
 
 
 # -- settings -----------------------------------------------------------------------------------
