@@ -79,7 +79,8 @@ class Problem(Exception):
 
 _TITLES = {400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
            405: "Method not allowed", 409: "Conflict", 410: "Gone", 413: "Too large",
-           415: "Unsupported media type", 422: "Refused input", 429: "Too many requests", 500: "Internal error", 503: "Ledger unavailable"}
+           415: "Unsupported media type", 422: "Refused input", 429: "Too many requests",
+           500: "Internal error", 503: "Ledger unavailable"}
 
 
 def problem_response(status: int, kind: str, detail: str, errors: Sequence[dict[str, str]] = (),
