@@ -138,6 +138,13 @@ OPERATIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "exports.create": ("POST", "/v1/exports", {"json": {"from": "not a time", "to": "x"}}),
     "exports.list": ("GET", "/v1/exports", {}),
     "exports.get": ("GET", "/v1/exports/00000000-0000-7000-8000-000000000000", {}),
+    "alerts.list": ("GET", "/v1/alerts?limit=1", {}),
+    "alerts.get": ("GET", "/v1/alerts/00001", {}),
+    "alerts.act": ("POST", "/v1/alerts/00001/actions", {"json": {"action": "comment", "rationale": "x"}}),
+    "cases.list": ("GET", "/v1/cases?limit=1", {}),
+    "cases.get": ("GET", "/v1/cases/00001", {}),
+    "cases.act": ("POST", "/v1/cases/00001/actions", {"json": {"action": "comment", "rationale": "x"}}),
+    "outcomes.list": ("GET", "/v1/outcomes", {}),
     "metrics": ("GET", "/metrics", {}),
     "healthz": ("GET", "/healthz", {}),
 }
@@ -149,9 +156,12 @@ def test_the_matrix_names_every_route_of_the_app(tmp_path: Path) -> None:
     routes = {(m.upper(), path) for path, ops in app.openapi()["paths"].items() for m in ops}
     tested = {(m, re.sub(r"/[^/]*@0|/0000[0-9a-f-]+", "/{x}", p.split("?")[0]))
               for m, p, _ in OPERATIONS.values()}
-    normalised = {(m, re.sub(r"\{[a-z_]+\}", "{x}", p)) for m, p in routes}
+    normalised = {(m, re.sub(r"\{[a-z_0-9]+\}", "{x}", p)) for m, p in routes}
     same_operation = {("GET", "/v1/rulesets/{x}"),  # rulesets.list
-                      ("GET", "/v1/traces/refusals")}  # traces.query
+                      ("GET", "/v1/traces/refusals"),  # traces.query
+                      ("POST", "/v1/alerts/actions"),  # alerts.act (bulk)
+                      ("POST", "/v1/cases/{x}/reports/draft"), ("POST", "/v1/cases/{x}/reports"),  # cases.act
+                      ("GET", "/v1/cases/{x}/reports"), ("GET", "/v1/cases/{x}/reports/{x}")}  # cases.get
     untested = normalised - tested - same_operation
     assert not untested, f"routes missing from the role matrix test: {sorted(untested)}"
 
