@@ -211,6 +211,8 @@ async def annotate_decision(request: Request, trace_id: str) -> Any:
     form = {k: raw.get(k, "") for k in ANNOTATION_FIELDS}
     rt = _runtime(request)
     try:
+        if not form["disposition"]:  # the form preselects none: the officer chooses
+            raise AnnotationError("disposition", "choose a disposition: none is chosen for you")
         await run_in_threadpool(annotate, rt.ledger, trace_id, caller.principal, form["disposition"],
                                 form["note"], _correction(form))
     except TraceNotFoundError:
