@@ -1,0 +1,349 @@
+"""The case page: a timeline of decisions and sealed events in seq order, the payment and the rules
+as a person reads them, actions sealed through the same service the API calls, refusals shown
+where they happened with the API's status (422, 409, 403 four-eyes), and forms only for officers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from decimal import Decimal
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from sqlalchemy import select
+
+from audit.cases.reads import list_reads
+from audit.cases.service import act
+from audit.cases.state import AlertState
+from audit.cases.tables import alerts as alert_table
+from audit.cases.tables import payment_outcomes
+from audit.query.traces import get_trace
+from ledger.retention import purge_payloads
+from tests.api.console.conftest import Console
+from tests.api.console.dom import Node, dom
+from tests.api.console.test_alerts_page import BOB, all_alerts, decide, sealed, size
+
+FEATURE = r"[a-z_][a-z0-9_]*"
+
+
+@pytest.fixture
+def decided(console: Console) -> list[AlertState]:
+    decide(console)
+    return all_alerts(console)
+
+
+def case_page(console: Console, case_id: int, role: str = "officer") -> tuple[int, Node, str]:
+    r = console.get(f"/console/cases/{case_id}", role=role)
+    return r.status_code, dom(r.text), r.text
+
+
+def post(console: Console, case_id: int, action: str, alert: int | None = None, role: str = "officer",
+         form: str = "test", **fields: str) -> Any:
+    data = {"form": form, "action": action, **fields}
+    if alert is not None:
+        data["alert"] = str(alert)
+    return console.post_form(f"/console/cases/{case_id}/act", data, role=role)
+
+
+def alert_now(console: Console, seq: int) -> Any:
+    with console.runtime.engine.connect() as conn:
+        return conn.execute(select(alert_table).where(alert_table.c.seq == seq)).one()
+
+
+def timeline(doc: Node) -> list[Node]:
+    return [li for li in doc.one("ol", id="timeline").all("li") if "data-seq" in li.attrs]
+
+
+def biggest(alerts: list[AlertState]) -> int:
+    return Counter(a.case_id for a in alerts).most_common(1)[0][0]
+
+
+def test_the_timeline_mixes_decisions_and_events_in_seq_order(console: Console,
+                                                              decided: list[AlertState]) -> None:
+    case_id = biggest(decided)
+    members = [a for a in decided if a.case_id == case_id]
+    assert len(members) >= 3
+    first, second = members[0], members[1]
+    act(console.runtime.ledger, BOB, "comment", case=case_id, rationale="looks like a payroll run")
+    assert post(console, case_id, "assign", first.seq).status_code == 303
+    assert post(console, case_id, "start_review", first.seq).status_code == 303
+    r = post(console, case_id, "escalate", first.seq, rationale="three accounts, one address")
+    assert r.status_code == 303
+    act(console.runtime.ledger, BOB, "assign", alert=second.seq, assignee=BOB)
+    status, doc, _ = case_page(console, case_id)
+    assert status == 200
+    items = timeline(doc)
+    seqs = [int(li.attrs["data-seq"]) for li in items]
+    assert seqs == sorted(seqs)
+    kinds = {int(li.attrs["data-seq"]): li.attrs["data-kind"] for li in items}
+    assert {s for s, k in kinds.items() if k == "decision"} == {a.seq for a in members}
+    events = [li for li in items if li.attrs["data-kind"] == "event"]
+    assert [li.attrs["data-action"] for li in events] == [
+        "comment", "assign", "start_review", "escalate", "assign"]
+    assert all(li.attrs["data-applied"] == "true" for li in events)
+    escalated = events[3]
+    assert "CN=sealtrail-officer,O=sealtrail dev" in escalated.one("h3").text()
+    assert "escalated" in escalated.one("h3").text() and f"alert {first.seq}" in escalated.one("h3").text()
+    assert escalated.one("dd", class_="note").text() == "three accounts, one address"
+    assert "looks like a payroll run" in events[0].text() and "the case" in events[0].one("h3").text()
+    assert events[4].one("h3").text().startswith(f"{BOB.subject} assigned to themselves alert {second.seq}")
+    # a decision as a person reads it: the payment, the rules with what they compared, the alert
+    for a in members:
+        li = doc.one("li", id=f"alert-{a.seq}")
+        detail = get_trace(console.runtime.engine, a.trace_id)
+        assert detail is not None and detail.payload is not None
+        tx = json.loads(detail.payload)
+        headline = li.one("p", class_="headline").text()
+        assert f"{tx['currency']} {Decimal(tx['amount']):,}" in headline
+        assert f"{tx['originator']['name']} ({tx['originator']['country']}) → {tx['beneficiary']['name']}" \
+            in headline
+        for agent in tx["agents"]:
+            assert agent["bic"] in li.text()
+        assert "No data-quality findings." in li.text() or tx["findings"]
+        for hit in detail.body["fired"]:
+            row = li.one("tr", data_rule=hit["id"])
+            compared = row.all("td")[2]
+            assert compared.one("code", class_="when").text()  # the sealed rule source's condition
+            names = [s.text() for s in compared.all("span", class_="mono")]
+            assert names and all(n in compared.one("code").text() for n in names)
+            assert " = " in compared.text()
+            assert row.all("td")[3].text() == " ".join(hit["reason"].split())
+        state = li.one("dl", class_="kv alert-state").text()
+        assert a.review_due in state and a.filing_due in state
+        assert li.one("p", class_="evidence").one("a").attrs["href"] == f"/console/decisions/{a.trace_id}"
+    assert "escalated" in doc.one("li", id=f"alert-{first.seq}").one("dl", class_="kv alert-state").text()
+
+
+def test_the_header_and_the_report_in_force(console: Console, decided: list[AlertState]) -> None:
+    case_id = biggest(decided)
+    members = [a for a in decided if a.case_id == case_id]
+    other = next(a.case_id for a in decided if a.case_id != case_id)
+    _, doc, _ = case_page(console, case_id)
+    key = members[0].subject.split(":", 1)[1]
+    assert doc.one("h1").text() == f"Case {case_id} account ••••{key[-6:]}"
+    assert doc.one("dd", id="case-subject").text().startswith(f"account ••••{key[-6:]}")
+    assert key not in doc.one("main").text()  # never the whole keyed account
+    assert doc.one("dd", id="case-alerts").text() == f"{len(members)} open of {len(members)}"
+    assert doc.one("dd", id="case-state").text() == "open"
+    assert doc.one("p", id="report-in-force").text() == "No report filed on this case."
+    # link by the form (a bad number first), then file a report by the service
+    r = post(console, case_id, "link", form="case-link", link="the other one", rationale="same network")
+    assert r.status_code == 422
+    err = dom(r.text).one("p", id="e-case-link-link").text()
+    assert "number of the case" in err
+    assert dom(r.text).one("textarea", id="case-link-rationale").text() == "same network"  # kept
+    assert post(console, case_id, "link", form="case-link", link=str(other), rationale="same network"
+                ).status_code == 303
+    report = b"<report>draft</report>"
+    act(console.runtime.ledger, BOB, "file_report", case=case_id, report=report, rationale="STR to the FIU")
+    _, doc, _ = case_page(console, case_id)
+    assert [a.attrs["href"] for a in doc.one("dd", id="case-links").all("a")] == [f"/console/cases/{other}"]
+    got = doc.one("p", id="report-in-force").text()
+    assert hashlib.sha256(report).hexdigest() in got and "(1 filed on this case" in got
+    report_section = doc.one("section", id="report")
+    assert not report_section.all("form") and not report_section.all("a")  # filing is another page's
+    _, back, _ = case_page(console, other)
+    assert [a.attrs["href"] for a in back.one("dd", id="case-links").all("a")] == [
+        f"/console/cases/{case_id}"]
+
+
+def test_triage_by_the_forms_to_a_closed_alert(console: Console, decided: list[AlertState]) -> None:
+    review = next(a for a in decided if a.outcome == "REVIEW")
+    before = size(console)
+    for action in ("assign", "start_review"):
+        r = post(console, review.case_id, action, review.seq, form=f"alert-{review.seq}-quick")
+        assert r.status_code == 303, r.text
+        where = urlsplit(r.headers["location"])
+        assert where.path == f"/console/cases/{review.case_id}" and where.fragment == f"alert-{review.seq}"
+    r = post(console, review.case_id, "close", review.seq, form=f"alert-{review.seq}-close",
+             disposition="NO_FURTHER_ACTION", rationale="The customer documented the source of funds.")
+    assert r.status_code == 303
+    assert size(console) == before + 3
+    sealed = int(parse_qs(urlsplit(r.headers["location"]).query)["sealed"][0])
+    doc = dom(console.get(r.headers["location"]).text)
+    assert doc.one("p", id="sealed-notice").text() == (
+        f"Sealed as ledger entry {sealed}: close on alert {review.seq}.")
+    now = alert_now(console, review.seq)
+    assert (now.state, now.disposition, now.last_event_seq) == ("closed", "NO_FURTHER_ACTION", sealed)
+    li = doc.one("li", id=f"alert-{review.seq}")
+    assert li.one("dd", data_state="closed").text().startswith("closed as No further action")
+    assert li.has("form", id=f"alert-{review.seq}-reopen")
+    assert not li.has("form", id=f"alert-{review.seq}-close")
+
+
+def test_no_disposition_is_chosen_for_the_officer(console: Console, decided: list[AlertState]) -> None:
+    review = next(a for a in decided if a.outcome == "REVIEW")
+    _, doc, _ = case_page(console, review.case_id)
+    radios = doc.all("input", type="radio", name="disposition")
+    assert len(radios) >= 6  # the alert's close form and the case's
+    assert not [r for r in radios if "checked" in r.attrs]
+    assert all("required" in r.attrs for r in radios)
+    for r in radios:
+        assert doc.one("label", for_=r.attrs["id"]).text()
+    # the decision page's annotation form too: the empty first option is the only one selected
+    page = dom(console.get(f"/console/decisions/{review.trace_id}").text)
+    select_ = page.one("select", id="a-disposition")
+    assert "required" in select_.attrs
+    chosen = [o for o in select_.all("option") if "selected" in o.attrs]
+    assert [(o.attrs["value"], o.text()) for o in chosen] == [("", "Choose a disposition")]
+    before, notes = sealed(console), sealed(console, "annotation")
+    r = console.post_form(f"/console/decisions/{review.trace_id}/annotations",
+                          {"disposition": "", "note": "looked at it", "correction_decision": "",
+                           "correction_reason": ""})
+    assert r.status_code == 422 and sealed(console, "annotation") == notes
+    assert "choose a disposition" in dom(r.text).one("p", id="e-disposition").text()
+    # closing without a disposition, or without a rationale, is refused at its form, text kept
+    form = f"alert-{review.seq}-close"
+    r = post(console, review.case_id, "close", review.seq, form=form, rationale="payroll, documented")
+    assert r.status_code == 422
+    doc = dom(r.text)
+    assert "choose a disposition" in doc.one("p", id=f"e-{form}-disposition").text()
+    assert doc.one("textarea", id=f"{form}-rationale").text() == "payroll, documented"
+    assert doc.one("div", id="action-refused").attrs["data-field"] == "disposition"
+    r = post(console, review.case_id, "close", review.seq, form=form, disposition="FALSE_POSITIVE",
+             rationale=" ")
+    assert r.status_code == 422
+    doc = dom(r.text)
+    assert "non-empty" in doc.one("p", id=f"e-{form}-rationale").text()
+    assert "checked" in doc.one("input", id=f"{form}-d-FALSE_POSITIVE").attrs  # the officer's choice, kept
+    assert sealed(console) == before
+
+
+def test_a_hold_is_released_by_one_officer(console: Console, decided: list[AlertState]) -> None:
+    hold = next(a for a in decided if a.outcome == "HOLD")
+    _, doc, _ = case_page(console, hold.case_id)
+    li = doc.one("li", id=f"alert-{hold.seq}")
+    assert li.one("button", id=f"alert-{hold.seq}-release").text() == "Release payment"
+    assert not li.has("form", id=f"alert-{hold.seq}-close")  # the held payment is decided first
+    r = post(console, hold.case_id, "release", hold.seq, form=f"alert-{hold.seq}-decide",
+             rationale="Beneficiary verified by phone.")
+    assert r.status_code == 303
+    with console.runtime.engine.connect() as conn:
+        outcomes = conn.execute(select(payment_outcomes)).all()
+    assert [(o.alert_seq, o.outcome) for o in outcomes] == [(hold.seq, "RELEASED")]
+    doc = dom(console.get(r.headers["location"]).text)
+    li = doc.one("li", id=f"alert-{hold.seq}")
+    assert li.one("dd", data_payment="RELEASED").text() == "RELEASED"
+    assert li.has("form", id=f"alert-{hold.seq}-close")  # now it can be closed
+
+
+def test_releasing_a_block_needs_a_second_officer(console: Console, decided: list[AlertState]) -> None:
+    block, other = [a for a in decided if a.outcome == "BLOCK"][:2]
+    _, doc, _ = case_page(console, block.case_id)
+    button = doc.one("button", id=f"alert-{block.seq}-release")
+    assert button.text() == "Propose release (second officer approves)"
+    assert "needs a second officer" in doc.one("p", id=f"alert-{block.seq}-decide-hint").text()
+    assert post(console, block.case_id, "release", block.seq, rationale="The list hit is a namesake."
+                ).status_code == 303
+    _, doc, _ = case_page(console, block.case_id)
+    assert "You proposed releasing the held payment" in doc.one("p", id=f"alert-{block.seq}-pending").text()
+    assert not doc.has("button", id=f"alert-{block.seq}-approve")  # the proposer gets no Approve button
+    before = sealed(console)
+    r = post(console, block.case_id, "approve", block.seq, form=f"alert-{block.seq}-second")
+    assert r.status_code == 403 and sealed(console) == before
+    refused = dom(r.text).one("div", id="action-refused")
+    assert refused.attrs["data-status"] == "403" and "four-eyes" in refused.text()
+    assert "cannot approve it too" in refused.text()
+    assert alert_now(console, block.seq).payment == "HELD"
+    act(console.runtime.ledger, BOB, "approve", alert=block.seq)
+    assert alert_now(console, block.seq).payment == "RELEASED"
+    # proposed by another officer: this one sees Approve and Refuse, and approves
+    act(console.runtime.ledger, BOB, "release", alert=other.seq, rationale="cleared by the sanctions desk")
+    _, doc, _ = case_page(console, other.case_id)
+    assert f"{BOB.subject} proposed releasing" in doc.one("p", id=f"alert-{other.seq}-pending").text()
+    assert doc.has("button", id=f"alert-{other.seq}-approve")
+    assert doc.has("button", id=f"alert-{other.seq}-refuse")
+    assert post(console, other.case_id, "approve", other.seq).status_code == 303
+    assert alert_now(console, other.seq).payment == "RELEASED"
+
+
+def test_a_conflict_is_explained_and_seals_nothing(console: Console, decided: list[AlertState]) -> None:
+    review = next(a for a in decided if a.outcome == "REVIEW")
+    before = sealed(console)
+    r = post(console, review.case_id, "escalate", review.seq, form=f"alert-{review.seq}-escalate",
+             rationale="too early")
+    assert r.status_code == 409
+    doc = dom(r.text)
+    refused = doc.one("div", id="action-refused")
+    assert refused.attrs["data-status"] == "409"
+    assert "cannot escalate alert" in refused.text()
+    assert "another officer may have acted first" in refused.text()
+    assert "Nothing was sealed." in refused.text() and sealed(console) == before
+    r = post(console, review.case_id, "fly", review.seq)
+    assert r.status_code == 422 and "is not one of" in dom(r.text).one("div", id="action-refused").text()
+    r = post(console, review.case_id, "comment", review.seq)  # comments belong to the case
+    assert r.status_code == 422
+    other = next(a for a in decided if a.case_id != review.case_id)
+    assert post(console, review.case_id, "assign", other.seq).status_code == 404  # not this case's alert
+    assert sealed(console) == before
+
+
+def test_closing_the_case_closes_its_alerts(console: Console, decided: list[AlertState]) -> None:
+    case_id = next(c for c, n in Counter(a.case_id for a in decided).items()
+                   if n >= 2 and all(a.payment is None for a in decided if a.case_id == c))
+    _, doc, _ = case_page(console, case_id)
+    assert doc.has("form", id="case-close")
+    assert post(console, case_id, "assign", form="case-quick").status_code == 303
+    r = post(console, case_id, "close", form="case-close", disposition="FALSE_POSITIVE",
+             rationale="A payroll batch, known to the relationship manager.")
+    assert r.status_code == 303
+    doc = dom(console.get(r.headers["location"]).text)
+    assert doc.one("dd", id="case-state").text().startswith("closed as False positive")
+    assert doc.one("dd", id="case-assignee").text() == "you"
+    assert not doc.has("form", id="case-close")
+
+
+def test_a_purged_payload_is_said_so(console: Console, decided: list[AlertState]) -> None:
+    a = decided[0]
+    detail = get_trace(console.runtime.engine, a.trace_id)
+    assert detail is not None
+    purge_payloads(console.runtime.ledger, [str(detail.payload_sha256)], "retention")
+    _, doc, _ = case_page(console, a.case_id)
+    view = doc.one("li", id=f"alert-{a.seq}").one("div", class_="payment-view")
+    assert view.attrs["data-payload"] == "purged" and "Payload purged" in view.text()
+
+
+def test_a_regulator_reads_the_case_without_action_forms(console: Console, decided: list[AlertState]) -> None:
+    block = next(a for a in decided if a.outcome == "BLOCK")
+    act(console.runtime.ledger, BOB, "release", alert=block.seq, rationale="namesake")
+    status, doc, _ = case_page(console, block.case_id, role="regulator")
+    assert status == 200 and doc.has("ol", id="timeline")
+    assert not doc.all("form") and not doc.all("button") and not doc.all("textarea")
+    assert not doc.has("section", id="case-actions")
+    before = sealed(console)
+    r = post(console, block.case_id, "approve", block.seq, role="regulator")
+    assert r.status_code == 403 and sealed(console) == before
+
+
+@pytest.mark.parametrize("role", ["scorer", "admin"])
+def test_scorers_and_admins_may_not_read_a_case(console: Console, decided: list[AlertState],
+                                                 role: str) -> None:
+    r = console.get(f"/console/cases/{decided[0].case_id}", role=role)
+    assert r.status_code == 403 and "may not cases.get" in r.text
+    r = post(console, decided[0].case_id, "comment", role=role, rationale="x")
+    assert r.status_code == 403
+
+
+def test_no_such_case(console: Console, decided: list[AlertState]) -> None:
+    r = console.get("/console/cases/999999")
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html") and "no case" in r.text
+    assert console.get("/console/cases/first").status_code == 422
+    assert post(console, 999999, "comment", rationale="x").status_code == 404
+
+
+def test_each_view_of_a_case_is_a_sealed_read(console: Console, decided: list[AlertState]) -> None:
+    a = decided[0]
+    before = sealed(console, "case_read")
+    assert case_page(console, a.case_id)[0] == 200
+    assert case_page(console, a.case_id, role="regulator")[0] == 200
+    assert console.get("/console/cases/999999").status_code == 404  # nothing read, nothing sealed
+    r = post(console, a.case_id, "fly", a.seq)  # a refusal shows the case: a read too
+    assert r.status_code == 422
+    assert sealed(console, "case_read") == before + 3
+    reads = list_reads(console.runtime.engine, case_id=a.case_id).items
+    assert [(x.principal["subject"], x.reads) for x in reads] == [
+        ("CN=sealtrail-officer,O=sealtrail dev", [{"case": a.case_id, "what": "case"}]),
+        ("CN=sealtrail-regulator,O=sealtrail dev", [{"case": a.case_id, "what": "case"}]),
+        ("CN=sealtrail-officer,O=sealtrail dev", [{"case": a.case_id, "what": "case"}])]
