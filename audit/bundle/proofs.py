@@ -16,6 +16,7 @@ import binascii
 import hashlib
 import multiprocessing
 import os
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -48,27 +49,44 @@ def _b64(h: bytes) -> str:
     return base64.b64encode(h).decode()
 
 
-def _leaves(bundle: BundleArchive) -> tuple[LeafHashes, list[BundleError]]:
+def _leaves(bundle: BundleArchive,
+            extra: Sequence[tuple[int, bytes]] = ()) -> tuple[LeafHashes, list[BundleError]]:
     """Leaf hash of each record line at the seq its index line gives (lines the record pass
-    refuses, it reports; here they are only left out, which the root then refuses)."""
+    refuses, it reports; here they are only left out, which the root then refuses), merged in
+    seq order with the ``extra`` leaves (a case bundle's withheld ones, ascending; one at the seq
+    of a line is left out here, and the case check reports it)."""
     leaves = LeafHashes()
     last = -1
     sha256, loads = hashlib.sha256, orjson.loads
+    more = iter(extra)
+    nxt = next(more, None)
     for line, ix in zip(LineStream(bundle, RECORDS), LineStream(bundle, INDEX), strict=False):
         try:
             seq = loads(ix)["seq"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
             continue
         if type(seq) is int and seq > last:
+            while nxt is not None and nxt[0] <= seq:
+                if last < nxt[0] < seq:
+                    leaves.append(*nxt)
+                    last = nxt[0]
+                nxt = next(more, None)
             leaves.append(seq, sha256(b"\x00" + line).digest())
             last = seq
+    while nxt is not None:
+        if nxt[0] > last:
+            leaves.append(*nxt)
+            last = nxt[0]
+        nxt = next(more, None)
     return leaves, []
 
 
-def check_tree(bundle: BundleArchive, size: int, root: bytes) -> list[BundleError]:
-    """The multiproof to the checkpoint root, then every record's own audit path."""
+def check_tree(bundle: BundleArchive, size: int, root: bytes,
+               extra: Sequence[tuple[int, bytes]] = ()) -> list[BundleError]:
+    """The multiproof to the checkpoint root, then the audit path of every record (and of every
+    ``extra`` leaf: a case bundle's withheld ones)."""
     try:
-        leaves, out = _leaves(bundle)
+        leaves, out = _leaves(bundle, extra)
         if not leaves:
             return [ProofMismatch("no record to prove", kind="proof.empty", file=RECORDS)]
         nodes = decode_nodes(bundle.read(NODES, bundle.limits.max_manifest))
@@ -90,10 +108,11 @@ def check_tree(bundle: BundleArchive, size: int, root: bytes) -> list[BundleErro
         return [ProofMismatch(str(exc), kind="proof.nodes", file=NODES)]
 
 
-def _child(conn: Connection, path: str, limits: Limits, size: int, root: bytes) -> None:
+def _child(conn: Connection, path: str, limits: Limits, size: int, root: bytes,
+           extra: Sequence[tuple[int, bytes]]) -> None:
     try:
         with BundleArchive(path, limits) as bundle:
-            result: Any = check_tree(bundle, size, root)
+            result: Any = check_tree(bundle, size, root, extra)
     except BaseException as exc:
         result = [ProofMismatch(f"the proof check failed: {type(exc).__name__}: {exc}", kind="proof.worker",
                                 file=NODES)]
@@ -104,20 +123,22 @@ def _child(conn: Connection, path: str, limits: Limits, size: int, root: bytes) 
 class TreeCheck:
     """``check_tree`` running in a forked process, or deferred to ``result`` where there is none."""
 
-    def __init__(self, path: str | Path, limits: Limits, size: int, root: bytes, parallel: bool) -> None:
-        self._size, self._root = size, root
+    def __init__(self, path: str | Path, limits: Limits, size: int, root: bytes, parallel: bool,
+                 extra: Sequence[tuple[int, bytes]] = ()) -> None:
+        self._size, self._root, self._extra = size, root, tuple(extra)
         self._proc: Any = None
         if parallel:
             ctx = multiprocessing.get_context("fork")
             self._recv, send = ctx.Pipe(duplex=False)
-            self._proc = ctx.Process(target=_child, args=(send, str(path), limits, size, root), daemon=True)
+            self._proc = ctx.Process(target=_child, args=(send, str(path), limits, size, root, self._extra),
+                                     daemon=True)
             self._proc.start()
             send.close()
 
     def result(self, bundle: BundleArchive) -> list[BundleError]:
         """The failures (waiting for the process, or computing them now on ``bundle``)."""
         if self._proc is None:
-            return check_tree(bundle, self._size, self._root)
+            return check_tree(bundle, self._size, self._root, self._extra)
         try:
             got: list[BundleError] = self._recv.recv()
         except EOFError:
@@ -139,12 +160,13 @@ class TreeCheck:
 
 
 def start_tree_check(path: str | Path, limits: Limits, size: int, root: bytes, *,
-                     parallel: bool | None = None) -> TreeCheck:
+                     parallel: bool | None = None, extra: Sequence[tuple[int, bytes]] = ()) -> TreeCheck:
     """Start ``check_tree`` in a forked process when ``parallel`` (default: the platform can fork
-    and there are two CPUs or more); otherwise ``TreeCheck.result`` runs it serially."""
+    and there are two CPUs or more); otherwise ``TreeCheck.result`` runs it serially. ``extra``:
+    leaves proved beside the records (a case bundle's withheld leaves, ascending seq)."""
     if parallel is None:
         parallel = "fork" in multiprocessing.get_all_start_methods() and (os.cpu_count() or 1) >= 2
-    return TreeCheck(path, limits, size, root, parallel)
+    return TreeCheck(path, limits, size, root, parallel, extra)
 
 
 def verify_checkpoint(bundle: BundleArchive, name: str, keys: list[NoteVerifier], origin: str, size: int,

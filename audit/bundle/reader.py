@@ -23,12 +23,13 @@ import orjson
 
 from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 
-__all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "Completeness", "Counts",
-           "Limits", "LineStream", "Previous"]
+__all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "CaseSelection",
+           "Completeness", "Counts", "Limits", "LineStream", "Previous"]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/4"
+BUNDLE_SCHEMA = "sealtrail.bundle/5"
 # every version this verifier reads
-BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", "sealtrail.bundle/3", BUNDLE_SCHEMA)
+BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", "sealtrail.bundle/3", "sealtrail.bundle/4",
+                  BUNDLE_SCHEMA)
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -181,6 +182,9 @@ class Counts:
     by_decision: dict[str, int]
     summaries: int = 0  # format 2
     refusals: int = 0  # format 3: the refusal records of the window
+    case_events: int = 0  # format 5 (a case bundle): its case_event lines
+    policies: int = 0  # its alert_policy lines
+    holds: int = 0  # its ledger.legal_hold lines
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,19 @@ class Completeness:
     right: int | None
     account_key_id: str | None
     account_key: str | None
+
+
+@dataclass(frozen=True)
+class CaseSelection:
+    """``manifest.case`` (format 5): the bundle is cut for one case (``case/case.json``)."""
+
+    case_id: int
+    file: str
+    alerts: int
+    events: int
+    withheld: int
+    from_seq: int
+    to_seq: int
 
 
 @dataclass(frozen=True)
@@ -215,8 +232,9 @@ class BundleManifest:
     files: dict[str, str]
     raw: dict[str, Any]
     version: int = 1
-    completeness: Completeness | None = None  # format 2
-    filters: dict[str, Any] = field(default_factory=dict)
+    completeness: Completeness | None = None  # format 2; None for a case bundle
+    filters: dict[str, Any] = field(default_factory=dict)  # empty for a case bundle
+    case: CaseSelection | None = None  # format 5: the case the bundle is cut for
 
     @classmethod
     def parse(cls, data: bytes) -> BundleManifest:
@@ -244,6 +262,12 @@ class BundleManifest:
         bundle_id = m.text("bundle_id")
         if not _UUID.fullmatch(bundle_id):
             raise _bad(f"bundle_id {bundle_id!r} is not a lower-case UUIDv7")
+        case = None
+        if version >= 5:  # a bundle cut for one case: no window, no summaries
+            case = _case(m.obj("case"))
+            for key in ("filters", "completeness"):
+                if doc.get(key, ...) is not None:
+                    raise _bad(f"manifest.{key} must be null in a bundle cut for a case (format 5)")
         return cls(
             bundle_id=bundle_id, created_at=m.text("created_at"), origin=log.text("origin"),
             verifier_keys=tuple(log.texts("verifier_keys")), checkpoint_size=cp.num("size"),
@@ -252,12 +276,21 @@ class BundleManifest:
                           counts.num("context"), counts.num("payloads_present"),
                           counts.num("payloads_purged"), {k: by.num(k) for k in by.doc},
                           counts.num("summaries") if version >= 2 else 0,
-                          counts.num("refusals") if version >= 3 else 0),
+                          counts.num("refusals") if version >= 3 else 0,
+                          *((counts.num("case_events"), counts.num("policies"), counts.num("holds"))
+                            if version >= 5 else (0, 0, 0))),
             first_seq=rng.num("first_seq"), last_seq=rng.num("last_seq"), contiguous=rng.flag("contiguous"),
             rules=tuple(_hexes(m.texts("rules"), "rules")), models=tuple(_hexes(m.texts("models"), "models")),
             files=listed, raw=doc, version=version,
-            completeness=_completeness(m.obj("completeness")) if version >= 2 else None,
-            filters=_filters(m.obj("filters")))
+            completeness=_completeness(m.obj("completeness")) if version >= 2 and case is None else None,
+            filters={} if case is not None else _filters(m.obj("filters")), case=case)
+
+
+def _case(c: _Obj) -> CaseSelection:
+    got = CaseSelection(c.num("case_id"), c.text("file"), c.num("alerts"), c.num("events"), c.num("withheld"),
+                        c.num("from_seq"), c.num("to_seq"))
+    _check_name(got.file)
+    return got
 
 
 def _filters(f: _Obj) -> dict[str, Any]:

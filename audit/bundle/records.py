@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -36,14 +36,28 @@ from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body, 
 from audit.decide.summary import SUMMARY_KIND
 from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
 
-__all__ = ["CONTEXT_KINDS", "Findings", "LeafHashes", "RecordTally", "SeqSet", "scan_records"]
+__all__ = ["CASE_KINDS", "CONTEXT_KINDS", "CaseSink", "Findings", "LeafHashes", "RecordTally", "SeqSet",
+           "scan_records"]
 
 RECORDS, INDEX, PAYLOADS = "records.jsonl", "index.jsonl", "payloads.jsonl"
 GOVERNANCE_KINDS = frozenset({"ruleset.proposed", "ruleset.bootstrapped", "ruleset.approved",
                               "ruleset.activated"})
 CONTEXT_KINDS = GOVERNANCE_KINDS | {"model.registered", "ledger.payload_purge"}
+# the kinds only a case bundle (format 5) carries: the names audit.cases.events / .policy and
+# ledger.retention seal them under, spelled out so that a window bundle's check imports no case code
+CASE_EVENT, CASE_POLICY, LEGAL_HOLD = "case_event", "alert_policy", "ledger.legal_hold"
+CASE_KINDS = frozenset({CASE_EVENT, CASE_POLICY, LEGAL_HOLD})
 _INDEX_KEYS = ["chain_hash", "kind", "leaf_hash", "seq", "trace_id"]
 Progress = Callable[[int, int], None]
+
+
+class CaseSink(Protocol):
+    """Where the record pass of a case bundle hands the case's records (``audit.bundle.cases``)."""
+
+    def line(self, seq: int) -> None: ...
+    def decision(self, seq: int, trace_id: str, env: dict[str, Any], leaf: bytes) -> None: ...
+    def record(self, seq: int, trace_id: str, kind: str, env: dict[str, Any], leaf: bytes) -> None: ...
+    def payload(self, sha: str, data: bytes | None, purged_by: int | None) -> None: ...
 
 
 class Findings:
@@ -126,6 +140,9 @@ class RecordTally:
     summaries: int = 0
     refusals: int = 0  # format 3
     refusals_replayed: int = 0  # refusals whose payload was parsed again and refused the same way
+    case_events: int = 0  # format 5, a case bundle: case_event lines
+    policies: int = 0  # alert_policy lines
+    holds: int = 0  # ledger.legal_hold lines
     account_risk_checked: int = 0  # decision/2 and /3 records whose account_risk is consistent in itself
     account_alerts: int = 0  # of them, those that raised an account alert
     by_decision: Counter[str] = field(default_factory=Counter)
@@ -149,9 +166,11 @@ def _fail(cls: type[BundleError], kind: str, detail: str, file: str = RECORDS, s
 
 
 def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Replayer, found: Findings,
-                 progress: Progress | None = None, check: CompletenessCheck | None = None) -> RecordTally:
+                 progress: Progress | None = None, check: CompletenessCheck | None = None,
+                 case: CaseSink | None = None) -> RecordTally:
     """Stream the three line files once; failures go to ``found``, the tally comes back. Decisions
-    and summaries also go to ``check`` (format 2), in seq order."""
+    and summaries also go to ``check`` (format 2), in seq order; in a case bundle (format 5) the
+    decisions, case records and report payloads go to ``case`` instead."""
     t = RecordTally()
     records, index = LineStream(bundle, RECORDS), LineStream(bundle, INDEX)
     payloads = LineStream(bundle, PAYLOADS)
@@ -206,6 +225,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                             f"seq {prev_seq}'s chain hash and this leaf", INDEX, seq, tid))
         prev_seq, prev_chain = seq, chain
         t.in_tree += 1
+        if case is not None:
+            case.line(seq)
         if t.first_seq is None:
             t.first_seq = seq
         t.last_seq = seq
@@ -240,6 +261,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 t.models.add(str(model.get("sha256")))
             if failed := replayer.add(seq, tid, body):
                 found.extend(failed)
+            if case is not None:
+                case.decision(seq, tid, env, leaf)
             if body.get("schema") in RISK_SCHEMAS:  # versions 2 to 4: account risk, checked in itself
                 try:
                     risk = check_account_risk(body)
@@ -255,7 +278,9 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             if not isinstance(ref, dict) or ref.get("seq") not in t.decision_seqs:
                 found.add(_fail(BundleTampered, "annotation.refers_to", "the annotation refers to no "
                                 f"exported decision: {ref!r}"[:300], seq=seq, trace_id=tid))
-        elif kind == REFUSAL_KIND and manifest.version >= 3:
+            elif case is not None:
+                case.record(seq, tid, kind, env, leaf)
+        elif kind == REFUSAL_KIND and manifest.version >= 3 and case is None:
             t.refusals += 1
             refusal = _refusal(body, env, seq, tid, found)
             if check is not None and manifest.version >= 4:
@@ -263,6 +288,11 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         elif kind == SUMMARY_KIND and check is not None:
             t.summaries += 1
             check.summary(seq, tid, env, leaf)
+        elif kind in CASE_KINDS and case is not None:
+            t.case_events += kind == CASE_EVENT
+            t.policies += kind == CASE_POLICY
+            t.holds += kind == LEGAL_HOLD
+            case.record(seq, tid, kind, env, leaf)
         elif kind in CONTEXT_KINDS:
             t.context += 1
             t.entries[seq] = env
@@ -285,7 +315,11 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 key = str(ps).encode()
             if key not in seen_payloads:
                 seen_payloads.add(key)
+                purged = t.payloads_purged
                 data = _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
+                if case is not None and kind == CASE_EVENT:
+                    by = next((p for p, items in pending_purges.items() for x in items if x[1] == seq), None)
+                    case.payload(str(ps), data, by if t.payloads_purged > purged else None)
         if kind == "decision" and check is not None:
             check.decision(seq, tid, env, data)
         elif kind == REFUSAL_KIND and refusal is not None and data is not None:

@@ -1,5 +1,5 @@
-"""The offline bundle verifier: a ``sealtrail.bundle/4`` (or ``/3``, ``/2``, ``/1``) ZIP in, a report
-or a ``BundleError`` out.
+"""The offline bundle verifier: a ``sealtrail.bundle/5`` (or ``/4`` to ``/1``) ZIP in, a report or a
+``BundleError`` out.
 
 No database and no network: everything is checked from the ZIP and the keys the examiner pins
 (docs/bundle-format.md). In order: the member list (safe names, no bombs, nothing unlisted or
@@ -11,7 +11,10 @@ export, and the context the decisions name (rule modules, their governance, mode
 bundle's decision summaries prove the selection complete (``audit.bundle.completeness``); a
 format-1 bundle verifies as before, reported "completeness not proven". A format-3 bundle also
 carries the refusal records of its window, replayed where their payload is present; a format-4
-bundle proves them complete too (their summaries, ``sealtrail.decision.summary/2``). Failures
+bundle proves them complete too (their summaries, ``sealtrail.decision.summary/2``). A format-5
+bundle cut for one case carries no summaries: its case's history is re-derived instead, by the
+case fold the bank's view runs, against ``case/case.json`` (``audit.bundle.cases``), and the
+other cases' events of its range are proved as withheld leaves. Failures
 that concern records are collected (up to ``Limits.max_failures``) and raised together as
 ``BundleFailed``; one that leaves nothing to trust (a bad signature, an unsafe ZIP) is raised at once.
 """
@@ -26,8 +29,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from audit.bundle.case_doc import CASE_FILE, CaseDoc
 from audit.bundle.completeness import CompletenessCheck, CompletenessReport, not_proven_v1
 from audit.bundle.context import check_context
 from audit.bundle.proofs import check_previous, start_tree_check, verify_checkpoint
@@ -45,6 +49,9 @@ from ledger.jcs import CanonicalError, canonical_bytes
 from ledger.note import NoteVerifier, open_note
 from ledger.records import format_time
 from wasm_rules import Sandbox
+
+if TYPE_CHECKING:
+    from audit.bundle.cases import CaseCheck, CaseReport
 
 __all__ = ["UNPINNED_WARNING", "BundleReport", "Limits", "verify_bundle"]
 
@@ -88,10 +95,15 @@ class BundleReport:
     account_risk_checked: int = 0  # decision/2 and /3 records whose account_risk holds together (see docs)
     account_alerts: int = 0  # of them, those that raised an account alert
     explained: int = 0  # decision/3 and /4 records whose reason codes were recomputed from the model
+    case: CaseReport | None = None  # format 5, a bundle cut for one case: its history, re-derived
+    case_events: int = 0
+    policies: int = 0
+    holds: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
         out["completeness"] = None if self.completeness is None else self.completeness.to_json()
+        out["case"] = None if self.case is None else self.case.to_json()
         return out
 
 
@@ -161,6 +173,8 @@ def _check_counts(m: BundleManifest, t: RecordTally, found: Findings) -> None:
     by = {k: t.by_decision.get(k, 0) for k in c.by_decision} | dict(t.by_decision)
     pairs = [("records", c.records, t.records), ("decisions", c.decisions, t.decisions),
              ("summaries", c.summaries, t.summaries), ("refusals", c.refusals, t.refusals),
+             ("case_events", c.case_events, t.case_events), ("policies", c.policies, t.policies),
+             ("holds", c.holds, t.holds),
              ("annotations", c.annotations, t.annotations), ("context", c.context, t.context),
              ("payloads_present", c.payloads_present, t.payloads_present),
              ("payloads_purged", c.payloads_purged, t.payloads_purged),
@@ -169,10 +183,52 @@ def _check_counts(m: BundleManifest, t: RecordTally, found: Findings) -> None:
              ("range.contiguous", m.contiguous, t.last_seq is not None and t.first_seq is not None
               and t.last_seq - t.first_seq + 1 == t.in_tree == t.records),
              ("rules", list(m.rules), sorted(t.modules)), ("models", list(m.models), sorted(t.models))]
+    if m.case is not None:
+        pairs.append(("case.events", m.case.events, t.case_events))
     for name, stated, got in pairs:
         if stated != got:
             found.add(BundleTampered(f"manifest states {name} = {stated!r}, the records give {got!r}"[:600],
                                      kind="manifest.counts", file=MANIFEST))
+
+
+def _case_doc(bundle: BundleArchive, manifest: BundleManifest) -> CaseDoc | None:
+    """``case/case.json`` of a case bundle, parsed (``BundleMalformed`` at once if it is not the
+    format: nothing of the case can be checked then), checked against ``manifest.case``."""
+    sel = manifest.case
+    if sel is None:
+        return None
+    if sel.file != CASE_FILE:
+        raise BundleMalformed(f"case.file is {sel.file!r}, not {CASE_FILE}", kind="manifest.field",
+                              file=MANIFEST)
+    doc = CaseDoc.parse(bundle.read(CASE_FILE, bundle.limits.max_manifest))
+    if doc.to_seq >= manifest.checkpoint_size:
+        raise BundleTampered(f"the case's events are said searched up to seq {doc.to_seq}, past the "
+                             f"checkpoint's tree of size {manifest.checkpoint_size}",
+                             kind="case.completeness.range", file=CASE_FILE)
+    stated = (sel.case_id, sel.alerts, sel.events, sel.withheld, sel.from_seq, sel.to_seq)
+    got = (doc.case_id, len(doc.alerts), len(doc.events), len(doc.withheld), doc.from_seq, doc.to_seq)
+    if stated != got:
+        raise BundleTampered(f"manifest.case states (case_id, alerts, events, withheld, from_seq, to_seq) = "
+                             f"{stated}, {CASE_FILE} gives {got}", kind="manifest.case", file=MANIFEST)
+    return doc
+
+
+def _case_check(doc: CaseDoc, found: Findings) -> CaseCheck:
+    # Imported here, for a case bundle only: the case fold's imports are the examiner's machine's
+    # concern only when there is a case to fold (docs/bundle-format.md, "Case bundles").
+    from audit.bundle.cases import CaseCheck
+
+    return CaseCheck(doc, found)
+
+
+def _case_completeness(doc: CaseDoc) -> CompletenessReport:
+    return CompletenessReport(False, notes=[
+        f"a bundle cut for case {doc.case_id}: no decision summary speaks for a case, so completeness is "
+        "not proven as for a window; the case's alerts are those its fold re-derives from the decisions "
+        "carried, as the bank's view states them",
+        f"case events: {len(doc.events)} carried, {len(doc.withheld)} other case event(s) of seqs "
+        f"[{doc.from_seq}, {doc.to_seq}] withheld as proved leaf hashes; that none of those is about the "
+        "case is the exporter's signed statement, checked one by one where the bank opens a withheld leaf"])
 
 
 @contextmanager
@@ -204,15 +260,23 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         _check_files(bundle, manifest, found)
         cp = verify_checkpoint(bundle, manifest.checkpoint_file, keys, manifest.origin,
                                manifest.checkpoint_size, manifest.checkpoint_root, "manifest.checkpoint")
-        tree = start_tree_check(path, limits, cp.checkpoint.size, cp.checkpoint.root, parallel=parallel)
+        doc = _case_doc(bundle, manifest)
+        tree = start_tree_check(path, limits, cp.checkpoint.size, cp.checkpoint.root, parallel=parallel,
+                                extra=() if doc is None else doc.withheld)
         own = sandbox is None
         sb = Sandbox() if sandbox is None else sandbox
+        case_report: CaseReport | None = None
         try:
             replayer = Replayer(sb, lambda sha: bundle.read(f"rules/{sha}.wasm"),
                                 lambda sha: bundle.read(f"models/{sha}/weights.npz"))
-            check = CompletenessCheck(manifest, found) if manifest.version >= 2 else None
-            tally = scan_records(bundle, manifest, replayer, found, progress, check)
-            completeness = not_proven_v1() if check is None else check.finish()
+            check = CompletenessCheck(manifest, found) if manifest.version >= 2 and doc is None else None
+            case = None if doc is None else _case_check(doc, found)
+            tally = scan_records(bundle, manifest, replayer, found, progress, check, case)
+            if doc is not None and case is not None:
+                completeness = _case_completeness(doc)
+                case_report = case.finish()
+            else:
+                completeness = not_proven_v1() if check is None else check.finish()
         except BaseException:
             tree.cancel()
             raise
@@ -237,7 +301,8 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         warnings=() if trusted_keys else (UNPINNED_WARNING,), format=manifest.version,
         completeness=completeness, summaries=tally.summaries, refusals=tally.refusals,
         refusals_replayed=tally.refusals_replayed, account_risk_checked=tally.account_risk_checked,
-        account_alerts=tally.account_alerts, explained=replayer.explained)
+        account_alerts=tally.account_alerts, explained=replayer.explained, case=case_report,
+        case_events=tally.case_events, policies=tally.policies, holds=tally.holds)
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

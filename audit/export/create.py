@@ -1,8 +1,9 @@
-"""Regulator export bundles (docs/bundle-format.md, ``sealtrail.bundle/4``): creation.
+"""Regulator export bundles (docs/bundle-format.md): creation.
 
-``create_bundle`` streams the selected decisions (``audit.export.select``), the refusal records of
-the window (when the selection is the whole window), the annotations that refer to them and their
-context (governance, model registration and purge entries) into a ZIP,
+``create_bundle`` (a time window, with filters) streams the selected decisions
+(``audit.export.select``), the refusal records of the window (when the selection is the whole
+window), the annotations that refer to them and their context (governance, model registration
+and purge entries) into a ZIP,
 with the decision summaries that bracket the window (``audit.export.completeness``: they prove
 the selection complete, its refusals included), payloads, rule modules, model files, the signed
 checkpoint, the multiproof, the consistency proof from the previous export, a report,
@@ -21,6 +22,13 @@ is sealed only once the ZIP is complete and synced, and the file is renamed into
 after the record is durable. Any failure removes the temporary files and leaves no record (a
 crash between sealing and renaming leaves a record of an export whose file never appeared,
 never a file without its record).
+
+A window bundle is written as ``sealtrail.bundle/4``, the oldest format that holds it (so that
+the verifier of the previous release still reads it). ``create_case_bundle`` cuts the bundle of
+one case instead, ``sealtrail.bundle/5`` (``audit.export.cases``: its
+decisions, events, policies, filed reports and holds, ``case/case.json``, and the other case
+events of its range as proved leaf hashes); a case is small, so its lines are built in memory.
+Both end in the same writing and sealing (``_write_and_seal``).
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ import os
 import shutil
 import tempfile
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,15 +49,14 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
+from audit.bundle.case_doc import CASE_FILE
 from audit.decide.principal import Principal
 from audit.errors import ExportFilterError, ExportUnavailableError
+from audit.export.cases import CaseSelection, select_case
 from audit.export.completeness import bracket, check_selection, seal_right_edge
 from audit.export.context import Context, gather_context, previous_export
-from audit.export.files import (
-    VERIFY_MD,
-    BundleZip,
-)
-from audit.export.report import ReportStats, render_report
+from audit.export.files import VERIFY_MD, BundleZip, index_line, payload_line, purged_line
+from audit.export.report import ReportStats, csv_header, csv_line, csv_row, render_report
 from audit.export.select import ExportFilters, count_selected, refusal_rows
 from audit.export.spool import Progress, Spools, deflate_spools, read_selection
 from ledger import NoteSigner, Record
@@ -64,13 +72,16 @@ from ledger.records import format_time
 from wasm_rules import OUTCOMES
 
 __all__ = [
-    "BUNDLE_SCHEMA", "EXPORT_KIND", "EXPORT_SCHEMA", "BundleSummary", "ExportFilters", "create_bundle",
-    "list_exports", "manifest_sig_text", "uuid7"
+    "BUNDLE_SCHEMA", "CASE_BUNDLE_SCHEMA", "CASE_EXPORT_SCHEMA", "EXPORT_KIND", "EXPORT_SCHEMA",
+    "BundleSummary", "ExportFilters", "create_bundle", "create_case_bundle", "list_exports",
+    "manifest_sig_text", "uuid7"
 ]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/4"
+BUNDLE_SCHEMA = "sealtrail.bundle/4"  # a window bundle
+CASE_BUNDLE_SCHEMA = "sealtrail.bundle/5"  # a bundle cut for one case
 EXPORT_KIND = "export.created"
-EXPORT_SCHEMA = "sealtrail.export.created/1"
+EXPORT_SCHEMA = "sealtrail.export.created/1"  # the record of a window bundle
+CASE_EXPORT_SCHEMA = "sealtrail.export.created/2"  # of a case bundle: ``case`` set, ``filters`` null
 
 
 def manifest_sig_text(bundle_id: str, manifest_sha256: str) -> str:
@@ -93,20 +104,21 @@ class BundleSummary:
     path: Path
     created_at: str
     creator: dict[str, Any]
-    filters: dict[str, Any]
+    filters: dict[str, Any] | None  # None for a case bundle
     counts: dict[str, Any]
     checkpoint: dict[str, Any]  # {size, root (b64)}
     previous: dict[str, Any] | None
     manifest_sha256: str
     size_bytes: int
     record_seq: int  # seq of the export.created record
+    case: dict[str, Any] | None = None  # manifest.case of a case bundle
 
     def to_json(self) -> dict[str, Any]:
         return {"bundle_id": self.bundle_id, "file": str(self.path), "created_at": self.created_at,
                 "creator": self.creator, "filters": self.filters, "counts": self.counts,
                 "checkpoint": self.checkpoint, "previous": self.previous,
                 "manifest_sha256": self.manifest_sha256, "size_bytes": self.size_bytes,
-                "record_seq": self.record_seq}
+                "record_seq": self.record_seq, "case": self.case}
 
 
 def _checkpoint(ledger: Ledger, signer: NoteSigner, last_seq: int) -> SignedCheckpoint:
@@ -124,6 +136,14 @@ def _nodes_bin(conn: Connection, size: int, exported: array[int]) -> bytes:
     return encode_nodes((lo, hi, got[(lo, hi)]) for lo, hi in ranges)
 
 
+def _refuse_early(ledger: Ledger, signer: NoteSigner, out_path: Path) -> None:
+    if signer.verifier.vkey != ledger.active_vkey:
+        raise ExportUnavailableError(f"the key given is {signer.verifier.vkey}; the ledger's active "
+                                     f"key is {ledger.active_vkey}")
+    if Path(out_path).exists():
+        raise ExportFilterError("out", f"{out_path} exists; refusing to overwrite a bundle")
+
+
 def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, filters: ExportFilters,
                   creator: Principal, *, now: datetime | None = None, progress: Progress | None = None,
                   model_dirs: Iterable[Path] = (), page_size: int = 5000, compresslevel: int = 1,
@@ -135,12 +155,8 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
     selection through a trace-index row that disagrees with its sealed record; nothing is written.
     ``signer`` must be the ledger's active key. ``bundle_id`` (a UUIDv7 made from ``now`` by
     default) lets a caller name the file after it."""
-    if signer.verifier.vkey != ledger.active_vkey:
-        raise ExportUnavailableError(f"the key given is {signer.verifier.vkey}; the ledger's active "
-                                     f"key is {ledger.active_vkey}")
+    _refuse_early(ledger, signer, out_path)
     out_path = Path(out_path)
-    if out_path.exists():
-        raise ExportFilterError("out", f"{out_path} exists; refusing to overwrite a bundle")
     now = now or datetime.now(UTC)
     created_at = format_time(now)
     bundle_id = bundle_id or uuid7(now)
@@ -163,9 +179,8 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     stats = ReportStats()
     sp = Spools(tmp, compresslevel)
     # one snapshot for the selection: what was checked is what is written
-    opts = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
     try:
-        with engine.connect().execution_options(**opts) as conn, conn.begin():
+        with _snapshot(engine) as conn:
             summaries = bracket(conn, engine, filters)
             alongside = heapq.merge(summaries.rows, refusal_rows(conn, filters), key=lambda r: r.seq)
             got = read_selection(conn, filters, sp, stats, total, progress, page_size, alongside)
@@ -181,14 +196,60 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     assert got.rulesets is not None and got.models is not None and got.purge_seqs is not None
     with engine.connect() as conn:
         ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs)
-        prev = previous_export(conn)
     extra = sorted(ctx.entries, key=lambda r: r.seq)
     seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
-    cp = _checkpoint(ledger, signer, seqs[-1])
+    counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
+              "context": len(ctx.entries), "summaries": summaries.count, "refusals": got.refusals,
+              "payloads_present": got.present,
+              "payloads_purged": got.purged,
+              "by_decision": {o: stats.by_decision[o] for o in OUTCOMES}}
+
+    def lines(z: BundleZip) -> None:
+        rec_z, idx_z = deflate_spools(tmp, sp, extra, compresslevel)
+        z.write_deflated("records.jsonl", rec_z)
+        z.write_deflated("index.jsonl", idx_z)
+        z.write_deflated("payloads.jsonl", payloads_z)
+        z.write_deflated("records.csv", csv_z)
+
+    head = {"schema": BUNDLE_SCHEMA, "filters": filters.to_json(), "completeness": summaries.manifest()}
+    return _write_and_seal(engine, ledger, signer, out_path, tmp, bundle_id=bundle_id, created_at=created_at,
+                           creator=creator, head=head,
+                           record_head={"schema": EXPORT_SCHEMA, "filters": filters.to_record()},
+                           counts=counts, seqs=seqs, withheld=(), lines=lines, ctx=ctx,
+                           render=lambda m: render_report(m, stats, ctx.purge_reasons),
+                           rules=sorted(set(got.rulesets.values())), models=sorted(got.models),
+                           compresslevel=compresslevel, last_seq=seqs[-1])
+
+
+@contextmanager
+def _snapshot(engine: Engine) -> Iterator[Connection]:
+    """A connection whose reads all see one snapshot (REPEATABLE READ on PostgreSQL; SQLite's
+    WAL read transaction is one)."""
+    opts = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
+    with engine.connect().execution_options(**opts) as conn, conn.begin():
+        yield conn
+
+
+def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path, *,
+                    bundle_id: str, created_at: str, creator: Principal, head: dict[str, Any],
+                    record_head: dict[str, Any], counts: dict[str, Any], seqs: array[int],
+                    withheld: Sequence[tuple[int, bytes]], lines: Callable[[BundleZip], None], ctx: Context,
+                    render: Callable[[dict[str, Any]], bytes], rules: list[str], models: list[str],
+                    compresslevel: int, last_seq: int, files: Sequence[tuple[str, bytes]] = ()
+                    ) -> BundleSummary:
+    """The part of creation every selection shares (``head``: the manifest's schema and selection
+    fields; ``record_head``: the ``export.created`` body's): the checkpoint (of a size past ``last_seq``),
+    the multiproof of ``seqs`` and the ``withheld`` leaves, the consistency proof from the previous
+    export, the ZIP (``lines`` writes the line members), the manifest and its signature; then the
+    ``export.created`` record, and the file renamed into place."""
+    with engine.connect() as conn:
+        prev = previous_export(conn)
+    cp = _checkpoint(ledger, signer, last_seq)
     size, root = cp.checkpoint.size, cp.checkpoint.root
     b64 = base64.b64encode
+    proved = array("q", heapq.merge(seqs, (s for s, _ in withheld))) if withheld else seqs
     with engine.connect() as conn:
-        nodes = _nodes_bin(conn, size, seqs)
+        nodes = _nodes_bin(conn, size, proved)
         consistency: dict[str, Any] | None = None
         prev_note: str | None = None
         if prev is not None:
@@ -204,36 +265,26 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
                                              "not stored")
         vkeys = [str(v) for (v,) in conn.exec_driver_sql(
             "SELECT vkey FROM ledger_keys ORDER BY valid_from_size")]
-    counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
-              "context": len(ctx.entries), "summaries": summaries.count, "refusals": got.refusals,
-              "payloads_present": got.present,
-              "payloads_purged": got.purged,
-              "by_decision": {o: stats.by_decision[o] for o in OUTCOMES}}
     manifest: dict[str, Any] = {
-        "schema": BUNDLE_SCHEMA, "bundle_id": bundle_id, "created_at": created_at,
-        "creator": creator.to_json(),
-        "filters": filters.to_json(), "log": {"origin": ledger.origin, "verifier_keys": vkeys},
+        "bundle_id": bundle_id, "created_at": created_at,
+        "creator": creator.to_json(), **head, "log": {"origin": ledger.origin, "verifier_keys": vkeys},
         "checkpoint": {"size": size, "root": b64(root).decode(), "file": "checkpoint.txt"},
-        "previous": prev, "counts": counts, "completeness": summaries.manifest(),
+        "previous": prev, "counts": counts,
         "range": {"first_seq": seqs[0], "last_seq": seqs[-1],
                   "contiguous": seqs[-1] - seqs[0] + 1 == len(seqs)},
-        "rules": sorted(set(got.rulesets.values())), "models": sorted(got.models)}
-    rec_z, idx_z = deflate_spools(tmp, sp, extra, compresslevel)
+        "rules": rules, "models": models}
     zpath = tmp / "bundle.zip"
     with zpath.open("wb") as fh:
         z = BundleZip(fh, compresslevel=compresslevel)
-        z.write_deflated("records.jsonl", rec_z)
-        z.write_deflated("index.jsonl", idx_z)
-        z.write_deflated("payloads.jsonl", payloads_z)
-        z.write_deflated("records.csv", csv_z)
+        lines(z)
         z.write("checkpoint.txt", cp.note.encode())
         z.write("proofs/nodes.bin", nodes)
         if consistency is not None and prev_note is not None:
             z.write("proofs/consistency.json", canonical_bytes(consistency))
             z.write("checkpoints/previous.txt", prev_note.encode())
-        for name, data in ctx.files:
+        for name, data in (*ctx.files, *files):
             z.write(name, data)
-        z.write("report.html", render_report(manifest, stats, ctx.purge_reasons))
+        z.write("report.html", render(manifest))
         z.write("VERIFY.md", VERIFY_MD.encode())
         manifest["files"] = dict(sorted(z.files.items()))
         mbytes = canonical_bytes(manifest)
@@ -244,14 +295,117 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         fh.flush()
         os.fsync(fh.fileno())
     checkpoint = {"size": size, "root": b64(root).decode()}
-    body = {"schema": EXPORT_SCHEMA, "bundle_id": bundle_id, "created_at": created_at,
-            "creator": creator.to_json(), "filters": filters.to_record(), "counts": counts,
+    body = {"bundle_id": bundle_id, "created_at": created_at,
+            "creator": creator.to_json(), **record_head, "counts": counts,
             "checkpoint": checkpoint, "previous": prev, "manifest_sha256": msha, "file_name": out_path.name}
     (receipt,) = ledger.append_many([Record.from_canonical_body(EXPORT_KIND, canonical_bytes(body))])
     os.replace(zpath, out_path)
     _fsync_dir(out_path.parent)
-    return BundleSummary(bundle_id, out_path, created_at, creator.to_json(), filters.to_json(), counts,
-                         checkpoint, prev, msha, out_path.stat().st_size, receipt.seq)
+    return BundleSummary(bundle_id, out_path, created_at, creator.to_json(), head["filters"], counts,
+                         checkpoint, prev, msha, out_path.stat().st_size, receipt.seq, head.get("case"))
+
+
+def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, case_id: int,
+                       creator: Principal, *, now: datetime | None = None, model_dirs: Iterable[Path] = (),
+                       compresslevel: int = 1, bundle_id: str | None = None) -> BundleSummary:
+    """Write the bundle of case ``case_id`` to ``out_path`` and seal its ``export.created`` record.
+
+    The bundle (``sealtrail.bundle/5``, docs/bundle-format.md "Case bundles"; its record
+    ``sealtrail.export.created/2``) holds the decisions
+    of the case's alerts, every case event about it, the deadline policies its alerts were dated
+    under, its filed reports' bytes, the legal holds over them, and ``case/case.json`` (the case
+    as the alert and case view states it), all proved against one checkpoint, with every other
+    case event of the range proved as a leaf hash. Refuses (``ExportFilterError``, field
+    ``case_id``) a case that does not exist, (field ``out``) an ``out_path`` that exists, and
+    (``DerivedRowError``) a view that disagrees with the sealed records; nothing is written."""
+    from audit.cases.store import catch_up  # the view current before its rows are read
+
+    if type(case_id) is not int or case_id < 0:
+        raise ExportFilterError("case_id", f"{case_id!r} is not a case id (the seq of its first alert)")
+    _refuse_early(ledger, signer, out_path)
+    now = now or datetime.now(UTC)
+    created_at = format_time(now)
+    bundle_id = bundle_id or uuid7(now)
+    catch_up(engine)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_path.parent, prefix=f".{out_path.name}."))
+    try:
+        with _snapshot(engine) as conn:
+            sel = select_case(conn, case_id)
+            models = {str(orjson.loads(r.record)["record"]["model"]["sha256"]) for r in sel.decisions}
+            rulesets: dict[str, str] = {}
+            for r in sel.decisions:
+                rules = orjson.loads(r.record)["record"]["rules"]
+                rulesets[f"{rules['ruleset_id']}@{rules['version']}"] = str(rules["module_sha256"])
+            purges = {p.purge_seq for p in sel.payloads.values()
+                      if p.data is None and p.purge_seq is not None}
+            ctx = gather_context(conn, rulesets, models, purges, list(model_dirs))
+        return _write_case(engine, ledger, signer, out_path, tmp, sel, ctx, creator, bundle_id, created_at,
+                           sorted(set(rulesets.values())), sorted(models), compresslevel)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
+                sel: CaseSelection, ctx: Context, creator: Principal, bundle_id: str, created_at: str,
+                rules: list[str], models: list[str], compresslevel: int) -> BundleSummary:
+    rows = sorted({r.seq: r for r in (*sel.rows, *ctx.entries)}.values(), key=lambda r: r.seq)
+    stats = ReportStats()
+    for gone in sel.payloads.values():
+        if gone.data is None and gone.purge_seq is not None:
+            stats.add_purged(gone.sha256, gone.purge_seq)
+    records, index, pays, csv_rows = [], [], [], [csv_header()]
+    named: set[str] = set()
+    present = purged = 0
+    for r in rows:
+        records.append(r.record + b"\n")
+        index.append(index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash))
+        env = orjson.loads(r.record)
+        sha = env.get("payload_sha256")
+        if sha is not None and sha not in named:
+            named.add(sha)
+            p = sel.payloads.get(sha)
+            if p is None:
+                raise ExportUnavailableError(f"entry {r.seq}: payload {sha} was not read (context entry with "
+                                             "a payload?)")
+            if p.data is not None:
+                pays.append(payload_line(sha, p.data))
+                present += 1
+            else:
+                assert p.purge_seq is not None
+                pays.append(purged_line(sha, p.purge_seq))
+                purged += 1
+        if r.kind == "decision":
+            state = "none" if sha is None else ("present" if sel.payloads[sha].data is not None else "purged")
+            n = sel.annotations.get(r.seq, 0)
+            csv_rows.append(csv_line(csv_row(r.seq, env, state, n)).encode())
+            stats.add(r.seq, env, n)
+    seqs = array("q", (r.seq for r in rows))
+    c = sel.counts
+    counts = {"records": len(rows), "decisions": len(sel.decisions), "annotations": c["annotations"],
+              "context": len(ctx.entries), "summaries": 0, "refusals": 0, "case_events": c["case_events"],
+              "policies": c["policies"], "holds": c["holds"], "payloads_present": present,
+              "payloads_purged": purged, "by_decision": {o: stats.by_decision[o] for o in OUTCOMES}}
+    case = {"case_id": sel.case_id, "file": CASE_FILE, "alerts": len(sel.doc.alerts),
+            "events": len(sel.doc.events), "withheld": len(sel.doc.withheld), "from_seq": sel.doc.from_seq,
+            "to_seq": sel.doc.to_seq}
+
+    def lines(z: BundleZip) -> None:
+        z.write("records.jsonl", b"".join(records))
+        z.write("index.jsonl", b"".join(index))
+        z.write("payloads.jsonl", b"".join(pays))
+        z.write("records.csv", b"".join(csv_rows))
+
+    head = {"schema": CASE_BUNDLE_SCHEMA, "filters": None, "completeness": None, "case": case}
+    return _write_and_seal(engine, ledger, signer, out_path, tmp, bundle_id=bundle_id, created_at=created_at,
+                           creator=creator, head=head,
+                           record_head={"schema": CASE_EXPORT_SCHEMA, "filters": None,
+                                        "case": {"case_id": sel.case_id, "to_seq": sel.upto}},
+                           counts=counts, seqs=seqs, withheld=sel.doc.withheld, lines=lines, ctx=ctx,
+                           render=lambda m: render_report(m, stats, ctx.purge_reasons, case=sel.report),
+                           rules=rules, models=models, compresslevel=compresslevel,
+                           last_seq=max(seqs[-1], sel.upto), files=[(CASE_FILE, sel.doc.to_bytes())])
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -246,9 +246,10 @@ def read_chunks(path: Path, size: int = 1 << 20) -> Iterable[bytes]:
 VERIFY_MD = """\
 # Verifying this bundle
 
-This is a sealtrail export bundle, format `sealtrail.bundle/4`. It holds sealed AML decision
-records exactly as the bank's ledger stores them, with the proofs that they are in that ledger,
-everything needed to re-derive each decision (rule modules, model weights), the sealed
+This is a sealtrail export bundle, format `sealtrail.bundle/4` (a time window) or
+`sealtrail.bundle/5` (one case: see "A bundle cut for one case" below). It holds sealed AML
+decision records exactly as the bank's ledger stores them, with the proofs that they are in that
+ledger, everything needed to re-derive each decision (rule modules, model weights), the sealed
 decision summaries around its time window that prove no decision matching its filters was left out,
 and (for a selection of the whole window) the sealed refusals of the screening requests refused in
 that window, which the same summaries prove complete.
@@ -303,4 +304,25 @@ The normative description is the bundle format page shipped with sealtrail
    now parses is a replay mismatch (`replay.refusal`).
 
 `report.html` and `records.csv` are for reading; they are covered by the file hashes only.
+
+## A bundle cut for one case (format 5)
+
+`manifest.case` names the case; `filters` and `completeness` are null and there are no summaries.
+`records.jsonl` holds the decisions that opened the case's alerts, the `alert_policy` records
+their deadlines were dated under, every `case_event` record about the case (it targets the case
+or one of its alerts, or links another case to it; a filed report's bytes are its payload), the
+`ledger.legal_hold` records over them, annotations and context as above. `case/case.json`
+states the case's row, its alerts, every carried event (applied or not, and why) and the payment
+outcomes, and lists as `withheld` (seq and leaf hash) every other `case_event` record of the
+seqs searched: these are leaves of the multiproof too (step 5 includes them), so they are proved
+without their content, another case's rationale, being disclosed.
+
+12. Re-run the case fold (docs/cases.md: an alert opens per alerting decision, joins its
+   subject's open case, moves by each event) over the decisions, policies and events in seq
+   order; it must give exactly the rows `case/case.json` states. Every carried event must be
+   about the case and listed there, every listed one carried; every decision must open an alert
+   of the case. Each `file_report` event's payload hashes to the `report` it states.
+13. That no withheld leaf is about the case is the bank's signed statement: ask the bank to open
+   any of them (hand over the record bytes), and check that SHA-256(0x00 || bytes) is the leaf and
+   that the record is a case event of another case.
 """

@@ -4,6 +4,10 @@
 report shows: counts by outcome, by fired rule and by day, the first ``ROW_CAP`` decisions for
 the table, and the first ``PURGED_CAP`` purged payloads. The page has no scripts and no
 external assets; numbers carry ``data-*`` attributes so a test can read them back.
+
+A bundle cut for one case (format 5) also shows the case: its final state, its history (who did
+what when, with their words, and whether each action applied), its filed reports with their
+SHA-256 and its legal holds, from the same ``CaseReport`` the verifier's case check gives.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from audit.decide.fixed_point import body_score
 from wasm_rules import OUTCOMES
+
+if TYPE_CHECKING:
+    from audit.bundle.cases import CaseReport
 
 __all__ = ["CSV_HEADER", "PURGED_CAP", "ROW_CAP", "ReportStats", "csv_cell", "csv_line", "csv_row",
            "render_report"]
@@ -144,8 +151,63 @@ _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{borde
         "td.n{text-align:right}code{font-size:12px}h2{margin-top:1.5em}")
 
 
-def render_report(manifest: dict[str, Any], stats: ReportStats, purge_reasons: dict[int, str]) -> bytes:
-    """The report page for a bundle whose manifest (without ``files``) is ``manifest``."""
+def _case(report: CaseReport) -> str:
+    """The case section: final state, history, reports and holds."""
+    s = report.state or {}
+    out = [f'<h2>Case {report.case_id}</h2><table data-case="{report.case_id}">']
+    for k in ("subject", "opened_at", "alerts", "open_alerts", "assignee_subject", "disposition", "closed_at",
+              "links", "reports", "last_report"):
+        v = s.get(k)
+        shown = "-" if v in (None, "") else v
+        out.append(f"<tr><th>{_e(k)}</th><td data-field=\"{_e(k)}\">{_e(shown)}</td></tr>")
+    out.append("</table><h3>Alerts</h3><table><tr><th>seq</th><th>opened</th><th>outcome</th>"
+               "<th>rules</th><th>state</th><th>disposition</th><th>payment</th><th>review due</th>"
+               "<th>filing due</th></tr>")
+    for a in report.alerts:
+        out.append(f'<tr data-alert="{a["seq"]}"><td class="n">{a["seq"]}</td><td>{_e(a["opened_at"])}</td>'
+                   f'<td>{_e(a["outcome"])}</td><td>{_e(a["fired"] or "-")}</td><td>{_e(a["state"])}</td>'
+                   f'<td>{_e(a["disposition"] or "-")}</td><td>{_e(a["payment"] or "-")}</td>'
+                   f'<td>{_e(a["review_due"])}</td><td>{_e(a["filing_due"])}</td></tr>')
+    out.append(f"</table><h3>History</h3><p>Every sealed action on the case, in log order. The case "
+               f"events of seqs {report.from_seq} to {report.to_seq} about other cases ({report.withheld}) "
+               "are in the bundle as proved leaf hashes only.</p><table><tr><th>seq</th><th>recorded at</th>"
+               "<th>action</th><th>on</th><th>by</th><th>rationale</th><th>details</th><th>applied</th></tr>")
+    for h in report.history:
+        details = "<br>".join(f"{_e(k)}: {_e(v)}" for k, v in h["details"].items() if k != "policy")
+        applied = "yes" if h["applied"] else f"no: {_e(h['why'])}"
+        out.append(f'<tr data-history="{h["seq"]}"><td class="n">{h["seq"]}</td>'
+                   f'<td>{_e(h["recorded_at"])}</td>'
+                   f'<td>{_e(h["what"])}</td><td>{_e(h["target"] or "-")}</td><td>{_e(h["by"] or "-")}</td>'
+                   f'<td>{_e(h["rationale"] or "-")}</td><td>{details or "-"}</td><td>{applied}</td></tr>')
+    out.append("</table><h3>Filed reports</h3>")
+    if not report.reports:
+        out.append("<p>None.</p>")
+    else:
+        out.append("<table><tr><th>seq</th><th>filed at</th><th>by</th><th>SHA-256</th><th>amends</th>"
+                   "<th>payload</th><th>legal holds</th></tr>")
+        for r in report.reports:
+            out.append(f'<tr data-report="{_e(r["sha256"])}"><td class="n">{r["seq"]}</td>'
+                       f'<td>{_e(r["recorded_at"])}</td><td>{_e(r["by"])}</td><td><code>{_e(r["sha256"])}</code>'
+                       f'</td><td><code>{_e(r["amends"] or "-")}</code></td><td>{_e(r["payload"])}</td>'
+                       f'<td>{_e(", ".join(r.get("holds", [])) or "none")}</td></tr>')
+        out.append("</table>")
+    if report.holds:
+        out.append("<h3>Legal holds</h3><table><tr><th>hold</th><th>placed (seq)</th><th>seqs</th>"
+                   "<th>reason</th><th>released (seq)</th></tr>")
+        for hold in report.holds:
+            out.append(f"<tr><td>{_e(hold['hold_id'])}</td><td class=\"n\">{hold['placed_seq']}</td>"
+                       f"<td>{_e(hold['seq_from'])} to {_e(hold['seq_to'])}</td><td>{_e(hold['reason'])}</td>"
+                       f"<td>{_e('-' if hold['released_seq'] is None else hold['released_seq'])}</td></tr>")
+        out.append("</table>")
+    for note in report.notes:
+        out.append(f"<p>{_e(note)}</p>")
+    return "".join(out)
+
+
+def render_report(manifest: dict[str, Any], stats: ReportStats, purge_reasons: dict[int, str], *,
+                  case: CaseReport | None = None) -> bytes:
+    """The report page for a bundle whose manifest (without ``files``) is ``manifest`` (and, for a
+    bundle cut for one case, that case as the case check derived it)."""
     c, cp, f = manifest["counts"], manifest["checkpoint"], manifest["filters"]
     out: list[str] = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
                       f"<title>sealtrail export {_e(manifest['bundle_id'])}</title><style>{_CSS}</style>"
@@ -154,10 +216,18 @@ def render_report(manifest: dict[str, Any], stats: ReportStats, purge_reasons: d
                       f"created {_e(manifest['created_at'])} by {_e(manifest['creator']['subject'])}, "
                       f"from the log <code>{_e(manifest['log']['origin'])}</code>.</p>",
                       "<h2>Selection</h2><table>"]
-    for k in ("from", "to", "account", "decision", "rule"):
-        out.append(f"<tr><th>{k}</th><td>{_e('-' if f[k] is None else f[k])}</td></tr>")
-    out.append("</table><h2>Counts</h2><table>")
-    for k in ("decisions", "annotations", "context", "records", "payloads_present", "payloads_purged"):
+    if f is None:
+        out.append(f"<tr><th>case</th><td>{_e(manifest['case']['case_id'])}</td></tr>")
+    else:
+        for k in ("from", "to", "account", "decision", "rule"):
+            out.append(f"<tr><th>{k}</th><td>{_e('-' if f[k] is None else f[k])}</td></tr>")
+    out.append("</table>")
+    if case is not None:
+        out.append(_case(case))
+    out.append("<h2>Counts</h2><table>")
+    case_counts = ("case_events", "policies", "holds") if manifest.get("case") else ()
+    for k in ("decisions", "annotations", "context", *case_counts, "records", "payloads_present",
+              "payloads_purged"):
         out.append(f'<tr><th>{k}</th><td class="n" data-count="{k}">{c[k]}</td></tr>')
     out.append("</table><h3>By outcome</h3><table>")
     for o in OUTCOMES:

@@ -35,7 +35,7 @@ from audit.export.report import ReportStats, csv_header, csv_line, csv_row
 from audit.export.select import EntryRow, ExportFilters, annotation_index, iter_pages, window_bounds
 from ledger import store
 
-__all__ = ["Progress", "Spools", "deflate_spools", "read_selection"]
+__all__ = ["Progress", "Spools", "deflate_spools", "payload_rows", "read_selection"]
 
 Progress = Callable[[int, int], None]
 
@@ -122,7 +122,7 @@ def _annotations(conn: Connection, page: list[EntryRow],
     return [(t, got[s]) for t, s in wanted]
 
 
-def _payload_rows(conn: Connection, shas: list[str]) -> dict[str, tuple[bytes | None, int | None]]:
+def payload_rows(conn: Connection, shas: list[str]) -> dict[str, tuple[bytes | None, int | None]]:
     p = store.param(conn)
     out: dict[str, tuple[bytes | None, int | None]] = {}
     for i in range(0, len(shas), 500):
@@ -141,7 +141,7 @@ def _page_payloads(conn: Connection, page: list[EntryRow],
     order, so read in order), then lookups by digest for the rest (payloads first stored
     earlier); else lookups by digest only."""
     if page[-1].seq - page[0].seq >= 2 * len(page):
-        return _payload_rows(conn, want)
+        return payload_rows(conn, want)
     p = store.param(conn)
     wanted = set(want)
     out: dict[str, tuple[bytes | None, int | None]] = {}
@@ -152,7 +152,7 @@ def _page_payloads(conn: Connection, page: list[EntryRow],
             out[str(sha)] = (None if data is None else bytes(data), None if pseq is None else int(pseq))
     rest = [sha for sha in want if sha not in out]
     if rest:
-        out.update(_payload_rows(conn, rest))
+        out.update(payload_rows(conn, rest))
     return out
 
 
@@ -194,7 +194,7 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
         sha = _payload_sha(row)
         if sha is None or bytes.fromhex(sha) in seen:
             return
-        got = _payload_rows(conn, [sha]).get(sha)
+        got = payload_rows(conn, [sha]).get(sha)
         if got is None:
             raise ExportUnavailableError(f"entry {row.seq}: payload {sha} has no row in the payload store "
                                          "(ledger damage; run 'sealtrail ledger verify')")
