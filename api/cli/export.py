@@ -5,6 +5,10 @@ the ``export.created`` record that says who exported what, when; and verify one 
 A refused filter, a selection that matches nothing or an existing ``--out`` exit 1 naming the
 option; a trace-index row that disagrees with its sealed record exits 1 naming the table and seq
 (``derived row mismatch``; nothing written); a missing database, key, model file or module exit 2.
+``--case ID`` cuts the bundle of one case instead of a window (``sealtrail.bundle/5``,
+docs/bundle-format.md "Case bundles"): it takes no ``--from``/``--to`` or filter (exit 2 if given
+with one, or if neither a case nor a window is given); an unknown case exits 1 naming ``--case``,
+and a case view that disagrees with the sealed records exits 1 as ``derived row mismatch``.
 
 ``verify FILE.zip [--trusted-key VKEY]...``, the examiner's one command: offline, no database;
 ``audit.bundle.verify`` checks signatures, hashes, proofs and replays every decision. Exit 0
@@ -47,7 +51,7 @@ __all__ = ["export_app", "export_create", "export_verify"]
 export_app = typer.Typer(no_args_is_help=True, help="Create and verify regulator export bundles.")
 
 _OPTION = {"from": "--from", "to": "--to", "account": "--account", "decision": "--decision", "rule": "--rule",
-           "out": "--out", "filters": "filters"}
+           "out": "--out", "filters": "filters", "case_id": "--case"}
 
 
 def _refused(exc: QueryError) -> NoReturn:
@@ -60,6 +64,11 @@ def _human(doc: dict[str, Any]) -> None:
     mib = doc["size_bytes"] / 2**20
     out.print(f"bundle      {doc['bundle_id']}", markup=False)
     out.print(f"file        {doc['file']} ({mib:.1f} MiB)", markup=False)
+    case = doc.get("case")
+    if case is not None:
+        out.print(f"case        {case['case_id']}: {case['alerts']} alert(s), {case['events']} event(s), "
+                  f"{case['withheld']} other case event(s) of seqs {case['from_seq']}..{case['to_seq']} "
+                  "withheld as leaf hashes", markup=False)
     out.print(f"records     {c['records']} ({c['decisions']} decisions, {c['annotations']} annotations, "
               f"{c['context']} context)", markup=False)
     out.print("outcomes    " + ", ".join(f"{k} {v}" for k, v in c["by_decision"].items()), markup=False)
@@ -74,10 +83,15 @@ def _human(doc: dict[str, Any]) -> None:
 
 @export_app.command("create")
 def export_create(
-    start: Annotated[str, typer.Option(
-        "--from", help="recorded_at >= FROM (ISO 8601; without an offset: UTC)")],
-    end: Annotated[str, typer.Option("--to", help="recorded_at < TO (ISO 8601; without an offset: UTC)")],
     out_file: Annotated[Path, typer.Option("--out", help="bundle to write (FILE.zip; must not exist)")],
+    start: Annotated[str | None, typer.Option(
+        "--from", help="recorded_at >= FROM (ISO 8601; without an offset: UTC); required without "
+                       "--case")] = None,
+    end: Annotated[str | None, typer.Option(
+        "--to", help="recorded_at < TO (ISO 8601; without an offset: UTC); required without --case")] = None,
+    case: Annotated[int | None, typer.Option(
+        "--case", help="the bundle of this case (its id) instead of a window: its decisions, events, "
+                       "filed reports and policies, its history verified offline", min=0)] = None,
     account: Annotated[str | None, typer.Option(help="originator or beneficiary account / IBAN")] = None,
     decision: Annotated[str | None, typer.Option(help="ALLOW | REVIEW | HOLD | BLOCK")] = None,
     rule: Annotated[str | None, typer.Option(help="a rule id that fired")] = None,
@@ -88,18 +102,30 @@ def export_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Write the decisions recorded in [FROM, TO) matching every filter, with their proofs,
-    annotations, payloads, rules and models, as one bundle an examiner verifies offline."""
+    annotations, payloads, rules and models, as one bundle an examiner verifies offline; or, with
+    --case, the bundle of one case and its whole history."""
     from api import ops
     from audit.decide.principal import Principal
     from audit.errors import ExportError, ExportFilterError, QueryError
-    from audit.export.create import ExportFilters, create_bundle
+    from audit.export.create import ExportFilters, create_bundle, create_case_bundle
     from ledger.keys import load_signer
 
-    try:
-        f = ExportFilters.of(parse_time(start, "from"), parse_time(end, "to"), account=account,
-                             decision=decision, rule=rule)
-    except QueryError as exc:
-        _refused(exc)
+    f = None
+    if case is not None:
+        given = [n for n, v in (("--from", start), ("--to", end), ("--account", account),
+                                ("--decision", decision), ("--rule", rule)) if v is not None]
+        if given:
+            raise CliError(f"--case: takes no {', '.join(given)} (a case bundle holds the whole case)",
+                           code=2, error="usage", field="--case")
+    elif start is None or end is None:
+        raise CliError("--from and --to are required (or --case ID)", code=2, error="usage",
+                       field="--from" if start is None else "--to")
+    else:
+        try:
+            f = ExportFilters.of(parse_time(start, "from"), parse_time(end, "to"), account=account,
+                                 decision=decision, rule=rule)
+        except QueryError as exc:
+            _refused(exc)
     s = settings(db, keys)
     ledger = ops.open_ledger(s)
     try:
@@ -107,7 +133,11 @@ def export_create(
         creator = Principal.local(getpass.getuser())
         show = err.is_terminal and not as_json
         try:
-            if show:
+            if f is None:
+                assert case is not None
+                summary = create_case_bundle(ledger.engine, ledger, signer, out_file, case, creator,
+                                             model_dirs=model_dir or ())
+            elif show:
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
                 with Progress("exporting", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),

@@ -3,6 +3,8 @@
 Bundles are written to ``settings.exports_dir`` as ``<bundle_id>.zip``; the list is read from
 the ``export.created`` ledger records, so it survives restarts and spans replicas that share
 the directory. Creation runs in a worker thread (a large bundle takes seconds to minutes).
+A body with ``case_id`` (and no ``from``/``to`` or filter) cuts the bundle of one case
+(``sealtrail.bundle/5``, docs/bundle-format.md "Case bundles").
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from api.bodies import json_model
 from api.deps import RuntimeDep, allow
 from api.openapi import examples, json_body, problems
 from api.problems import Problem
-from audit.export.create import ExportFilters, create_bundle, list_exports, uuid7
+from audit.errors import ExportFilterError
+from audit.export.create import ExportFilters, create_bundle, create_case_bundle, list_exports, uuid7
 from ledger.keys import load_signer
 from ledger.records import now_utc
 
@@ -33,11 +36,14 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 class ExportIn(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    start: str = Field(alias="from", description="recorded_at >= from (ISO 8601 with a UTC offset)")
-    end: str = Field(alias="to", description="recorded_at < to")
+    start: str | None = Field(None, alias="from", description="recorded_at >= from (ISO 8601 with a UTC "
+                                                              "offset); required without case_id")
+    end: str | None = Field(None, alias="to", description="recorded_at < to; required without case_id")
     account: str | None = Field(None, description="originator or beneficiary account / IBAN")
     decision: str | None = Field(None, description="ALLOW | REVIEW | HOLD | BLOCK")
     rule: str | None = Field(None, description="a rule id that fired")
+    case_id: int | None = Field(None, ge=0, description="the bundle of this case instead of a window (no "
+                                                        "from, to or filter with it)")
 
 
 def _item(e: dict[str, Any]) -> dict[str, Any]:
@@ -53,13 +59,27 @@ def _item(e: dict[str, Any]) -> dict[str, Any]:
 async def create(request: Request, response: Response, rt: RuntimeDep,
                  caller: Annotated[Caller, allow("exports.create")]) -> dict[str, Any]:
     body: ExportIn = await json_model(request, ExportIn, optional=False)
-    f = ExportFilters.of(body.start, body.end, account=body.account, decision=body.decision, rule=body.rule)
+    f = None
+    if body.case_id is not None:
+        given = [n for n, v in (("from", body.start), ("to", body.end), ("account", body.account),
+                                ("decision", body.decision), ("rule", body.rule)) if v is not None]
+        if given:
+            raise ExportFilterError("case_id", f"takes no {', '.join(given)} (a case bundle holds the whole "
+                                               "case)")
+    else:
+        f = ExportFilters.of(body.start, body.end, account=body.account, decision=body.decision,
+                             rule=body.rule)
     now = now_utc()
     bundle_id = uuid7(now)
     path = rt.settings.exports_dir / f"{bundle_id}.zip"
     signer = await run_in_threadpool(load_signer, rt.settings.key_file)
-    summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
-                                      caller.principal, now=now, bundle_id=bundle_id)
+    if f is None:
+        assert body.case_id is not None
+        summary = await run_in_threadpool(create_case_bundle, rt.engine, rt.ledger, signer, path,
+                                          body.case_id, caller.principal, now=now, bundle_id=bundle_id)
+    else:
+        summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
+                                          caller.principal, now=now, bundle_id=bundle_id)
     response.headers["Location"] = f"/v1/exports/{summary.bundle_id}"
     doc = summary.to_json()
     del doc["file"]  # a server path is nobody's business
