@@ -21,6 +21,7 @@ V1 = VECTORS / "bundle-v1"
 V2 = VECTORS / "bundle-v2"
 V3 = VECTORS / "bundle-v3"
 V4 = VECTORS / "bundle-v4"
+V5 = VECTORS / "bundle-v5"
 
 
 def _member(path: Path, name: str) -> bytes:
@@ -121,3 +122,38 @@ def test_version_4_records_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> No
     for line, entry in zip(records, index, strict=True):
         assert canonical_bytes(orjson.loads(line)) == line == rfc8785.dumps(orjson.loads(line)), entry["seq"]
         assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
+
+
+def test_a_version_5_case_bundle_reproduces_its_case_and_history(sandbox: Sandbox) -> None:
+    key = NoteVerifier.from_vkey((V5 / "trusted.vkey").read_text().strip())
+    doc = verify_bundle(V5 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed).to_json()
+    got = (doc["format"], doc["records"], doc["decisions"], doc["case_events"], doc["policies"], doc["holds"],
+           doc["annotations"], doc["replayed"])
+    assert got == (5, 15, 2, 8, 1, 1, 1, 2)
+    case = doc["case"]
+    assert (case["case_id"], case["reproduced"], case["events"], case["withheld"]) == (297, True, 8, 3)
+    assert case["search"] == {"from_seq": 297, "to_seq": 456}
+    s = case["state"]
+    assert (s["disposition"], s["open_alerts"], s["reports"], s["links"], s["last_event_seq"]) == (
+        "REPORT_FILED", 0, 1, "14", 455)
+    assert [(h["seq"], h["what"], h["applied"]) for h in case["history"]] == [
+        (205, "deadline policy", True), (297, "alert opened", True), (324, "alert opened", True),
+        (445, "assign", True), (446, "release", True), (447, "release", True), (448, "reject", False),
+        (449, "link", True), (450, "link", True), (452, "annotation", True), (453, "file_report", True),
+        (455, "close", True)]
+    assert [(r["seq"], r["sha256"], r["payload"], r["holds"]) for r in case["reports"]] == [
+        (453, "cc45cdcb2fbbefe8de773050bee6f761aca9517ac889b84c4b13a46d00c131ed", "present, 132 bytes",
+         ["STR-297"])]
+    assert {o["outcome"] for o in case["outcomes"]} == {"RELEASED"} and case["notes"] == []
+    assert doc["completeness"]["proven"] is False  # a case is proven as stated in the docs, not by summaries
+
+
+def test_version_5_records_re_encode_and_no_other_cases_rationale_is_in_it() -> None:
+    records = _member(V5 / "bundle.zip", "records.jsonl").splitlines()
+    index = [orjson.loads(x) for x in _member(V5 / "bundle.zip", "index.jsonl").splitlines()]
+    assert [e["kind"] for e in index].count("case_event") == 8
+    for line, entry in zip(records, index, strict=True):
+        assert canonical_bytes(orjson.loads(line)) == line == rfc8785.dumps(orjson.loads(line)), entry["seq"]
+        assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
+    with zipfile.ZipFile(V5 / "bundle.zip") as z:
+        assert not [n for n in z.namelist() if b"other case:" in z.read(n)]
