@@ -171,6 +171,8 @@ def test_the_json_is_the_http_apis(cli: Cli) -> None:
     review = first(cli, "REVIEW")
     cli.json("alerts", "act", str(review["seq"]), "assign", "--assignee-subject", OFFICER[0],
              "--assignee-fingerprint", OFFICER[1])
+    cli.json("alerts", "act", str(review["seq"]), "close", "--disposition", "NO_FURTHER_ACTION",
+             "--rationale", "documented")  # closed_by too
     engine = cli.db.engine()
     try:
         d = case_detail(engine, review["case_id"])
