@@ -186,7 +186,8 @@ def event_json(e: CaseEvent) -> dict[str, Any]:
             "rationale": e.rationale,
             "assignee": None if e.assignee is None else _who(who.get("fingerprint_sha256", ""),
                                                              who.get("subject", "")),
-            "disposition": e.disposition, "link": e.link, "report_sha256": e.report}
+            "disposition": e.disposition, "link": e.link, "report_sha256": e.report,
+            "verdict": getattr(e, "verdict", None)}  # a qa_review's (CaseEvent.verdict, where it exists)
 
 
 def _today() -> date:
@@ -475,6 +476,8 @@ def _human_case(d: CaseDetail) -> None:
             what.append(f"with case {e.link}")
         if e.report:
             what.append(f"report sha256 {e.report}")
+        if getattr(e, "verdict", None):
+            what.append(f"verdict {getattr(e, 'verdict', '')}")
         status = "" if e.applied else f"  NOT APPLIED: {e.why}"
         p(f"  seq {e.seq}  {e.recorded_at}  {' '.join(what)}  by {e.principal.get('subject', '?')}{status}",
           markup=False)
