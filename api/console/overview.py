@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from api.access import may
 from api.auth import AuthError, Caller
 from api.console import charts
 from api.console.forms import form_time
@@ -93,6 +94,18 @@ def _caller(request: Request) -> Caller | Response:
 
 
 @router.get("")
+def home(request: Request) -> Response:
+    """The console's front door: an officer's home is the alert queue; everyone else (and a link
+    that carries a window) gets the overview."""
+    caller = _caller(request)
+    if isinstance(caller, Response):
+        return caller
+    if not request.query_params and may("alerts.act", caller.roles):
+        return RedirectResponse("/console/alerts", status_code=303)
+    return overview_page(request)
+
+
+@router.get("/overview")
 def overview_page(request: Request) -> Response:
     """The window selector, headline counts and the four charts (422 with the errors inline)."""
     caller = _caller(request)

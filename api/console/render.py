@@ -40,7 +40,7 @@ class NavItem:
 
 
 NAV = (
-    NavItem("/console", "Overview", "traces.query"),
+    NavItem("/console/overview", "Overview", "traces.query"),
     NavItem("/console/search", "Search", "traces.query"),
     NavItem("/console/refusals", "Refusals", "traces.query"),
     NavItem("/console/ledger", "Ledger", "ledger.checkpoint"),

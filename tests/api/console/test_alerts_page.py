@@ -301,13 +301,17 @@ def test_scorers_admins_and_approvers_may_not_see_alerts(console: Console, decid
 
 
 def test_the_officer_is_led_to_the_queue(console: Console) -> None:
-    doc = dom(console.get("/console").text)
+    home = console.get("/console", follow_redirects=False)
+    assert (home.status_code, home.headers["location"]) == (303, "/console/alerts")  # an officer's home
+    assert console.get("/console", role="regulator", follow_redirects=False).status_code == 200
+    assert console.get("/console", params={"span": "7d"}, follow_redirects=False).status_code == 200
+    doc = dom(console.get("/console/overview").text)
     assert doc.one("a", class_="brand").attrs["href"] == "/console/alerts"
     nav = doc.all("nav")[0]
     labels = [a.text() for a in nav.all("a")]
     assert labels[:2] == ["Alerts", "Overview"]  # the queue first, the overview kept
     assert doc.one("p", id="queue-lead").one("a").attrs["href"] == "/console/alerts"
-    assert not dom(console.get("/console", role="regulator").text).has("p", id="queue-lead")
+    assert not dom(console.get("/console/overview", role="regulator").text).has("p", id="queue-lead")
     queue_doc = dom(console.get("/console/alerts").text)
     assert queue_doc.all("nav")[0].one("a", aria_current="page").text() == "Alerts"
     assert not queue_doc.has("p", id="queue-lead")

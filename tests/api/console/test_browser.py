@@ -197,7 +197,7 @@ def test_every_form_control_has_a_label_and_keyboard_reaches_the_search(
     unlabeled_js = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
         .filter(e => e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.name || e.id)"""
     with browser.as_role(srv, "officer") as page:
-        for path in ("/console", "/console/search", "/console/ledger", "/console/rules",
+        for path in ("/console/overview", "/console/search", "/console/ledger", "/console/rules",
                      "/console/rules/new", "/console/exports"):
             page.goto(srv.url + path)
             assert page.evaluate(unlabeled_js) == [], path
@@ -212,7 +212,7 @@ def test_pages_fit_a_phone_screen_without_sideways_scrolling(
         browser: Browser, server: tuple[ServerProcess, list[dict[str, Any]]]) -> None:
     srv, decided = server
     with browser.as_role(srv, "officer", viewport={"width": 390, "height": 844}) as page:
-        for path in ("/console", "/console/search", f"/console/decisions/{decided[0]['trace_id']}",
+        for path in ("/console/overview", "/console/search", f"/console/decisions/{decided[0]['trace_id']}",
                      "/console/ledger", "/console/rules", "/console/rules/new", "/console/exports"):
             page.goto(srv.url + path)
             width = page.evaluate("document.documentElement.scrollWidth")

@@ -28,7 +28,7 @@ def counts(html: str) -> dict[str, int]:
 
 def test_the_counts_are_the_decisions_scored_and_every_chart_is_there(console: Console) -> None:
     decided = console.score(30, seed=22)  # a stretch of simulated traffic where some rule fires
-    r = console.get("/console")
+    r = console.get("/console/overview")
     assert r.status_code == 200, r.text
     want = Counter(d["decision"] for d in decided)
     assert counts(r.text) == {**{o: want.get(o, 0) for o in OUTCOMES}, "total": 30}
@@ -50,20 +50,20 @@ def test_the_counts_are_the_decisions_scored_and_every_chart_is_there(console: C
 
 def test_the_window_selector_narrows_the_counts(console: Console) -> None:
     decided = console.score(12)
-    r = console.get("/console")
-    assert '<form class="filters" method="get" action="/console" id="window-form">' in r.text
+    r = console.get("/console/overview")
+    assert '<form class="filters" method="get" action="/console/overview" id="window-form">' in r.text
     assert all(f'<option value="{k}"' in r.text for k in ("1h", "24h", "7d", "30d"))
     assert '<option value="24h" selected>' in r.text
     fifth = decided[4]["recorded_at"]
-    r = console.get("/console", params={"since": fifth, "span": "7d"})
+    r = console.get("/console/overview", params={"since": fifth, "span": "7d"})
     assert r.status_code == 200 and counts(r.text)["total"] == 8
     assert '<option value="7d" selected>' in r.text and f'value="{fifth}"' in r.text
-    r = console.get("/console", params={"until": fifth, "span": "1h"})
+    r = console.get("/console/overview", params={"until": fifth, "span": "1h"})
     assert counts(r.text)["total"] == 4
     naive = fifth.rstrip("Z")  # a datetime-local value: read as UTC
-    r = console.get("/console", params={"since": naive, "until": decided[-1]["recorded_at"]})
+    r = console.get("/console/overview", params={"since": naive, "until": decided[-1]["recorded_at"]})
     assert counts(r.text)["total"] == 7
-    r = console.get("/console", params={"until": decided[0]["recorded_at"]})
+    r = console.get("/console/overview", params={"until": decided[0]["recorded_at"]})
     assert counts(r.text)["total"] == 0 and r.text.count("No decisions in this window.") >= 4
 
 
@@ -72,7 +72,7 @@ def test_a_window_over_the_cap_says_it_shows_the_newest(console: Console,
     decided = console.score(9)
     monkeypatch.setattr(overview, "CAP", 5)
     monkeypatch.setattr(overview, "LATENCY_SAMPLE", 3)
-    r = console.get("/console")
+    r = console.get("/console/overview")
     assert counts(r.text)["total"] == 5
     assert 'id="window-truncated"' in r.text and "holds more than 5 decisions" in r.text
     assert f"recorded from {decided[3]['recorded_at']}" in r.text  # the newest 5 are after the 4th
@@ -82,7 +82,7 @@ def test_a_window_over_the_cap_says_it_shows_the_newest(console: Console,
 def test_an_empty_ledger_shows_a_window_ending_at_the_clock(console: Console,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(overview, "clock", lambda: datetime(2026, 12, 3, 10, 0, tzinfo=UTC))
-    r = console.get("/console", params={"span": "1h"})
+    r = console.get("/console/overview", params={"span": "1h"})
     assert r.status_code == 200
     assert counts(r.text)["total"] == 0 and "The window ends now." in r.text
     assert '<time datetime="2026-12-03T09:00:00.000000Z">' in r.text
@@ -91,13 +91,13 @@ def test_an_empty_ledger_shows_a_window_ending_at_the_clock(console: Console,
 
 @pytest.mark.parametrize("role", ["approver", "scorer"])
 def test_callers_who_may_not_query_traces_go_to_the_ledger_page(console: Console, role: str) -> None:
-    r = console.get("/console", role=role, follow_redirects=False)
+    r = console.get("/console/overview", role=role, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/console/ledger"
 
 
 @pytest.mark.parametrize("role", ["regulator", "admin"])
 def test_readers_of_traces_see_the_overview(console: Console, role: str) -> None:
-    assert console.get("/console", role=role).status_code == 200
+    assert console.get("/console/overview", role=role).status_code == 200
 
 
 @pytest.mark.parametrize(("params", "field", "message"), [
@@ -109,7 +109,7 @@ def test_readers_of_traces_see_the_overview(console: Console, role: str) -> None
 ])
 def test_a_bad_window_is_refused_naming_its_field(console: Console, params: dict[str, str], field: str,
                                                  message: str) -> None:
-    r = console.get("/console", params=params)
+    r = console.get("/console/overview", params=params)
     assert r.status_code == 422
     m = re.search(rf'<p class="field-error" id="we-{field}">([^<]*)</p>', r.text)
     assert m is not None and message in m.group(1), r.text

@@ -33,7 +33,7 @@ def test_each_refused_request_is_listed_newest_first_with_its_reason(console: Co
     assert r.status_code == 200
     assert rows(r.text) == [second, first]
     assert ":32A:" in r.text and "not well-formed XML" in r.text
-    assert 'href="/console/refusals"' in console.get("/console").text  # in the navigation
+    assert 'href="/console/refusals"' in console.get("/console/overview").text  # in the navigation
 
 
 def test_the_format_filter_and_paging(console: Console) -> None:
