@@ -1,17 +1,34 @@
 """Benchmark of what the console reads: the overview's aggregates and search pages over 1,000,000
-indexed decisions.
+indexed decisions, and the alert queue, the case list and one case over 1,000,000 alerts in
+100,000 cases.
 
-What is synthetic: the index tables (``audit_traces``, ``audit_trace_rules``) are filled
-directly with seeded rows (90% ALLOW, rules fired on the rest, as ``bench.queries`` does),
-spread evenly over 40 days, so that a 1 h window holds ~1,000 decisions, 24 h ~25,000 and
-30 d ~750,000 (over the 500,000 cap: the newest 500,000 are aggregated). Latencies are read from
-``ledger_entries``; only the newest 20,000 decisions get an entry there: an envelope of a real
-decision record's shape and size (~1.6 kB) with seeded stage latencies, not a sealed record
-(no valid hashes or tree). No account rows are written. Timed: ``audit.query.stats.window`` +
-``overview`` for 1 h, 24 h and 30 d windows, against a same-run ``SELECT count(*)`` over the
-same range; ``audit.query.traces.query_traces`` first and 100th page by cursor (no filter,
-decision, rule), against a primary-key lookup. Run from the repository root:
-``python -m bench.console [--rows N] [--skip-postgres] [--json PATH]``.
+Overview and search (``--part overview``). What is synthetic: the index tables
+(``audit_traces``, ``audit_trace_rules``) are filled directly with seeded rows (90% ALLOW, rules
+fired on the rest, as ``bench.queries`` does), spread evenly over 40 days, so that a 1 h window
+holds ~1,000 decisions, 24 h ~25,000 and 30 d ~750,000 (over the 500,000 cap: the newest 500,000
+are aggregated). Latencies are read from ``ledger_entries``; only the newest 20,000 decisions get
+an entry there: an envelope of a real decision record's shape and size (~1.6 kB) with seeded
+stage latencies, not a sealed record (no valid hashes or tree). No account rows are written.
+Timed: ``audit.query.stats.window`` + ``overview`` for 1 h, 24 h and 30 d windows, against a
+same-run ``SELECT count(*)`` over the same range; ``audit.query.traces.query_traces`` first and
+100th page by cursor (no filter, decision, rule), against a primary-key lookup.
+
+Alert queue and cases (``--part queue``). The view tables are filled by ``bench.alert_view``
+(what is real and what is not is said there; its one long-running case of 1,000 alerts is folded
+from real sealed case events). Timed, each through the function the API calls, with the view's
+catch-up included (a no-op: the watermark is at the tip): ``audit.cases.query.alert_page`` for
+each queue view (open, mine, unassigned, overdue, closed; open by outcome; open by rule) and
+``case_page`` for each case view, first page and 100th page (50 rows; the cursor found by walking
+there, the 100th call timed alone); ``case_detail`` of the long-running case (its 1,000 alerts and
+every sealed event). Baseline: a primary-key lookup of one ``audit_alerts`` row in the same run.
+Targets: a page within 3x the baseline + 10 ms; the case under 200 ms. A page that misses prints
+its query plan. SQLite runs without ``ANALYZE`` (sealtrail never runs it); PostgreSQL after a
+``VACUUM ANALYZE`` (what autovacuum does after a bulk load).
+
+A queue figure is the median of ``--repeat`` calls (default 7) after one warm-up call, each
+call beside one of the baseline, so that both see the same load. Run from the repository root:
+``python -m bench.console [--part all|overview|queue] [--rows N] [--alerts N] [--cases N]
+[--dialect sqlite|postgresql|both] [--quick] [--explain] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -22,24 +39,32 @@ if not __package__:  # keep the same entry point as the other benchmarks
     sys.exit("run it as a module from the repository root: python -m bench.console")
 
 import argparse
+import functools
 import random
+import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 import migrations
+from audit.cases.query import AlertFilter, AlertPage, CaseFilter, CasePage, alert_page, case_detail, case_page
 from audit.query import stats
 from audit.query.index import trace_rules, traces
 from audit.query.traces import TraceFilter, query_traces
+from bench import alert_view
+from bench.alert_view import ViewInfo
 from bench.dbs import backends, connect_postgres, fresh_db, placeholder
-from bench.machine import machine_info, print_machine
+from bench.machine import machine_info, print_machine, probe_ms
 from bench.queries import OUTCOME_WEIGHTS, PRINCIPALS, RULES, timed
-from bench.report import Row, format_table, write_json
+from bench.report import Row, format_table, verdict, write_json
 from ledger import store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -82,7 +107,9 @@ def populate(engine: Engine, n: int, seed: int = 7) -> float:
     rng = random.Random(seed)
     outcomes = [o for o, _ in OUTCOME_WEIGHTS]
     weights = [w for _, w in OUTCOME_WEIGHTS]
-    cols = [c.name for c in traces.columns]
+    # the columns written (account risk and those added later: NULL, as in a version 1 record)
+    cols = ("seq", "trace_id", "recorded_at", "event_at", "decision", "score", "fail_safe", "fired",
+            "principal_fp", "principal_subject", "ruleset_id", "ruleset_version", "module_sha256")
     entry_cols = ("seq", "kind", "record", "leaf_hash", "chain_hash", "recorded_at", "trace_id")
     t0 = time.perf_counter()
     for lo in range(1, n + 1, CHUNK):
@@ -106,18 +133,6 @@ def populate(engine: Engine, n: int, seed: int = 7) -> float:
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM ANALYZE" if engine.dialect.name == "postgresql" else "ANALYZE")
     return time.perf_counter() - t0
-
-
-def _page(engine: Engine, given: dict[str, Any], page: int) -> tuple[TraceFilter, int]:
-    """The filter of page ``page`` (1-based) of ``given``, its cursor found by walking there (or
-    of the last page, if there are fewer), and that page's number."""
-    f = TraceFilter(**given)
-    for reached in range(1, page):
-        cursor = query_traces(engine, f).next_cursor
-        if cursor is None:
-            return f, reached
-        f = TraceFilter(**given, cursor=cursor)
-    return f, page
 
 
 def run(engine: Engine, n: int) -> list[Row]:
@@ -152,32 +167,239 @@ def run(engine: Engine, n: int) -> list[Row]:
     for name, given in (("no filter", {}), ("decision=REVIEW (6%)", {"decision": "REVIEW"}),
                         ("rule_id=VELOCITY_BURST", {"rule_id": "VELOCITY_BURST"})):
         for number in (1, 100):
-            f, reached = _page(engine, {**given, "limit": 50}, number)
+            f, reached = _walk(functools.partial(query_traces, engine), TraceFilter, {**given, "limit": 50},
+                               number)
             ms = timed(lambda f=f: query_traces(engine, f))
             rows.append(Row(f"search page {reached} (50 rows): {name}", f"{ms:.2f} ms", f"{base:.3f} ms pk",
                             f"{ms / base:,.0f}x"))
     return rows
 
 
-def main() -> None:
+# -- the alert queue and cases --------------------------------------------------------------------
+
+PAGE_TARGET = (3.0, 10.0)  # a page within 3x the primary-key lookup + 10 ms
+CASE_TARGET_MS = 200.0
+DEEP = 100  # the deep page
+RULE = "VELOCITY_BURST"  # fired on ~1 alert in 5
+
+
+@contextmanager
+def _statements(engine: Engine) -> Iterator[list[tuple[str, Any]]]:
+    """The SQL ``engine`` runs inside the block, with its parameters, in order."""
+    got: list[tuple[str, Any]] = []
+
+    def grab(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        got.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", grab)
+    try:
+        yield got
+    finally:
+        event.remove(engine, "before_cursor_execute", grab)
+
+
+def plan_of(engine: Engine, fn: Callable[[], object]) -> list[str]:
+    """The plan of the last statement ``fn`` runs: EXPLAIN QUERY PLAN on SQLite, EXPLAIN (ANALYZE,
+    BUFFERS) on PostgreSQL."""
+    with _statements(engine) as got:
+        fn()
+    statement, params = got[-1]
+    pg = engine.dialect.name == "postgresql"
+    with engine.connect() as conn:
+        how = "EXPLAIN (ANALYZE, BUFFERS) " if pg else "EXPLAIN QUERY PLAN "
+        rows = conn.exec_driver_sql(how + statement, params).all()
+    lines = [" ".join(statement.split())]
+    if pg:
+        return lines + [str(r[0]) for r in rows]
+    depth: dict[int, int] = {0: 0}
+    for node, parent, _, detail in rows:
+        depth[node] = depth.get(parent, 0) + 1
+        lines.append("  " * depth[node] + str(detail))
+    return lines
+
+
+def _walk(fetch: Callable[[Any], Any], make: Callable[..., Any], given: dict[str, Any], page: int
+          ) -> tuple[Any, int]:
+    """The filter of page ``page`` (1-based) of ``make(**given)``, its cursor found by walking
+    there (or of the last page, if there are fewer), and that page's number."""
+    f = make(**given)
+    for reached in range(1, page):
+        cursor = fetch(f).next_cursor
+        if cursor is None:
+            return f, reached
+        f = make(**given, cursor=cursor)
+    return f, page
+
+
+def beside(fn: Callable[[], object], base: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Medians in ms of ``fn()`` and of ``base()``, called in turn ``repeat`` times after one
+    warm-up each, so that both see the same load on the machine."""
+    fn(), base()
+    ours, theirs = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        base()
+        t1 = time.perf_counter()
+        fn()
+        t2 = time.perf_counter()
+        theirs.append(t1 - t0)
+        ours.append(t2 - t1)
+    return statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
+
+
+def _counts(engine: Engine, info: ViewInfo) -> dict[str, int]:
+    """How many rows each view holds."""
+    p = placeholder(engine)
+    with engine.connect() as conn:
+        a = conn.exec_driver_sql(
+            "SELECT sum(is_open), sum(1 - is_open), "
+            "sum(CASE WHEN is_open = 1 AND assignee_fp IS NULL THEN 1 ELSE 0 END), "
+            f"sum(CASE WHEN is_open = 1 AND review_due < {p} THEN 1 ELSE 0 END), "
+            f"sum(CASE WHEN is_open = 1 AND assignee_fp = {p} THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN is_open = 1 AND outcome = 'HOLD' THEN 1 ELSE 0 END) FROM audit_alerts",
+            (info.today.isoformat(), info.busiest)).one()
+        rule = conn.exec_driver_sql(
+            f"SELECT count(*) FROM audit_trace_rules r JOIN audit_alerts a ON a.seq = r.seq "
+            f"WHERE r.rule_id = {p} AND a.is_open = 1", (RULE,)).scalar()
+        c = conn.exec_driver_sql(
+            "SELECT sum(is_open), sum(1 - is_open), "
+            "sum(CASE WHEN is_open = 1 AND assignee_fp IS NULL THEN 1 ELSE 0 END), "
+            f"sum(CASE WHEN is_open = 1 AND assignee_fp = {p} THEN 1 ELSE 0 END) FROM audit_cases",
+            (info.busiest,)).one()
+    return {"open": int(a[0]), "closed": int(a[1]), "unassigned": int(a[2]), "overdue": int(a[3]),
+            "mine": int(a[4]), "HOLD": int(a[5]), "rule": int(rule or 0), "open cases": int(c[0]),
+            "closed cases": int(c[1]), "unassigned cases": int(c[2]), "my cases": int(c[3])}
+
+
+def run_queue(engine: Engine, n_alerts: int, n_cases: int, *, repeat: int = 7, explain: bool = False
+              ) -> tuple[list[Row], dict[str, Any]]:
+    """Migrate, fill the view, and time each queue and case page and the long-running case, each
+    beside a primary-key lookup; a figure over its target keeps its query plan (all do with
+    ``explain``). Returns the table's rows and the facts of the run (counts, plans)."""
+    migrations.upgrade(engine)
+    info = alert_view.populate(engine, n_alerts, n_cases)
+    n = _counts(engine, info)
+    print(f"  loaded in {info.load_s:.1f} s: {info.alerts:,} alerts ({n['open']:,} open, {n['unassigned']:,} "
+          f"of them unassigned, {n['overdue']:,} overdue; {n['mine']:,} held by the busiest officer), "
+          f"{info.cases:,} cases ({n['open cases']:,} open), {info.events:,} case events")
+    p = placeholder(engine)
+    mid = alert_view.STRIDE * (n_alerts // 2)
+
+    def pk() -> None:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"SELECT * FROM audit_alerts WHERE seq = {p}", (mid,)).all()
+
+    def row(what: str, ms: float, base: float, target_ms: float) -> Row:
+        return Row(what, f"{ms:.2f} ms", f"{base:.3f} ms pk", f"{ms / base:,.1f}x", f"<= {target_ms:.1f} ms",
+                   verdict(ms <= target_ms))
+
+    base = timed(pk, repeat)
+    rows = [Row("primary-key lookup of one alert (baseline)", f"{base:.3f} ms", f"{base:.3f} ms", "1.0x")]
+    plans: dict[str, list[str]] = {}
+    today = info.today
+
+    def alerts_of(f: AlertFilter) -> AlertPage:
+        return alert_page(engine, f, today=today)
+
+    def cases_of(f: CaseFilter) -> CasePage:
+        return case_page(engine, f)
+
+    me = {"me": info.busiest}
+    pages: list[tuple[str, Callable[[Any], Any], Callable[..., Any], dict[str, Any]]] = [
+        (f"alerts, open ({n['open']:,})", alerts_of, AlertFilter, {}),
+        (f"alerts, mine ({n['mine']:,})", alerts_of, AlertFilter, {"view": "mine", **me}),
+        (f"alerts, unassigned ({n['unassigned']:,})", alerts_of, AlertFilter, {"view": "unassigned"}),
+        (f"alerts, overdue ({n['overdue']:,})", alerts_of, AlertFilter, {"view": "overdue"}),
+        (f"alerts, closed ({n['closed']:,})", alerts_of, AlertFilter, {"view": "closed"}),
+        (f"alerts, open, outcome=HOLD ({n['HOLD']:,})", alerts_of, AlertFilter, {"outcome": "HOLD"}),
+        (f"alerts, open, rule={RULE} ({n['rule']:,})", alerts_of, AlertFilter, {"rule": RULE}),
+        (f"cases, open ({n['open cases']:,})", cases_of, CaseFilter, {}),
+        (f"cases, mine ({n['my cases']:,})", cases_of, CaseFilter, {"view": "mine", **me}),
+        (f"cases, unassigned ({n['unassigned cases']:,})", cases_of, CaseFilter, {"view": "unassigned"}),
+        (f"cases, closed ({n['closed cases']:,})", cases_of, CaseFilter, {"view": "closed"}),
+    ]
+    for name, fetch, make, given in pages:
+        for number in (1, DEEP):
+            f, reached = _walk(fetch, make, {**given, "limit": 50}, number)
+            call = functools.partial(fetch, f)
+            ms, pk_ms = beside(call, pk, repeat)
+            what = f"{name}: page {reached}" + (" (the last)" if reached < number else "")
+            target = PAGE_TARGET[0] * pk_ms + PAGE_TARGET[1]
+            rows.append(row(what, ms, pk_ms, target))
+            if explain or ms > target:
+                plans[what] = plan_of(engine, call)
+    case_id = info.big_case
+    what = f"case detail: {info.big_alerts:,} alerts, {info.big_events:,} sealed events"
+    ms, pk_ms = beside(lambda: case_detail(engine, case_id), pk, repeat)
+    rows.append(row(what, ms, pk_ms, CASE_TARGET_MS))
+    if explain or ms > CASE_TARGET_MS:
+        plans[what] = plan_of(engine, lambda: case_detail(engine, case_id))
+    ms, pk_ms = beside(lambda: orjson.dumps(case_detail(engine, case_id)), pk, repeat)
+    rows.append(row("case detail + its JSON body (orjson)", ms, pk_ms, CASE_TARGET_MS))
+    facts = {**asdict(info), "today": info.today.isoformat(), "counts": n, "plans": plans}
+    return rows, facts
+
+
+def print_plans(plans: dict[str, list[str]]) -> None:
+    """Each kept query plan under the figure it explains."""
+    for what, lines in plans.items():
+        print(f"\nplan of {what}:")
+        print("\n".join("  " + line for line in lines))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--skip-postgres", action="store_true")
+    ap.add_argument("--part", choices=("all", "overview", "queue"), default="all",
+                    help="overview and search pages, the alert queue and cases, or both (default)")
+    ap.add_argument("--rows", type=int, default=1_000_000, help="decisions in the trace index (overview)")
+    ap.add_argument("--alerts", type=int, default=1_000_000, help="alerts in the view (queue)")
+    ap.add_argument("--cases", type=int, default=100_000, help="cases they make (queue)")
+    ap.add_argument("--dialect", choices=("sqlite", "postgresql", "both"), default="both")
+    ap.add_argument("--skip-postgres", action="store_true", help="the same as --dialect sqlite")
+    ap.add_argument("--quick", action="store_true", help="20,000 decisions; 20,000 alerts in 2,000 cases")
+    ap.add_argument("--repeat", type=int, default=7, help="calls a queue figure is the median of")
+    ap.add_argument("--explain", action="store_true", help="print each queue query's plan, not a miss's only")
     ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
-    admin, pg = connect_postgres(args.skip_postgres)
-    root = Path(tempfile.mkdtemp(prefix="sealtrail-bench-"))
-    machine = machine_info(root, pg)
-    print_machine(machine)
-    figures: dict[str, Any] = {"machine": machine, "rows": args.rows}
-    for backend in backends(admin):
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.alerts, args.cases = 20_000, 20_000, 2_000
+    dialect = "sqlite" if args.skip_postgres else args.dialect
+    admin, pg = connect_postgres(dialect == "sqlite")
+    if dialect == "postgresql" and admin is None:
+        sys.exit(f"PostgreSQL: {pg['server_version']}")
+    with tempfile.TemporaryDirectory(prefix="sealtrail-bench-") as tmp:
+        root = Path(tmp)
+        machine = machine_info(root, pg)
+        print_machine(machine)
+        print(f"CPU probe:  {probe_ms():.1f} ms before (a fixed pure-Python loop)")
+        figures: dict[str, Any] = {"machine": machine, "rows": args.rows, "alerts": args.alerts,
+                                   "cases": args.cases}
+        for backend in backends(admin):
+            if dialect in ("both", backend):
+                figures[backend] = _measure(args, backend, root, admin)
+    print(f"\nCPU probe:  {probe_ms():.1f} ms after")
+    if args.json:
+        write_json(args.json, figures)
+
+
+def _measure(args: argparse.Namespace, backend: str, root: Path, admin: Engine | None) -> dict[str, Any]:
+    """The parts ``args`` asks for on ``backend``, each on a fresh database; printed and returned."""
+    got: dict[str, Any] = {}
+    if args.part in ("all", "overview"):
         print(f"\n{backend}: {args.rows:,} indexed decisions over {DAYS} days")
         with fresh_db(backend, root, admin) as engine:
             rows = run(engine, args.rows)
         print(format_table(rows, "median of 5 (overview) / 7 (search)"))
-        figures[backend] = [r.__dict__ for r in rows]
-    if args.json:
-        write_json(args.json, figures)
+        got["overview"] = [r.__dict__ for r in rows]
+    if args.part in ("all", "queue"):
+        print(f"\n{backend}: the alert queue and cases, {args.alerts:,} alerts in {args.cases:,} cases")
+        with fresh_db(backend, root, admin) as engine:
+            rows, facts = run_queue(engine, args.alerts, args.cases, repeat=args.repeat, explain=args.explain)
+        print(format_table(rows, f"median of {args.repeat}"))
+        print_plans(facts["plans"])
+        got["queue"] = [r.__dict__ for r in rows]
+        got["queue_facts"] = facts
+    return got
 
 
 if __name__ == "__main__":
