@@ -16,7 +16,6 @@ the payment (that stays in the purgeable payload).
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from sqlalchemy import Connection, select
 from audit.decide.principal import Principal
 from audit.decide.record import DECISION_KIND
 from audit.errors import AnnotationError, TraceNotFoundError
+from audit.officer_words import checked_text, principal_json
 from audit.query.index import ANNOTATION_KIND, write_annotations
 from ledger import Receipt, Record, store
 from ledger.append import Ledger
@@ -40,12 +40,6 @@ __all__ = [
 ANNOTATION_SCHEMA = "sealtrail.annotation/1"
 MAX_NOTE = 10_000
 MAX_REASON = 2_000
-_PRINCIPAL_KEYS = {"subject": str, "sans": list, "issuer": str, "fingerprint_sha256": str, "serial": str}
-# Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they make a
-# note display in another order than it is sealed in (the "Trojan Source" reordering).
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
 
 class Disposition(enum.StrEnum):
     STR_FILED = "STR_FILED"  # a suspicious transaction report was filed (FATF R.20)
@@ -65,45 +59,6 @@ class AnnotationReceipt:
     recorded_at: str
     target_trace_id: str
     target_seq: int
-
-
-def principal_json(principal: Principal | Mapping[str, Any], *, spki: bool = False) -> dict[str, Any]:
-    """A principal as sealed records state it, checked (officer records: annotations, case events):
-    the fingerprint is a SHA-256 in lower-case hex, or empty for the local CLI principal. With
-    ``spki``, the SHA-256 of the certificate's public key (``spki_sha256``) is kept where known,
-    as governance records keep it, so four-eyes knows one key under two certificates."""
-    if isinstance(principal, Principal):
-        out = principal.to_json()
-        if spki and principal.spki_sha256:
-            out["spki_sha256"] = principal.spki_sha256
-        return out
-    keyed = spki and isinstance(principal, Mapping) and "spki_sha256" in principal
-    extra = {"spki_sha256"} if keyed else set()
-    if not isinstance(principal, Mapping) or set(principal) != set(_PRINCIPAL_KEYS) | extra or not all(
-            isinstance(principal[k], t) for k, t in _PRINCIPAL_KEYS.items()):
-        raise AnnotationError("principal", "must be a Principal or its to_json() "
-                                           f"({', '.join(_PRINCIPAL_KEYS)})")
-    for key in ("fingerprint_sha256", *extra):
-        value = principal[key]
-        if not (value == "" and key == "fingerprint_sha256") and not (
-                isinstance(value, str) and _SHA256.fullmatch(value)):
-            raise AnnotationError("principal", f"{key} must be a SHA-256 in lower-case hex")
-    return dict(principal)
-
-
-def checked_text(value: object, name: str, most: int) -> str:
-    """Officer's words as sealed: non-empty, at most ``most`` characters, no control or bidi codes."""
-    if not isinstance(value, str) or not value.strip():
-        raise AnnotationError(name, "must be non-empty text")
-    if len(value) > most:
-        raise AnnotationError(name, f"is {len(value):,} characters, more than {most:,}")
-    bad = next((c for c in value if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0
-                or c in _BIDI_CONTROLS), None)
-    if bad is not None:  # sealed for years and read by people and parsers: no NUL, escapes, C1
-        # codes, nor a bidi control that shows the note in another order than it is sealed in
-        what = "bidirectional control" if bad in _BIDI_CONTROLS else "control character"
-        raise AnnotationError(name, f"holds the {what} U+{ord(bad):04X} at {value.index(bad)}")
-    return value
 
 
 def _correction(disposition: Disposition, correction: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from audit.annotations import checked_text, principal_json
 from audit.cases.policy import POLICY_KIND, POLICY_SCHEMA, DeadlinePolicy
 from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition, QaVerdict, is_seq
 from audit.errors import AnnotationError, CaseError
+from audit.officer_words import checked_text, principal_json
 
 __all__ = ["EVENT_KIND", "EVENT_SCHEMA", "MAX_RATIONALE", "POLICY_KIND", "POLICY_SCHEMA", "event_body",
            "parse_event", "parse_policy", "policy_body"]

@@ -18,10 +18,10 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, select
 
-from audit.annotations import principal_json
 from audit.cases.state import is_seq
 from audit.decide.principal import Principal
 from audit.errors import CaseError
+from audit.officer_words import principal_json
 from ledger import Record, store
 from ledger.append import Ledger
 from ledger.jcs import canonical_bytes

@@ -18,7 +18,6 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from audit.annotations import principal_json
 from audit.cases.events import EVENT_KIND, event_body, policy_body
 from audit.cases.fold import CaseFold
 from audit.cases.policy import POLICY_KIND, DeadlinePolicy
@@ -27,6 +26,7 @@ from audit.cases.store import StoredView, catch_up
 from audit.cases.tables import alerts, case_events, cases
 from audit.decide.principal import Principal
 from audit.errors import AnnotationError, CaseConflictError, CaseError, CaseNotFoundError
+from audit.officer_words import principal_json
 from ledger import Record, store
 from ledger.append import Ledger
 from ledger.jcs import canonical_bytes

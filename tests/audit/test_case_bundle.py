@@ -464,9 +464,6 @@ def test_a_view_row_that_disagrees_with_the_records_refuses_the_export(
 # --- the examiner's machine, the CLI and HTTP ------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="audit.cases.events imports audit.annotations, which imports "
-                                       "sqlalchemy, ledger.store and ledger.append: the case fold is not yet "
-                                       "importable where the database layer is absent")
 def test_a_case_bundle_verifies_where_the_database_layer_is_absent(worked: Worked, bundle: Path) -> None:
     res = run_without_database(f"""
         import json
