@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -26,6 +26,7 @@ from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.problems import Problem
 from audit.annotations import ANNOTATION_KIND, Disposition, annotate
+from audit.cases.kinds import CASE_KINDS
 from audit.decide.fixed_point import decode
 from audit.decide.record import (
     DECISION_KIND,
@@ -154,11 +155,18 @@ def _context(rt: Runtime, caller: Caller, trace_id: str) -> dict[str, Any]:
         detail = None
     if detail is None:
         raise Problem(404, "not_found", f"no trace {trace_id}")
+    case_state = bool(caller.roles & PAYLOAD_ROLES)  # tipping-off (FATF R.21): officers and regulators
+    if detail.kind in CASE_KINDS and not case_state:
+        raise Problem(403, "forbidden", f"a {detail.kind} record is case state, which only officers and "
+                                        "regulators read")
+    withheld = bool(detail.annotations) and not case_state
+    if withheld:
+        detail = replace(detail, annotations=())
     body = detail.body
     payload = _payload(detail, caller)
     proof, proof_error = _proof(rt, detail, payload)
     return {"detail": detail, "body": body, "is_decision": detail.kind == DECISION_KIND,
-            "is_annotation": detail.kind == ANNOTATION_KIND,
+            "is_annotation": detail.kind == ANNOTATION_KIND, "annotations_withheld": withheld,
             "body_json": orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode(),
             "payload": payload, "features": _features(body), "score": _score(body),
             "explains": isinstance(body, dict) and states_explanation(body),

@@ -18,9 +18,8 @@ from api.bodies import json_model
 from api.deps import RuntimeDep, allow
 from api.openapi import examples, json_body, problems
 from api.problems import Problem
-from audit.annotations import ANNOTATION_KIND, Disposition, annotate
-from audit.cases.events import EVENT_KIND
-from audit.cases.reads import READ_KIND
+from audit.annotations import Disposition, annotate
+from audit.cases.kinds import CASE_KINDS
 from audit.query.refusals import RefusalFilter, query_refusals, refusal_json
 from audit.query.traces import MAX_LIMIT, TraceFilter, get_trace, query_traces
 
@@ -28,9 +27,7 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
 
-# Records that state case work (dispositions, filed reports, who read a case): not for scorers or
-# admins, who may otherwise read the trail.
-_CASE_KINDS = frozenset({ANNOTATION_KIND, EVENT_KIND, READ_KIND})
+
 
 _SEARCH_EXAMPLE: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"example": {
     "items": [{"seq": 41873, "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11",
@@ -136,7 +133,7 @@ async def get(trace_id: str, rt: RuntimeDep,
     if detail is None:
         raise Problem(404, "not_found", f"no trace {trace_id}")
     case_state = bool(caller.roles & PAYLOAD_ROLES)  # tipping-off (FATF R.21): officers and regulators
-    if detail.kind in _CASE_KINDS and not case_state:
+    if detail.kind in CASE_KINDS and not case_state:
         raise Problem(403, "forbidden", f"a {detail.kind} record is case state, which only officers and "
                                         "regulators read")
     proof = await run_in_threadpool(ops.prove, rt.settings, detail.seq, rt.ledger)

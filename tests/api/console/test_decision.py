@@ -281,3 +281,18 @@ def test_page_shows_the_reason_codes_the_record_states(console: Console) -> None
     page = console.get(url(quiet)).text
     quiet_reasons = page.split('id="reasons">')[1]
     assert "no reasons recorded: allowed with a score below 0.5, or not scored" in quiet_reasons
+
+
+def test_an_admin_sees_the_decision_but_not_its_annotations(console: Console,
+                                                             decision: dict[str, Any]) -> None:
+    post(console, decision, disposition="ESCALATED", note="sent to the MLRO")  # tipping-off: case state
+    console.runtime.ledger.checkpoint()
+    officer = console.get(url(decision)).text
+    table = officer.split('id="annotation-entries"')[1]
+    ann_id = re.findall(r'<tr data-trace-id="([0-9a-f-]{36})">', table)[0]
+    admin = console.get(url(decision), role="admin")
+    assert admin.status_code == 200 and "sent to the MLRO" not in admin.text and "ESCALATED" not in admin.text
+    assert 'id="annotations-withheld"' in admin.text and 'id="annotation-entries"' not in admin.text
+    r = console.get(f"/console/decisions/{ann_id}", role="admin")
+    assert r.status_code == 403 and "case state" in r.text and "sent to the MLRO" not in r.text
+    assert console.get(f"/console/decisions/{ann_id}", role="regulator").status_code == 200
