@@ -207,6 +207,10 @@ def _print_report(r: Any) -> None:
     prev = r.previous
     shown = "none" if prev is None else f"{prev['bundle_id']} (size {prev['checkpoint_size']}), consistent"
     out.print(f"previous    {shown}", markup=False)
+    case = getattr(r, "case", None)
+    if case is not None:  # a case bundle: its history as the verifier re-derived it
+        out.print("", markup=False)
+        out.print(case.text(), markup=False)
 
 
 def _unreadable(message: str) -> NoReturn:
