@@ -31,7 +31,7 @@ __all__ = ["CASE_VIEWS", "MAX_LIMIT", "VIEWS", "AlertFilter", "AlertPage", "Case
            "CaseFilter", "CasePage", "OutcomePage", "alert_page", "case_detail", "case_page", "get_alert",
            "outcomes_since"]
 
-VIEWS = ("open", "mine", "unassigned", "overdue", "closed", "all")
+VIEWS = ("open", "mine", "unassigned", "overdue", "closed", "qa", "all")
 CASE_VIEWS = ("open", "mine", "unassigned", "closed", "all")
 MAX_LIMIT = 500
 _CURSOR = re.compile(r"a1\.(\d{4}-\d{2}-\d{2}|-)\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
@@ -43,7 +43,8 @@ _RULE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 class AlertFilter:
     """Which alerts, in which order. ``view``: ``open`` (default), ``mine`` (assigned to ``me``,
     open), ``unassigned`` (open), ``overdue`` (open, review due before ``today``; most overdue
-    first), ``closed``, ``all``. ``order``: ``newest`` (default) or ``oldest`` first (not for
+    first), ``closed``, ``qa`` (closed, drawn for quality assurance and not reviewed yet: ``qa``
+    is ``due``), ``all``. ``order``: ``newest`` (default) or ``oldest`` first (not for
     ``overdue``, which is always most overdue first)."""
 
     view: str = "open"
@@ -112,6 +113,10 @@ def _alert_query(f: AlertFilter, today: str) -> Select[Any]:
         conds.append(a.c.is_open == 1)
     elif f.view == "closed":
         conds.append(a.c.is_open == 0)
+    elif f.view == "qa":
+        # "due" is set only by closing and cleared by reopening: no is_open term, so that
+        # ix_audit_alerts_qa_seq (qa, seq) serves the filter and the order alone
+        conds.append(a.c.qa == "due")
     if f.view == "mine":
         conds.append(a.c.assignee_fp == f.me)
     elif f.view == "unassigned":
@@ -256,6 +261,7 @@ class CaseEvent:
     disposition: str | None
     link: int | None
     report: str | None
+    verdict: str | None = None  # a qa_review's: AGREE or DISAGREE
 
 
 @dataclass(frozen=True)
@@ -285,7 +291,7 @@ def case_detail(engine: Engine, case_id: int) -> CaseDetail:
         events.append(CaseEvent(int(ev.seq), ev.recorded_at, ev.alert_seq, ev.action, bool(ev.applied),
                                 ev.why, body.get("principal", {}), body.get("rationale"),
                                 body.get("assignee"), body.get("disposition"), body.get("link"),
-                                body.get("report")))
+                                body.get("report"), body.get("verdict")))
     return CaseDetail(case_from_row(row), members, events)
 
 

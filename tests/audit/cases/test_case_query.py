@@ -1,19 +1,27 @@
-"""The case list (``case_page``) and one alert (``get_alert``): keyset pages bound to their filter,
-each view, and bad filters refused naming the field."""
+"""The case list (``case_page``), one alert (``get_alert``) and the quality-assurance queue (the
+alert view ``qa``): keyset pages bound to their filter, each view, and bad filters refused naming
+the field."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from datetime import date
 
 import pytest
 
-from audit.cases.query import CaseFilter, case_page, get_alert
-from audit.cases.service import act
+from audit.cases.policy import DeadlinePolicy
+from audit.cases.query import AlertFilter, CaseFilter, _alert_query, alert_page, case_page, get_alert
+from audit.cases.service import act, set_policy
 from audit.cases.store import catch_up
 from audit.cases.tables import alerts, cases
 from audit.errors import CaseError, CaseNotFoundError
+from ledger import NoteSigner
 from ledger.append import Ledger
 from tests.audit.cases.test_cases import ALICE, BOB, decided, rows  # noqa: F401  (a fixture)
+from tests.audit.test_trace_index import indexed_pipeline, mixed_submissions
+from tests.conftest import Db, make_ledger
+from wasm_rules import Sandbox
 
 
 def walk(ledger: Ledger, f: CaseFilter) -> list[int]:
@@ -79,3 +87,56 @@ def test_one_alert_by_its_seq(decided: Ledger) -> None:  # noqa: F811
     with pytest.raises(CaseError) as bad:
         get_alert(decided.engine, -1)
     assert bad.value.field == "seq"
+
+
+@pytest.fixture
+def sampled(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> Ledger:
+    """Decisions opened under a sealed policy that draws every closed alert for quality assurance."""
+    ledger = make_ledger(db, signer)
+    set_policy(ledger, DeadlinePolicy(version="qa-all", qa_sample_permille=1000), ALICE, "QA every closure")
+    indexed_pipeline(ledger, sandbox, pack_wasm).decide(mixed_submissions(200))
+    return ledger
+
+
+def test_the_qa_view_lists_closed_alerts_awaiting_review_newest_first(sampled: Ledger, db: Db) -> None:
+    catch_up(sampled.engine)
+    quiet = [a.seq for a in rows(sampled.engine, alerts) if a.payment is None]
+    assert len(quiet) >= 5
+    for seq in quiet[:5]:
+        act(sampled, ALICE, "close", alert=seq, disposition="NO_FURTHER_ACTION", rationale="explained")
+    act(sampled, BOB, "qa_review", alert=quiet[1], verdict="AGREE", rationale="sound")  # reviewed: out
+    act(sampled, BOB, "reopen", alert=quiet[3], rationale="new information")  # open again: out
+    due = sorted((quiet[0], quiet[2], quiet[4]), reverse=True)
+    today = date(2026, 12, 5)
+
+    def walk(f: AlertFilter) -> list[int]:
+        out: list[int] = []
+        cursor = None
+        while True:
+            page = alert_page(sampled.engine, replace(f, cursor=cursor), today=today)
+            assert len(page.items) <= f.limit and all(a.qa == "due" and not a.open for a in page.items)
+            out += [a.seq for a in page.items]
+            if page.next_cursor is None:
+                return out
+            cursor = page.next_cursor
+
+    assert walk(AlertFilter(view="qa", limit=2)) == due
+    assert walk(AlertFilter(view="qa", limit=1, order="oldest")) == sorted(due)
+    assert {a.seq for a in rows(sampled.engine, alerts, alerts.c.qa == "agreed")} == {quiet[1]}
+    first = alert_page(sampled.engine, AlertFilter(view="qa", limit=1), today=today)
+    with pytest.raises(CaseError, match="different filter"):  # a cursor of the qa view is bound to it
+        AlertFilter(view="closed", limit=1, cursor=first.next_cursor)
+    # one range of ix_audit_alerts_qa_seq, newest first: no scan of the closed alerts, no sort
+    sql = str(_alert_query(AlertFilter(view="qa", limit=2, cursor=first.next_cursor), today.isoformat())
+              .compile(sampled.engine, compile_kwargs={"literal_binds": True}))
+    with sampled.engine.connect() as conn:
+        if db.dialect == "postgresql":
+            for knob in ("seqscan", "sort", "bitmapscan"):  # a tiny table: can an index serve it?
+                conn.exec_driver_sql(f"SET enable_{knob} = off")
+            plan = "\n".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}"))
+            assert "ix_audit_alerts_qa_seq" in plan and "Seq Scan" not in plan, plan
+            assert not re.search(r"Sort  \(", plan), plan
+        else:
+            plan = "\n".join(str(r[-1]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+            assert "ix_audit_alerts_qa_seq" in plan and "TEMP B-TREE" not in plan, plan
+            assert not re.search(r"^SCAN ", plan, re.M), plan
