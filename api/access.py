@@ -38,6 +38,11 @@ ACCESS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
     "cases.get": frozenset({"officer", "regulator"}),
     "cases.act": frozenset({"officer"}),
     "outcomes.list": frozenset({"scorer", "officer", "regulator"}),
+    # Who read which case: the tipping-off investigator's record of the officers' own reads, so it is
+    # not theirs to read (docs/http-api.md, "Who read a case").
+    "cases.reads": frozenset({"regulator"}),
+    # How each rule and model fares once its alerts are worked: counts and rates, no case or payment.
+    "performance.read": frozenset({"officer", "approver", "regulator"}),
     "metrics": frozenset({"admin"}),
     "healthz": frozenset(),  # any verified certificate
 })

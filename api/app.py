@@ -28,7 +28,18 @@ from api.openapi import install_docs
 from api.problems import install_handlers
 from api.readiness import CommitHealth
 from api.roles import RoleMap
-from api.routes import cases, decisions, exports, health, ledger, models, reports, rulesets, traces
+from api.routes import (
+    cases,
+    decisions,
+    exports,
+    health,
+    ledger,
+    models,
+    performance,
+    reports,
+    rulesets,
+    traces,
+)
 from audit.decide.runtime import Runtime
 from audit.decide.types import Decision
 from inference.drift_reference import reference_for
@@ -116,7 +127,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         commit_health.failed()
 
     install_handlers(app, on_unavailable=on_unavailable, html=render_error)
-    for module in (decisions, traces, cases, reports, ledger, rulesets, models, exports, health):
+    for module in (decisions, traces, cases, reports, performance, ledger, rulesets, models, exports, health):
         app.include_router(module.router)
     install_docs(app)
     install_console(app)

@@ -1,5 +1,5 @@
 """/v1/alerts, /v1/cases and /v1/outcomes: the officer's queue and cases, and the held-payment
-outcomes the payment system polls.
+outcomes the payment system polls; /v1/case-reads: who read which case, for a regulator.
 
 A thin face over ``audit.cases``: every action is a sealed ``case_event`` record
 (``audit.cases.service.act``), every read a keyset page of the view, which is brought current
@@ -13,6 +13,8 @@ Every answer that shows an alert or a case to a reader is a read of that case, s
 alert or one case is ``what: case``, a page of the queue or of the case list ``what: queue`` for
 each case on it. If the ledger cannot seal the read, the read fails (503). An empty page reads
 no case and seals nothing; the outcome feed is the payment system's own and is not recorded.
+The list of reads (``cases.reads``) is a regulator's alone: it is how the officers' own reads are
+investigated (docs/http-api.md, "Who read a case").
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from audit.cases.query import (
     get_alert,
     outcomes_since,
 )
-from audit.cases.reads import record_reads
+from audit.cases.reads import MAX_READS, CaseRead, list_reads, record_reads
 from audit.cases.service import ActionReceipt, act
 from audit.cases.state import ACTIONS, CASE_ACTIONS, AlertState, CaseState, Disposition, QaVerdict
 from audit.decide.runtime import Runtime
@@ -63,7 +65,7 @@ from audit.errors import CaseError
 from ledger import LedgerUnavailableError
 
 __all__ = ["MAX_BULK", "AlertActionIn", "AssigneeIn", "BulkAssignIn", "CaseActionIn", "alert_json",
-           "case_json", "event_json", "router"]
+           "case_json", "event_json", "read_json", "router"]
 
 router = APIRouter(tags=["alerts and cases"])
 MAX_BULK = 200  # alerts in one bulk request: each is its own sealed record
@@ -137,7 +139,21 @@ def event_json(e: CaseEvent) -> dict[str, Any]:
             "rationale": e.rationale,
             "assignee": None if e.assignee is None else _who(e.assignee.get("fingerprint_sha256", ""),
                                                              e.assignee.get("subject", "")),
-            "disposition": e.disposition, "link": e.link, "report_sha256": e.report}
+            "disposition": e.disposition, "link": e.link, "report_sha256": e.report, "verdict": e.verdict}
+
+
+def read_json(r: CaseRead) -> dict[str, Any]:
+    """One sealed ``case_read`` record as the API answers it: who read (the certificate as sealed),
+    when, and which cases (``what``: ``case``, ``queue`` or ``report`` with its SHA-256)."""
+    p = r.principal if isinstance(r.principal, dict) else {}  # as sealtrail seals it, or nothing
+    sans = p.get("sans")
+    return {"seq": r.seq, "recorded_at": r.recorded_at,
+            "principal": {"subject": str(p.get("subject", "")),
+                          "sans": [str(x) for x in sans] if isinstance(sans, list) else [],
+                          "issuer": str(p.get("issuer", "")),
+                          "fingerprint_sha256": str(p.get("fingerprint_sha256", "")),
+                          "serial": str(p.get("serial", ""))},
+            "reads": r.reads}
 
 
 def _me(view: str, caller: Caller) -> str | None:
@@ -310,7 +326,7 @@ _EVENT: dict[str, Any] = {
     "seq": 41990, "recorded_at": "2026-12-03T09:58:40.310022Z", "alert_seq": 41873, "action": "release",
     "applied": True, "why": None, "principal": _OFFICER,
     "rationale": "The list hit is a namesake: date of birth and nationality differ.", "assignee": None,
-    "disposition": None, "link": None, "report_sha256": None}
+    "disposition": None, "link": None, "report_sha256": None, "verdict": None}
 
 
 def _ok(status: int, example: Any) -> dict[int | str, dict[str, Any]]:
@@ -340,7 +356,8 @@ async def list_alerts(
     view: str = Query("open", json_schema_extra={"enum": list(VIEWS)},
                       description="open (default), mine (open, assigned to the caller's certificate), "
                                   "unassigned (open), overdue (open, review due before today, UTC, by the "
-                                  "ledger's clock; most overdue first), closed, all"),
+                                  "ledger's clock; most overdue first), closed, qa (closed, drawn for "
+                                  "quality assurance and not reviewed yet), all"),
     outcome: str | None = Query(None, description="the decision that opened it: ALLOW (an account alert "
                                                   "alone), REVIEW, HOLD, BLOCK"),
     rule: str | None = Query(None, description="a rule id that fired on the decision"),
@@ -519,3 +536,27 @@ async def list_outcomes(
     mine = None if caller.roles & ALL_OUTCOMES_ROLES else caller.principal.fingerprint_sha256
     got = await _call(outcomes_since, rt.engine, after, scorer_fp=mine, limit=limit)
     return {"items": got.items, "next_cursor": got.next_cursor}
+
+
+# -- who read a case ----------------------------------------------------------------------------
+
+_READ: dict[str, Any] = {
+    "seq": 42031, "recorded_at": "2026-12-03T10:07:52.610334Z",
+    "principal": {**_OFFICER, "sans": ["URI:spiffe://bank.example/role/officer"],
+                  "issuer": "CN=Example Bank Issuing CA,O=Example Bank", "serial": "4f1a9c"},
+    "reads": [{"case": 41210, "what": "case"}]}
+
+
+@router.get("/v1/case-reads", summary="Who read which case or report, newest first (regulators: tipping-off)",
+            responses=_ok(200, {"items": [_READ], "next_before": 42031}) | problems(422))
+async def list_case_reads(
+    rt: RuntimeDep,
+    caller: Annotated[Caller, allow("cases.reads")],
+    case_id: int | None = Query(None, ge=0, description="only the reads of this case (its id); a record that "
+                                                        "read several cases lists only this one"),
+    before: int | None = Query(None, ge=0, description="next_before of the previous page: only records "
+                                                       "sealed before this seq"),
+    limit: int = Query(100, ge=1, le=MAX_READS, description="records per page"),
+) -> dict[str, Any]:
+    got = await _call(list_reads, rt.engine, case_id=case_id, before=before, limit=limit)
+    return {"items": [read_json(r) for r in got.items], "next_before": got.next_before}

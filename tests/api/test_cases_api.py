@@ -573,3 +573,79 @@ def test_the_documented_examples_are_accepted(desk: Desk) -> None:
     bulk = desk.post("officer", "/v1/alerts/actions",
                      {**examples.ALERT_BULK_ASSIGN, "alerts": [review["seq"]]})
     assert bulk.json()["results"][0]["status"] == 409  # closed by the example above
+
+
+# -- who read a case ----------------------------------------------------------------------------
+
+
+def test_regulators_list_who_read_each_case_newest_first(desk: Desk) -> None:
+    a, b = desk.alerts(view="all", limit=500)[:2]
+    assert desk.get("officer", f"/v1/cases/{a['case_id']}").status_code == 200
+    assert desk.get("officer2", f"/v1/alerts/{b['seq']}").status_code == 200
+    assert desk.get("regulator", f"/v1/cases/{a['case_id']}").status_code == 200
+    before = desk.entries()
+    every = desk.get("regulator", "/v1/case-reads", limit=3).json()
+    newest = every["items"]
+    assert [(r["principal"]["subject"], r["reads"]) for r in newest] == [
+        (desk.who["regulator"]["subject"], [{"case": a["case_id"], "what": "case"}]),
+        (desk.who["officer2"]["subject"], [{"case": b["case_id"], "what": "case"}]),
+        (desk.who["officer"]["subject"], [{"case": a["case_id"], "what": "case"}])]
+    assert [r["seq"] for r in newest] == sorted((r["seq"] for r in newest), reverse=True)
+    p = newest[2]["principal"]  # the reader's certificate, as the case_read record states it
+    assert set(p) == {"subject", "sans", "issuer", "fingerprint_sha256", "serial"} and p["issuer"]
+    assert {k: p[k] for k in ("subject", "fingerprint_sha256")} == desk.who["officer"]
+    sealed = desk.sealed_since(newest[2]["seq"])[0][1]
+    assert p == {k: sealed["principal"][k] for k in p} and newest[2]["reads"] == sealed["reads"]
+    assert every["next_before"] == newest[-1]["seq"]  # the earlier queue reads are on the next page
+    older = desk.get("regulator", "/v1/case-reads", before=every["next_before"], limit=500).json()
+    assert older["items"] and older["next_before"] is None
+    assert all(r["seq"] < newest[-1]["seq"] for r in older["items"])
+    assert all(x["what"] == "queue" for r in older["items"] for x in r["reads"])
+    # one case: only the reads naming it, each record listing only it
+    one = desk.get("regulator", "/v1/case-reads", case_id=a["case_id"], limit=500).json()
+    assert [r["seq"] for r in one["items"]][:2] == [newest[0]["seq"], newest[2]["seq"]]
+    assert all(r["reads"] and {x["case"] for x in r["reads"]} == {a["case_id"]} for r in one["items"])
+    assert desk.get("regulator", "/v1/case-reads", case_id=999_999_999).json() == {"items": [],
+                                                                                   "next_before": None}
+    assert desk.entries() == before  # listing the reads is not itself a read of a case
+    bad: list[tuple[dict[str, Any], str]] = [({"limit": 0}, "limit"), ({"limit": 501}, "limit"),
+                                             ({"before": -1}, "before"), ({"case_id": "x"}, "case_id"),
+                                             ({"case_id": -1}, "case_id")]
+    for params, field in bad:
+        problem(desk.get("regulator", "/v1/case-reads", **params), 422, "invalid_request", field)
+    for caller in ("officer", "officer2", "approver", "admin", "scorer"):  # the investigated read none
+        problem(desk.get(caller, "/v1/case-reads"), 403, "forbidden")
+    assert desk.entries() == before
+
+
+# -- quality assurance --------------------------------------------------------------------------
+
+
+def test_the_qa_queue_and_a_qa_review_with_its_verdict_in_the_case_history(db: Db, tmp_path: Path) -> None:
+    from audit.cases.policy import DeadlinePolicy
+    from audit.cases.service import set_policy
+    from tests.audit.cases.test_cases import ALICE
+
+    with desk_over(db, tmp_path) as desk:
+        set_policy(desk.runtime.ledger, DeadlinePolicy(version="qa-all", qa_sample_permille=1000), ALICE,
+                   "every closure is reviewed")
+        desk.decide("scorer", 150, seed=21)
+        quiet = [a for a in desk.alerts(view="all", limit=500) if a["payment"] is None][:3]
+        assert len(quiet) == 3 and desk.alerts(view="qa") == []
+        for a in quiet:
+            r = desk.act("officer", a["seq"], action="close", disposition="FALSE_POSITIVE",
+                         rationale="payroll")
+            assert r.status_code == 201 and r.json()["alert"]["qa"] == "due", r.text
+        due = sorted((a["seq"] for a in quiet), reverse=True)
+        assert [a["seq"] for a in desk.alerts(view="qa", limit=2)] == due  # newest first, by cursor
+        assert {a["qa"] for a in desk.alerts(view="qa")} == {"due"}
+        problem(desk.act("officer", due[0], action="qa_review", verdict="AGREE", rationale="mine"), 403,
+                "four_eyes", "principal")  # who closed it does not review it
+        reviewed = desk.act("officer2", due[0], action="qa_review", verdict="DISAGREE",
+                            rationale="the employer was never verified")
+        assert reviewed.status_code == 201 and reviewed.json()["alert"]["qa"] == "disagreed", reviewed.text
+        assert [a["seq"] for a in desk.alerts(view="qa")] == due[1:]
+        case = desk.get("regulator", f"/v1/cases/{reviewed.json()['case_id']}").json()
+        events = [(e["action"], e["verdict"]) for e in case["events"] if e["alert_seq"] == due[0]]
+        assert events == [("close", None), ("qa_review", "DISAGREE")]
+        assert case["events"][-1]["rationale"] == "the employer was never verified"

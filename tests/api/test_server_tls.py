@@ -145,6 +145,8 @@ OPERATIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "cases.get": ("GET", "/v1/cases/00001", {}),
     "cases.act": ("POST", "/v1/cases/00001/actions", {"json": {"action": "comment", "rationale": "x"}}),
     "outcomes.list": ("GET", "/v1/outcomes", {}),
+    "cases.reads": ("GET", "/v1/case-reads?limit=1", {}),
+    "performance.read": ("GET", "/v1/performance/rules", {}),
     "metrics": ("GET", "/metrics", {}),
     "healthz": ("GET", "/healthz", {}),
 }
@@ -161,7 +163,8 @@ def test_the_matrix_names_every_route_of_the_app(tmp_path: Path) -> None:
                       ("GET", "/v1/traces/refusals"),  # traces.query
                       ("POST", "/v1/alerts/actions"),  # alerts.act (bulk)
                       ("POST", "/v1/cases/{x}/reports/draft"), ("POST", "/v1/cases/{x}/reports"),  # cases.act
-                      ("GET", "/v1/cases/{x}/reports"), ("GET", "/v1/cases/{x}/reports/{x}")}  # cases.get
+                      ("GET", "/v1/cases/{x}/reports"), ("GET", "/v1/cases/{x}/reports/{x}"),  # cases.get
+                      ("GET", "/v1/performance/models")}  # performance.read
     untested = normalised - tested - same_operation
     assert not untested, f"routes missing from the role matrix test: {sorted(untested)}"
 
