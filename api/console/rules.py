@@ -1,9 +1,13 @@
 """The console's rule governance pages: rulesets and their status, propose (compile errors
 inline), approve (four-eyes: the button is not shown to the proposer, the server refuses it
-anyway), activate, and each ruleset's test cases re-run with pass/fail.
+anyway), activate, each ruleset's test cases re-run with pass/fail, and how each rule performs
+once its alerts are worked.
 
 Every step calls ``audit.governance.service`` as ``/v1/rulesets`` does, under the same operations of
-the role matrix; the page only decides which buttons a caller is shown.
+the role matrix; the page only decides which buttons a caller is shown. The performance tables are
+``audit.cases.performance``'s rows, as ``/v1/performance/rules`` answers them, shown to the roles of
+``performance.read`` only (an admin sees the rulesets, not how their alerts were closed); the CSV
+link is that endpoint's.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from api.access import may
+from api.auth import Caller
 from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.console.rules_data import (
@@ -28,16 +33,18 @@ from api.console.rules_data import (
 from api.deps import RuntimeDep
 from api.problems import Problem
 from api.routes.rulesets import MAX_SOURCE
+from audit.cases.performance import Performance, rule_performance
 from audit.decide.runtime import Runtime
 from audit.errors import CasesFailedError, DuplicateRulesetError, RulesetRefusedError
 from audit.governance import service as gov
 from wasm_rules import RuleError
 
-__all__ = ["router", "ruleset_url"]
+__all__ = ["CSV_LINKS", "router", "ruleset_url"]
 
 router = APIRouter(prefix="/console")
 MAX_COMMENT = 10_000
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+CSV_LINKS = {"rules": "/v1/performance/rules?format=csv", "models": "/v1/performance/models?format=csv"}
 
 
 def ruleset_url(ruleset: str) -> str:
@@ -61,11 +68,17 @@ def _module(form: dict[str, str]) -> str | None:
     return sha or None
 
 
+def _performance(rt: Runtime, caller: Caller) -> list[Performance] | None:
+    """Every rule's row (by rule, then ruleset), or None for a caller who may not read them."""
+    return rule_performance(rt.engine) if may("performance.read", caller.roles) else None
+
+
 @router.get("/rules")
 def rules_list(request: Request, rt: RuntimeDep) -> Response:
     caller = page_caller(request, "rulesets.list")
     views = rt.governance.list()
-    return render(request, "rules.html", caller, rulesets=views, url=ruleset_url)
+    return render(request, "rules.html", caller, rulesets=views, url=ruleset_url,
+                  performance=_performance(rt, caller), csv=CSV_LINKS)
 
 
 def _prefill(rt: Runtime) -> tuple[str, str]:
@@ -131,9 +144,11 @@ def _show(request: Request, rt: Runtime, ruleset: str, status: int = 200, *, cas
     ok = approval(caller, view, may("rulesets.approve", caller.roles))
     can_activate = (may("rulesets.activate", caller.roles) and view.status in ("approved", "retired")
                     and (view.approved is not None or view.bootstrapped))
+    rows = _performance(rt, caller)
+    performance = None if rows is None else {p.key: p for p in rows if p.group == view.id}
     return render(request, "ruleset.html", caller, status, view=view, body=body, url=ruleset_url(view.id),
                   approval=ok, can_activate=can_activate, shipped=shipped, cases_text=cases_text, run=run,
-                  cases_error=cases_error)
+                  cases_error=cases_error, performance=performance, csv=CSV_LINKS)
 
 
 @router.get("/rules/{ruleset:path}")

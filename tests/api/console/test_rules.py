@@ -1,24 +1,29 @@
 """The rules pages: rulesets and their status, propose with compile errors inline (nothing
 written), four-eyes (no Approve button for the proposer, and the server refuses it anyway),
 approve, activate (the previous one retires, the pipeline switches), cases re-run with
-pass/fail and nothing recorded; callers without the role get 403 pages."""
+pass/fail and nothing recorded; each rule's performance once its alerts are worked (the values
+``audit.cases.performance`` gives, and its CSV), for the roles that may read it; callers without
+the role get 403 pages."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 from api.certs import role_uri
 from api.roles import ROLES, role_map_toml
+from audit.cases.performance import Performance, model_performance, rule_performance, to_csv
 from audit.governance import service as gov
 from ledger import store
 from tests.api.console.conftest import Console
 from tests.api.console.dom import Node, dom, textarea
 from tests.api.test_fail_closed import in_process
+from tests.api.test_performance_api import work
 from tests.conftest import Db
 
 PACK = gov.DEFAULT_PACK.read_text(encoding="utf-8")
@@ -324,3 +329,93 @@ def test_only_officers_may_propose(console: Console) -> None:
 def test_an_unknown_ruleset_is_a_404_page(console: Console) -> None:
     r = console.get(page_url("nope@1"))
     assert r.status_code == 404 and "nope@1" in r.text
+
+
+# -- how the rules perform -----------------------------------------------------------------------
+
+COLUMNS = ("hits", "alerts", "open", "closed", "false_positive_rate", "report_conversion",
+           "median_hours_to_close")
+COUNTS = COLUMNS[:4]
+
+
+def shown(tr: Node) -> dict[str, Any]:
+    """A performance row's exact values, from its cells' data-value (empty: none)."""
+    out: dict[str, Any] = {}
+    for col in COLUMNS:
+        raw = tr.one("td", data_col=col).attrs["data-value"]
+        out[col] = None if raw == "" else (int(raw) if col in COUNTS else float(raw))
+    return out
+
+
+def expected(p: Performance | None) -> dict[str, Any]:
+    if p is None:  # never fired on this ruleset's decisions
+        return {"hits": 0, "alerts": 0, "open": 0, "closed": 0, "false_positive_rate": None,
+                "report_conversion": None, "median_hours_to_close": None}
+    return {col: getattr(p, col) for col in COLUMNS}
+
+
+@pytest.fixture
+def worked(console: Console) -> Console:
+    """The console after 150 payments and officers' work on their alerts (every disposition)."""
+    console.score(150, checkpoint=False)
+    work(console.runtime)
+    return console
+
+
+def test_the_list_shows_every_rules_performance_with_csv_links(worked: Console) -> None:
+    rows = rule_performance(worked.runtime.engine)
+    assert any(p.closed and p.false_positive_rate not in (0.0, 1.0) for p in rows)  # something to show
+    page = dom(worked.get("/console/rules").text)
+    table = page.one("table", id="rule-performance")
+    trs = table.one("tbody").all("tr")
+    assert [(tr.attrs["data-rule"], tr.attrs["data-ruleset"]) for tr in trs] == [
+        (p.key, p.group) for p in rows]
+    for tr, p in zip(trs, rows, strict=True):
+        assert shown(tr) == expected(p), p.key
+        assert tr.one("a").attrs["href"] == page_url(p.group)
+    rate = next(p for p in rows if p.false_positive_rate not in (None, 0.0, 1.0))
+    tr = table.one("tr", data_rule=rate.key, data_ruleset=rate.group)
+    cell = tr.one("td", data_col="false_positive_rate")
+    assert cell.text() == f"{rate.false_positive_rate * 100:.1f}%"  # type: ignore[operator]
+    assert cell.attrs["title"] == f"{rate.false_positive} of {rate.closed} closed"
+    for ident, path, want in (("rule-performance-csv", "/v1/performance/rules", rows),
+                              ("model-performance-csv", "/v1/performance/models",
+                               model_performance(worked.runtime.engine))):
+        link = page.one("a", id=ident)
+        assert link.attrs["href"] == f"{path}?format=csv" and "download" in link.attrs
+        r = worked.get(link.attrs["href"])  # the browser's certificate downloads it
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+        assert r.text == to_csv(want)
+
+
+def test_the_ruleset_page_shows_each_of_its_rules_performance(worked: Console) -> None:
+    mine = {p.key: p for p in rule_performance(worked.runtime.engine) if p.group == BOOT}
+    assert mine and any(p.closed for p in mine.values())
+    for role in ("officer", "approver", "regulator"):
+        page = dom(worked.get(page_url(BOOT), role=role).text)
+        rules = page.one("table", id="rules")
+        assert [th.text() for th in rules.one("thead").all("th")][2:] == [
+            "Hits", "Alerts", "Open", "Closed", "False-positive rate", "Report conversion",
+            "Median hours to close"]
+        view = worked.runtime.governance.get(BOOT)
+        assert len(view.rules) > len(mine)  # some rules never fired: shown as zeros
+        for rule_id, _ in view.rules:
+            assert shown(rules.one("tr", data_rule=rule_id)) == expected(mine.get(rule_id)), (role, rule_id)
+        assert page.has("a", id="rule-performance-csv")
+
+
+def test_an_admin_sees_the_rulesets_but_not_how_their_alerts_were_closed(worked: Console) -> None:
+    listed = dom(worked.get("/console/rules", role="admin").text)
+    assert listed.has("table", id="rulesets") and not listed.has("table", id="rule-performance")
+    assert not listed.has("a", id="rule-performance-csv")
+    page = dom(worked.get(page_url(BOOT), role="admin").text)
+    assert [th.text() for th in page.one("table", id="rules").one("thead").all("th")] == ["Rule", "Outcome"]
+    assert not page.has("td", data_col="hits") and not page.has("a", id="rule-performance-csv")
+    assert worked.get("/v1/performance/rules?format=csv", role="admin").status_code == 403
+
+
+def test_before_any_decision_the_tables_say_so(console: Console) -> None:
+    page = dom(console.get("/console/rules", role="regulator").text)
+    assert "No rule has fired" in page.one("table", id="rule-performance").text()
+    rules = dom(console.get(page_url(BOOT), role="regulator").text).one("table", id="rules")
+    assert all(shown(tr)["hits"] == 0 for tr in rules.one("tbody").all("tr"))
