@@ -43,7 +43,7 @@ router = APIRouter(prefix="/console")
 
 PAGE = 50  # rows a page; the bulk form's checkboxes stay under read_form's 64 fields
 TABS = (("mine", "Mine"), ("unassigned", "Unassigned"), ("overdue", "Overdue"), ("open", "Open"),
-        ("closed", "Closed"))
+        ("closed", "Closed"), ("qa", "Quality review"))
 _ORDERS = (("newest", "Newest first"), ("oldest", "Oldest first"))
 _FIELDS = ("view", "outcome", "rule", "order")
 _PICK = "alert-"  # a checkbox per alert: read_form keeps one value per name, so each has its own

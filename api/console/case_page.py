@@ -64,13 +64,13 @@ log = logging.getLogger("sealtrail.console")
 
 # What the page's forms may ask for; filing a report has its own page (api/routes/reports.py).
 ALERT_ACTIONS = ("assign", "start_review", "escalate", "close", "reopen", "release", "reject", "approve",
-                 "refuse")
+                 "refuse", "qa_review")
 CASE_ACTIONS = ("assign", "comment", "close", "link", "approve", "refuse")
-_FORM_FIELDS = ("rationale", "disposition", "link")
+_FORM_FIELDS = ("rationale", "disposition", "link", "verdict")
 _DONE = {"assign": "assigned", "start_review": "started the review", "escalate": "escalated",
          "close": "closed", "reopen": "reopened", "comment": "commented", "release": "released the payment",
          "reject": "rejected the payment", "approve": "approved", "refuse": "refused", "link": "linked",
-         "file_report": "filed a report"}
+         "file_report": "filed a report", "qa_review": "recorded a quality-review verdict"}
 
 
 # -- the timeline ---------------------------------------------------------------------------------
@@ -328,6 +328,9 @@ async def case_act(request: Request, case_id: int) -> Response:
     disposition = values["disposition"] or None
     if action == "close" and disposition is None:
         return await refuse(bad("disposition", "choose a disposition: none is chosen for you"))
+    verdict = values["verdict"] or None
+    if action == "qa_review" and verdict is None:
+        return await refuse(bad("verdict", "choose a verdict: none is chosen for you"))
     link: int | None = None
     if action == "link":
         text = values["link"].strip().removeprefix("#")
@@ -339,7 +342,8 @@ async def case_act(request: Request, case_id: int) -> Response:
         receipt = await run_in_threadpool(
             lambda: act(rt.ledger, caller.principal, action, alert=alert, case=None if alert else case_id,
                         rationale=rationale, assignee=caller.principal if action == "assign" else None,
-                        disposition=disposition if action == "close" else None, link=link))
+                        disposition=disposition if action == "close" else None, link=link,
+                        verdict=verdict if action == "qa_review" else None))
     except CaseError as exc:  # 422 bad input, 409 conflict, 403 four-eyes, 404 no such target
         return await refuse(_refused(form_id, exc, values))
     where = f"alert-{alert}" if alert is not None else "case-actions"

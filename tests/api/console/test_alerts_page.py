@@ -91,7 +91,7 @@ def test_the_tabs_are_the_views_of_the_queue(console: Console, decided: list[dic
     assert len(everything) == 19 and {a.outcome for a in everything} == {"REVIEW", "HOLD", "BLOCK"}
     status, doc, _ = page(console)
     assert status == 200
-    assert list(tab_hrefs(doc)) == ["mine", "unassigned", "overdue", "open", "closed"]
+    assert list(tab_hrefs(doc)) == ["mine", "unassigned", "overdue", "open", "closed", "qa"]
     current = doc.one("nav", class_="tabs").one("a", aria_current="page")
     assert current.attrs["data-view"] == "mine"  # an officer's home: their own alerts
     assert shown(doc) == [] and "Take some from" in doc.one("p", id="no-alerts").text()
@@ -281,7 +281,7 @@ def test_a_regulator_reads_the_queue_without_acting(console: Console, decided: l
                                                     role: str) -> None:
     status, doc, _ = page(console, role=role)
     assert status == 200
-    assert list(tab_hrefs(doc)) == ["unassigned", "overdue", "open", "closed"]  # no "mine": never assigned
+    assert list(tab_hrefs(doc)) == ["unassigned", "overdue", "open", "closed", "qa"]  # no "mine": never assigned
     assert doc.one("nav", class_="tabs").one("a", aria_current="page").attrs["data-view"] == "open"
     assert len(shown(doc)) == 19
     assert not doc.all("form", method="post") and not doc.all("input", type="checkbox")

@@ -347,3 +347,29 @@ def test_each_view_of_a_case_is_a_sealed_read(console: Console, decided: list[Al
         ("CN=sealtrail-officer,O=sealtrail dev", [{"case": a.case_id, "what": "case"}]),
         ("CN=sealtrail-regulator,O=sealtrail dev", [{"case": a.case_id, "what": "case"}]),
         ("CN=sealtrail-officer,O=sealtrail dev", [{"case": a.case_id, "what": "case"}])]
+
+
+def test_a_closure_drawn_for_quality_review_gets_a_verdict_from_another_officer(
+        console: Console, decided: list[AlertState]) -> None:
+    from audit.cases.policy import DeadlinePolicy
+    from audit.cases.service import set_policy
+    set_policy(console.runtime.ledger, DeadlinePolicy(version="qa-all", qa_sample_permille=1000), BOB,
+               "review every closure")
+    decide(console, seed=33)  # alerts opened under the new policy
+    fresh = [a for a in all_alerts(console) if a.payment is None and a.policy_seq > 0]
+    target = fresh[0]
+    act(console.runtime.ledger, BOB, "close", alert=target.seq, disposition="NO_FURTHER_ACTION",
+        rationale="explained by the customer")
+    _, doc, _ = case_page(console, target.case_id)
+    form = doc.one("form", id=f"alert-{target.seq}-qa")
+    assert [i.attrs.get("checked") for i in form.all("input", type="radio")] == [None, None]  # none chosen
+    before = sealed(console)
+    r = post(console, target.case_id, "qa_review", target.seq, form=f"alert-{target.seq}-qa", rationale="ok")
+    assert r.status_code == 422 and sealed(console) == before and "choose a verdict" in r.text
+    queue = dom(console.get("/console/alerts", params={"view": "qa"}).text)
+    assert f"/console/cases/{target.case_id}" in str(queue)
+    r = post(console, target.case_id, "qa_review", target.seq, form=f"alert-{target.seq}-qa",
+             verdict="DISAGREE", rationale="source of funds not evidenced")
+    assert r.status_code == 303 and alert_now(console, target.seq).qa == "disagreed"
+    _, doc, _ = case_page(console, target.case_id)
+    assert "disagreed" in doc.one("p", id=f"alert-{target.seq}-qa-done").text()
