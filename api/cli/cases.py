@@ -41,14 +41,15 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import orjson
 import typer
 
+from api.case_json import alert_json, case_json, event_json
 from api.cli.common import CliError, DbOpt, JsonOpt, KeysOpt, emit, out, settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from audit.cases.query import CaseDetail, CaseEvent
+    from audit.cases.query import CaseDetail
     from audit.cases.service import ActionReceipt
-    from audit.cases.state import AlertState, CaseState
+    from audit.cases.state import AlertState
     from audit.decide.principal import Principal
     from audit.errors import CaseError
     from ledger.append import Ledger
@@ -127,67 +128,6 @@ def _fingerprint(text: str, option: str) -> str:
 
 def _decoded(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
-
-
-_SIDES = (("originator", 1), ("beneficiary", 2))  # AlertState.account_alert's bits
-
-
-def _who(fingerprint: str | None, subject: str | None) -> dict[str, str] | None:
-    return None if fingerprint is None else {"subject": subject or "", "fingerprint_sha256": fingerprint}
-
-
-def _sealed_who(principal: str | None) -> Any:
-    """A principal the view keeps as canonical JSON (a proposer), or a list of them (who closed: the
-    proposer and the approver of a four-eyes close), as subject and fingerprint."""
-    if principal is None:
-        return None
-    got = orjson.loads(principal)
-
-    def who(p: dict[str, Any]) -> dict[str, str]:
-        return {"subject": str(p.get("subject", "")),
-                "fingerprint_sha256": str(p.get("fingerprint_sha256", ""))}
-
-    return [who(p) for p in got] if isinstance(got, list) else who(got)
-
-
-def alert_json(a: AlertState, today: date) -> dict[str, Any]:
-    """One alert of ``alerts list --json`` and ``cases show --json``: the shape of ``GET /v1/alerts``
-    (``overdue``: open, and its review was due before ``today``)."""
-    return {"seq": a.seq, "trace_id": a.trace_id, "opened_at": a.opened_at, "outcome": a.outcome,
-            "account_alerts": [side for side, bit in _SIDES if a.account_alert & bit],
-            "fired": [r for r in a.fired.split(",") if r], "subject": a.subject, "case_id": a.case_id,
-            "state": a.state, "assignee": _who(a.assignee_fp, a.assignee_subject),
-            "disposition": a.disposition, "closed_at": a.closed_at, "closed_by": _sealed_who(a.closed_by),
-            "qa": a.qa, "review_due": a.review_due, "filing_due": a.filing_due,
-            "next_review_due": a.next_review_due, "overdue": a.open and a.review_due < today.isoformat(),
-            "payment": a.payment, "pending": a.pending, "pending_by": _sealed_who(a.pending_by),
-            "last_event_seq": a.last_event_seq, "events": a.events, "policy_seq": a.policy_seq,
-            "scorer_fingerprint_sha256": a.scorer_fp}
-
-
-def case_json(c: CaseState) -> dict[str, Any]:
-    """A case as ``cases show --json`` and the receipts print it: the shape of ``GET /v1/cases``."""
-    return {"case_id": c.case_id, "subject": c.subject, "opened_at": c.opened_at,
-            "state": "open" if c.open else "closed", "alert_count": c.alerts,
-            "open_alert_count": c.open_alerts, "assignee": _who(c.assignee_fp, c.assignee_subject),
-            "disposition": c.disposition, "closed_at": c.closed_at, "pending": c.pending,
-            "pending_by": _sealed_who(c.pending_by), "links": [int(i) for i in c.links.split(",") if i],
-            "reports": c.reports, "last_report_sha256": c.last_report, "last_event_seq": c.last_event_seq,
-            "last_alert_seq": c.last_alert_seq}
-
-
-def event_json(e: CaseEvent) -> dict[str, Any]:
-    """One sealed event of a case's history, with the officer's words as sealed (as the API's)."""
-    who = e.assignee or {}
-    return {"seq": e.seq, "recorded_at": e.recorded_at, "alert_seq": e.alert_seq, "action": e.action,
-            "applied": e.applied, "why": e.why,
-            "principal": {"subject": e.principal.get("subject", ""),
-                          "fingerprint_sha256": e.principal.get("fingerprint_sha256", "")},
-            "rationale": e.rationale,
-            "assignee": None if e.assignee is None else _who(who.get("fingerprint_sha256", ""),
-                                                             who.get("subject", "")),
-            "disposition": e.disposition, "link": e.link, "report_sha256": e.report,
-            "verdict": getattr(e, "verdict", None)}  # a qa_review's (CaseEvent.verdict, where it exists)
 
 
 def _today() -> date:

@@ -40,6 +40,7 @@ from pydantic_core import PydanticCustomError
 from api.access import ALL_OUTCOMES_ROLES
 from api.auth import Caller
 from api.bodies import json_model
+from api.case_json import alert_json, case_json, event_json, read_json
 from api.deps import RuntimeDep, allow
 from api.openapi import examples, json_body, problems
 from api.problems import Problem, audit_problem, problem_response
@@ -49,7 +50,6 @@ from audit.cases.query import (
     MAX_LIMIT,
     VIEWS,
     AlertFilter,
-    CaseEvent,
     CaseFilter,
     alert_page,
     case_detail,
@@ -57,9 +57,9 @@ from audit.cases.query import (
     get_alert,
     outcomes_since,
 )
-from audit.cases.reads import MAX_READS, CaseRead, list_reads, record_reads
+from audit.cases.reads import MAX_READS, list_reads, record_reads
 from audit.cases.service import ActionReceipt, act
-from audit.cases.state import ACTIONS, CASE_ACTIONS, AlertState, CaseState, Disposition, QaVerdict
+from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition, QaVerdict
 from audit.decide.runtime import Runtime
 from audit.errors import CaseError
 from ledger import LedgerUnavailableError
@@ -69,7 +69,6 @@ __all__ = ["MAX_BULK", "AlertActionIn", "AssigneeIn", "BulkAssignIn", "CaseActio
 
 router = APIRouter(tags=["alerts and cases"])
 MAX_BULK = 200  # alerts in one bulk request: each is its own sealed record
-_SIDES = (("originator", 1), ("beneficiary", 2))  # AlertState.account_alert's bits
 _CASE_ACTIONS_HERE = tuple(a for a in CASE_ACTIONS if a != "file_report")  # reports: /v1/cases/{id}/reports
 _T = TypeVar("_T")
 
@@ -80,80 +79,6 @@ _T = TypeVar("_T")
 def _today(rt: Runtime[Any]) -> date:
     """Today (UTC) by the ledger's clock, the one that stamps the records: what is overdue."""
     return rt.ledger.clock().astimezone(UTC).date()
-
-
-def _who(fingerprint: str | None, subject: str | None) -> dict[str, str] | None:
-    return None if fingerprint is None else {"subject": subject or "", "fingerprint_sha256": fingerprint}
-
-
-def _sealed_who(principal: str | None) -> dict[str, str] | None:
-    """A principal the view keeps as canonical JSON (who proposed what awaits a second officer, who
-    closed), as its subject and fingerprint."""
-    if principal is None:
-        return None
-    p = orjson.loads(principal)
-    return {"subject": str(p.get("subject", "")), "fingerprint_sha256": str(p.get("fingerprint_sha256", ""))}
-
-
-def _sealed_whos(principals: str | None) -> list[dict[str, str]] | None:
-    """Who closed an alert (the view keeps a canonical JSON list: the closer, or the proposer and
-    the approver of a four-eyes close), each as subject and fingerprint."""
-    if principals is None:
-        return None
-    return [{"subject": str(p.get("subject", "")), "fingerprint_sha256": str(p.get("fingerprint_sha256", ""))}
-            for p in orjson.loads(principals)]
-
-
-def alert_json(a: AlertState, today: date) -> dict[str, Any]:
-    """An alert as the API answers it; ``overdue``: open, and its review was due before ``today``."""
-    return {"seq": a.seq, "trace_id": a.trace_id, "opened_at": a.opened_at, "outcome": a.outcome,
-            "account_alerts": [side for side, bit in _SIDES if a.account_alert & bit],
-            "fired": [r for r in a.fired.split(",") if r], "subject": a.subject, "case_id": a.case_id,
-            "state": a.state, "assignee": _who(a.assignee_fp, a.assignee_subject),
-            "disposition": a.disposition, "closed_at": a.closed_at, "closed_by": _sealed_whos(a.closed_by),
-            "qa": a.qa, "review_due": a.review_due, "filing_due": a.filing_due,
-            "next_review_due": a.next_review_due, "overdue": a.open and a.review_due < today.isoformat(),
-            "payment": a.payment, "pending": a.pending, "pending_by": _sealed_who(a.pending_by),
-            "last_event_seq": a.last_event_seq, "events": a.events, "policy_seq": a.policy_seq,
-            "scorer_fingerprint_sha256": a.scorer_fp}
-
-
-def case_json(c: CaseState) -> dict[str, Any]:
-    """A case as the API answers it."""
-    return {"case_id": c.case_id, "subject": c.subject, "opened_at": c.opened_at,
-            "state": "open" if c.open else "closed", "alert_count": c.alerts,
-            "open_alert_count": c.open_alerts, "assignee": _who(c.assignee_fp, c.assignee_subject),
-            "disposition": c.disposition,
-            "closed_at": c.closed_at, "pending": c.pending, "pending_by": _sealed_who(c.pending_by),
-            "links": [int(i) for i in c.links.split(",") if i], "reports": c.reports,
-            "last_report_sha256": c.last_report, "last_event_seq": c.last_event_seq,
-            "last_alert_seq": c.last_alert_seq}
-
-
-def event_json(e: CaseEvent) -> dict[str, Any]:
-    """One sealed event of a case's history as the API answers it, with the officer's words."""
-    return {"seq": e.seq, "recorded_at": e.recorded_at, "alert_seq": e.alert_seq, "action": e.action,
-            "applied": e.applied, "why": e.why,
-            "principal": {"subject": e.principal.get("subject", ""),
-                          "fingerprint_sha256": e.principal.get("fingerprint_sha256", "")},
-            "rationale": e.rationale,
-            "assignee": None if e.assignee is None else _who(e.assignee.get("fingerprint_sha256", ""),
-                                                             e.assignee.get("subject", "")),
-            "disposition": e.disposition, "link": e.link, "report_sha256": e.report, "verdict": e.verdict}
-
-
-def read_json(r: CaseRead) -> dict[str, Any]:
-    """One sealed ``case_read`` record as the API answers it: who read (the certificate as sealed),
-    when, and which cases (``what``: ``case``, ``queue`` or ``report`` with its SHA-256)."""
-    p = r.principal if isinstance(r.principal, dict) else {}  # as sealtrail seals it, or nothing
-    sans = p.get("sans")
-    return {"seq": r.seq, "recorded_at": r.recorded_at,
-            "principal": {"subject": str(p.get("subject", "")),
-                          "sans": [str(x) for x in sans] if isinstance(sans, list) else [],
-                          "issuer": str(p.get("issuer", "")),
-                          "fingerprint_sha256": str(p.get("fingerprint_sha256", "")),
-                          "serial": str(p.get("serial", ""))},
-            "reads": r.reads}
 
 
 def _me(view: str, caller: Caller) -> str | None:
