@@ -39,6 +39,22 @@ _CASE_CURSOR = re.compile(r"c1\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
 _RULE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
+def _opened(cursor: str, pattern: re.Pattern[str], fingerprint: str) -> tuple[str, ...]:
+    """The positions a cursor this service issued holds (its groups but the last), checked against
+    the filter's ``fingerprint``; ``CaseError`` naming ``cursor`` otherwise. The last group is the
+    fingerprint, the one before it a seq."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise CaseError("cursor", "is not a cursor this service issued") from None
+    m = pattern.fullmatch(raw)
+    if m is None or not is_seq(int(m.groups()[-2])):
+        raise CaseError("cursor", "is not a cursor this service issued")
+    if m.groups()[-1] != fingerprint:
+        raise CaseError("cursor", "was issued for a different filter")
+    return m.groups()[:-1]
+
+
 @dataclass(frozen=True)
 class AlertFilter:
     """Which alerts, in which order. ``view``: ``open`` (default), ``mine`` (assigned to ``me``,
@@ -83,16 +99,8 @@ class AlertFilter:
         """The (review due, seq) the cursor names; None for the first page."""
         if self.cursor is None:
             return None
-        try:
-            raw = base64.urlsafe_b64decode(self.cursor + "=" * (-len(self.cursor) % 4)).decode()
-        except (ValueError, UnicodeDecodeError):
-            raise CaseError("cursor", "is not a cursor this service issued") from None
-        m = _CURSOR.fullmatch(raw)
-        if m is None or not is_seq(int(m.group(2))):
-            raise CaseError("cursor", "is not a cursor this service issued")
-        if m.group(3) != self._fingerprint():
-            raise CaseError("cursor", "was issued for a different filter")
-        return (None if m.group(1) == "-" else m.group(1)), int(m.group(2))
+        due, seq = _opened(self.cursor, _CURSOR, self._fingerprint())
+        return (None if due == "-" else due), int(seq)
 
     def cursor_after(self, a: AlertState) -> str:
         due = a.review_due if self.view == "overdue" else "-"
@@ -212,16 +220,8 @@ class CaseFilter:
         """The case id the cursor names (the last of the previous page); None for the first page."""
         if self.cursor is None:
             return None
-        try:
-            raw = base64.urlsafe_b64decode(self.cursor + "=" * (-len(self.cursor) % 4)).decode()
-        except (ValueError, UnicodeDecodeError):
-            raise CaseError("cursor", "is not a cursor this service issued") from None
-        m = _CASE_CURSOR.fullmatch(raw)
-        if m is None or not is_seq(int(m.group(1))):
-            raise CaseError("cursor", "is not a cursor this service issued")
-        if m.group(2) != self._fingerprint():
-            raise CaseError("cursor", "was issued for a different filter")
-        return int(m.group(1))
+        (case_id,) = _opened(self.cursor, _CASE_CURSOR, self._fingerprint())
+        return int(case_id)
 
     def cursor_after(self, c: CaseState) -> str:
         token = f"c1.{c.case_id}.{self._fingerprint()}".encode()
