@@ -16,6 +16,7 @@ personal data from the payment (that stays in the purgeable payload).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +35,14 @@ _NEEDS_RATIONALE = frozenset({"escalate", "close", "reopen", "comment", "release
                               "link", "file_report", "qa_review"})
 _ARGS = ("rationale", "assignee", "disposition", "link", "report", "amends", "verdict")
 _HEX = frozenset("0123456789abcdef")
+
+
+def _member(kind: type[enum.StrEnum], value: object, name: str) -> str:
+    """``value`` as one of ``kind``'s members, or ``CaseError`` naming ``name`` and the choices."""
+    try:
+        return kind(str(value)).value
+    except ValueError:
+        raise CaseError(name, f"{value!r} is not one of {', '.join(m.value for m in kind)}") from None
 
 
 def _sha(value: object, name: str) -> str:
@@ -80,11 +89,7 @@ def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, A
     elif assignee is not None:
         raise CaseError("assignee", f"{action} takes no assignee")
     if action == "close":
-        try:
-            args["disposition"] = Disposition(str(disposition)).value
-        except ValueError:
-            raise CaseError("disposition", f"{disposition!r} is not one of "
-                                           f"{', '.join(d.value for d in Disposition)}") from None
+        args["disposition"] = _member(Disposition, disposition, "disposition")
     elif disposition is not None:
         raise CaseError("disposition", f"{action} takes no disposition")
     if action == "link":
@@ -99,11 +104,7 @@ def event_body(target: Mapping[str, Any], action: str, principal: Mapping[str, A
     elif report is not None or amends is not None:
         raise CaseError("report" if report is not None else "amends", f"{action} takes no report")
     if action == "qa_review":
-        try:
-            args["verdict"] = QaVerdict(str(verdict)).value
-        except ValueError:
-            raise CaseError("verdict", f"{verdict!r} is not one of "
-                                       f"{', '.join(v.value for v in QaVerdict)}") from None
+        args["verdict"] = _member(QaVerdict, verdict, "verdict")
     elif verdict is not None:
         raise CaseError("verdict", f"{action} takes no verdict")
     return {"schema": EVENT_SCHEMA, "target": dict(target), "action": action,

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine, Row, func, insert, select, update
+from sqlalchemy import Connection, Engine, Row, Table, func, insert, select, update
 
 from audit.cases.events import EVENT_KIND, parse_policy
 from audit.cases.fold import CaseFold, EventRow, OutcomeRow
@@ -138,21 +138,19 @@ def _lock_watermark(conn: Connection) -> int:
     return int(got)
 
 
+def _store(conn: Connection, table: Table, key: str, rows: dict[int, dict[str, Any]], new: set[int]) -> None:
+    """Insert the ``new`` rows, update the others in place (current state: the view's own)."""
+    fresh = [rows[k] for k in sorted(new)]
+    if fresh:
+        conn.execute(insert(table), fresh)
+    for k in sorted(set(rows) - new):
+        conn.execute(update(table).where(table.c[key] == k)
+                     .values(**{c: v for c, v in rows[k].items() if c != key}))
+
+
 def _write(conn: Connection, fold: CaseFold) -> None:
-    new_a = [alert_row(fold.alerts[s]) for s in sorted(fold.new_alerts)]
-    if new_a:
-        conn.execute(insert(alerts), new_a)
-    for s in sorted(fold.dirty_alerts - fold.new_alerts):
-        row = alert_row(fold.alerts[s])
-        conn.execute(update(alerts).where(alerts.c.seq == s)
-                     .values(**{k: v for k, v in row.items() if k != "seq"}))
-    new_c = [case_row(fold.cases[c]) for c in sorted(fold.new_cases)]
-    if new_c:
-        conn.execute(insert(cases), new_c)
-    for c in sorted(fold.dirty_cases - fold.new_cases):
-        row = case_row(fold.cases[c])
-        conn.execute(update(cases).where(cases.c.case_id == c)
-                     .values(**{k: v for k, v in row.items() if k != "case_id"}))
+    _store(conn, alerts, "seq", {s: alert_row(fold.alerts[s]) for s in fold.dirty_alerts}, fold.new_alerts)
+    _store(conn, cases, "case_id", {c: case_row(fold.cases[c]) for c in fold.dirty_cases}, fold.new_cases)
     if fold.events:
         conn.execute(insert(case_events), [event_row(e) for e in fold.events])
     if fold.outcomes:
