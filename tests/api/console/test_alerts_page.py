@@ -281,7 +281,7 @@ def test_a_regulator_reads_the_queue_without_acting(console: Console, decided: l
                                                     role: str) -> None:
     status, doc, _ = page(console, role=role)
     assert status == 200
-    assert list(tab_hrefs(doc)) == ["unassigned", "overdue", "open", "closed", "qa"]  # no "mine": never assigned
+    assert list(tab_hrefs(doc)) == ["unassigned", "overdue", "open", "closed", "qa"]  # no "mine"
     assert doc.one("nav", class_="tabs").one("a", aria_current="page").attrs["data-view"] == "open"
     assert len(shown(doc)) == 19
     assert not doc.all("form", method="post") and not doc.all("input", type="checkbox")
