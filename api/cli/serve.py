@@ -57,6 +57,9 @@ def serve(
         "backend", "--backend", help="model backend: numpy | onnxruntime | cupy | tensorrt")] = None,
     exports_dir: Annotated[Path | None, setting_option(
         "exports_dir", "--exports-dir", help="where export bundles are written and listed from")] = None,
+    reporting_entity: Annotated[Path | None, setting_option(
+        "reporting_entity", "--reporting-entity",
+        help="the reporting-entity file (TOML, docs/goaml.md) that drafting a report needs")] = None,
     workers: Annotated[int | None, setting_option(
         "workers", "--workers", min=1, max=64,
         help="deciding processes sharing the port and the log")] = None,
@@ -74,7 +77,8 @@ def serve(
     try:
         s = settings(db, keys, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, client_ca=client_ca,
                      roles_file=roles, proxy_cert_header=proxy_cert_header, trusted_proxies=trusted_proxy,
-                     backend=backend, exports_dir=exports_dir, workers=workers)
+                     backend=backend, exports_dir=exports_dir, workers=workers,
+                     reporting_entity=reporting_entity)
         tls = _tls(s)
         authenticator(s)  # the role map and proxy settings are sound before anything opens
     except (ValueError, OSError) as exc:
