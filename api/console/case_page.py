@@ -7,20 +7,29 @@ due dates) with each sealed ``case_event`` (who, when, what, their words, applie
 seq order. The evidence under a decision (hashes, proof, fuel, batch) is one click below, on its
 decision page. Reads are ``case_detail`` and ``get_trace``, and each view of the page is sealed
 as a ``case_read`` record before it is shown (tipping-off, FATF R.21; as the API's case reads
-are); every form posts to one route that
+are); every action form posts to one route that
 calls ``audit.cases.service.act``, as the API's action routes do, and a refusal is shown on the
 page with the status the API would answer (422 bad input, 409 conflict, 403 four-eyes).
+
+The Report section lists the reports filed on the case and the legal holds over their evidence,
+and lets an officer draft the case's goAML STR (``draft_case_report``: nothing sealed; the
+document shown) and file exactly the document shown (``file_case_report``: the legal hold first,
+then the sealed ``file_report`` event), as ``/v1/cases/{case_id}/reports`` does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlencode
 
 import orjson
+from defusedxml.ElementTree import ParseError, fromstring
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -35,13 +44,24 @@ from api.problems import Problem, audit_problem
 from audit.cases.events import MAX_RATIONALE
 from audit.cases.query import CaseDetail, CaseEvent, case_detail
 from audit.cases.reads import record_reads
+from audit.cases.reports import (
+    Draft,
+    FiledVersion,
+    ReportHoldError,
+    draft_case_report,
+    file_case_report,
+    list_case_reports,
+    read_reporting_settings,
+)
 from audit.cases.service import act
 from audit.cases.state import AlertState, AlertStatus, Disposition, Payment
 from audit.decide.runtime import Runtime
-from audit.errors import CaseError, GovernanceError, QueryError
+from audit.errors import CaseError, GovernanceError, QueryError, ReportError
 from audit.governance.state import same_person
 from audit.query.traces import get_trace
 from inference.messages import Transaction
+from ledger.records import now_utc
+from ledger.retention import Hold, current_holds
 from wasm_rules import RuleError
 from wasm_rules.language import (
     Arith,
@@ -57,12 +77,13 @@ from wasm_rules.language import (
     parse_ruleset,
 )
 
-__all__ = ["ALERT_ACTIONS", "CASE_ACTIONS", "DecisionItem", "EventItem", "RuleCheck", "router"]
+__all__ = ["ALERT_ACTIONS", "CASE_ACTIONS", "DecisionItem", "DraftView", "EventItem", "FiledItem",
+           "RuleCheck", "parse_indicators", "parse_rates", "router"]
 
 router = APIRouter(prefix="/console")
 log = logging.getLogger("sealtrail.console")
 
-# What the page's forms may ask for; filing a report has its own page (api/routes/reports.py).
+# What the action forms may ask for; drafting and filing a report have their own routes (below).
 ALERT_ACTIONS = ("assign", "start_review", "escalate", "close", "reopen", "release", "reject", "approve",
                  "refuse", "qa_review")
 CASE_ACTIONS = ("assign", "comment", "close", "link", "approve", "refuse")
@@ -249,6 +270,37 @@ class Failure:
     field: str
     message: str
     values: dict[str, str]  # what was typed, to show again
+    at: str = ""  # the input it belongs to, where ``field`` is none (``transactions[0].amount_local``)
+
+
+@dataclass(frozen=True)
+class FiledItem:
+    """A report filed on the case, with its two legal holds: (hold id, the hold while it is active;
+    None once released)."""
+
+    version: FiledVersion
+    holds: tuple[tuple[str, Hold | None], ...]
+
+
+@dataclass(frozen=True)
+class DraftRow:
+    """A transaction of a drafted report, as the page lists it."""
+
+    number: str
+    date: str
+    amount: str
+    decision_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class DraftView:
+    """A drafted report as the page shows it: the document's text and SHA-256, what it amends, its
+    transactions."""
+
+    xml: str
+    sha256: str
+    amends: str | None
+    rows: tuple[DraftRow, ...] = ()
 
 
 def _context(rt: Runtime, caller: Caller, case_id: int) -> dict[str, Any]:
@@ -262,7 +314,8 @@ def _context(rt: Runtime, caller: Caller, case_id: int) -> dict[str, Any]:
         return bool(pending_by) and same_person(_proposer(pending_by), me)
 
     c = detail.case
-    return {"detail": detail, "case": c, "timeline": _timeline(rt, caller, detail, today.isoformat()),
+    return {**_report_context(rt, case_id),
+            "detail": detail, "case": c, "timeline": _timeline(rt, caller, detail, today.isoformat()),
             "today": today, "subject": subject_label(c.subject),
             "links": [int(x) for x in c.links.split(",") if x], "by_me": by_me,
             "proposer": lambda p: _proposer(p).get("subject", ""), "pending_label": pending_label,
@@ -275,6 +328,15 @@ def _context(rt: Runtime, caller: Caller, case_id: int) -> dict[str, Any]:
             "closed_as": sorted(Counter(a.disposition for a in detail.alerts if a.disposition).items()),
             "acts": may("alerts.act", caller.roles), "acts_case": may("cases.act", caller.roles),
             "max_rationale": MAX_RATIONALE, "failure": None, "sealed": None, "section": "alerts"}
+
+
+def _report_context(rt: Runtime, case_id: int) -> dict[str, Any]:
+    """The Report section: the filed versions with their holds, and whether drafting is configured."""
+    versions = list_case_reports(rt.engine, case_id)
+    active = {h.hold_id: h for h in current_holds(rt.engine)} if versions else {}
+    filed = [FiledItem(v, tuple((h, active.get(h)) for h in (v.hold_id, f"{v.hold_id}.report")))
+             for v in versions]
+    return {"filed": filed, "reporting": rt.settings.reporting_entity is not None, "draft": None, "typed": {}}
 
 
 @router.get("/cases/{case_id}")
@@ -348,4 +410,161 @@ async def case_act(request: Request, case_id: int) -> Response:
         return await refuse(_refused(form_id, exc, values))
     where = f"alert-{alert}" if alert is not None else "case-actions"
     return RedirectResponse(f"/console/cases/{case_id}?{urlencode({'sealed': receipt.seq})}#{where}",
+                            status_code=303)
+
+
+# -- the report: drafted (nothing sealed), then filed under legal hold -------------------------------
+
+_DRAFT_FIELDS = ("reason", "indicators", "action", "rates")
+_RATE_LINE = re.compile(r"([A-Za-z]{3})\s*=\s*([0-9]{1,12}(?:\.[0-9]{1,12})?)")
+_SHA = re.compile(r"[0-9a-f]{64}")
+UNCONFIGURED = ("drafting a report needs the reporting-entity file: set SEALTRAIL_REPORTING_ENTITY "
+                "(docs/goaml.md, example docs/reporting-entity.example.toml)")
+
+
+def _input_of(fault: str) -> str:
+    """The draft form's input a refusal's field belongs to ('' for none: shown above the form)."""
+    if fault.startswith(("reason", "indicators", "action", "rates")):
+        return fault.split("[", 1)[0].split(".", 1)[0]
+    return "rates" if fault.endswith(".amount_local") else ""
+
+
+def _report_refused(form: str, exc: CaseError | ReportError, values: dict[str, str]) -> Failure:
+    status, kind, _ = audit_problem(exc)
+    fault, why = (exc.field, exc.why) if isinstance(exc, ReportError) else (exc.field, exc.message)
+    at = _input_of(fault) if form == "report-draft" else fault
+    return Failure(form, status, kind, fault, why, values, at)
+
+
+def parse_indicators(text: str) -> list[str]:
+    """The indicator codes typed, separated by commas or lines."""
+    return [c.strip() for c in re.split(r"[,\n]", text) if c.strip()]
+
+
+def parse_rates(text: str) -> dict[str, Decimal]:
+    """The rates typed, one ``CCY=RATE`` a line; ``ValueError`` naming the line that is not one."""
+    out: dict[str, Decimal] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _RATE_LINE.fullmatch(line.strip())
+        if m is None:
+            raise ValueError(f"line {n}, {line.strip()!r}, is not CCY=RATE (USD=0.9215)")
+        ccy = m[1].upper()
+        if ccy in out:
+            raise ValueError(f"line {n} gives a second rate for {ccy}")
+        try:
+            out[ccy] = Decimal(m[2])
+        except InvalidOperation:  # the pattern admits only decimals; kept for the type's sake
+            raise ValueError(f"line {n}: {m[2]!r} is not a rate") from None
+    return out
+
+
+def _from_draft(d: Draft, amends: str | None) -> DraftView:
+    rows = tuple(DraftRow(t.number, t.date.isoformat(), f"{t.currency} {t.amount:,}"
+                          + (f" (local {t.amount_local:,})" if t.amount_local is not None else ""), seq)
+                 for t, seq in zip(d.transactions, d.decision_seqs, strict=True))
+    return DraftView(d.xml.decode("utf-8"), d.sha256, amends, rows)
+
+
+def _from_document(xml: bytes, sha: str, amends: str | None) -> DraftView:
+    """A document posted back for filing, shown again; its transactions as the document lists them."""
+    rows: list[DraftRow] = []
+    try:
+        doc = fromstring(xml, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+        local = doc.findtext("currency_code_local") or ""
+        rows = [DraftRow(t.findtext("transactionnumber") or "", t.findtext("date_transaction") or "",
+                         f"{local} {t.findtext('amount_local') or ''}".strip())
+                for t in doc.iter("transaction")]
+    except ParseError:
+        pass  # the refusal says why; the text is still shown
+    return DraftView(xml.decode("utf-8", errors="replace"), sha, amends, tuple(rows))
+
+
+@router.post("/cases/{case_id}/reports/draft")
+async def report_draft(request: Request, case_id: int) -> Response:
+    """Draft the case's STR from the form (the reporting-entity file, the officer's reason,
+    indicators, action and rates) and show it with the form that files it; nothing is sealed.
+    A refusal is shown at the form with what was typed and the API's status (409: no
+    reporting-entity file, or the report in force changed)."""
+    caller = page_caller(request, "cases.act")
+    raw = await read_form(request)
+    values = {k: raw.get(k, "") for k in _DRAFT_FIELDS}
+    rt: Runtime = request.app.state.runtime
+
+    async def refuse(failure: Failure) -> HTMLResponse:
+        ctx = await run_in_threadpool(_context, rt, caller, case_id)
+        return render(request, "case.html", caller, status=failure.status, **{**ctx, "failure": failure})
+
+    def bad(name: str, message: str) -> Failure:
+        return Failure("report-draft", 422, "invalid_request", name, message, values, name)
+
+    path = rt.settings.reporting_entity
+    if path is None:
+        return await refuse(Failure("report-draft", 409, "reporting_entity_unconfigured",
+                                    "SEALTRAIL_REPORTING_ENTITY", UNCONFIGURED, values))
+    try:
+        reporting = await run_in_threadpool(read_reporting_settings, path)
+    except ReportError as exc:
+        return await refuse(Failure("report-draft", 409, "reporting_entity_invalid",
+                                    f"SEALTRAIL_REPORTING_ENTITY:{exc.field}",
+                                    f"the reporting-entity file does not read: {exc.why}", values))
+    if not values["reason"].strip():
+        return await refuse(bad("reason", "write the reason: why these transactions are suspicious"))
+    indicators = parse_indicators(values["indicators"])
+    if not indicators:
+        return await refuse(bad("indicators", "give at least one of the FIU's indicator codes"))
+    try:
+        rates = parse_rates(values["rates"])
+    except ValueError as exc:
+        return await refuse(bad("rates", str(exc)))
+    detail = await run_in_threadpool(case_detail, rt.engine, case_id)  # 404 if there is no such case
+    amends = detail.case.last_report  # a new version amends the report in force
+    try:
+        drafted = await run_in_threadpool(
+            lambda: draft_case_report(rt.engine, case_id, reporting, reason=values["reason"],
+                                      indicators=indicators, action=values["action"].strip() or None,
+                                      submission_date=now_utc(), amends=amends, rates=rates))
+    except (CaseError, ReportError) as exc:  # a purged payload, a missing rate, a bad code, a race
+        return await refuse(_report_refused("report-draft", exc, values))
+    ctx = await run_in_threadpool(_context, rt, caller, case_id)
+    return render(request, "case.html", caller, **{**ctx, "draft": _from_draft(drafted, amends),
+                                                    "typed": values})
+
+
+@router.post("/cases/{case_id}/reports")
+async def report_file(request: Request, case_id: int) -> Response:
+    """File the document the page showed (``xml``, checked against the ``sha256`` shown with it, so
+    exactly the bytes shown are filed): the legal hold, then the sealed ``file_report`` event;
+    back to the case (303). Refused: the page with the draft and the refusal at the form."""
+    caller = page_caller(request, "cases.act")
+    raw = await read_form(request)
+    values = {"rationale": raw.get("rationale", "")}
+    sha, amends = raw.get("sha256", ""), raw.get("amends", "") or None
+    rt: Runtime = request.app.state.runtime
+    xml = raw.get("xml", "").encode("utf-8")
+
+    async def refuse(failure: Failure, draft: DraftView | None) -> HTMLResponse:
+        ctx = await run_in_threadpool(_context, rt, caller, case_id)
+        return render(request, "case.html", caller, status=failure.status,
+                      **{**ctx, "failure": failure, "draft": draft})
+
+    if not _SHA.fullmatch(sha) or hashlib.sha256(xml).hexdigest() != sha:
+        return await refuse(Failure("report-draft", 422, "invalid_request", "xml",
+                                    f"the document sent is not the one shown (SHA-256 {sha[:64]!r}): "
+                                    "nothing was filed; draft it again", {}), None)
+    if amends is not None and not _SHA.fullmatch(amends):
+        return await refuse(Failure("report-file", 422, "invalid_request", "amends",
+                                    "must be the SHA-256 of the report in force", values), None)
+    shown = _from_document(xml, sha, amends)
+    try:
+        filed = await run_in_threadpool(
+            lambda: file_case_report(rt.ledger, case_id, xml, caller.principal, rationale=values["rationale"],
+                                     amends=amends))
+    except (CaseError, ReportError) as exc:  # nothing sealed: the hold, if placed, was released
+        return await refuse(_report_refused("report-file", exc, values), shown)
+    except ReportHoldError as exc:  # filed and sealed, but the hold on the document's own bytes failed
+        log.error("%s", exc)
+        return await refuse(Failure("report-file", 500, "report_hold_failed", "hold", str(exc), values), None)
+    return RedirectResponse(f"/console/cases/{case_id}?{urlencode({'sealed': filed.seq})}#report",
                             status_code=303)

@@ -1,7 +1,8 @@
 """The alert queue and case pages in a real browser over mutual TLS: an officer triages from the
 queue to a closed case with the keyboard alone, releases a held payment, is refused approving
-their own release of a blocked one (a second officer's certificate approves it), and reads the
-queue on a phone-width screen without sideways scrolling.
+their own release of a blocked one (a second officer's certificate approves it), rejects a held
+payment, drafts and files the case's report and closes the case as REPORT_FILED with the legal hold
+listed, and reads the queue on a phone-width screen without sideways scrolling.
 
 A real ``sealtrail serve`` (tests/api/server_proc.py) and Debian's Chromium driven by Playwright
 (tests/api/console/browser.py), as in test_browser.py; the second officer is a certificate the
@@ -10,6 +11,7 @@ dev CA issues here, which the server's role map grants ``officer`` by its SAN.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from collections import Counter
@@ -33,6 +35,7 @@ from tests.api.server_proc import ServerFiles, ServerProcess
 
 pytestmark = pytest.mark.browser
 
+EXAMPLE = Path(__file__).parents[3] / "docs" / "reporting-entity.example.toml"
 UNLABELED = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
     .filter(e => e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.name || e.id)"""
 
@@ -40,7 +43,7 @@ UNLABELED = """() => [...document.querySelectorAll('input:not([type=hidden]), se
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     files = server_proc.prepare(tmp_path_factory.mktemp("cases"))
-    with server_proc.start(files) as srv:
+    with server_proc.start(files, extra_args=("--reporting-entity", str(EXAMPLE))) as srv:
         score(srv, 200)  # 19 alerts in 14 cases: REVIEW, HOLD and BLOCK
         yield srv
         srv.stop()
@@ -229,6 +232,72 @@ def test_the_same_officer_cannot_approve_their_own_block_release(browser: Browse
         follow(second, f"#alert-{seq}-approve")
         second.wait_for_url(re.compile(rf".*sealed=\d+#alert-{seq}"))
         assert second.locator(f"#alert-{seq} dd[data-payment]").get_attribute("data-payment") == "RELEASED"
+
+
+def test_reject_a_held_payment_then_file_the_report_and_close_the_case(browser: Browser,  # noqa: F811
+                                                                       server: ServerProcess) -> None:
+    srv = server
+    with browser.as_role(srv, "officer") as page:
+        # a case of a held payment and another alert, none of them held but that one
+        page.goto(f"{srv.url}/console/alerts?view=open")
+        got = page.locator("#queue tr[data-alert]").evaluate_all(
+            "rs => rs.map(r => [r.dataset.alert, r.dataset.case, r.querySelector('.pay.HELD') !== null])")
+        per_case = Counter(case for _, case, _ in got)
+        held = Counter(case for _, case, h in got if h)
+        seq, case = next((a, c) for a, c, h in got if h and held[c] == 1 and per_case[c] >= 2)
+        follow(page, f"#queue tr[data-alert='{seq}'] td[data-label=Case] a")
+        page.wait_for_url(f"**/console/cases/{case}*")
+        assert page.evaluate(UNLABELED) == []
+        # reject the held payment, then close its alert
+        page.locator(f"#alert-{seq}-decide-rationale").fill("Beneficiary on an internal watch list.")
+        follow(page, f"#alert-{seq}-reject")
+        page.wait_for_url(re.compile(rf".*sealed=\d+#alert-{seq}"))
+        assert page.locator(f"#alert-{seq} dd[data-payment]").get_attribute("data-payment") == "REJECTED"
+        page.locator(f"#alert-{seq}-close-d-FALSE_POSITIVE").focus()
+        page.keyboard.press("ArrowDown")
+        assert page.locator(f"#alert-{seq}-close-d-NO_FURTHER_ACTION").is_checked()
+        page.locator(f"#alert-{seq}-close-rationale").fill("Payment rejected; the case's report follows.")
+        follow(page, f"#alert-{seq}-close button[value=close]")
+        page.wait_for_url(re.compile(rf".*sealed=\d+#alert-{seq}"))
+        assert page.locator(f"#alert-{seq} dd[data-state]").get_attribute("data-state") == "closed"
+        assert page.locator("#case-state").inner_text() == "open"  # its other alert is open
+        assert page.locator("#case-close-d-REPORT_FILED").is_disabled()  # no report yet
+        # draft: nothing sealed, the document shown with its SHA-256
+        page.locator("#report-draft-reason").fill("Payments to a beneficiary on an internal watch list.")
+        page.locator("#report-draft-indicators").fill("HRJUR")
+        page.locator("#report-draft-rates").fill("USD=0.9215\nGBP=1.1702\nCHF=1.0480\nJPY=0.0061")
+        assert page.evaluate(UNLABELED) == []
+        follow(page, "#report-draft-submit")
+        xml = page.locator("#report-xml").text_content() or ""
+        sha = hashlib.sha256(xml.encode()).hexdigest()
+        assert page.locator("#report-draft-sha256").inner_text() == sha
+        assert f"<entity_reference>case-{case}</entity_reference>" in xml
+        # file exactly what was shown: the hold, then the sealed event
+        page.locator("#report-file-rationale").fill("Approved by the MLRO.")
+        follow(page, "#report-file-submit")
+        page.wait_for_url(re.compile(rf".*/console/cases/{case}\?sealed=\d+#report"))
+        assert "file report on the case" in page.locator("#sealed-notice").inner_text()
+        row = page.locator(f"#report-versions tr[data-sha256='{sha}']")
+        assert row.get_attribute("data-in-force") == "true"
+        hold = row.locator(f"li[data-hold='case-{case}-{sha[:8]}']")
+        assert hold.get_attribute("data-active") == "true" and "active" in hold.inner_text()
+        document_hold = row.locator(f"li[data-hold='case-{case}-{sha[:8]}.report']")
+        assert document_hold.get_attribute("data-active") == "true"
+        with page.expect_download() as download:  # the API's route, over the same certificate
+            row.locator("a").focus()
+            page.keyboard.press("Enter")
+        assert hashlib.sha256(Path(download.value.path()).read_bytes()).hexdigest() == sha
+        # close the case as REPORT_FILED, by the keyboard
+        keyboard(page, "#case-close-d-REPORT_FILED", "Space")
+        assert page.locator("#case-close-d-REPORT_FILED").is_checked()
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.id") == "case-close-rationale"
+        page.keyboard.type("STR filed; relationship under review.")
+        follow(page, "#case-close button[value=close]")
+        page.wait_for_url(re.compile(rf".*/console/cases/{case}\?sealed=\d+#case-actions"))
+        assert page.locator("#case-state").inner_text().startswith("closed as Report filed")
+        assert page.locator(f"#report-versions li[data-hold='case-{case}-{sha[:8]}']").get_attribute(
+            "data-active") == "true"
 
 
 def test_the_queue_fits_a_375_px_phone_without_sideways_scrolling(browser: Browser,  # noqa: F811

@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,13 +19,16 @@ from sqlalchemy import select
 from audit.cases.reads import list_reads
 from audit.cases.service import act
 from audit.cases.state import AlertState
+from audit.cases.store import catch_up
 from audit.cases.tables import alerts as alert_table
-from audit.cases.tables import payment_outcomes
+from audit.cases.tables import cases, payment_outcomes
 from audit.query.traces import get_trace
-from ledger.retention import purge_payloads
+from ledger.retention import current_holds, purge_payloads
 from tests.api.console.conftest import Console
-from tests.api.console.dom import Node, dom
+from tests.api.console.dom import Node, dom, textarea
 from tests.api.console.test_alerts_page import BOB, all_alerts, decide, sealed, size
+from tests.api.test_fail_closed import in_process
+from tests.conftest import Db
 
 FEATURE = r"[a-z_][a-z0-9_]*"
 
@@ -143,7 +148,10 @@ def test_the_header_and_the_report_in_force(console: Console, decided: list[Aler
     got = doc.one("p", id="report-in-force").text()
     assert hashlib.sha256(report).hexdigest() in got and "(1 filed on this case" in got
     report_section = doc.one("section", id="report")
-    assert not report_section.all("form") and not report_section.all("a")  # filing is another page's
+    assert not report_section.all("form")  # no reporting-entity file here: nothing to draft with
+    assert "SEALTRAIL_REPORTING_ENTITY" in report_section.one("p", id="report-unconfigured").text()
+    (row,) = report_section.one("table", id="report-versions").one("tbody").all("tr")
+    assert row.attrs["data-sha256"] == hashlib.sha256(report).hexdigest()
     _, back, _ = case_page(console, other)
     assert [a.attrs["href"] for a in back.one("dd", id="case-links").all("a")] == [
         f"/console/cases/{case_id}"]
@@ -373,3 +381,234 @@ def test_a_closure_drawn_for_quality_review_gets_a_verdict_from_another_officer(
     assert r.status_code == 303 and alert_now(console, target.seq).qa == "disagreed"
     _, doc, _ = case_page(console, target.case_id)
     assert "disagreed" in doc.one("p", id=f"alert-{target.seq}-qa-done").text()
+
+
+# -- the report: drafted on the page, filed under legal hold ------------------------------------------
+
+EXAMPLE = Path(__file__).parents[3] / "docs" / "reporting-entity.example.toml"
+RATES = "USD=0.9215\nGBP=1.1702\nCHF=1.0480\nJPY=0.0061"
+REASON = "Transfers to a jurisdiction under a call for action, just under the threshold."
+OFFICER = "CN=sealtrail-officer,O=sealtrail dev"
+
+
+@pytest.fixture
+def desk(sqlite_db: Db, tmp_path: Path) -> Iterator[tuple[Console, int]]:
+    """The console with the example reporting-entity file, 200 payments decided, and a case of two
+    or more alerts (the one tests/api/test_reports_api.py reports on)."""
+    with in_process(sqlite_db, tmp_path, exports_dir=tmp_path / "exports", reporting_entity=EXAMPLE) as (
+            client, rt, s):
+        console = Console(client, rt, s)
+        decide(console)
+        catch_up(rt.engine)
+        with rt.engine.connect() as conn:
+            case_id = int(conn.execute(select(cases.c.case_id).where(cases.c.alerts >= 2)
+                                       .order_by(cases.c.case_id).limit(1)).scalar_one())
+        yield console, case_id
+
+
+def draft(console: Console, case_id: int, role: str = "officer", **fields: str) -> Any:
+    data = {"reason": REASON, "indicators": "HRJUR, STRUC", "action": "Payments held.", "rates": RATES,
+            **fields}
+    return console.post_form(f"/console/cases/{case_id}/reports/draft", data, role=role)
+
+
+def file_shown(console: Console, page: Node, rationale: str, **change: str) -> Any:
+    """Post the page's "File this report" form as a browser would (its hidden fields, the rationale)."""
+    form = page.one("form", id="report-file")
+    data = {i.attrs["name"]: i.attrs.get("value", "") for i in form.all("input", type="hidden")}
+    return console.post_form(form.attrs["action"], {**data, "rationale": rationale, **change})
+
+
+def shown_xml(page: Node) -> str:
+    return "".join(c for c in page.one("pre", id="report-xml").children if isinstance(c, str))
+
+
+def holds(console: Console) -> dict[str, tuple[int, int]]:
+    return {h.hold_id: (h.seq_from, h.seq_to) for h in current_holds(console.runtime.engine)}
+
+
+def test_a_draft_shows_the_document_and_seals_nothing(desk: tuple[Console, int]) -> None:
+    console, case_id = desk
+    members = sorted((a for a in all_alerts(console) if a.case_id == case_id), key=lambda a: a.seq)
+    _, page, _ = case_page(console, case_id)
+    assert page.has("form", id="report-draft") and not page.has("p", id="report-unconfigured")
+    before, reads = sealed(console), sealed(console, "case_read")
+    r = draft(console, case_id)
+    assert r.status_code == 200, r.text
+    page = dom(r.text)
+    xml = shown_xml(page)
+    sha = hashlib.sha256(xml.encode()).hexdigest()
+    assert page.one("dd", id="report-draft-sha256").text() == sha
+    assert page.one("section", id="report-drafted").attrs["data-sha256"] == sha
+    assert "&lt;entity_reference&gt;case-" in r.text and "<entity_reference>" not in r.text  # escaped
+    assert f"<entity_reference>case-{case_id}</entity_reference>" in xml and REASON in xml
+    assert "<indicator>HRJUR</indicator>" in xml and "<indicator>STRUC</indicator>" in xml
+    rows = page.one("table", id="report-draft-transactions").one("tbody").all("tr")
+    assert [row.all("td")[0].text() for row in rows] == [a.trace_id for a in members]
+    assert [row.one("a").attrs["href"] for row in rows] == [f"#alert-{a.seq}" for a in members]
+    assert "nothing: the first report" in page.one("dd", id="report-draft-amends").text()
+    form = page.one("form", id="report-file")
+    assert form.one("input", name="xml").attrs["value"] == xml  # the exact text shown, to be filed
+    assert form.one("input", name="sha256").attrs["value"] == sha
+    assert form.one("input", name="amends").attrs["value"] == ""
+    assert "required" in form.one("textarea", id="report-file-rationale").attrs
+    assert textarea(page, "report-draft-reason") == REASON  # the typed form stays, to draft again
+    assert textarea(page, "report-draft-rates") == RATES
+    # nothing sealed but the read of the page; no hold
+    assert sealed(console) == before and sealed(console, "case_read") == reads + 1
+    assert holds(console) == {}
+
+
+def test_filing_seals_the_event_after_the_hold_and_the_page_lists_both(desk: tuple[Console, int]) -> None:
+    console, case_id = desk
+    page = dom(draft(console, case_id).text)
+    xml, sha = shown_xml(page), page.one("dd", id="report-draft-sha256").text()
+    r = file_shown(console, page, "Approved by the MLRO.")
+    assert r.status_code == 303, r.text
+    where = urlsplit(r.headers["location"])
+    assert where.path == f"/console/cases/{case_id}" and where.fragment == "report"
+    seq = int(parse_qs(where.query)["sealed"][0])
+    hold_id = f"case-{case_id}-{sha[:8]}"
+    held = holds(console)
+    assert set(held) == {hold_id, f"{hold_id}.report"}
+    assert held[hold_id][1] < seq and held[f"{hold_id}.report"] == (seq, seq)  # the evidence; the document
+    placed = {h.hold_id: h.placed_seq for h in current_holds(console.runtime.engine)}
+    assert placed[hold_id] < seq < placed[f"{hold_id}.report"]  # the evidence hold first, then the event
+    page = dom(console.get(r.headers["location"]).text)
+    notice = page.one("p", id="sealed-notice").text()
+    assert notice == f"Sealed as ledger entry {seq}: file report on the case."
+    assert sha in page.one("p", id="report-in-force").text()
+    (row,) = page.one("table", id="report-versions").one("tbody").all("tr")
+    assert (row.attrs["data-seq"], row.attrs["data-sha256"], row.attrs["data-in-force"]) == (
+        str(seq), sha, "true")
+    cells = row.all("td")
+    assert OFFICER in cells[2].text() and "Approved by the MLRO." in cells[2].text()
+    assert "none" in cells[4].text()
+    shown = {li.attrs["data-hold"]: li for li in cells[5].all("li")}
+    assert set(shown) == set(held) and all(li.attrs["data-active"] == "true" for li in shown.values())
+    lo, hi = held[hold_id]
+    assert f"seqs {lo}–{hi}, active" in shown[hold_id].text()
+    link = row.one("a")
+    assert link.attrs["href"] == f"/v1/cases/{case_id}/reports/{sha}"
+    got = console.get(link.attrs["href"])
+    assert got.status_code == 200 and got.content == xml.encode()  # the bytes shown are the bytes filed
+    report_filed = page.all("input", name="disposition", value="REPORT_FILED")
+    assert report_filed and not [i for i in report_filed if "disabled" in i.attrs]  # closing may say so now
+
+
+def test_a_second_filing_must_amend_the_report_in_force(desk: tuple[Console, int]) -> None:
+    console, case_id = desk
+    first = dom(draft(console, case_id).text)
+    sha = first.one("dd", id="report-draft-sha256").text()
+    assert file_shown(console, first, "First version.").status_code == 303
+    # the first draft again (a stale tab): it amends nothing while a report is in force, so it is refused
+    before, held = sealed(console), holds(console)
+    r = file_shown(console, first, "Filed twice by mistake.")
+    assert r.status_code == 409
+    page = dom(r.text)
+    refused = page.one("div", id="action-refused")
+    assert refused.attrs["data-field"] == "amends" and "Nothing was sealed." in refused.text()
+    assert textarea(page, "report-file-rationale") == "Filed twice by mistake."  # kept, draft shown again
+    assert shown_xml(page) == shown_xml(first)
+    assert sealed(console) == before and holds(console) == held
+    # the page drafts an amendment of the report in force, and files it as one
+    _, page, _ = case_page(console, case_id)
+    assert page.one("h3", id="report-act-title").text() == "Amend the report"
+    assert sha in page.one("p", id="report-draft-hint").text()
+    second = dom(draft(console, case_id, reason="Corrected narrative: the third transfer was returned.").text)
+    assert sha in second.one("dd", id="report-draft-amends").text()
+    assert second.one("form", id="report-file").one("input", name="amends").attrs["value"] == sha
+    assert "Amends the earlier report" in shown_xml(second)
+    sha2 = second.one("dd", id="report-draft-sha256").text()
+    assert file_shown(console, second, "Corrected.").status_code == 303
+    _, page, _ = case_page(console, case_id)
+    rows = page.one("table", id="report-versions").one("tbody").all("tr")
+    assert [(r.attrs["data-sha256"], r.attrs.get("data-in-force")) for r in rows] == [
+        (sha, None), (sha2, "true")]
+    assert rows[1].all("td")[4].text() == sha
+    assert {f"case-{case_id}-{sha2[:8]}", f"case-{case_id}-{sha2[:8]}.report"} <= set(holds(console))
+
+
+def test_the_document_filed_is_the_one_shown(desk: tuple[Console, int]) -> None:
+    console, case_id = desk
+    page = dom(draft(console, case_id).text)
+    xml = shown_xml(page)
+    before = sealed(console)
+    r = file_shown(console, page, "Approved.", xml=xml.replace("HRJUR", "TERRF"))
+    assert r.status_code == 422
+    refused = dom(r.text).one("p", id="e-report-draft")
+    assert "not the one shown" in refused.text() and "nothing was filed" in refused.text()
+    r = file_shown(console, page, "  ")  # the rationale is required: refused at it, the draft shown again
+    assert r.status_code == 422
+    again = dom(r.text)
+    assert again.one("textarea", id="report-file-rationale").attrs["aria-invalid"] == "true"
+    assert again.has("p", id="e-report-file-rationale") and shown_xml(again) == xml
+    assert sealed(console) == before and holds(console) == {}
+
+
+def test_a_regulator_sees_the_filed_reports_but_no_forms(desk: tuple[Console, int]) -> None:
+    console, case_id = desk
+    page = dom(draft(console, case_id).text)
+    sha = page.one("dd", id="report-draft-sha256").text()
+    assert file_shown(console, page, "Approved by the MLRO.").status_code == 303
+    status, doc, _ = case_page(console, case_id, role="regulator")
+    assert status == 200
+    (row,) = doc.one("table", id="report-versions").one("tbody").all("tr")
+    assert row.attrs["data-sha256"] == sha and len(row.all("td")[5].all("li")) == 2
+    assert console.get(row.one("a").attrs["href"], role="regulator").status_code == 200
+    assert not doc.all("form") and not doc.all("textarea") and not doc.has("p", id="report-unconfigured")
+    before = sealed(console)
+    assert draft(console, case_id, role="regulator").status_code == 403
+    r = console.post_form(f"/console/cases/{case_id}/reports", {"xml": "<report/>", "sha256": "0" * 64,
+                                                                 "rationale": "x"}, role="regulator")
+    assert r.status_code == 403 and sealed(console) == before
+
+
+def test_without_the_reporting_entity_the_page_names_the_setting(console: Console,
+                                                                decided: list[AlertState]) -> None:
+    case_id = biggest(decided)
+    _, page, _ = case_page(console, case_id)
+    note = page.one("p", id="report-unconfigured").text()
+    assert "SEALTRAIL_REPORTING_ENTITY" in note and "409" in note
+    assert not page.has("form", id="report-draft")
+    before = sealed(console)
+    r = draft(console, case_id)  # a form posted anyway (an old tab): refused as the API refuses it
+    assert r.status_code == 409
+    refused = dom(r.text).one("div", id="action-refused")
+    assert refused.attrs["data-field"] == "SEALTRAIL_REPORTING_ENTITY"
+    assert "Nothing was sealed." in refused.text() and sealed(console) == before
+
+
+def test_a_refused_draft_is_shown_at_its_field_with_what_was_typed(desk: tuple[Console, int]) -> None:
+    console, case_id = desk
+    before = sealed(console)
+    r = draft(console, case_id, rates="")  # foreign amounts and no rate: sealtrail invents none
+    assert r.status_code == 422
+    page = dom(r.text)
+    assert "invents none" in page.one("p", id="e-report-draft-rates").text()
+    assert page.one("div", id="action-refused").attrs["data-field"].endswith(".amount_local")
+    assert textarea(page, "report-draft-reason") == REASON
+    assert textarea(page, "report-draft-indicators") == "HRJUR, STRUC"
+    assert not page.has("form", id="report-file")
+    r = draft(console, case_id, indicators="HRJUR\nnot a code")
+    assert r.status_code == 422
+    assert dom(r.text).one("textarea", id="report-draft-indicators").attrs["aria-invalid"] == "true"
+    assert dom(r.text).one("div", id="action-refused").attrs["data-field"] == "indicators[1]"
+    for fields, at, words in [({"reason": "  "}, "reason", "write the reason"),
+                              ({"indicators": " , "}, "indicators", "at least one"),
+                              ({"rates": "USD 0.92"}, "rates", "is not CCY=RATE")]:
+        r = draft(console, case_id, **fields)
+        assert r.status_code == 422, fields
+        assert words in dom(r.text).one("p", id=f"e-report-draft-{at}").text()
+    # a payment message purged already: a report is never rebuilt from hashes
+    first = min((a for a in all_alerts(console) if a.case_id == case_id), key=lambda a: a.seq)
+    detail = get_trace(console.runtime.engine, first.trace_id)
+    assert detail is not None
+    purge_payloads(console.runtime.ledger, [str(detail.payload_sha256)], "erasure order")
+    r = draft(console, case_id)
+    assert r.status_code == 422
+    page = dom(r.text)
+    assert "purge" in page.one("p", id="e-report-draft").text()
+    assert page.one("div", id="action-refused").attrs["data-field"].startswith("seq ")
+    assert textarea(page, "report-draft-reason") == REASON
+    assert sealed(console) == before and holds(console) == {}
