@@ -13,6 +13,7 @@ cross-site guard (``api.csrf``) protects the form.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, date
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = ["PAGE", "TABS", "PaymentView", "QueueForm", "QueueRow", "age_days", "
            "router", "subject_label", "today_of"]
 
 router = APIRouter(prefix="/console")
+_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() takes "²", int() does not
 
 PAGE = 50  # rows a page; the bulk form's checkboxes stay under read_form's 64 fields
 TABS = (("mine", "Mine"), ("unassigned", "Unassigned"), ("overdue", "Overdue"), ("open", "Open"),
@@ -219,7 +221,7 @@ def alerts_page(request: Request) -> HTMLResponse:
     params = dict(request.query_params)
     notice = None
     assigned = params.get("assigned", "")
-    if assigned.isdigit():
+    if _DIGITS.fullmatch(assigned):
         n = int(assigned)
         notice = f"Assigned {n} alert{'s' if n != 1 else ''} to you; each is a sealed ledger entry."
     return _queue(request, caller, params, notice=notice)
@@ -242,7 +244,7 @@ async def assign_to_me(request: Request) -> Response:
     for name, value in form.items():
         if name.startswith(_PICK) and value:
             number = name.removeprefix(_PICK)
-            if not number.isdigit():
+            if not _DIGITS.fullmatch(number):
                 return await run_in_threadpool(_queue, request, caller, back, status=422,
                                                failures=[(0, f"{name!r} does not name an alert")])
             picked.append(int(number))

@@ -81,6 +81,7 @@ __all__ = ["ALERT_ACTIONS", "CASE_ACTIONS", "DecisionItem", "DraftView", "EventI
            "RuleCheck", "parse_indicators", "parse_rates", "router"]
 
 router = APIRouter(prefix="/console")
+_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() takes "²", int() does not
 log = logging.getLogger("sealtrail.console")
 
 # What the action forms may ask for; drafting and filing a report have their own routes (below).
@@ -346,7 +347,7 @@ def case_page(request: Request, case_id: int) -> HTMLResponse:
     rt: Runtime = request.app.state.runtime
     ctx = _context(rt, caller, case_id)
     sealed = request.query_params.get("sealed", "")
-    if sealed.isdigit():
+    if _DIGITS.fullmatch(sealed):
         ctx["sealed"] = next((e for e in ctx["detail"].events if e.seq == int(sealed)), None)
     return render(request, "case.html", caller, **ctx)
 
@@ -376,7 +377,7 @@ async def case_act(request: Request, case_id: int) -> Response:
     def bad(name: str, message: str) -> Failure:
         return Failure(form_id, 422, "invalid_request", name, message, values)
 
-    if alert_text and not alert_text.isdigit():
+    if alert_text and not _DIGITS.fullmatch(alert_text):
         return await refuse(bad("alert", f"{alert_text!r} is not an alert number"))
     allowed = ALERT_ACTIONS if alert_text else CASE_ACTIONS
     if action not in allowed:
@@ -396,7 +397,7 @@ async def case_act(request: Request, case_id: int) -> Response:
     link: int | None = None
     if action == "link":
         text = values["link"].strip().removeprefix("#")
-        if not text.isdigit():
+        if not _DIGITS.fullmatch(text):
             return await refuse(bad("link", "give the number of the case to link (its page's title says it)"))
         link = int(text)
     rationale = values["rationale"] if values["rationale"].strip() else None

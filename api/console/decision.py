@@ -26,7 +26,8 @@ from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.problems import Problem
 from audit.annotations import ANNOTATION_KIND, Disposition, annotate
-from audit.cases.kinds import CASE_KINDS
+from audit.cases.kinds import CASE_KINDS, report_read
+from audit.cases.reads import record_reads
 from audit.decide.fixed_point import decode
 from audit.decide.record import (
     DECISION_KIND,
@@ -159,9 +160,12 @@ def _context(rt: Runtime, caller: Caller, trace_id: str) -> dict[str, Any]:
     if detail.kind in CASE_KINDS and not case_state:
         raise Problem(403, "forbidden", f"a {detail.kind} record is case state, which only officers and "
                                         "regulators read")
-    withheld = bool(detail.annotations) and not case_state
+    withheld = not case_state
     if withheld:
         detail = replace(detail, annotations=())
+    read = report_read(detail.kind, detail.body) if detail.payload is not None and case_state else None
+    if read is not None:  # a filed report's bytes are shown with this record: the read is sealed first
+        record_reads(rt.ledger, caller.principal, [read])
     body = detail.body
     payload = _payload(detail, caller)
     proof, proof_error = _proof(rt, detail, payload)

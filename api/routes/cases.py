@@ -375,6 +375,7 @@ async def act_on_alert(request: Request, rt: RuntimeDep, caller: Annotated[Calle
     def run() -> dict[str, Any]:
         r = act(rt.ledger, caller.principal, body.action, alert=seq, rationale=body.rationale,
                 assignee=assignee, disposition=body.disposition, verdict=body.verdict)
+        _seal_reads(rt, caller, [r.case_id], "case")  # the answer shows the alert's state: a read
         return {**_receipt(r), "alert": alert_json(get_alert(rt.engine, seq), _today(rt))}
 
     return await _call(run)
@@ -438,6 +439,7 @@ async def act_on_case(request: Request, rt: RuntimeDep, caller: Annotated[Caller
     def run() -> dict[str, Any]:
         r = act(rt.ledger, caller.principal, body.action, case=case_id, rationale=body.rationale,
                 assignee=assignee, disposition=body.disposition, link=body.link)
+        _seal_reads(rt, caller, [case_id], "case")  # the answer shows the case's state: a read
         return {**_receipt(r), "case": case_json(case_detail(rt.engine, case_id).case)}
 
     return await _call(run)

@@ -22,6 +22,8 @@ from api.bodies import json_model
 from api.deps import RuntimeDep, allow
 from api.openapi import examples, json_body, problems
 from api.problems import Problem
+from audit.cases.reads import record_reads
+from audit.cases.state import is_seq
 from audit.errors import ExportFilterError
 from audit.export.create import ExportFilters, create_bundle, create_case_bundle, list_exports, uuid7
 from ledger.keys import load_signer
@@ -106,4 +108,8 @@ async def download(bundle_id: str, rt: RuntimeDep,
     path = rt.settings.exports_dir / str(rec["file_name"])
     if not path.is_file():
         raise Problem(404, "not_found", f"export {bundle_id} is recorded but its file is not on this server")
+    case = rec.get("case")
+    if isinstance(case, dict) and is_seq(case.get("case_id")):  # a case's history and reports: a read
+        await run_in_threadpool(record_reads, rt.ledger, caller.principal,
+                                [{"case": case["case_id"], "what": "case"}])
     return FileResponse(path, media_type="application/zip", filename=f"{bundle_id}.zip")

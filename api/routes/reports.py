@@ -29,6 +29,7 @@ from api.config import Settings
 from api.deps import RuntimeDep, allow
 from api.openapi import json_body, problems
 from api.problems import Problem, audit_problem
+from audit.cases.query import case_detail
 from audit.cases.reads import record_reads
 from audit.cases.reports import (
     FiledReport,
@@ -187,6 +188,10 @@ async def draft(request: Request, rt: RuntimeDep, caller: Annotated[Caller, allo
     body: DraftIn = await json_model(request, DraftIn, optional=False)
     reporting = await run_in_threadpool(_settings, rt.settings)
     rates = _rates(body.rates)
+    # the draft shows the case's payments (and a conflict names the report in force): a read of it,
+    # sealed before anything is answered, once the case is known to exist
+    await _call(lambda: (case_detail(rt.engine, case_id),
+                         record_reads(rt.ledger, caller.principal, [{"case": case_id, "what": "case"}])))
     d = await _call(draft_case_report, rt.engine, case_id, reporting, reason=body.reason,
                     indicators=body.indicators, action=body.action, submission_date=now_utc(),
                     amends=body.amends, rates=rates, fiu_ref_number=body.fiu_ref_number)

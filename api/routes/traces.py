@@ -19,7 +19,8 @@ from api.deps import RuntimeDep, allow
 from api.openapi import examples, json_body, problems
 from api.problems import Problem
 from audit.annotations import Disposition, annotate
-from audit.cases.kinds import CASE_KINDS
+from audit.cases.kinds import CASE_KINDS, report_read
+from audit.cases.reads import record_reads
 from audit.query.refusals import RefusalFilter, query_refusals, refusal_json
 from audit.query.traces import MAX_LIMIT, TraceFilter, get_trace, query_traces
 
@@ -136,6 +137,9 @@ async def get(trace_id: str, rt: RuntimeDep,
     if detail.kind in CASE_KINDS and not case_state:
         raise Problem(403, "forbidden", f"a {detail.kind} record is case state, which only officers and "
                                         "regulators read")
+    read = report_read(detail.kind, detail.body) if detail.payload is not None else None
+    if read is not None:  # a filed report's bytes come with this record: the read is sealed first
+        await run_in_threadpool(record_reads, rt.ledger, caller.principal, [read])
     proof = await run_in_threadpool(ops.prove, rt.settings, detail.seq, rt.ledger)
     payload: dict[str, Any] = {"sha256": detail.payload_sha256, "state": detail.payload_state}
     if detail.payload is not None:
@@ -150,7 +154,7 @@ async def get(trace_id: str, rt: RuntimeDep,
             "payload": payload,
             "annotations": [{"seq": a.seq, "trace_id": a.trace_id, "recorded_at": a.recorded_at,
                              "record": a.body} for a in detail.annotations] if case_state else [],
-            "annotations_withheld": bool(detail.annotations) and not case_state,
+            "annotations_withheld": not case_state,
             "proof": proof.to_json()}
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import orjson
+
 from audit.cases.events import EVENT_KIND, parse_event, parse_policy
 from audit.cases.policy import DEFAULT_POLICY, POLICY_KIND, DeadlinePolicy
 from audit.cases.state import (
@@ -32,6 +34,7 @@ from audit.cases.state import (
 from audit.decide.fixed_point import body_score
 from audit.decide.record import DECISION_KIND
 from audit.errors import CaseConflictError, CaseError
+from ledger.jcs import canonical_bytes
 
 __all__ = ["CaseFold", "EventRow", "Loader", "OutcomeRow", "alert_of", "opens_alert", "subject_of"]
 
@@ -419,6 +422,9 @@ class CaseFold:
             self._put_case(replace(c, pending=proposal.pending, pending_by=proposal.pending_by,
                                    last_event_seq=seq))
             return
+        if four_eyes_done and c.pending_by:  # closed by two: the proposer's call, the approver's consent
+            both = canonical_bytes([orjson.loads(c.pending_by), dict(body["principal"])]).decode()
+            closed = [replace(a, closed_by=both) for a in closed]
         for a in closed:
             self._put_alert(replace(a, last_event_seq=seq, events=a.events + 1))
         self._put_case(replace(c, disposition=closed[0].disposition, pending=None, pending_by=None))

@@ -537,6 +537,18 @@ def _check_document(xml: bytes, case_id: int, amends: str | None) -> None:
                           f"{amendment_note(amends)!r} (amendment_note)")
 
 
+def _check_transactions(xml: bytes, detail: CaseDetail) -> None:
+    """Every transaction the document reports is a decision of this case (its number is the
+    decision's trace id): the hold covers the case's evidence, so it must be the report's."""
+    root = fromstring(xml, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    ours = {a.trace_id for a in detail.alerts}
+    for i, el in enumerate(root.findall("transaction")):
+        number = el.findtext("transactionnumber") or ""
+        if number not in ours:
+            raise ReportError(f"report/transaction[{i + 1}]/transactionnumber",
+                              f"{number!r} is not a decision of case {detail.case.case_id}")
+
+
 def _evidence_range(engine: Engine, detail: CaseDetail) -> tuple[int, int]:
     """The seqs a hold must cover so that no payload of the case's decisions can be purged: from
     the first seq any of them was stored at (the same message decided earlier is stored once) to
@@ -588,12 +600,15 @@ def file_case_report(ledger: Ledger, case_id: int, xml: bytes, principal: Princi
     _check_document(xml, case_id, amends)
     sha = hashlib.sha256(xml).hexdigest()
     detail = case_detail(ledger.engine, case_id)
+    _check_transactions(xml, detail)
     event_body({"case": case_id}, "file_report", _principal(principal), rationale=rationale, report=sha,
                amends=amends)  # the arguments' own checks, before anything is sealed
     _check_amends(detail, amends)
     seq_from, seq_to = _evidence_range(ledger.engine, detail)
     hold_id = hold_id_of(case_id, sha)
-    why = f"STR filed on case {case_id}: report SHA-256 {sha}"
+    # worded without "report" or "STR": the reason is shown wherever holds are (purge refusals, the
+    # operator's CLI), to people who may not know a report was filed (FATF R.21)
+    why = f"evidence hold for case {case_id}: document SHA-256 {sha}"
     mark = _tip(ledger.engine)
     placed = _hold(ledger, hold_id, seq_from, seq_to, why, sha)
     try:

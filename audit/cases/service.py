@@ -48,12 +48,12 @@ class ActionReceipt:
     case_id: int
 
 
-def _principal(p: Principal | Mapping[str, Any]) -> dict[str, Any]:
+def _principal(p: Principal | Mapping[str, Any], field: str = "principal") -> dict[str, Any]:
     """As case events seal a principal: with its key's SHA-256 where known (four-eyes)."""
     try:
         return principal_json(p, spki=True)
     except AnnotationError as exc:
-        raise CaseError("principal", exc.message) from None
+        raise CaseError(field, exc.message) from None
 
 
 def _alert_target(conn: Connection, alert: int | str) -> tuple[dict[str, Any], int]:
@@ -96,7 +96,7 @@ def act(ledger: Ledger, principal: Principal | Mapping[str, Any], action: str, *
             assert case is not None
             target, case_id = {"case": case}, case
         body = event_body(target, action, who, rationale=rationale,
-                          assignee=None if assignee is None else _principal(assignee),
+                          assignee=None if assignee is None else _principal(assignee, "assignee"),
                           disposition=disposition, link=link, amends=amends, verdict=verdict,
                           report=None if report is None else hashlib.sha256(report).hexdigest())
         tip = int(conn.execute(select(store.entries.c.seq).order_by(store.entries.c.seq.desc()).limit(1))

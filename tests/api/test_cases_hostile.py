@@ -1,9 +1,8 @@
 """A hostile look at the alert, case and report surfaces (in process, SQLite): tipping-off (FATF R.21),
 sealed reads, four-eyes, reports and their legal holds, and input handling.
 
-Each test marked ``xfail(strict=True)`` proves a hole that is there today (its reason says which, in
-one line); the others pin what held when it was attacked. A test that starts to pass because the
-hole was fixed fails as XPASS: drop its mark then.
+Most tests here once proved a hole (each was fixed with its test); the others pin what held when it
+was attacked.
 """
 
 from __future__ import annotations
@@ -196,8 +195,6 @@ def _file_report(d: Desk, case: int) -> tuple[bytes, str]:
 # -- sealed reads: every answer that shows case content is a sealed case_read first -----------------
 
 
-@pytest.mark.xfail(strict=True, reason="POST /v1/cases/{id}/reports/draft answers the case's transactions "
-                                       "(parties, accounts, amounts) without sealing a case_read")
 def test_drafting_a_report_is_a_sealed_read_of_the_case(desk: Desk) -> None:
     case = desk.quiet_case()
     before = desk.reads_of(case)
@@ -207,8 +204,6 @@ def test_drafting_a_report_is_a_sealed_read_of_the_case(desk: Desk) -> None:
     assert desk.reads_of(case) == before + 1
 
 
-@pytest.mark.xfail(strict=True, reason="a refused draft (409 amends) names the report in force on any case "
-                                       "without sealing a case_read")
 def test_a_refused_draft_does_not_name_the_report_in_force_unrecorded(desk: Desk) -> None:
     case = desk.quiet_case()
     _, sha = _file_report(desk, case)
@@ -218,8 +213,6 @@ def test_a_refused_draft_does_not_name_the_report_in_force_unrecorded(desk: Desk
     assert sha not in body["detail"] or desk.reads_of(case) == before + 1
 
 
-@pytest.mark.xfail(strict=True, reason="GET /v1/exports/{id} of a case bundle hands over the case's events, "
-                                       "rationales and filed STR without sealing a case_read")
 def test_downloading_a_case_bundle_is_a_sealed_read_of_the_case(desk: Desk) -> None:
     case = desk.quiet_case()
     _file_report(desk, case)
@@ -237,8 +230,6 @@ def test_downloading_a_case_bundle_is_a_sealed_read_of_the_case(desk: Desk) -> N
     assert desk.reads_of(case) == before + 1
 
 
-@pytest.mark.xfail(strict=True, reason="GET /v1/traces/{id} of a file_report event answers the filed STR's "
-                                       "bytes as its payload without sealing a case_read of the report")
 def test_reading_a_filed_report_through_its_trace_is_a_sealed_read(desk: Desk) -> None:
     case = desk.quiet_case()
     r = desk.post("officer", f"/v1/cases/{case}/reports/draft", DRAFT)
@@ -250,8 +241,6 @@ def test_reading_a_filed_report_through_its_trace_is_a_sealed_read(desk: Desk) -
     assert desk.reads_of(case) == before + 1
 
 
-@pytest.mark.xfail(strict=True, reason="an action's 201 answer shows the alert and its case (assignee, "
-                                       "payment, pending, reports) without sealing a case_read")
 def test_an_action_answer_showing_the_case_is_a_sealed_read(desk: Desk) -> None:
     a = desk.alerts()[0]
     case = a["case_id"]
@@ -263,8 +252,6 @@ def test_an_action_answer_showing_the_case_is_a_sealed_read(desk: Desk) -> None:
     assert desk.reads_of(case) == before + 2
 
 
-@pytest.mark.xfail(strict=True, reason="a cross-site GET (an <img> on a hostile page) of a case seals a "
-                                       "case_read in the officer's name: forged tipping-off evidence")
 @pytest.mark.parametrize("path", ["/v1/cases/{case}", "/console/cases/{case}"])
 def test_a_cross_site_read_is_not_sealed_in_the_officers_name(desk: Desk, path: str) -> None:
     case = desk.alerts()[0]["case_id"]
@@ -298,10 +285,6 @@ def test_refused_reads_seal_nothing_and_scorers_and_admins_read_no_report_or_bun
 # -- tipping-off: what an admin or a scorer may infer ------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="records outside CASE_KINDS state case work (a filing's "
-                                       "ledger.legal_hold: 'STR filed on case N'; a case bundle's "
-                                       "export.created) and an admin reads them through /v1/traces/{id} "
-                                       "and the console's decision page")
 @pytest.mark.parametrize("kind", ["ledger.legal_hold", "export.created"])
 def test_an_admin_does_not_read_records_that_state_case_work(desk: Desk, kind: str) -> None:
     case = desk.quiet_case()
@@ -317,8 +300,6 @@ def test_an_admin_does_not_read_records_that_state_case_work(desk: Desk, kind: s
             assert r.status_code == 403, (path, r.status_code)  # as for a case_event: case state
 
 
-@pytest.mark.xfail(strict=True, reason="annotations_withheld is true only when a decision has annotations, "
-                                       "so an admin learns which decisions an officer has worked")
 def test_an_admin_cannot_tell_an_annotated_decision_from_another(desk: Desk) -> None:
     a, b = desk.alerts()[:2]
     officer = Principal(subject="CN=Officer,O=Example Bank", sans=(), issuer="CN=CA",
@@ -336,9 +317,6 @@ def test_an_admin_cannot_tell_an_annotated_decision_from_another(desk: Desk) -> 
 # -- four-eyes -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a case-level four-eyes FALSE_POSITIVE close records only the "
-                                       "approver in closed_by, so the proposer may quality-review its own "
-                                       "proposal")
 def test_the_proposer_of_a_case_false_positive_does_not_review_it(tmp_path: Path) -> None:
     with desk_over(tmp_path, policy=DeadlinePolicy(version="qa-and-four-eyes", qa_sample_permille=1000,
                                                    four_eyes_false_positive=True)) as d:
@@ -409,9 +387,6 @@ def test_the_closer_under_another_certificate_reviews_no_closure_nor_approves_a_
 # -- reports ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a report filed on case A may carry case B's transactions (only "
-                                       "entity_reference is checked), and its legal hold covers A's "
-                                       "evidence, not the payments it reports")
 def test_a_report_carries_only_its_own_cases_transactions(desk: Desk) -> None:
     every = desk.alerts()
     mine, other = sorted({a["case_id"] for a in every})[:2]
@@ -456,8 +431,6 @@ def test_hostile_documents_are_refused_before_anything_is_sealed(desk: Desk) -> 
 # -- input handling --------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="the console's forms take str.isdigit() for a number: a superscript "
-                                       "digit ('²') passes it and int() then fails: 500")
 @pytest.mark.parametrize("form", ["alert", "link", "bulk"])
 def test_the_consoles_forms_refuse_a_digit_int_cannot_read(desk: Desk, form: str) -> None:
     a = desk.alerts()[0]
@@ -473,8 +446,6 @@ def test_the_consoles_forms_refuse_a_digit_int_cannot_read(desk: Desk, form: str
     assert "case_event" not in desk.kinds_since(size)
 
 
-@pytest.mark.xfail(strict=True, reason="an assignee's subject is sealed with control and bidirectional "
-                                       "characters (NUL, newline, U+202E) that every officer's words refuse")
 @pytest.mark.parametrize("subject", ["CN=\u202eSEALTRAIL-OFFICER-2,O=sealtrail dev", "CN=a\\00b",
                                      "CN=officer\nO=sealtrail dev"])
 def test_an_assignee_subject_holds_no_control_or_bidi_character(desk: Desk, subject: str) -> None:
@@ -486,8 +457,6 @@ def test_an_assignee_subject_holds_no_control_or_bidi_character(desk: Desk, subj
     problem(r, 422, "invalid_request", "assignee")
 
 
-@pytest.mark.xfail(strict=True, reason="a required rationale of invisible characters only (U+200B, "
-                                       "U+FEFF) is accepted and sealed as the officer's reason")
 @pytest.mark.parametrize("rationale", ["\u200b", "\ufeff\u200b\u2060"])
 def test_a_rationale_says_something(desk: Desk, rationale: str) -> None:
     held = next(a for a in desk.alerts() if a["outcome"] == "HOLD")
