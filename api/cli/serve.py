@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import socket
 import sys
 from collections.abc import Coroutine
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from api.server import TlsFiles
 
 __all__ = ["listen", "serve"]
+
+ORPHAN_CHECK_S = 1.0  # how often a worker checks that its supervisor is still its parent
 
 
 def serve(
@@ -105,7 +108,10 @@ def serve(
                 name = server.servers[0].sockets[0].getsockname()
                 url = f"{'https' if tls is not None else 'http'}://{_netloc(name[0], name[1])}"
                 emit({"url": url, "host": name[0], "port": name[1]}, as_json, lambda: _serving(url))
+            watch = asyncio.create_task(_orphaned(server)) if listen_fd is not None else None
             await task
+            if watch is not None:
+                watch.cancel()
 
         _run_loop(run())
     except (Exception, SystemExit) as exc:  # uvicorn exits when its startup fails (a bad TLS file)
@@ -136,6 +142,16 @@ def _supervise(s: Settings, sock: socket.socket, tls: TlsFiles | None, log_level
         sock.close()
     if code:
         raise typer.Exit(code)
+
+
+async def _orphaned(server: Any) -> None:
+    """A worker whose supervisor is gone (killed outright, with no chance to stop it) drains and
+    exits rather than serve on unsupervised: nothing would restart it, roll it or stop it."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        await asyncio.sleep(ORPHAN_CHECK_S)
+    print("sealtrail: the supervisor is gone; this worker drains and exits", file=sys.stderr, flush=True)
+    server.should_exit = True
 
 
 def _serving(url: str) -> None:

@@ -1,9 +1,10 @@
 """A real ``sealtrail serve`` process for tests: its own ledger, dev PKI and port, over mutual TLS.
 
 ``prepare(tmp)`` initialises a ledger (tables, signing key, genesis) and writes the dev PKI;
-``start(files)`` launches ``sealtrail serve --port 0`` and returns once the process printed its
-ready line (``sealtrail serving on https://HOST:PORT``), or raises ``ServerStartError`` with
-the process's stderr. ``stop()`` sends SIGTERM (a graceful drain), ``kill()`` SIGKILL (a
+``start(files)`` launches ``sealtrail serve --port 0`` in a session of its own (so that ``kill()``
+reaches every worker it started) and returns once the process printed its ready line
+(``sealtrail serving on https://HOST:PORT``), or raises ``ServerStartError`` with the process's
+stderr. ``stop()`` sends SIGTERM (a graceful drain), ``kill()`` SIGKILL (a
 crash); ``start`` again on the same files restarts on the same database (on a new port).
 Environment variables named ``SEALTRAIL_*`` are not passed on: a test's server is configured
 by its arguments only.
@@ -11,6 +12,7 @@ by its arguments only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -102,8 +104,10 @@ class ServerProcess:
         return _tail(self.stderr_path)
 
     def kill(self) -> int:
-        """SIGKILL: the process gets no chance to finish anything. Returns the exit status."""
-        self.proc.send_signal(signal.SIGKILL)
+        """SIGKILL to the server and every process it started (its workers, paused or not): none
+        gets a chance to finish anything. Returns the server's exit status."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: start() made it a leader
         return self.proc.wait(timeout=30)
 
     def stop(self, timeout: float = 30.0) -> int:
@@ -119,8 +123,9 @@ class ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc.poll() is None:
-            self.kill()
+        """Nothing outlives the test: the server, and any worker left behind (a test that failed
+        with one paused, or whose supervisor was killed on purpose)."""
+        self.kill()
 
 
 def start(files: ServerFiles, *, timeout: float = 60.0, extra_args: tuple[str, ...] = (),
@@ -137,7 +142,7 @@ def start(files: ServerFiles, *, timeout: float = 60.0, extra_args: tuple[str, .
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEALTRAIL_")}
     with stderr_path.open("w") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                text=True, cwd=files.directory, env=env)
+                                text=True, cwd=files.directory, env=env, start_new_session=True)
     assert proc.stdout is not None
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
@@ -146,7 +151,8 @@ def start(files: ServerFiles, *, timeout: float = 60.0, extra_args: tuple[str, .
         try:
             line = lines.get(timeout=timeout)
         except queue.Empty:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise ServerStartError(f"no ready line within {timeout:.0f} s; stdout {seen!r}; stderr:\n"
                                    f"{_tail(stderr_path)}") from None

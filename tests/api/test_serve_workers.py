@@ -68,7 +68,7 @@ class Load:
         self.retries = 0
         self.unavailable = 0
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(bodies[i::threads],))
+        self._threads = [threading.Thread(target=self._run, args=(bodies[i::threads],), daemon=True)
                          for i in range(threads)]
 
     def _run(self, chunk: list[bytes]) -> None:
@@ -104,8 +104,11 @@ class Load:
         return self
 
     def join(self) -> None:
+        deadline = time.monotonic() + 300
         for t in self._threads:
-            t.join(timeout=300)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        stuck = sum(t.is_alive() for t in self._threads)
+        assert stuck == 0, f"{stuck} load thread(s) still posting after 300 s"
 
     def done(self) -> int:
         with self._lock:
@@ -253,3 +256,26 @@ def test_a_replacement_that_cannot_start_leaves_the_others_serving_until_it_can(
         assert len({d["decider"] for d in deltas(files)[mark:]}) == 2  # both serve again
         assert srv.stop() == 0
     settled(files, load, later)
+
+
+def test_workers_whose_supervisor_is_killed_drain_and_exit(files: ServerFiles) -> None:
+    with start(files, extra_args=("--workers", "2")) as srv:
+        kids = workers_of(srv)
+        assert len(kids) == 2
+        srv.proc.send_signal(signal.SIGKILL)  # the supervisor only: no chance to stop its workers
+        srv.proc.wait(timeout=30)
+
+        def gone() -> bool:
+            alive = []
+            for pid in kids:
+                try:
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    continue
+                if state != "Z":
+                    alive.append(pid)
+            return not alive
+
+        wait_for(gone, timeout=60)  # nothing serves on unsupervised, holding the port and the ledger
+        assert "the supervisor is gone" in srv.stderr()
+    verified(files)
