@@ -51,6 +51,8 @@ __all__ = [
     "GovernanceError",
     "GovernanceRecordError",
     "IdempotencyRaceError",
+    "ListError",
+    "ListNotFoundError",
     "ModelConflictError",
     "ModelRegistryError",
     "ModuleIntegrityError",
@@ -220,6 +222,15 @@ class CaseConflictError(CaseError):
 
 class CaseFourEyesError(CaseError):
     """The second step of a four-eyes action by the officer who took the first (403)."""
+
+
+class ListError(QueryError):
+    """A sanctions list that cannot be loaded, read or compared as asked; ``field`` names the
+    culprit (the file, its format, the list's name, a seq)."""
+
+
+class ListNotFoundError(ListError):
+    """No list of that name (or no load at that seq) was ever sealed (the API answers 404)."""
 
 
 class ReportError(AuditError, ValueError):

@@ -30,6 +30,7 @@ from api.cli.demo import demo
 from api.cli.export import export_app
 from api.cli.keys import keys_app
 from api.cli.ledger import init, ledger_app
+from api.cli.lists import lists_app
 from api.cli.model import features, model_app
 from api.cli.parse import parse
 from api.cli.reports import reports_app
@@ -73,6 +74,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(reports_app, name="reports")
 app.add_typer(rules_app, name="rules")
+app.add_typer(lists_app, name="lists")
 app.command("parse")(parse)
 app.command("features")(features)
 app.add_typer(model_app, name="model")

@@ -1,0 +1,180 @@
+"""Names as comparable tokens: script, case, diacritics, punctuation, honorifics, legal forms.
+
+``name_tokens("Mr. Aleksandr Petrovich KOVALËV")`` -> ``("aleksandr", "petrovich", "kovalev")``.
+The same function reads a party's name in a payment and an entry's name in a list, so both sides
+of a comparison went through identical steps:
+
+1. Unicode NFKC (full-width and compatibility forms to their plain letters);
+2. transliteration to ASCII with ``anyascii`` (Cyrillic, Greek, Arabic, Hebrew, CJK, ...; each CJK
+   ideograph becomes its own syllable token, as pinyin is written apart in lists);
+3. lower case; apostrophes and modifier letters dropped inside a word (``Naval'nyy``, ``O'Brien``),
+   every other punctuation mark a word break;
+4. honorifics and titles dropped (``mr``, ``dr``, ``sheikh``, ``general``, ...), legal forms of
+   companies (``limited``, ``l.l.c.``, ``gmbh``, ``ooo``, ...) taken out of the name and returned
+   apart as canonical forms, so "Acme Trading Limited" and "ACME TRADING LTD" have the same tokens
+   and the same form.
+
+``skeleton`` folds a token further for the comparisons that must survive transliteration: the
+spellings that the romanisation standards and common practice differ on (``x``/``ks``, ``y``/
+``j``/``i``, ``kh``/``h``, ``dh``/``d``, ``th``/``t``, ``ph``/``f``, ``w``/``v``, ``q``/``g``/``k``,
+doubled letters) and then every
+vowel, since Arabic and Hebrew scripts write few of them. Skeletons find candidates and give a
+second, discounted similarity; they never decide alone.
+
+Pure functions of their input, the same bits on every machine: the decision record hashes what
+they produce.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+from anyascii import anyascii
+
+__all__ = ["HONORIFICS", "LEGAL_FORMS", "PARTICLES", "Name", "name_tokens", "normalise", "skeleton"]
+
+HONORIFICS = frozenset({
+    "mr", "mrs", "ms", "miss", "mister", "madam", "dr", "doctor", "prof", "professor", "sir", "dame",
+    "lord", "lady", "rev", "reverend", "hon", "honourable", "honorable", "sheikh", "shaikh", "shaykh",
+    "haji", "hajji", "alhaji", "mullah", "maulana", "imam", "gen", "general", "col", "colonel", "maj",
+    "major", "capt", "captain", "lt", "lieutenant", "sgt", "cmdr", "admiral", "adm", "brig", "eng",
+    "engineer", "herr", "frau", "monsieur", "mme", "mlle", "senor", "senora", "sra", "sr", "jr",
+    "gospodin", "gospozha",
+})
+
+# variant spellings of a legal form (after steps 1-3) -> one canonical form
+_FORMS: dict[tuple[str, ...], str] = {}
+for _canon, _variants in {
+    "ltd": ("ltd", "limited", "ltda", "limitada"),
+    "llc": ("llc", "l l c"),
+    "llp": ("llp", "l l p"),
+    "lp": ("lp", "l p"),
+    "inc": ("inc", "incorporated"),
+    "corp": ("corp", "corporation"),
+    "co": ("co", "company", "cie", "compagnie", "compania", "companhia"),
+    "plc": ("plc", "p l c", "public limited company"),
+    "gmbh": ("gmbh", "g m b h", "gesellschaft mit beschrankter haftung"),
+    "ag": ("ag", "aktiengesellschaft"),
+    "kg": ("kg", "kommanditgesellschaft"),
+    "sa": ("sa", "s a", "societe anonyme", "sociedad anonima", "sociedade anonima"),
+    "sarl": ("sarl", "s a r l", "societe a responsabilite limitee"),
+    "srl": ("srl", "s r l", "societa a responsabilita limitata"),
+    "spa": ("spa", "s p a", "societa per azioni"),
+    "bv": ("bv", "b v", "besloten vennootschap"),
+    "nv": ("nv", "n v", "naamloze vennootschap"),
+    "ab": ("ab", "aktiebolag"),
+    "as": ("as", "a s", "aksjeselskap"),
+    "oy": ("oy", "osakeyhtio"),
+    "pte": ("pte",),
+    "pvt": ("pvt", "private"),
+    "fze": ("fze", "free zone establishment"),
+    "fzco": ("fzco", "fz co", "fzc"),
+    "jsc": ("jsc", "joint stock company", "ao", "oao", "zao", "pao", "aktsionernoe obshchestvo",
+            "aktsionernoye obshchestvo", "otkrytoe aktsionernoe obshchestvo",
+            "zakrytoe aktsionernoe obshchestvo", "publichnoe aktsionernoe obshchestvo"),
+    "ooo": ("ooo", "obshchestvo s ogranichennoi otvetstvennostiu",
+            "obshchestvo s ogranichennoy otvetstvennostyu", "obshchestvo s ogranichennoj otvetstvennostju"),
+    "tov": ("tov", "tovarystvo z obmezhenoiu vidpovidalnistiu"),
+    "holding": ("holding", "holdings"),
+    "group": ("group",),
+}.items():
+    for _v in _variants:
+        _FORMS[tuple(_v.split())] = _canon
+_FORM_LENGTHS = sorted({len(k) for k in _FORMS}, reverse=True)
+LEGAL_FORMS = frozenset(_FORMS.values())
+
+# short connecting words of names (Arabic, Romance, Germanic, Dutch): they carry little identity
+PARTICLES = frozenset({
+    "al", "el", "bin", "ben", "ibn", "bint", "abu", "abd", "ul", "ud", "de", "del", "della", "di", "da",
+    "das", "dos", "do", "du", "la", "le", "van", "von", "der", "den", "ter", "y", "e", "and", "of", "the",
+})
+
+_APOSTROPHES = re.compile(r"['`\u2018\u2019\u02bc\u02bb\u02b9\u02bf\u02be]")
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def _is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return (0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0x20000 <= o <= 0x2A6DF
+            or 0xF900 <= o <= 0xFAFF or 0xAC00 <= o <= 0xD7AF)  # CJK ideographs and Hangul syllables
+
+
+def normalise(text: str) -> str:
+    """Steps 1-3: ``text`` as lower-case ASCII words separated by single spaces."""
+    text = unicodedata.normalize("NFKC", text)
+    if not text.isascii():
+        text = "".join(f" {anyascii(ch)} " if _is_cjk(ch) else ch for ch in text) \
+            if any(_is_cjk(ch) for ch in text) else text
+        text = _APOSTROPHES.sub("", text)  # before anyascii, which writes some as apostrophes
+        text = anyascii(text)
+    text = _APOSTROPHES.sub("", text.lower())
+    return " ".join(_NON_ALNUM.sub(" ", text).split())
+
+
+class Name:
+    """A name's tokens (honorifics and legal forms out) and the legal forms found in it."""
+
+    __slots__ = ("forms", "tokens")
+
+    def __init__(self, tokens: tuple[str, ...], forms: tuple[str, ...]) -> None:
+        self.tokens, self.forms = tokens, forms
+
+    def __repr__(self) -> str:
+        return f"Name({self.tokens!r}, forms={self.forms!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Name) and (self.tokens, self.forms) == (other.tokens, other.forms)
+
+    def __hash__(self) -> int:
+        return hash((self.tokens, self.forms))
+
+
+@functools.lru_cache(maxsize=65_536)
+def name_tokens(text: str) -> Name:
+    """Steps 1-4: the tokens that identify the name, and its legal forms apart (cached: the same
+    names recur in a bank's payments)."""
+    words = normalise(text).split()
+    tokens: list[str] = []
+    forms: list[str] = []
+    i = 0
+    while i < len(words):
+        for n in _FORM_LENGTHS:
+            form = _FORMS.get(tuple(words[i:i + n])) if i + n <= len(words) else None
+            # a form word is a form only after the name started ("AO Gazprom" and "Gazprom AO" both
+            # have form jsc; "Co" alone is a name)
+            if form is not None and (tokens or i + n < len(words)) and len(words) > n:
+                forms.append(form)
+                i += n
+                break
+        else:
+            if words[i] not in HONORIFICS or len(words) == 1:
+                tokens.append(words[i])
+            i += 1
+    return Name(tuple(tokens), tuple(forms))
+
+
+_FOLDS = (("kh", "h"), ("ph", "f"), ("dh", "d"), ("th", "t"), ("gh", "g"), ("x", "ks"), ("q", "k"),
+          ("g", "k"), ("w", "v"), ("ck", "k"), ("c", "k"), ("dzh", "j"), ("zh", "j"), ("tsch", "ch"),
+          ("tch", "ch"), ("sch", "sh"))
+_VOWELS = re.compile(r"[aeiouyj]")  # j and y stand for the vowel i in several romanisations
+
+
+@functools.lru_cache(maxsize=262_144)
+def skeleton(token: str) -> str:
+    """The consonants of ``token`` once transliteration variants are folded, doubled letters made
+    single: ``mohammed``, ``muhammad`` and ``mukhammad`` -> ``mhmd``. Never empty for a non-empty
+    token (an all-vowel token keeps its first letter)."""
+    s = token
+    for a, b in _FOLDS:
+        if a in s:
+            s = s.replace(a, b)
+    s = _VOWELS.sub("", s)
+    if not s:
+        return token[:1]
+    out = [s[0]]
+    for ch in s[1:]:
+        if ch != out[-1]:
+            out.append(ch)
+    return "".join(out)

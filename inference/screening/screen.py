@@ -1,0 +1,182 @@
+"""Screening a payment: every party, agent and line of free text against the lists indexed.
+
+``screen(tx, index)`` returns a ``Screening``: the hits, each naming where in the payment it was
+found (``originator``, ``beneficiary.address``, ``agent.intermediary``, ``remittance``, ...), the
+list (by name and version), the entry, the listed name or identifier matched, the score (0-1000)
+and its basis:
+
+- ``identifier``: a party identifier equal to one the list gives the entry (passport, national
+  id, LEI, ...): score 1000;
+- ``bic``: a party's or agent's BIC of an institution listed with that BIC: score 1000;
+- ``name``: a party's name resembling a listed name, adjusted by secondary evidence: a date of
+  birth whose year the entry lists (+``DOB_AGREES``) or none of whose years it lists within one
+  (-``DOB_DISAGREES``), a party country among the entry's (+``COUNTRY_AGREES``); an individual
+  listed name against a party whose name carries a company form loses ``KIND_DISAGREES``;
+- ``text``: a listed name or place found inside free text (``:70:``, ``:72:``, remittance
+  information, address lines, an agent's name and address), scored on the words around it.
+
+Only hits scoring at least ``floor`` are kept. What a hit leads to (REVIEW, HOLD, BLOCK) is the
+rule pack's decision, not this module's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from inference.messages.transaction import Party, Transaction
+from inference.screening.index import ListIndex, NameHit
+from inference.screening.match import name_score
+from inference.screening.normalise import name_tokens
+
+__all__ = ["COUNTRY_AGREES", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES", "KIND_DISAGREES", "Hit",
+           "Screening", "screen", "screen_name", "screen_text"]
+
+DEFAULT_FLOOR = 800
+DOB_AGREES = 30
+DOB_DISAGREES = 80
+COUNTRY_AGREES = 20
+KIND_DISAGREES = 60
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One listed entry found in one place of a payment."""
+
+    where: str
+    text: str  # what the payment said there
+    list_name: str
+    list_sha256: str
+    entry_id: str
+    matched: str  # the listed name, identifier or BIC matched
+    score: int
+    basis: str  # identifier | bic | name | text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"where": self.where, "text": self.text, "list": self.list_name,
+                "list_sha256": self.list_sha256, "entry_id": self.entry_id, "matched": self.matched,
+                "score": self.score, "basis": self.basis}
+
+
+@dataclass(frozen=True)
+class Screening:
+    """A payment's screening: the hits, best first, and the lists it was screened against."""
+
+    hits: tuple[Hit, ...]
+    lists: tuple[tuple[str, str], ...]  # (name, sha256) of every list indexed
+
+    @property
+    def best(self) -> int:
+        return max((h.score for h in self.hits), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lists": [{"name": n, "sha256": s} for n, s in self.lists],
+                "hits": [h.to_json() for h in self.hits]}
+
+
+def _dob_years(party: Party) -> set[int]:
+    years = set()
+    for ident in party.identifiers:
+        if ident.scheme == "DOB" and len(ident.value) >= 4 and ident.value[:4].isdigit():
+            years.add(int(ident.value[:4]))
+    return years
+
+
+def _adjust(hit: NameHit, party: Party | None, is_company: bool) -> int:
+    score, entry = hit.score, hit.entry
+    if party is not None:
+        years = _dob_years(party)
+        if years and entry.dob_years:
+            if years & entry.dob_years:
+                score += DOB_AGREES
+            elif not any(abs(y - z) <= 1 for y in years for z in entry.dob_years):
+                score -= DOB_DISAGREES
+        if party.country and party.country in entry.countries:
+            score += COUNTRY_AGREES
+    if is_company and entry.kind == "individual":
+        score -= KIND_DISAGREES
+    return max(0, min(1000, score))
+
+
+def screen_name(index: ListIndex, where: str, text: str, party: Party | None = None,
+                floor: int = DEFAULT_FLOOR) -> list[Hit]:
+    """Hits for one name (a party's, or any name a caller has)."""
+    is_company = bool(name_tokens(text).forms)
+    out = []
+    for h in index.match_name(text, floor - COUNTRY_AGREES - DOB_AGREES):
+        score = _adjust(h, party, is_company)
+        if score >= floor:
+            lst = index.lists[h.list_pos]
+            out.append(Hit(where, text, lst.name, lst.sha256, h.entry.entry_id, h.entry.names[h.name_index],
+                           score, "name"))
+    return out
+
+
+def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
+    """Listed names and places inside free text: each candidate scored on the windows of words
+    as long as its name (and one longer), the best window kept."""
+    toks = name_tokens(text).tokens
+    if not toks:
+        return []
+    best: dict[tuple[int, str], Hit] = {}
+    for i in index.candidates(toks, floor):
+        pos, entry, k, listed = index.names[i]
+        n = len(listed)
+        score = 0
+        for size in {n, n + 1}:
+            for start in range(max(1, len(toks) - size + 1)):
+                window = toks[start:start + size]
+                score = max(score, name_score(window, listed, index.weight))
+        if score < floor:
+            continue
+        lst = index.lists[pos]
+        key = (pos, entry.entry_id)
+        if key not in best or score > best[key].score:
+            best[key] = Hit(where, text, lst.name, lst.sha256, entry.entry_id, entry.names[k], score, "text")
+    return list(best.values())
+
+
+def _parties(tx: Transaction) -> Iterator[tuple[str, Party]]:
+    yield "originator", tx.originator
+    yield "beneficiary", tx.beneficiary
+    for role, p in (("ultimate_originator", tx.ultimate_originator),
+                    ("ultimate_beneficiary", tx.ultimate_beneficiary),
+                    ("initiating_party", tx.initiating_party)):
+        if p is not None:
+            yield role, p
+
+
+def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR) -> Screening:
+    """Every party, agent and free text of ``tx`` against ``index`` (see the module's text)."""
+    hits: list[Hit] = []
+    for where, party in _parties(tx):
+        for ident in party.identifiers:
+            if ident.scheme in ("DOB", "POB"):
+                continue
+            for ih in index.match_identifier(ident.value):
+                lst = index.lists[ih.list_pos]
+                hits.append(Hit(f"{where}.identifier", ident.value, lst.name, lst.sha256, ih.entry.entry_id,
+                                ih.value, 1000, "identifier"))
+        if party.bic:
+            for ih in index.match_bic(party.bic):
+                lst = index.lists[ih.list_pos]
+                hits.append(Hit(f"{where}.bic", party.bic, lst.name, lst.sha256, ih.entry.entry_id, ih.value,
+                                1000, "bic"))
+        if party.name:
+            hits.extend(screen_name(index, where, party.name, party, floor))
+        if party.address_lines:
+            hits.extend(screen_text(index, f"{where}.address", " ".join(party.address_lines), floor))
+    for agent in tx.agents:
+        if agent.bic:
+            for ih in index.match_bic(agent.bic):
+                lst = index.lists[ih.list_pos]
+                hits.append(Hit(f"agent.{agent.role}.bic", agent.bic, lst.name, lst.sha256, ih.entry.entry_id,
+                                ih.value, 1000, "bic"))
+        if agent.name_address:
+            hits.extend(screen_text(index, f"agent.{agent.role}", " ".join(agent.name_address), floor))
+    for where, text in (("remittance", tx.remittance), ("sender_to_receiver", tx.sender_to_receiver)):
+        if text:
+            hits.extend(screen_text(index, where, text, floor))
+    hits.sort(key=lambda h: (-h.score, h.where, h.list_name, h.entry_id))
+    return Screening(tuple(hits), tuple((lst.name, lst.sha256) for lst in index.lists))
