@@ -2,8 +2,8 @@
 
 ``scorer`` is the payment engine's service identity; ``officer`` investigates and annotates;
 ``approver`` is the second pair of eyes on rule changes; ``regulator`` reads the trail and the
-payloads it is entitled to; ``admin`` operates (ledger health, metrics, activation) but reads no
-payment payloads. ``healthz`` needs a verified certificate and no role.
+payloads it is entitled to; ``admin`` operates (ledger health, metrics, activation, the sanctions
+lists) but reads no payment payloads. ``healthz`` needs a verified certificate and no role.
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ ACCESS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
     "cases.reads": frozenset({"regulator"}),
     # How each rule and model fares once its alerts are worked: counts and rates, no case or payment.
     "performance.read": frozenset({"officer", "approver", "regulator"}),
+    # Sanctions lists: which versions are in force, their history and what changed between two are
+    # read by the officers who work the hits, the examiners who check what a decision was screened
+    # against, and the admins who keep them; loading and withdrawing a list is an operator's act.
+    "lists.read": frozenset({"officer", "regulator", "admin"}),
+    "lists.load": frozenset({"admin"}),
+    "lists.withdraw": frozenset({"admin"}),
     "metrics": frozenset({"admin"}),
     "healthz": frozenset(),  # any verified certificate
 })

@@ -34,6 +34,7 @@ from api.routes import (
     exports,
     health,
     ledger,
+    lists,
     models,
     performance,
     reports,
@@ -127,7 +128,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         commit_health.failed()
 
     install_handlers(app, on_unavailable=on_unavailable, html=render_error)
-    for module in (decisions, traces, cases, reports, performance, ledger, rulesets, models, exports, health):
+    for module in (decisions, traces, cases, reports, performance, ledger, rulesets, models, lists, exports,
+                   health):
         app.include_router(module.router)
     install_docs(app)
     install_console(app)

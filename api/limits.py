@@ -3,12 +3,13 @@
 ``Gate`` is ASGI middleware in front of every route. It authenticates the request once (the
 route reuses that caller), refuses a principal over its rate with 429 and Retry-After before
 anything else happens (token buckets keyed by the certificate's SHA-256 fingerprint, the rate
-chosen by role), and caps the request body by endpoint kind: a declared ``Content-Length`` over
-the cap is refused at once, unread (the server's HTTP parser holds a body to its declared
-length); a body without one (chunked) is read here as it streams, counted, and refused at the
-first chunk past the cap, so the route never runs: nothing is decided or recorded, whether or
-not the route would have read a body. Under the cap the route gets it whole. Both refusals are
-problem+json; under ``/console`` they are the console's error page, with the same status.
+chosen by role), and caps the request body by endpoint kind (a sanctions list load's large cap
+only for a caller allowed to load one): a declared ``Content-Length`` over the cap is refused at
+once, unread (the server's HTTP parser holds a body to its declared length); a body without one
+(chunked) is read here as it streams, counted, and refused at the first chunk past the cap, so the
+route never runs: nothing is decided or recorded, whether or not the route would have read a body.
+Under the cap the route gets it whole. Both refusals are problem+json; under ``/console`` they are
+the console's error page, with the same status.
 
 A body over the cap sent to a decision endpoint by a caller allowed to score is a screening
 request refused: it is sealed as a ``refusal`` record without payload (it was never read), and
@@ -34,18 +35,21 @@ from api.config import DEFAULT_RATE_LIMITS, RateLimit
 from api.console.forms import MAX_FORM
 from api.problems import HtmlErrors, problem_response
 from api.roles import ROLES
+from audit.screening.lists import MAX_LIST_BYTES
 from inference.messages import MAX_FILE_BYTES
 
-__all__ = ["ANY_ROLE", "BodyCaps", "Gate", "RateLimiter", "body_cap"]
+__all__ = ["ANY_ROLE", "LIST_CAP", "BodyCaps", "Gate", "RateLimiter", "body_cap"]
 
 ANY_ROLE = "*"  # the limit of a caller none of whose roles has one (a certificate with no role)
 
 # Request body caps by endpoint kind (bytes). The scoring endpoints take what parse_submissions
 # takes (a file of up to 10,000 messages); a ruleset proposal its TOML (1 MiB) and test cases
-# (16 MiB) JSON-escaped; the console its forms; everything else small JSON (an annotation's note
-# is at most 10,000 characters, an export's filters a few strings).
+# (16 MiB) JSON-escaped; a sanctions list load the file as published (the full OFAC XML is about
+# 100 MB), for a caller allowed to load one; the console its forms; everything else small JSON
+# (an annotation's note is at most 10,000 characters, an export's filters a few strings).
 DECISIONS_CAP = MAX_FILE_BYTES
 PROPOSAL_CAP = 32 << 20
+LIST_CAP = MAX_LIST_BYTES
 CONSOLE_CAP = MAX_FORM
 DEFAULT_CAP = 256 << 10
 # the scoring endpoints, by path, and the operation a caller must be allowed to seal a refusal there
@@ -54,18 +58,25 @@ _SCORING = {"/v1/decisions": "decisions.create", "/v1/decisions/batch": "decisio
 
 @dataclass(frozen=True)
 class BodyCaps:
-    """Body caps by endpoint kind; ``of(method, path)`` picks one for any request."""
+    """Body caps by endpoint kind; ``of(method, path, roles)`` picks one for any request."""
 
     decisions: int = DECISIONS_CAP
     proposal: int = PROPOSAL_CAP
+    lists: int = LIST_CAP
     console: int = CONSOLE_CAP
     default: int = DEFAULT_CAP
 
-    def of(self, method: str, path: str) -> int:
+    def of(self, method: str, path: str, roles: frozenset[str] | None = None) -> int:
+        """The cap of a request; ``roles`` are the caller's (an empty set: none authenticated). A list
+        load's large cap is only for a caller allowed to load lists, so that no other caller can make
+        the server hold a body of that size before the route refuses it; ``roles`` None: the cap of
+        one allowed (the documented figure)."""
         if path in ("/v1/decisions", "/v1/decisions/batch"):
             return self.decisions
         if path == "/v1/rulesets" and method == "POST":
             return self.proposal
+        if path == "/v1/lists" and method == "POST":
+            return self.lists if roles is None or may("lists.load", roles) else self.default
         if path == "/console" or path.startswith("/console/"):
             return self.console
         return self.default
@@ -199,7 +210,7 @@ class Gate:
                     {"Retry-After": str(after)}, {"retry_after_s": after})
                 await refusal(scope, receive, send)
                 return
-        cap = self.caps.of(scope["method"], path)
+        cap = self.caps.of(scope["method"], path, caller.roles if caller is not None else frozenset())
         declared = _content_length(scope)
         if declared is not None:
             if declared > cap:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ALERT_ACTION", "ALERT_BULK_ASSIGN", "ANNOTATION", "BATCH_JSON", "CASE_ACTION", "EXPORT", "MT103",
-           "MT103_RJE", "PACS008", "RULESET_CASES", "RULESET_TOML", "STEP", "TRANSACTION_JSON"]
+__all__ = ["ALERT_ACTION", "ALERT_BULK_ASSIGN", "ANNOTATION", "BATCH_JSON", "CASE_ACTION", "EXPORT",
+           "LIST_CSV", "LIST_JSON", "LIST_UN_XML", "LIST_WITHDRAW", "MT103", "MT103_RJE", "PACS008",
+           "RULESET_CASES", "RULESET_TOML", "STEP", "TRANSACTION_JSON"]
 
 # A cross-border USD wire from a private person identified by national id (no account given).
 TRANSACTION_JSON: dict[str, Any] = {
@@ -211,4 +212,44 @@ ALERT_BULK_ASSIGN: dict[str, Any] = {
 CASE_ACTION: dict[str, Any] = {
     "action": "link", "link": 41210,
     "rationale": "Same beneficiary network as case 41210 (three shared counterparties).",
+}
+
+# Sanctions list files as an admin loads them (POST /v1/lists): the bank's own exit list as CSV
+# (format internal-csv; its publication date is given as `published`) and as JSON (internal-json,
+# loaded under the name it states), and one entry of the UN Security Council Consolidated List
+# (un-xml; the file states its date).
+LIST_CSV = """\
+entry_id,kind,name,aliases,dob,countries,identifiers,bics,programmes
+EX-0101,individual,Jonathan Q. EXAMPLE,Jon Example,1970-03-04,GB,PASSPORT:123456789:GB,,EXIT-2026
+EX-0102,entity,"Example Trading Co., Ltd.",Example Trading,,CY,COMPANY REG:HE123456:CY,EXTRCY2L,EXIT-2026
+"""
+
+LIST_JSON: dict[str, Any] = {
+    "list": "bank-exits", "published": "2026-11-30",
+    "entries": [{"entry_id": "EX-0101", "kind": "individual", "name": "Jonathan Q. EXAMPLE",
+                 "aliases": ["Jon Example"], "dob": ["1970-03-04"], "countries": ["GB"],
+                 "identifiers": ["PASSPORT:123456789:GB"], "programmes": ["EXIT-2026"]}],
+}
+
+LIST_UN_XML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<CONSOLIDATED_LIST dateGenerated="2026-11-30T00:00:00.000Z">
+  <INDIVIDUALS>
+    <INDIVIDUAL>
+      <DATAID>2975590</DATAID>
+      <FIRST_NAME>MALIK</FIRST_NAME>
+      <SECOND_NAME>NOORZAI</SECOND_NAME>
+      <UN_LIST_TYPE>Taliban</UN_LIST_TYPE>
+      <REFERENCE_NUMBER>TAi.154</REFERENCE_NUMBER>
+      <LISTED_ON>2011-10-04</LISTED_ON>
+      <NATIONALITY><VALUE>Afghanistan</VALUE></NATIONALITY>
+      <INDIVIDUAL_ALIAS><QUALITY>Good</QUALITY><ALIAS_NAME>MALIK NOORZAY</ALIAS_NAME></INDIVIDUAL_ALIAS>
+    </INDIVIDUAL>
+  </INDIVIDUALS>
+  <ENTITIES/>
+</CONSOLIDATED_LIST>
+"""
+
+LIST_WITHDRAW: dict[str, Any] = {
+    "rationale": "Merged into the group exit list (bank-group-exits) from today.",
 }

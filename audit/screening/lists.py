@@ -28,6 +28,7 @@ from sqlalchemy import Engine, select
 from audit.decide.principal import Principal
 from audit.errors import AnnotationError, ListError, ListNotFoundError
 from audit.officer_words import checked_text, principal_json
+from audit.screening.diff import ListDiff, diff_lists
 from inference.screening.entries import SOURCES, SanctionsList, Source
 from inference.screening.errors import ListFormatError
 from inference.screening.lists import FORMATS, load
@@ -36,8 +37,8 @@ from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
 from ledger.records import Record
 
-__all__ = ["LIST_KIND", "LIST_SCHEMA", "MAX_LIST_BYTES", "ListInForce", "list_history", "lists_in_force",
-           "read_list", "seal_list", "withdraw_list"]
+__all__ = ["LIST_KIND", "LIST_SCHEMA", "MAX_LIST_BYTES", "ListInForce", "LoadsDiff", "diff_loads",
+           "list_history", "lists_in_force", "read_list", "seal_list", "withdraw_list"]
 
 LIST_KIND = "sanctions_list"
 LIST_SCHEMA = "sealtrail.sanctions-list/1"
@@ -202,3 +203,36 @@ def read_list(engine: Engine, load_: ListInForce) -> SanctionsList:
                     published=date.fromisoformat(load_.published) if load_.published else None)
     except ListFormatError as exc:
         raise ListError("seq", f"list {load_.name!r} sealed at {load_.seq} no longer parses: {exc}") from None
+
+
+@dataclass(frozen=True)
+class LoadsDiff:
+    """Two sealed loads of one list and what changed from the older (``old``) to the newer."""
+
+    name: str
+    old: ListInForce
+    new: ListInForce
+    diff: ListDiff
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "from_seq": self.old.seq, "to_seq": self.new.seq, **self.diff.to_json()}
+
+
+def diff_loads(engine: Engine, name: str, *, old: int | None = None, new: int | None = None) -> LoadsDiff:
+    """What changed in list ``name`` from its sealed load at seq ``old`` to the one at ``new``; by
+    default ``new`` is its last load and ``old`` the load before ``new``. ``ListNotFoundError``
+    naming ``from`` or ``to`` for a seq that is not a load of the list (a withdrawal is none), and
+    ``name`` for a list never loaded or without two loads to compare."""
+    loads = [x for x in list_history(engine, name) if not x.withdrawn]
+    by_seq = {x.seq: x for x in loads}
+    for seq, field in ((old, "from"), (new, "to")):
+        if seq is not None and seq not in by_seq:
+            raise ListNotFoundError(field, f"seq {seq} is not a load of list {name!r}")
+    to = by_seq[new] if new is not None else loads[-1]  # a list with a history was loaded at least once
+    earlier = [x for x in loads if x.seq < to.seq]
+    if old is None and not earlier:
+        if len(loads) < 2:
+            raise ListNotFoundError("name", f"list {name!r} has fewer than two loads to compare")
+        raise ListNotFoundError("from", f"list {name!r} has no load before seq {to.seq} to compare with")
+    fr = by_seq[old] if old is not None else earlier[-1]
+    return LoadsDiff(name, fr, to, diff_lists(read_list(engine, fr), read_list(engine, to)))

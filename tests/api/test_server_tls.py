@@ -147,6 +147,10 @@ OPERATIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "outcomes.list": ("GET", "/v1/outcomes", {}),
     "cases.reads": ("GET", "/v1/case-reads?limit=1", {}),
     "performance.read": ("GET", "/v1/performance/rules", {}),
+    "lists.read": ("GET", "/v1/lists", {}),
+    "lists.load": ("POST", "/v1/lists?name=x&format=internal-csv&rationale=r",
+                   {"content": b"not,a,list\n", "headers": {"content-type": "text/csv"}}),
+    "lists.withdraw": ("POST", "/v1/lists/nope@0/withdraw", {"json": {"rationale": "x"}}),
     "metrics": ("GET", "/metrics", {}),
     "healthz": ("GET", "/healthz", {}),
 }
@@ -164,7 +168,8 @@ def test_the_matrix_names_every_route_of_the_app(tmp_path: Path) -> None:
                       ("POST", "/v1/alerts/actions"),  # alerts.act (bulk)
                       ("POST", "/v1/cases/{x}/reports/draft"), ("POST", "/v1/cases/{x}/reports"),  # cases.act
                       ("GET", "/v1/cases/{x}/reports"), ("GET", "/v1/cases/{x}/reports/{x}"),  # cases.get
-                      ("GET", "/v1/performance/models")}  # performance.read
+                      ("GET", "/v1/performance/models"),  # performance.read
+                      ("GET", "/v1/lists/{x}/history"), ("GET", "/v1/lists/{x}/diff")}  # lists.read
     untested = normalised - tested - same_operation
     assert not untested, f"routes missing from the role matrix test: {sorted(untested)}"
 
