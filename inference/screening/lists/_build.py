@@ -46,6 +46,12 @@ class EntryBuilder:
         return ListFormatError(self.fmt, f"{self.where} (id {self.entry_id!r}){'/' + part if part else ''}",
                                problem)
 
+    def primary(self, text: str | None, what: str) -> None:
+        """The primary name, which the format always gives (``what`` names its element)."""
+        if not _clean(text):
+            raise self.fail(f"the entry has no name: {what} is empty")
+        self.name(text)
+
     def name(self, text: str | None, *, weak: bool = False) -> None:
         """A name: the first one added is the primary; later ones are aliases."""
         n = _clean(text)

@@ -87,6 +87,15 @@ def _year_point(year: int) -> _Point:
 
 def _point(text: str) -> _Point:
     text = " ".join(text.split())
+    try:
+        return _point_of(text)
+    except ValueError as exc:
+        if "is not a date" in str(exc):
+            raise
+        raise ValueError(f"{text!r} is not a date ({exc})") from None
+
+
+def _point_of(text: str) -> _Point:
     if m := _DMY.fullmatch(text):
         return _day_point(_year(m[3]), _month(m[2]), int(m[1]))
     if m := _MY.fullmatch(text):
@@ -124,7 +133,10 @@ def dob_from_text(text: str) -> Dob:
     if len(parts) > 2:
         raise ValueError(f"{raw!r} is not a date or a range of two dates")
     a, b = _point(parts[0]), _point(parts[-1])
-    return dob_from_bounds(a.first, b.last, approximate=approx)
+    try:
+        return dob_from_bounds(a.first, b.last, approximate=approx)
+    except ValueError as exc:
+        raise ValueError(f"{raw!r}: {exc}") from None
 
 
 def dob_from_bounds(first: date, last: date, *, approximate: bool = False) -> Dob:

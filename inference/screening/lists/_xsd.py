@@ -8,7 +8,9 @@ optional attributes, element-only or simple content, and the built-in types stri
 date and dateTime. ``compile_schema`` turns such a schema into plain tables and refuses any schema
 that uses more (a choice, a wildcard, mixed content, a facet, a default...), so the checker never
 silently under-checks; ``check`` then validates an element tree against them in a single walk.
-The tests cross-check it against xmlschema's own validation on valid and invalid documents.
+The tests cross-check it against xmlschema's own validation on valid and invalid documents. At
+the edges it is stricter than xmlschema: digits are ASCII only, as XSD defines them (xmlschema
+takes any Unicode digit), and a year before 1 is refused.
 """
 
 from __future__ import annotations

@@ -172,8 +172,9 @@ def _birthdate(feature: Element, value: str) -> _values.Dob:
     if period is None:
         return _values.dob_from_text(value)
     bounds = [text(period.find(n + k)) for k in ("fromDateBegin", "fromDateEnd", "toDateBegin", "toDateEnd")]
-    given = [date.fromisoformat(b[:10]) for b in bounds if b]
+    given = [b for b in bounds if b]
     if not given:
         return _values.dob_from_text(value)
-    return _values.dob_from_bounds(min(given), max(given),
-                                   approximate=_true(period, f"{n}isApproximate"))
+    # From the earliest the period may start to the latest it may end (xs:date: the schema checked them).
+    first_day, last_day = date.fromisoformat(given[0][:10]), date.fromisoformat(given[-1][:10])
+    return _values.dob_from_bounds(first_day, last_day, approximate=_true(period, f"{n}isApproximate"))

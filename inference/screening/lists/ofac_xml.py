@@ -75,7 +75,7 @@ def _entry(el: Element, n: int) -> ListEntry:
     ns = namespace(el.tag)
     kind = KINDS.get(text(el.find(f"{ns}sdnType")).lower(), "unknown")
     b = EntryBuilder(_FMT, f"sdnEntry[{n}]", text(el.find(f"{ns}uid")), kind)
-    b.name(full_name(el, ns))
+    b.primary(full_name(el, ns), "lastName")
     for aka in each(el, f"{ns}akaList", f"{ns}aka"):
         b.name(full_name(aka, ns), weak=text(aka.find(f"{ns}category")).lower() == "weak")
     for p in each(el, f"{ns}programList", f"{ns}program"):

@@ -53,7 +53,7 @@ def parse(data: bytes, name: str) -> SanctionsList:
 def _entry(el: Element, where: str) -> ListEntry:
     kind: EntryKind = "individual" if el.tag == "INDIVIDUAL" else "entity"
     b = EntryBuilder(_FMT, where, text(el.find("REFERENCE_NUMBER")), kind)
-    b.name(" ".join(p for p in (text(el.find(t)) for t in _NAME_PARTS) if p))
+    b.primary(" ".join(p for p in (text(el.find(t)) for t in _NAME_PARTS) if p), "FIRST_NAME")
     b.name(text(el.find("NAME_ORIGINAL_SCRIPT")))
     for alias in el.findall(f"{el.tag}_ALIAS"):
         b.name(text(alias.find("ALIAS_NAME")), weak=text(alias.find("QUALITY")).lower() in _WEAK)
