@@ -28,7 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from inference.screening.entries import ListEntry, SanctionsList
-from inference.screening.match import INITIAL_SIMILARITY, LISTED_SHARE, name_score, token_keys
+from inference.screening.match import (
+    INITIAL_SIMILARITY,
+    LISTED_SHARE,
+    token_keys,
+    token_similarity,
+    weighted_score,
+)
 from inference.screening.normalise import PARTICLES, name_tokens, skeleton
 
 __all__ = ["PREFIX_TOKENS", "IdentifierHit", "ListIndex", "NameHit", "identifier_key"]
@@ -36,7 +42,7 @@ __all__ = ["PREFIX_TOKENS", "IdentifierHit", "ListIndex", "NameHit", "identifier
 PREFIX_TOKENS = 3
 _SLOTS = 64  # token positions per name in a posting's code (a longer name's tokens from the 64th on
 # count as outside its prefix)
-_WHOLE_SLOT = _SLOTS - 1  # the posting of a whole name written together
+_WHOLE_SLOT = _SLOTS - 1  # positions from here on are not filed
 
 _ID_CLEAN = re.compile(r"[^0-9A-Z]")
 
@@ -97,30 +103,43 @@ class ListIndex:
         n = max(1, len(names))
         self._rarest = max(1, n.bit_length())
         self._weights = {t: 1 if t in PARTICLES else max(1, (n // c).bit_length()) for t, c in df.items()}
-        # postings: key -> codes (name index * _SLOTS + token position; _WHOLE_SLOT: the whole name)
-        postings: dict[str, list[int]] = {}
+        # Two levels: a key -> the distinct listed tokens filed under it; a token -> its postings,
+        # codes name index * _SLOTS + position (the names it is a prefix token of). A query's tokens
+        # meet a few dozen listed tokens by key; only those alike enough reach their postings.
+        tokens_of: dict[str, set[int]] = {}
+        vocab: dict[str, int] = {}
+        token_postings: list[list[int]] = []
+        wholes: dict[str, list[int]] = {}
         # per name, for the bound in ``candidates``: the weight of each token (flat, from offset),
         # the name's whole weight, and the part outside its prefix (tokens no key is filed for)
         flat: list[int] = []
         offsets, totals, outsides = [], [], []
+        self._name_weights: list[tuple[int, ...]] = []
         for i, (*_, toks) in enumerate(names):
             informative = [t for t in toks if t not in PARTICLES] or list(toks)
             prefix = set(sorted(set(informative), key=lambda t: (df[t], t))[:PREFIX_TOKENS])
             weights = [self.weight(t) for t in toks]
+            self._name_weights.append(tuple(weights))
             offsets.append(len(flat))
             flat.extend(weights[:_WHOLE_SLOT])
             totals.append(sum(weights))
             outsides.append(sum(w for p, (t, w) in enumerate(zip(toks, weights, strict=True))
                                 if t not in prefix or p >= _WHOLE_SLOT))
-            filed: set[tuple[str, int]] = set()
             for p, t in enumerate(toks[:_WHOLE_SLOT]):
                 if t in prefix:
-                    filed.update((key, p) for key in token_keys(t))
+                    tid = vocab.get(t)
+                    if tid is None:
+                        tid = vocab[t] = len(token_postings)
+                        token_postings.append([])
+                        for key in token_keys(t):
+                            tokens_of.setdefault(key, set()).add(tid)
+                    token_postings[tid].append(i * _SLOTS + p)
             if len(toks) > 1:
-                filed.add(("=" + skeleton("".join(toks)), _WHOLE_SLOT))
-            for key, p in filed:
-                postings.setdefault(key, []).append(i * _SLOTS + p)
-        self._postings = {k: np.array(sorted(v), dtype=np.int64) for k, v in postings.items()}
+                wholes.setdefault(skeleton("".join(toks)), []).append(i)
+        self._tokens_of = {k: tuple(sorted(v)) for k, v in tokens_of.items()}
+        self._vocab = sorted(vocab, key=vocab.__getitem__)
+        self._token_postings = [np.array(v, dtype=np.int64) for v in token_postings]
+        self._wholes = {k: tuple(v) for k, v in wholes.items()}
         self._flat = np.array([*flat, 0], dtype=np.float64)
         self._offset = np.array(offsets, dtype=np.int64)
         self._total = np.array(totals, dtype=np.float64)
@@ -146,33 +165,45 @@ class ListIndex:
         """The names that share a key with ``tokens`` and could still score ``floor`` (indexes into
         the index's name table, ascending).
 
-        The bound: each token of a listed name that a key found counts as found whole, each one
-        outside its prefix too (never looked up), and each other one as not found (tokens that
-        share no key are not alike: ``match.token_similarity``) or, when the query has initials, as
-        found at ``INITIAL_SIMILARITY``; the query's own coverage as complete. A name whose bound
-        is under ``floor`` cannot reach it and is not scored."""
-        keys: set[str] = set()
+        The bound: each prefix token of a listed name counts as found as alike as the query token
+        most like it (``match.token_similarity``, which is 0 for tokens that share no key), each
+        token outside its prefix as found whole (never looked up), and each prefix token no key
+        found as not found or, when the query has initials, as found at ``INITIAL_SIMILARITY``;
+        the query's own coverage as complete; a name written together the same way as the query
+        is always scored. A name whose bound is under ``floor`` cannot reach it and is not
+        scored."""
+        listed: set[int] = set()
         for t in tokens:
-            keys |= token_keys(t)
-        if len(tokens) > 1:
-            keys.add("=" + skeleton("".join(tokens)))
-        found = [a for a in (self._postings.get(k) for k in keys) if a is not None]
-        if not found:
-            return []
-        codes = np.unique(np.concatenate(found))
-        ids, slots = np.divmod(codes, _SLOTS)
+            for key in token_keys(t):
+                listed.update(self._tokens_of.get(key, ()))
+        whole = self._wholes.get(skeleton("".join(tokens)), ()) if len(tokens) > 1 else ()
+        arrays, sims = [], []
+        for tid in listed:
+            text = self._vocab[tid]
+            best = max(token_similarity(q, text) for q in tokens)
+            if best > 0.0:
+                arrays.append(self._token_postings[tid])
+                sims.append(best)
         if floor <= 0:
-            return sorted(set(ids.tolist()))
+            found = set(whole)
+            for a in arrays:
+                found.update((a // _SLOTS).tolist())
+            return sorted(found)
+        if not arrays:
+            return sorted(whole)
+        codes = np.concatenate(arrays)
+        sim = np.repeat(np.array(sims), [len(a) for a in arrays])
+        ids, slots = np.divmod(codes, _SLOTS)
         # numpy floats here only choose what is scored (conservatively): scores are integer-exact
-        whole = slots == _WHOLE_SLOT
-        w = np.where(whole, np.inf, self._flat[self._offset[ids] + np.where(whole, 0, slots)])
+        w = self._flat[self._offset[ids] + slots]
         uids, inv = np.unique(ids, return_inverse=True)
         total, outside = self._total[uids], self._outside[uids]
-        got = np.minimum(np.bincount(inv, weights=w), total - outside)
+        keyed = np.bincount(inv, weights=w)  # the weight of the prefix tokens some query token found
+        got = np.bincount(inv, weights=w * sim)  # and how much of it, at best
         unkeyed = INITIAL_SIMILARITY if any(len(t) == 1 for t in tokens) else 0.0
-        cover = (got + outside + unkeyed * (total - outside - got)) / total
+        cover = (got + outside + unkeyed * (total - outside - keyed)) / total
         keep = LISTED_SHARE * cover + (1 - LISTED_SHARE) >= floor / 1000 - 1e-9
-        return [int(i) for i in uids[keep]]
+        return sorted({*(int(i) for i in uids[keep]), *whole})
 
     def match_name(self, text: str, floor: int) -> list[NameHit]:
         """Each entry whose best name scores at least ``floor`` against ``text``, best first
@@ -181,9 +212,10 @@ class ListIndex:
         if not toks:
             return []
         best: dict[tuple[int, str], NameHit] = {}
+        wq = [self.weight(t) for t in toks]
         for i in self.candidates(toks, floor):
             pos, entry, k, listed = self._names[i]
-            score = name_score(toks, listed, self.weight)
+            score = weighted_score(toks, wq, listed, self._name_weights[i])
             if entry.weak_aliases and k in entry.weak_aliases:
                 score = score * 9 // 10  # a weak alias: the list itself doubts it
             if score < floor:

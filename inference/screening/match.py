@@ -5,19 +5,23 @@ and how little of the query is left unexplained. Every token of the listed name 
 partner among the query's tokens (each query token partners one listed token at most, best pairs
 first); a pair's similarity is the larger of
 
-- Jaro-Winkler averaged with Levenshtein similarity on the tokens (``rapidfuzz``), and
-- the same on their skeletons (transliteration folds, vowels out), discounted by
-  ``SKELETON_DISCOUNT``, so "Mukhammad" still finds "Mohammed" but less surely than itself;
+- Jaro-Winkler averaged with the optimal-string-alignment similarity on the tokens (``rapidfuzz``),
+- the same on their skeletons (transliteration folds, vowels as one), discounted by
+  ``SKELETON_DISCOUNT``, for skeletons of ``SKELETON_MIN`` letters or more, so "Mukhammad" still
+  finds "Mohammed" but less surely than itself;
 
-an initial ("J") matches a token it begins at ``INITIAL_SIMILARITY``; tokens that share no key of
-``token_keys`` (exact, skeleton, skeleton one letter apart) are not alike at all. Tokens weigh what they tell
-about identity (``weight``: rare tokens much, common ones and particles little), so "Mohammed Ali"
-alone does not reach "Mohammed Ali Hassan". The score is ``LISTED_SHARE`` of the listed name's
-weighted coverage plus the rest of the query's, and the same names written without spaces
-("Jinping" / "Jin Ping") are compared as whole strings too.
+times ``FIRST_LETTER_DIFFERS`` when the first letters differ even once folded ("Jason" / "Mason");
+below ``TOKEN_FLOOR`` it is 0 (a different word, not a variant). An initial ("J") matches a token
+it begins at ``INITIAL_SIMILARITY``; tokens that share no key of ``token_keys`` (exact, skeleton,
+skeleton one letter apart) are not alike at all, so the index's bound is exact. Tokens weigh what
+they tell about identity (``weight``: rare tokens much, common ones and particles little), so
+"Mohammed Ali" alone does not reach "Mohammed Ali Hassan". The score is ``LISTED_SHARE`` of the
+listed name's weighted coverage plus the rest of the query's, and names split into a different
+number of tokens ("Jinping" / "Jin Ping") are compared as whole strings too.
 
-Scores are integers, 0-1000: computed from Jaro-Winkler's exact ratios and integer weights, then
-rounded once, so two machines give the same score and the decision record can hash it.
+Scores are integers, 0-1000: computed from exact ratios of string lengths and edit counts and
+integer weights, then rounded once, so two machines give the same score and a decision record can
+hash it.
 """
 
 from __future__ import annotations
@@ -25,16 +29,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from rapidfuzz.distance import JaroWinkler, Levenshtein
+from rapidfuzz.distance import OSA, JaroWinkler
 
 from inference.screening.normalise import skeleton
 
 __all__ = ["INITIAL_SIMILARITY", "LISTED_SHARE", "SKELETON_DISCOUNT", "name_score", "token_keys",
-           "token_similarity"]
+           "token_similarity", "weighted_score"]
 
 SKELETON_DISCOUNT = 0.94
+SKELETON_MIN = 5  # skeletons shorter than this say too little to compare
+JOINED_FLOOR = 0.95  # names written together count only when that alike, as one word
+FIRST_LETTER_DIFFERS = 0.9  # two tokens whose first letters differ, even once folded
+TOKEN_FLOOR = 0.8  # two tokens less alike than this are different words: "romanenko" / "romaniuk"
 INITIAL_SIMILARITY = 0.90
-LISTED_SHARE = 0.8
+LISTED_SHARE = 0.75
 
 
 @functools.lru_cache(maxsize=262_144)
@@ -44,11 +52,16 @@ def token_keys(token: str) -> frozenset[str]:
     (both lose the changed letter, or the longer loses the one added)."""
     sk = skeleton(token)
     keys = {token, "-" + sk}
-    if len(sk) >= 4:
-        keys.update("-" + sk[:i] + sk[i + 1:] for i in range(len(sk)))
+    if len(sk) >= 4:  # a deletion that leaves a doubled letter leaves it single, as skeletons have it
+        keys.update("-" + _single(sk[:i] + sk[i + 1:]) for i in range(len(sk)))
     return frozenset(keys)
 
 
+def _single(s: str) -> str:
+    return "".join(ch for i, ch in enumerate(s) if i == 0 or ch != s[i - 1])
+
+
+@functools.lru_cache(maxsize=1_048_576)  # a bank's parties and a list's names reuse few words
 def token_similarity(a: str, b: str) -> float:
     """0-1: how alike two normalised tokens are (see the module's text); 0 for tokens that share
     no key (``token_keys``), however their letters compare: what the index cannot find does not
@@ -62,47 +75,42 @@ def token_similarity(a: str, b: str) -> float:
         return 0.0
     direct = _alike(a, b)
     sa, sb = skeleton(a), skeleton(b)
-    folded = 1.0 if sa == sb else _alike(sa, sb)
-    return max(direct, folded * SKELETON_DISCOUNT)
+    sim = direct
+    if min(len(sa), len(sb)) >= SKELETON_MIN:  # short skeletons collide: "dinh" / "duong", "zhang" / "zhong"
+        sim = max(sim, (1.0 if sa == sb else _alike(sa, sb)) * SKELETON_DISCOUNT)
+    if a[0] != b[0] and sa[0] != sb[0]:  # "jason" / "mason", "ronald" / "donald": names, not typos
+        sim *= FIRST_LETTER_DIFFERS
+    return sim if sim >= TOKEN_FLOOR else 0.0
 
 
 def _alike(a: str, b: str) -> float:
-    """Jaro-Winkler averaged with Levenshtein similarity: Jaro-Winkler alone forgives a different
-    ending too much ("john" / "johnson" 0.94, "kovalev" / "kovalenko" 0.93)."""
-    return (JaroWinkler.normalized_similarity(a, b) + Levenshtein.normalized_similarity(a, b)) / 2
-
-
-def _align(query: Sequence[str], listed: Sequence[str]) -> list[tuple[int, int, float]]:
-    """Best one-to-one pairs (query index, listed index, similarity), best first."""
-    pairs = sorted(((token_similarity(q, t), i, j) for i, q in enumerate(query)
-                    for j, t in enumerate(listed)), reverse=True)
-    used_q: set[int] = set()
-    used_l: set[int] = set()
-    out = []
-    for sim, i, j in pairs:
-        if sim <= 0.0 or i in used_q or j in used_l:
-            continue
-        used_q.add(i)
-        used_l.add(j)
-        out.append((i, j, sim))
-    return out
+    """Jaro-Winkler averaged with the optimal-string-alignment similarity (Levenshtein with a swap
+    of two neighbours as one edit): Jaro-Winkler alone forgives a different ending too much
+    ("john" / "johnson" 0.94, "kovalev" / "kovalenko" 0.93)."""
+    return (JaroWinkler.normalized_similarity(a, b) + OSA.normalized_similarity(a, b)) / 2
 
 
 def name_score(query: Sequence[str], listed: Sequence[str], weight: Callable[[str], int]) -> int:
     """0-1000: how well the query's tokens match the listed name's (see the module's text)."""
+    return weighted_score(query, [weight(t) for t in query], listed, [weight(t) for t in listed])
+
+
+def weighted_score(query: Sequence[str], wq: Sequence[int], listed: Sequence[str], wl: Sequence[int]) -> int:
+    """``name_score`` with the tokens' weights given (an index keeps its names' weights)."""
     if not query or not listed:
         return 0
-    wl = [weight(t) for t in listed]
-    wq = [weight(t) for t in query]
+    pairs = [(sim, i, j) for i, q in enumerate(query) for j, t in enumerate(listed)
+             if (sim := token_similarity(q, t)) > 0.0]
+    pairs.sort(reverse=True)  # best pairs first, one partner each: ties by position, the same every run
     found_l = [0.0] * len(listed)
     found_q = [0.0] * len(query)
-    for i, j, sim in _align(query, listed):
-        found_l[j] = sim
-        found_q[i] = sim
+    for sim, i, j in pairs:
+        if found_q[i] == 0.0 and found_l[j] == 0.0:
+            found_l[j] = found_q[i] = sim
     cover_l = sum(w * f for w, f in zip(wl, found_l, strict=True)) / sum(wl)
     cover_q = sum(w * f for w, f in zip(wq, found_q, strict=True)) / sum(wq)
     score = LISTED_SHARE * cover_l + (1 - LISTED_SHARE) * cover_q
-    if len(query) != len(listed) or score < 1.0:  # "xi jin ping" and "xi jinping": the whole strings
-        joined = JaroWinkler.normalized_similarity("".join(query), "".join(listed))
-        score = max(score, joined * SKELETON_DISCOUNT if joined >= 0.95 else 0.0)
+    if len(query) != len(listed):  # "xi jin ping" and "xi jinping": the names written together
+        joined = _alike("".join(query), "".join(listed))
+        score = max(score, joined * SKELETON_DISCOUNT if joined >= JOINED_FLOOR else 0.0)
     return round(score * 1000)

@@ -15,10 +15,10 @@ of a comparison went through identical steps:
    and the same form.
 
 ``skeleton`` folds a token further for the comparisons that must survive transliteration: the
-spellings that the romanisation standards and common practice differ on (``x``/``ks``, ``y``/
-``j``/``i``, ``kh``/``h``, ``dh``/``d``, ``th``/``t``, ``ph``/``f``, ``w``/``v``, ``q``/``g``/``k``,
-doubled letters) and then every
-vowel, since Arabic and Hebrew scripts write few of them. Skeletons find candidates and give a
+spellings that romanisation standards and common practice differ on (``x``/``ks``, ``y``/``j``/
+``i``, ``kh``/``h``, ``ts``/``c``, ``dh``/``d``, ``th``/``t``, ``ph``/``f``, ``w``/``v``, ``q``/
+``k``, ``g``/``h`` as Ukrainian writes ``Г``, doubled letters) and every vowel as one, so that
+"Mohammed", "Muhammad" and "Mukhammad" share one skeleton. Skeletons find candidates and give a
 second, discounted similarity; they never decide alone.
 
 Pure functions of their input, the same bits on every machine: the decision record hashes what
@@ -98,7 +98,7 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 def _is_cjk(ch: str) -> bool:
     o = ord(ch)
     return (0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0x20000 <= o <= 0x2A6DF
-            or 0xF900 <= o <= 0xFAFF or 0xAC00 <= o <= 0xD7AF)  # CJK ideographs and Hangul syllables
+            or 0xF900 <= o <= 0xFAFF)  # CJK ideographs (Hangul words are written apart already)
 
 
 def normalise(text: str) -> str:
@@ -155,24 +155,21 @@ def name_tokens(text: str) -> Name:
     return Name(tuple(tokens), tuple(forms))
 
 
-_FOLDS = (("kh", "h"), ("ph", "f"), ("dh", "d"), ("th", "t"), ("gh", "g"), ("x", "ks"), ("q", "k"),
-          ("g", "k"), ("w", "v"), ("ck", "k"), ("c", "k"), ("dzh", "j"), ("zh", "j"), ("tsch", "ch"),
-          ("tch", "ch"), ("sch", "sh"))
+_FOLDS = (("tsch", "ch"), ("tch", "ch"), ("sch", "sh"), ("dzh", "j"), ("zh", "j"), ("kh", "h"),
+          ("ph", "f"), ("dh", "d"), ("th", "t"), ("gh", "g"), ("ck", "k"), ("x", "ks"), ("ts", "c"),
+          ("q", "k"), ("g", "h"), ("w", "v"), ("c", "k"))
 _VOWELS = re.compile(r"[aeiouyj]")  # j and y stand for the vowel i in several romanisations
 
 
 @functools.lru_cache(maxsize=262_144)
 def skeleton(token: str) -> str:
-    """The consonants of ``token`` once transliteration variants are folded, doubled letters made
-    single: ``mohammed``, ``muhammad`` and ``mukhammad`` -> ``mhmd``. Never empty for a non-empty
-    token (an all-vowel token keeps its first letter)."""
+    """``token`` with transliteration variants folded, every vowel written ``a`` and doubled
+    letters made single: ``mohammed``, ``muhammad`` and ``mukhammad`` -> ``mahamad``."""
     s = token
     for a, b in _FOLDS:
         if a in s:
             s = s.replace(a, b)
-    s = _VOWELS.sub("", s)
-    if not s:
-        return token[:1]
+    s = _VOWELS.sub("a", s)
     out = [s[0]]
     for ch in s[1:]:
         if ch != out[-1]:
