@@ -101,7 +101,9 @@ def weighted_score(query: Sequence[str], wq: Sequence[int], listed: Sequence[str
         return 0
     pairs = [(sim, i, j) for i, q in enumerate(query) for j, t in enumerate(listed)
              if (sim := token_similarity(q, t)) > 0.0]
-    pairs.sort(reverse=True)  # best pairs first, one partner each: ties by position, the same every run
+    # best pairs first, one partner each; among equally alike pairs the heavier listed token first
+    # (an initial partners the name that tells more, whatever the order the names are written in)
+    pairs.sort(key=lambda x: (-x[0], -wl[x[2]], -wq[x[1]], x[2], x[1]))
     found_l = [0.0] * len(listed)
     found_q = [0.0] * len(query)
     for sim, i, j in pairs:

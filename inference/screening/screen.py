@@ -27,13 +27,14 @@ from typing import Any
 
 from inference.messages.transaction import Party, Transaction
 from inference.screening.index import ListIndex, NameHit
-from inference.screening.match import name_score
+from inference.screening.match import name_score, token_similarity
 from inference.screening.normalise import name_tokens
 
-__all__ = ["COUNTRY_AGREES", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES", "KIND_DISAGREES", "Hit",
-           "Screening", "screen", "screen_name", "screen_text"]
+__all__ = ["COUNTRY_AGREES", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES", "KIND_DISAGREES",
+           "MAX_NAME_TOKENS", "Hit", "Screening", "screen", "screen_name", "screen_text"]
 
 DEFAULT_FLOOR = 800
+MAX_NAME_TOKENS = 24  # more words than a name has: screened as free text
 DOB_AGREES = 30
 DOB_DISAGREES = 80
 COUNTRY_AGREES = 20
@@ -101,8 +102,14 @@ def _adjust(hit: NameHit, party: Party | None, is_company: bool) -> int:
 
 def screen_name(index: ListIndex, where: str, text: str, party: Party | None = None,
                 floor: int = DEFAULT_FLOOR) -> list[Hit]:
-    """Hits for one name (a party's, or any name a caller has)."""
-    is_company = bool(name_tokens(text).forms)
+    """Hits for one name (a party's, or any name a caller has). A "name" of more than
+    ``MAX_NAME_TOKENS`` words is screened as free text, so that padding a listed name with other
+    words cannot bury it (nor make the comparison slow)."""
+    name = name_tokens(text)
+    if len(name.tokens) > MAX_NAME_TOKENS:
+        return [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, "name")
+                for h in screen_text(index, where, text, floor)]
+    is_company = bool(name.forms)
     out = []
     for h in index.match_name(text, floor - COUNTRY_AGREES - DOB_AGREES):
         score = _adjust(h, party, is_company)
@@ -114,20 +121,21 @@ def screen_name(index: ListIndex, where: str, text: str, party: Party | None = N
 
 
 def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
-    """Listed names and places inside free text: each candidate scored on the windows of words
-    as long as its name (and one longer), the best window kept."""
+    """Listed names and places inside free text: each candidate scored on the windows of words as
+    long as its name (and one longer) around the words alike one of its own, the best kept."""
     toks = name_tokens(text).tokens
     if not toks:
         return []
     best: dict[tuple[int, str], Hit] = {}
     for i in index.candidates(toks, floor):
         pos, entry, k, listed = index.names[i]
-        n = len(listed)
+        near = [p for p, t in enumerate(toks) if any(token_similarity(t, x) > 0.0 for x in listed)]
         score = 0
-        for size in {n, n + 1}:
-            for start in range(max(1, len(toks) - size + 1)):
-                window = toks[start:start + size]
-                score = max(score, name_score(window, listed, index.weight))
+        for size in (len(listed), len(listed) + 1):
+            starts = {s for p in near for s in range(p - size + 1, p + 1)
+                      if s >= 0 and (s + size <= len(toks) or s == 0)}
+            for start in sorted(starts):
+                score = max(score, name_score(toks[start:start + size], listed, index.weight))
         if score < floor:
             continue
         lst = index.lists[pos]
