@@ -8,15 +8,42 @@ identifiers and BICs keep their first appearance and drop repeats.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import gc
+from collections.abc import Callable, Iterable
 from datetime import date
+from typing import ParamSpec, TypeVar
 
 from inference.screening.entries import EntryId, EntryKind, ListEntry, SanctionsList, Source
 from inference.screening.errors import ListFormatError
 
 from ._values import Dob
 
-__all__ = ["EntryBuilder", "assemble"]
+__all__ = ["EntryBuilder", "assemble", "without_gc_pauses"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def without_gc_pauses(parse: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``parse`` with Python's cyclic garbage collector paused while it runs (if it was on).
+
+    Reading a list makes millions of objects and no reference cycles (an element tree has no
+    parent links; entries are frozen values), yet each collection rescans every object still
+    alive: with it running, a 30,000-entry list took a quarter longer to read. Reference counting
+    frees everything as usual; the collector is on again when ``parse`` returns or raises, unless
+    it was off before.
+    """
+    @functools.wraps(parse)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return parse(*args, **kwargs)
+        finally:
+            if was_on:
+                gc.enable()
+    return paused
 
 
 def _clean(text: str | None) -> str:

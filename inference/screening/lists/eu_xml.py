@@ -19,7 +19,7 @@ from inference.screening.entries import EntryKind, ListEntry, SanctionsList
 from inference.screening.errors import ListFormatError
 
 from . import _values
-from ._build import EntryBuilder, assemble
+from ._build import EntryBuilder, assemble, without_gc_pauses
 from ._xml import ListXml, require_placed
 
 __all__ = ["FORMAT", "NAMESPACE", "parse"]
@@ -32,6 +32,7 @@ _ROOT, _ENTRY = f"{_NS}export", f"{_NS}sanctionEntity"
 _KINDS: dict[str, EntryKind] = {"person": "individual", "enterprise": "entity"}
 
 
+@without_gc_pauses
 def parse(data: bytes, name: str) -> SanctionsList:
     """The entries of an EU FSF XML file; ``ListFormatError`` for a file that is not one, or for
     any entry that cannot be read whole."""

@@ -36,7 +36,7 @@ from inference.screening.entries import ENTRY_KINDS, EntryKind, ListEntry, Sanct
 from inference.screening.errors import ListFormatError
 
 from . import _values
-from ._build import EntryBuilder, assemble
+from ._build import EntryBuilder, assemble, without_gc_pauses
 
 __all__ = ["CSV_FORMAT", "CSV_HEADER", "JSON_FORMAT", "MAX_INTERNAL_BYTES", "parse_csv", "parse_json"]
 
@@ -60,6 +60,7 @@ def _text(data: bytes, fmt: str) -> str:
         raise ListFormatError(fmt, "file", f"not UTF-8 (invalid byte at offset {exc.start})") from None
 
 
+@without_gc_pauses
 def parse_csv(data: bytes, name: str, *, published: date | None = None) -> SanctionsList:
     """The entries of an internal list in CSV, published on ``published`` (the file does not say)."""
     fmt = "internal-csv"
@@ -105,6 +106,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
+@without_gc_pauses
 def parse_json(data: bytes, name: str) -> SanctionsList:
     """The entries of an internal list in JSON; its ``list`` must be ``name``."""
     fmt = "internal-json"

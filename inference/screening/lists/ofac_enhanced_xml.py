@@ -33,7 +33,7 @@ from inference.screening.entries import ListEntry, SanctionsList
 from inference.screening.errors import ListFormatError
 
 from . import _values
-from ._build import EntryBuilder, assemble
+from ._build import EntryBuilder, assemble, without_gc_pauses
 from ._xml import ListXml, each, first, text, text_at
 from ._xsd import Decl, SchemaFault, check, compile_schema
 from .ofac_xml import KINDS
@@ -71,6 +71,7 @@ def _particle(decl: Decl, tag: str) -> Decl:
     return decl.children[decl.by_tag[tag]].decl
 
 
+@without_gc_pauses
 def parse(data: bytes, name: str) -> SanctionsList:
     """The entries of an OFAC ENHANCED_XML file, valid under OFAC's schema; ``ListFormatError``
     naming the first element that breaks the schema or cannot be read."""

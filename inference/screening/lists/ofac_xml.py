@@ -27,7 +27,7 @@ from inference.screening.entries import EntryKind, ListEntry, SanctionsList
 from inference.screening.errors import ListFormatError
 
 from . import _values
-from ._build import EntryBuilder, assemble
+from ._build import EntryBuilder, assemble, without_gc_pauses
 from ._xml import ListXml, each, namespace, require_placed, text, text_at
 
 __all__ = ["FORMAT", "NAMESPACES", "parse"]
@@ -49,6 +49,7 @@ NOT_IDENTIFIERS = ("gender", "additional sanctions information", "secondary sanc
                    "caatsa section")
 
 
+@without_gc_pauses
 def parse(data: bytes, name: str, *, source: Literal["ofac-sdn", "ofac-consolidated"]) -> SanctionsList:
     """The entries of an OFAC classic XML file, as list ``source``; ``ListFormatError`` for a file
     that is not one, or for any entry that cannot be read whole."""

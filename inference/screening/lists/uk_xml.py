@@ -22,7 +22,7 @@ from inference.screening.entries import EntryKind, ListEntry, SanctionsList
 from inference.screening.errors import ListFormatError
 
 from . import _values
-from ._build import EntryBuilder, assemble
+from ._build import EntryBuilder, assemble, without_gc_pauses
 from ._xml import ListXml, each, require_placed, text
 
 __all__ = ["FORMAT", "parse"]
@@ -36,6 +36,7 @@ _IDENTIFIERS = (("PassportNumber", "Passport"), ("NationalIdentifierNumber", "Na
 _UK_DOB = re.compile(r"(\d{1,2}|dd)/(\d{1,2}|mm)/(\d{4})", re.IGNORECASE)
 
 
+@without_gc_pauses
 def parse(data: bytes, name: str) -> SanctionsList:
     """The entries of a UK Sanctions List XML file; ``ListFormatError`` for a file that is not one,
     or for any entry that cannot be read whole."""

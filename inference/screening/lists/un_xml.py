@@ -18,7 +18,7 @@ from inference.screening.entries import EntryKind, ListEntry, SanctionsList
 from inference.screening.errors import ListFormatError
 
 from . import _values
-from ._build import EntryBuilder, assemble
+from ._build import EntryBuilder, assemble, without_gc_pauses
 from ._xml import ListXml, each, require_placed, text
 
 __all__ = ["FORMAT", "parse"]
@@ -29,6 +29,7 @@ _NAME_PARTS = ("FIRST_NAME", "SECOND_NAME", "THIRD_NAME", "FOURTH_NAME")
 _WEAK = ("low", "very low")
 
 
+@without_gc_pauses
 def parse(data: bytes, name: str) -> SanctionsList:
     """The entries of a UN consolidated list file; ``ListFormatError`` for a file that is not one,
     or for any entry that cannot be read whole."""

@@ -4,6 +4,7 @@ is refused whole, with a message naming the element or line and the problem."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from collections.abc import Callable
 from datetime import date
@@ -258,6 +259,19 @@ def test_where_a_format_states_its_source_and_date_the_file_wins() -> None:
     lst = load(UN, "un-xml", "un", source="un", published=date(2000, 1, 1))
     assert (lst.source, lst.published) == ("un", date(2026, 2, 27))
     assert load(ENH, "ofac-enhanced-xml", "e", source="ofac-consolidated").source == "ofac-sdn"
+
+
+def test_reading_a_list_leaves_the_garbage_collector_as_it_found_it() -> None:
+    assert gc.isenabled()
+    loaded("un-xml")
+    refusal(b"<CONSOLIDATED_LIST>", "un-xml")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        loaded("un-xml")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 # --- refused: anything but a whole file of the format --------------------------------------------
