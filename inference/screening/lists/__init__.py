@@ -18,10 +18,11 @@ format                    file                                          source
 the list's name when that is "ofac-sdn" or "ofac-consolidated", and refuses to guess otherwise.
 Every other format says (or is) its source, and that is the one used.
 
-Every XML format is parsed by defusedxml with DTDs refused (no entity is declared, expanded or
-fetched), streamed entry by entry. Every parser refuses, naming the element or line: a file that
-is not of its format, an entry without an id or a name, an id given twice, a date it cannot read,
-a SWIFT BIC that is not 8 or 11 characters. Nothing of a refused file is returned.
+Every XML file's prolog is read by defusedxml with DTDs refused, so no entity is declared, expanded
+or fetched; the entries then stream one by one (``_xml`` says why that is safe). Every parser
+refuses, naming the element or line: a file that is not of its format, an entry without an id or
+a name, an id given twice, a date it cannot read, a SWIFT BIC that is not 8 or 11 characters.
+Nothing of a refused file is returned.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import date
+from typing import Literal
 
 __all__ = ["Dob", "bic", "country_code", "dob_from_bounds", "dob_from_text", "iso_country", "parse_date"]
 
@@ -168,7 +169,7 @@ _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ].*|Z|[+-]\d{2}:\d{2})?")
 _US_DATE = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
 
 
-def parse_date(text: str, *, order: str = "iso") -> date:
+def parse_date(text: str, *, order: Literal["iso", "mdy", "dmy"] = "iso") -> date:
     """A publication or listing date: ISO 8601 (a time and offset after it are ignored: the date
     is the one the list states), or ``order="mdy"`` / ``"dmy"`` for OFAC's 04/22/2020 and the UK's
     22/04/2020."""

@@ -120,7 +120,7 @@ class ListXml:
         root = self.root
         if root.tag not in names:
             raise ListFormatError(self._fmt, "root", f"the root element is {_shown(root.tag)}, "
-                                  f"not {what}: this is not a {self._fmt} file")
+                                  f"not {what}: this is not a file of format {self._fmt}")
         return root
 
 

@@ -67,7 +67,6 @@ def _schema() -> Decl:
 
 
 def _particle(decl: Decl, tag: str) -> Decl:
-    assert decl.by_tag is not None
     return decl.children[decl.by_tag[tag]].decl
 
 
