@@ -21,11 +21,13 @@ list contains the weight of the rarest.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from anyascii import anyascii
 
 from inference.screening.entries import ListEntry, SanctionsList
 from inference.screening.match import (
@@ -48,8 +50,9 @@ _ID_CLEAN = re.compile(r"[^0-9A-Z]")
 
 
 def identifier_key(value: str) -> str:
-    """An identifier as compared: upper case, letters and digits only ("AB 123-456" -> "AB123456")."""
-    return _ID_CLEAN.sub("", value.upper())
+    """An identifier as compared: NFKC, in ASCII (other digits as ASCII digits), upper case,
+    letters and digits only ("AB 123-456" -> "AB123456", "１０２７" -> "1027")."""
+    return _ID_CLEAN.sub("", anyascii(unicodedata.normalize("NFKC", value)).upper())
 
 
 @dataclass(frozen=True)
@@ -123,8 +126,10 @@ class ListIndex:
             offsets.append(len(flat))
             flat.extend(weights[:_WHOLE_SLOT])
             totals.append(sum(weights))
+            # outside: never looked up, so counted as found; a listed initial too ("J. Smith": any
+            # query word it begins may partner it, with no key in common)
             outsides.append(sum(w for p, (t, w) in enumerate(zip(toks, weights, strict=True))
-                                if t not in prefix or p >= _WHOLE_SLOT))
+                                if t not in prefix or p >= _WHOLE_SLOT or len(t) == 1))
             for p, t in enumerate(toks[:_WHOLE_SLOT]):
                 if t in prefix:
                     tid = vocab.get(t)
@@ -176,11 +181,26 @@ class ListIndex:
         for t in tokens:
             for key in token_keys(t):
                 listed.update(self._tokens_of.get(key, ()))
-        whole = self._wholes.get(skeleton("".join(tokens)), ()) if len(tokens) > 1 else ()
+        joined = "".join(tokens)
+        together: set[int] = set()  # "Sevmor Neftegaz": one listed word written apart
+        whole: tuple[int, ...] = ()
+        if len(tokens) > 1:  # the joined words by themselves and by skeleton (no typo keys: not a word)
+            sk = skeleton(joined)
+            for key in (joined, "-" + sk):
+                together.update(self._tokens_of.get(key, ()))
+            together -= listed
+            whole = self._wholes.get(sk, ())
+        elif len(joined) > 3:  # "XiJinping": a listed name of several words, written together
+            whole = self._wholes.get(skeleton(joined), ())
         arrays, sims = [], []
-        for tid in listed:
+        for tid, against in ((t, tokens) for t in listed):
             text = self._vocab[tid]
-            best = max(token_similarity(q, text) for q in tokens)
+            best = max(token_similarity(q, text) for q in against)
+            if best > 0.0:
+                arrays.append(self._token_postings[tid])
+                sims.append(best)
+        for tid in together:
+            best = token_similarity(joined, self._vocab[tid])
             if best > 0.0:
                 arrays.append(self._token_postings[tid])
                 sims.append(best)

@@ -52,7 +52,9 @@ def token_keys(token: str) -> frozenset[str]:
     (both lose the changed letter, or the longer loses the one added)."""
     sk = skeleton(token)
     keys = {token, "-" + sk}
-    if len(sk) >= 4:  # a deletion that leaves a doubled letter leaves it single, as skeletons have it
+    # a deletion that leaves a doubled letter leaves it single, as skeletons have it; a "word" over
+    # 40 letters is no name: its deletions would cost its length squared
+    if 4 <= len(sk) <= 40:
         keys.update("-" + _single(sk[:i] + sk[i + 1:]) for i in range(len(sk)))
     return frozenset(keys)
 
@@ -98,6 +100,8 @@ def name_score(query: Sequence[str], listed: Sequence[str], weight: Callable[[st
 def weighted_score(query: Sequence[str], wq: Sequence[int], listed: Sequence[str], wl: Sequence[int]) -> int:
     """``name_score`` with the tokens' weights given (an index keeps its names' weights)."""
     if not query or not listed:
+        return 0
+    if all(len(q) == 1 for q in query):  # initials alone ("A K") identify nobody
         return 0
     pairs = [(sim, i, j) for i, q in enumerate(query) for j, t in enumerate(listed)
              if (sim := token_similarity(q, t)) > 0.0]

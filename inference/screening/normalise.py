@@ -9,7 +9,10 @@ of a comparison went through identical steps:
    ideograph becomes its own syllable token, as pinyin is written apart in lists);
 3. lower case; apostrophes and modifier letters dropped inside a word (``Naval'nyy``, ``O'Brien``),
    every other punctuation mark a word break;
-4. honorifics and titles dropped (``mr``, ``dr``, ``sheikh``, ``general``, ...), legal forms of
+4. digits written for letters inside a word read as those letters ("K0VA1EV"), four or more single
+   letters in a row joined ("K.O.V.A.L.E.V"), a word break written as a capital letter split
+   ("AleksandrKovalev"); honorifics and titles leading a name that has no legal form dropped
+   (``mr``, ``dr``, ``sheikh``, ``general``, ...), legal forms of
    companies (``limited``, ``l.l.c.``, ``gmbh``, ``ooo``, ...) taken out of the name and returned
    apart as canonical forms, so "Acme Trading Limited" and "ACME TRADING LTD" have the same tokens
    and the same form.
@@ -93,6 +96,8 @@ PARTICLES = frozenset({
 
 _APOSTROPHES = re.compile(r"['`\u2018\u2019\u02bc\u02bb\u02b9\u02bf\u02be]")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_CAMEL = re.compile(r"([a-z])(?=[A-Z][a-z]{2})")  # a word break written as a capital letter
+_LEET = str.maketrans("013457", "oleast")  # digits written for letters inside a word: "K0VA1EV"
 
 
 def _is_cjk(ch: str) -> bool:
@@ -109,7 +114,7 @@ def normalise(text: str) -> str:
             if any(_is_cjk(ch) for ch in text) else text
         text = _APOSTROPHES.sub("", text)  # before anyascii, which writes some as apostrophes
         text = anyascii(text)
-    text = _APOSTROPHES.sub("", text.lower())
+    text = _CAMEL.sub(r"\1 ", _APOSTROPHES.sub("", text)).lower()  # "AleksandrKovalev", "XiJinping"
     return " ".join(_NON_ALNUM.sub(" ", text).split())
 
 
@@ -135,7 +140,8 @@ class Name:
 def name_tokens(text: str) -> Name:
     """Steps 1-4: the tokens that identify the name, and its legal forms apart (cached: the same
     names recur in a bank's payments)."""
-    words = normalise(text).split()
+    words = _joined_letters([w.translate(_LEET) if not w.isdigit() and not w.isalpha() else w
+                             for w in normalise(text).split()])
     tokens: list[str] = []
     forms: list[str] = []
     i = 0
@@ -149,10 +155,28 @@ def name_tokens(text: str) -> Name:
                 i += n
                 break
         else:
-            if words[i] not in HONORIFICS or len(words) == 1:
-                tokens.append(words[i])
+            tokens.append(words[i])
             i += 1
+    if not forms:  # a title leads a person's name; in a company's ("General Trading Co") it is a word
+        while len(tokens) > 1 and tokens[0] in HONORIFICS:
+            tokens.pop(0)
     return Name(tuple(tokens), tuple(forms))
+
+
+def _joined_letters(words: list[str]) -> list[str]:
+    """A run of four or more single letters is one word spelt out ("K.O.V.A.L.E.V"); up to three
+    are initials ("J. Q. Smith")."""
+    out: list[str] = []
+    run: list[str] = []
+    for w in [*words, ""]:
+        if len(w) == 1 and w.isalpha():
+            run.append(w)
+            continue
+        out.extend(["".join(run)] if len(run) >= 4 else run)
+        run = []
+        if w:
+            out.append(w)
+    return out
 
 
 _FOLDS = (("tsch", "ch"), ("tch", "ch"), ("sch", "sh"), ("dzh", "j"), ("zh", "j"), ("kh", "h"),

@@ -12,7 +12,7 @@ and its basis:
   birth whose year the entry lists (+``DOB_AGREES``) or none of whose years it lists within one
   (-``DOB_DISAGREES``), a party country among the entry's (+``COUNTRY_AGREES``); an individual
   listed name against a party whose name carries a company form loses ``KIND_DISAGREES``;
-- ``text``: a listed name or place found inside free text (``:70:``, ``:72:``, remittance
+- ``text``: a listed name found inside free text (``:70:``, ``:72:``, remittance
   information, address lines, an agent's name and address), scored on the words around it.
 
 Only hits scoring at least ``floor`` are kept. What a hit leads to (REVIEW, HOLD, BLOCK) is the
@@ -121,7 +121,7 @@ def screen_name(index: ListIndex, where: str, text: str, party: Party | None = N
 
 
 def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
-    """Listed names and places inside free text: each candidate scored on the windows of words as
+    """Listed names inside free text: each candidate scored on the windows of words as
     long as its name (and one longer) around the words alike one of its own, the best kept."""
     toks = name_tokens(text).tokens
     if not toks:
@@ -136,6 +136,8 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
                       if s >= 0 and (s + size <= len(toks) or s == 0)}
             for start in sorted(starts):
                 score = max(score, name_score(toks[start:start + size], listed, index.weight))
+        if entry.weak_aliases and k in entry.weak_aliases:
+            score = score * 9 // 10  # a weak alias, as a party's name is scored
         if score < floor:
             continue
         lst = index.lists[pos]
