@@ -66,7 +66,7 @@ from inference.screening.index import ListIndex
 from inference.screening.screen import screen
 
 DATA = Path(__file__).parent / "data" / "screening"
-# the pack's thresholds (wasm_rules/packs/aml_core.toml reads these scores): REVIEW from 850, HOLD 920
+# thresholds proposed for the rule pack (which does not read screening scores yet): REVIEW from 850, HOLD 920
 REVIEW, HOLD = 850, 920
 TARGET_PRECISION = 0.95
 
