@@ -37,7 +37,7 @@ from inference.screening.match import (
     token_similarity,
     weighted_score,
 )
-from inference.screening.normalise import PARTICLES, name_tokens, skeleton
+from inference.screening.normalise import PARTICLES, look_alikes_as_latin, name_tokens, skeleton
 
 __all__ = ["PREFIX_TOKENS", "IdentifierHit", "ListIndex", "NameHit", "identifier_key"]
 
@@ -52,7 +52,7 @@ _ID_CLEAN = re.compile(r"[^0-9A-Z]")
 def identifier_key(value: str) -> str:
     """An identifier as compared: NFKC, in ASCII (other digits as ASCII digits), upper case,
     letters and digits only ("AB 123-456" -> "AB123456", "１０２７" -> "1027")."""
-    return _ID_CLEAN.sub("", anyascii(unicodedata.normalize("NFKC", value)).upper())
+    return _ID_CLEAN.sub("", anyascii(look_alikes_as_latin(unicodedata.normalize("NFKC", value))).upper())
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ The same function reads a party's name in a payment and an entry's name in a lis
 of a comparison went through identical steps:
 
 1. Unicode NFKC (full-width and compatibility forms to their plain letters);
-2. transliteration to ASCII with ``anyascii`` (Cyrillic, Greek, Arabic, Hebrew, CJK, ...; each CJK
-   ideograph becomes its own syllable token, as pinyin is written apart in lists);
+2. Cyrillic and Greek letters drawn like Latin ones, inside a word that also has Latin letters,
+   read as those letters ("ВАNK" -> "BANK"); then transliteration to ASCII with ``anyascii``
+   (Cyrillic, Greek, Arabic, Hebrew, CJK, ...; each CJK ideograph becomes its own syllable token,
+   as pinyin is written apart in lists);
 3. lower case; apostrophes and modifier letters dropped inside a word (``Naval'nyy``, ``O'Brien``),
    every other punctuation mark a word break;
 4. digits written for letters inside a word read as those letters ("K0VA1EV"), four or more single
@@ -36,7 +38,17 @@ import unicodedata
 
 from anyascii import anyascii
 
-__all__ = ["HONORIFICS", "LEGAL_FORMS", "PARTICLES", "Name", "name_tokens", "normalise", "skeleton"]
+__all__ = [
+    "HONORIFICS",
+    "LEGAL_FORMS",
+    "PARTICLES",
+    "Name",
+    "look_alikes_as_latin",
+    "name_tokens",
+    "normalise",
+    "shape_reading",
+    "skeleton",
+]
 
 HONORIFICS = frozenset({
     "mr", "mrs", "ms", "miss", "mister", "madam", "dr", "doctor", "prof", "professor", "sir", "dame",
@@ -106,10 +118,55 @@ def _is_cjk(ch: str) -> bool:
             or 0xF900 <= o <= 0xFAFF)  # CJK ideographs (Hangul words are written apart already)
 
 
+# Cyrillic and Greek letters drawn like Latin ones (after Unicode's confusables): inside a word that
+# also has Latin letters they are those Latin letters ("ВАNK" is BANK, not VANK); a word made of
+# them alone has a second reading, by shape, that ``shape_reading`` gives.
+_LOOK_ALIKES = str.maketrans(
+    "АВЕКМНОРСТУХЅІЈԚԜаеорсухѕіјԛԝһӏΑΒΕΖΗΙΚΜΝΟΡΤΥΧοινρα",
+    "ABEKMHOPCTYXSIJQWaeopcyxsijqwhlABEZHIKMNOPTYXoivpa")
+_LOOKS_LATIN = frozenset("АВЕКМНОРСТУХЅІЈԚԜаеорсухѕіјԛԝһӏΑΒΕΖΗΙΚΜΝΟΡΤΥΧοινρα")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _mixed(word: re.Match[str]) -> str:
+    w = word.group()
+    if w.isascii() or not any(ch.isascii() for ch in w):
+        return w
+    return w.translate(_LOOK_ALIKES)
+
+
+def look_alikes_as_latin(text: str) -> str:
+    """Every Cyrillic or Greek letter drawn like a Latin one read as that letter (for identifiers,
+    which are written in Latin letters: "АВ1234567" with Cyrillic А and В is AB1234567)."""
+    return text.translate(_LOOK_ALIKES)
+
+
+def shape_reading(text: str) -> str | None:
+    """``text`` with every word written only in Cyrillic or Greek letters that look Latin read as
+    those Latin letters ("НАМАЅ" -> "HAMAS"), or None when there is no such word: the reading an
+    evader means a person to see, screened beside the reading by sound."""
+    text = unicodedata.normalize("NFKC", text)
+    if text.isascii():
+        return None
+    changed = False
+
+    def shape(word: re.Match[str]) -> str:
+        nonlocal changed
+        w = word.group()
+        if not w.isascii() and all(ch in _LOOKS_LATIN or ch.isascii() for ch in w):
+            changed = True
+            return w.translate(_LOOK_ALIKES)
+        return w
+
+    out = _WORD.sub(shape, text)
+    return out if changed else None
+
+
 def normalise(text: str) -> str:
     """Steps 1-3: ``text`` as lower-case ASCII words separated by single spaces."""
     text = unicodedata.normalize("NFKC", text)
     if not text.isascii():
+        text = _WORD.sub(_mixed, text)
         text = "".join(f" {anyascii(ch)} " if _is_cjk(ch) else ch for ch in text) \
             if any(_is_cjk(ch) for ch in text) else text
         text = _APOSTROPHES.sub("", text)  # before anyascii, which writes some as apostrophes

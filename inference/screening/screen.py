@@ -28,7 +28,7 @@ from typing import Any
 from inference.messages.transaction import Party, Transaction
 from inference.screening.index import ListIndex, NameHit
 from inference.screening.match import name_score, token_similarity
-from inference.screening.normalise import name_tokens
+from inference.screening.normalise import name_tokens, shape_reading
 
 __all__ = ["COUNTRY_AGREES", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES", "KIND_DISAGREES",
            "MAX_NAME_TOKENS", "Hit", "Screening", "screen", "screen_name", "screen_text"]
@@ -100,8 +100,30 @@ def _adjust(hit: NameHit, party: Party | None, is_company: bool) -> int:
     return max(0, min(1000, score))
 
 
+def _best(hits: list[Hit]) -> list[Hit]:
+    """One hit per listed entry (its best), in the order first found."""
+    best: dict[tuple[str, str], Hit] = {}
+    for h in hits:
+        key = (h.list_sha256, h.entry_id)
+        if key not in best or h.score > best[key].score:
+            best[key] = h
+    return list(best.values())
+
+
 def screen_name(index: ListIndex, where: str, text: str, party: Party | None = None,
                 floor: int = DEFAULT_FLOOR) -> list[Hit]:
+    """Hits for one name, read as written and, where it has words in look-alike Cyrillic or Greek
+    letters, as those words look ("НАМАЅ" is screened as HAMAS too)."""
+    shaped = shape_reading(text)
+    hits = _screen_name(index, where, text, party, floor)
+    if shaped is not None:
+        hits += [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
+                 for h in _screen_name(index, where, shaped, party, floor)]
+    return _best(hits)
+
+
+def _screen_name(index: ListIndex, where: str, text: str, party: Party | None = None,
+                 floor: int = DEFAULT_FLOOR) -> list[Hit]:
     """Hits for one name (a party's, or any name a caller has). A "name" of more than
     ``MAX_NAME_TOKENS`` words is screened as free text, so that padding a listed name with other
     words cannot bury it (nor make the comparison slow)."""
@@ -121,8 +143,18 @@ def screen_name(index: ListIndex, where: str, text: str, party: Party | None = N
 
 
 def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
-    """Listed names inside free text: each candidate scored on the windows of words as
-    long as its name (and one longer) around the words alike one of its own, the best kept."""
+    """Listed names inside free text: each candidate scored on the windows of words as long as its
+    name (and one longer) around the words alike one of its own, the best kept; the text read as
+    written and, where it has words in look-alike Cyrillic or Greek letters, as they look."""
+    shaped = shape_reading(text)
+    hits = _screen_text(index, where, text, floor)
+    if shaped is not None:
+        hits += [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
+                 for h in _screen_text(index, where, shaped, floor)]
+    return _best(hits)
+
+
+def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
     toks = name_tokens(text).tokens
     if not toks:
         return []
