@@ -43,9 +43,9 @@ import typer
 
 from api.case_json import alert_json, case_json, event_json
 from api.cli.common import CliError, DbOpt, JsonOpt, KeysOpt, emit, out, settings
+from api.cli.common import engine as _engine
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
 
     from audit.cases.query import CaseDetail
     from audit.cases.service import ActionReceipt
@@ -148,18 +148,6 @@ def _seal_reads(ledger: Ledger, cases: Iterable[int], what: str) -> None:
     ids = list(dict.fromkeys(cases))
     if ids:
         record_reads(ledger, _operator(), [{"case": c, "what": what} for c in ids])
-
-
-def _engine(db: str | None, keys: Path | None) -> Engine:
-    from api import ops
-
-    engine = ops.engine_for(settings(db, keys))
-    try:
-        ops.require_schema(engine)
-    except Exception:
-        engine.dispose()
-        raise
-    return engine
 
 
 def _alert_table(items: list[AlertState], title: str | None = None) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
 import typer
@@ -31,9 +31,12 @@ from typer.core import TyperGroup
 
 from api.config import Settings
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
 __all__ = ["FORMATS", "CliError", "ContractGroup", "DbOpt", "Failure", "JsonOpt", "KeysOpt", "classify",
-           "emit", "emit_failed", "env_note", "err", "fail", "out", "parse_time", "read_message_file",
-           "setting_default", "setting_option", "settings", "setup_errors"]
+           "emit", "emit_failed", "engine", "env_note", "err", "fail", "out", "parse_time",
+           "read_message_file", "setting_default", "setting_option", "settings", "setup_errors"]
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -90,6 +93,20 @@ def settings(db: str | None, keys: Path | None, **more: Any) -> Settings:
 # --format values: inference.messages.FORMATS (a test holds them equal; not imported, so --help stays light)
 FORMATS = ("auto", "mt", "mt103", "mt202", "pacs008", "pacs009", "pacs004", "pain001", "iso20022", "json")
 FORMAT_HELP = " | ".join(FORMATS)
+
+
+def engine(db: str | None, keys: Path | None) -> Engine:
+    """The ledger database of ``--db``/``--keys`` for reading, its schema checked current (a
+    database of another revision is a configuration error, exit 2)."""
+    from api import ops
+
+    eng = ops.engine_for(settings(db, keys))
+    try:
+        ops.require_schema(eng)
+    except Exception:
+        eng.dispose()
+        raise
+    return eng
 
 
 def read_message_file(path: Path) -> bytes:

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from api.cli.common import DbOpt, JsonOpt, KeysOpt, emit, out, settings
+from api.cli.common import engine as _engine
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
 
     from audit.decide.principal import Principal
     from audit.screening.lists import ListInForce
@@ -49,18 +49,6 @@ def _operator() -> Principal:
     from audit.decide.principal import Principal
 
     return Principal.local(getpass.getuser())
-
-
-def _engine(db: str | None, keys: Path | None) -> Engine:
-    from api import ops
-
-    engine = ops.engine_for(settings(db, keys))
-    try:
-        ops.require_schema(engine)
-    except Exception:
-        engine.dispose()
-        raise
-    return engine
 
 
 def _human_load(doc: dict[str, Any], verb: str) -> None:
@@ -165,29 +153,21 @@ def diff_cmd(
 ) -> None:
     """Entries added, removed and changed between two sealed loads of list NAME."""
     from api.cli.common import CliError
-    from audit.screening.diff import diff_lists
-    from audit.screening.lists import list_history, read_list
+    from audit.errors import ListNotFoundError
+    from audit.screening.lists import diff_loads
 
     engine = _engine(db, keys)
     try:
-        loads = [x for x in list_history(engine, name) if not x.withdrawn]
-        by_seq = {x.seq: x for x in loads}
-        for seq, opt in ((old, "--from"), (new, "--to")):
-            if seq is not None and seq not in by_seq:
-                raise CliError(f"{opt}: seq {seq} is not a load of list {name!r} "
-                               f"(sealtrail lists history {name})", code=1, error="ListNotFoundError",
-                               field=opt)
-        to = by_seq[new] if new is not None else loads[-1] if loads else None
-        earlier = [x for x in loads if to is not None and x.seq < to.seq]
-        fr = by_seq[old] if old is not None else earlier[-1] if earlier else None
-        if to is None or fr is None:
-            raise CliError(f"list {name!r} has fewer than two loads to compare "
-                           f"(sealtrail lists history {name})", code=1, error="ListNotFoundError",
-                           field="NAME")
-        d = diff_lists(read_list(engine, fr), read_list(engine, to))
+        try:
+            found = diff_loads(engine, name, old=old, new=new)
+        except ListNotFoundError as exc:
+            opt = {"from": "--from", "to": "--to"}.get(exc.field, "NAME")
+            raise CliError(f"{opt}: {exc.message} (sealtrail lists history {name})", code=1,
+                           error="ListNotFoundError", field=opt) from None
     finally:
         engine.dispose()
-    doc = {"name": name, "from_seq": fr.seq, "to_seq": to.seq, **d.to_json()}
+    doc = found.to_json()
+    fr, to, d = found.old, found.new, found.diff
 
     def human() -> None:
         out.print(f"list {name}: seq {fr.seq} -> {to.seq}: {len(d.added)} added, {len(d.removed)} removed, "
