@@ -177,33 +177,32 @@ class ListIndex:
         the query's own coverage as complete; a name written together the same way as the query
         is always scored. A name whose bound is under ``floor`` cannot reach it and is not
         scored."""
-        listed: set[int] = set()
-        for t in tokens:
-            for key in token_keys(t):
-                listed.update(self._tokens_of.get(key, ()))
+        # each listed token found by a query token's keys, as alike as the query token most like it
+        # (a token shares no key with another query token is not alike it at all)
+        best: dict[int, float] = {}
+        tokens_of, vocab = self._tokens_of, self._vocab
+        for q in tokens:
+            reached: set[int] = set()
+            for key in token_keys(q):
+                reached.update(tokens_of.get(key, ()))
+            for tid in reached:
+                sim = token_similarity(q, vocab[tid])
+                if sim > best.get(tid, 0.0):
+                    best[tid] = sim
         joined = "".join(tokens)
-        together: set[int] = set()  # "Sevmor Neftegaz": one listed word written apart
         whole: tuple[int, ...] = ()
         if len(tokens) > 1:  # the joined words by themselves and by skeleton (no typo keys: not a word)
-            sk = skeleton(joined)
+            sk = skeleton(joined)  # "Sevmor Neftegaz": one listed word written apart
             for key in (joined, "-" + sk):
-                together.update(self._tokens_of.get(key, ()))
-            together -= listed
+                for tid in tokens_of.get(key, ()):
+                    sim = token_similarity(joined, vocab[tid])
+                    if sim > best.get(tid, 0.0):
+                        best[tid] = sim
             whole = self._wholes.get(sk, ())
         elif len(joined) > 3:  # "XiJinping": a listed name of several words, written together
             whole = self._wholes.get(skeleton(joined), ())
-        arrays, sims = [], []
-        for tid, against in ((t, tokens) for t in listed):
-            text = self._vocab[tid]
-            best = max(token_similarity(q, text) for q in against)
-            if best > 0.0:
-                arrays.append(self._token_postings[tid])
-                sims.append(best)
-        for tid in together:
-            best = token_similarity(joined, self._vocab[tid])
-            if best > 0.0:
-                arrays.append(self._token_postings[tid])
-                sims.append(best)
+        arrays = [self._token_postings[tid] for tid in best]
+        sims = list(best.values())
         if floor <= 0:
             found = set(whole)
             for a in arrays:
@@ -212,14 +211,14 @@ class ListIndex:
         if not arrays:
             return sorted(whole)
         codes = np.concatenate(arrays)
-        sim = np.repeat(np.array(sims), [len(a) for a in arrays])
+        alike = np.repeat(np.array(sims), [len(a) for a in arrays])
         ids, slots = np.divmod(codes, _SLOTS)
         # numpy floats here only choose what is scored (conservatively): scores are integer-exact
         w = self._flat[self._offset[ids] + slots]
         uids, inv = np.unique(ids, return_inverse=True)
         total, outside = self._total[uids], self._outside[uids]
         keyed = np.bincount(inv, weights=w)  # the weight of the prefix tokens some query token found
-        got = np.bincount(inv, weights=w * sim)  # and how much of it, at best
+        got = np.bincount(inv, weights=w * alike)  # and how much of it, at best
         unkeyed = INITIAL_SIMILARITY if any(len(t) == 1 for t in tokens) else 0.0
         cover = (got + outside + unkeyed * (total - outside - keyed)) / total
         keep = LISTED_SHARE * cover + (1 - LISTED_SHARE) >= floor / 1000 - 1e-9
