@@ -31,6 +31,7 @@ from audit.officer_words import checked_text, principal_json
 from audit.screening.diff import ListDiff, diff_lists
 from inference.screening.entries import SOURCES, SanctionsList, Source
 from inference.screening.errors import ListFormatError
+from inference.screening.index import screenable
 from inference.screening.lists import FORMATS, load
 from ledger import store
 from ledger.append import Ledger
@@ -110,6 +111,10 @@ def seal_list(ledger: Ledger, data: bytes, fmt: str, name: str, principal: Princ
     if not parsed.entries:
         raise ListError("file", "the list has no entries (a list is withdrawn with `lists withdraw`, "
                                 "not by loading an empty file)")
+    ghost = next((e for e in parsed.entries if not screenable(e)), None)
+    if ghost is not None:  # it would be loaded and never match anything
+        raise ListError("file", f"entry {ghost.entry_id!r}: none of its names "
+                                f"({', '.join(map(repr, ghost.names))}) has a word that can be screened")
     body = _body(parsed, fmt, who, why)
     (r,) = ledger.append_many([Record.from_canonical_body(LIST_KIND, canonical_bytes(body), payload=data)])
     return _in_force(r.seq, body, r.recorded_at)

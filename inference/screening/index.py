@@ -30,6 +30,7 @@ import numpy as np
 from anyascii import anyascii
 
 from inference.screening.entries import ListEntry, SanctionsList
+from inference.screening.errors import ScreeningError
 from inference.screening.match import (
     INITIAL_SIMILARITY,
     LISTED_SHARE,
@@ -39,7 +40,7 @@ from inference.screening.match import (
 )
 from inference.screening.normalise import PARTICLES, look_alikes_as_latin, name_tokens, skeleton
 
-__all__ = ["PREFIX_TOKENS", "IdentifierHit", "ListIndex", "NameHit", "identifier_key"]
+__all__ = ["PREFIX_TOKENS", "IdentifierHit", "ListIndex", "NameHit", "identifier_key", "screenable"]
 
 PREFIX_TOKENS = 3
 _SLOTS = 64  # token positions per name in a posting's code (a longer name's tokens from the 64th on
@@ -47,6 +48,11 @@ _SLOTS = 64  # token positions per name in a posting's code (a longer name's tok
 _WHOLE_SLOT = _SLOTS - 1  # positions from here on are not filed
 
 _ID_CLEAN = re.compile(r"[^0-9A-Z]")
+
+
+def screenable(entry: ListEntry) -> bool:
+    """Whether at least one of the entry's names keeps a word once normalised ("***" does not)."""
+    return any(name_tokens(text).tokens for text in entry.names)
 
 
 def identifier_key(value: str) -> str:
@@ -92,6 +98,10 @@ class ListIndex:
                     if toks and toks not in seen:
                         seen.add(toks)
                         names.append((pos, entry, k, toks))
+                if not seen:
+                    raise ScreeningError(f"list {lst.name!r}, entry {entry.entry_id!r}: none of its names "
+                                         f"({', '.join(map(repr, entry.names))}) has a word that can be "
+                                         "screened")
                 for ident in entry.identifiers:
                     key = identifier_key(ident.value)
                     if len(key) >= 4:  # shorter ones identify nothing

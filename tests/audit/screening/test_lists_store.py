@@ -96,6 +96,15 @@ def test_a_refused_load_names_the_problem_and_seals_nothing(ledger: Ledger, data
     assert count(ledger) == before
 
 
+def test_a_list_with_an_entry_no_name_of_which_can_be_screened_is_refused(ledger: Ledger) -> None:
+    before = count(ledger)
+    with pytest.raises(ListError, match=r"entry 'B-9'.*can be screened") as exc:
+        seal_list(ledger, V1 + b"B-9,entity,***,,,,,,\n", "internal-csv", "bank-exits", OPERATOR, "try",
+                  source="internal")
+    assert exc.value.field == "file"
+    assert count(ledger) == before
+
+
 def test_a_rationale_with_control_characters_is_refused(ledger: Ledger) -> None:
     with pytest.raises(ListError) as exc:
         seal_list(ledger, V1, "internal-csv", "bank-exits", OPERATOR, "ok\u202eevil", source="internal")
