@@ -33,10 +33,9 @@ from audit.cases.store import catch_up
 from audit.cases.tables import alerts
 from audit.decide.runtime import Runtime
 from ledger import store
+from tests.api.problem_doc import problem
 from tests.api.test_fail_closed import JSON, _Outage, _with_peer, txs
 from tests.conftest import Db
-
-PROBLEM = "application/problem+json"
 
 
 def _issue(pki: DevPki, cn: str, role: str) -> x509.Certificate:
@@ -133,16 +132,6 @@ def desk(db: Db, tmp_path: Path) -> Iterator[Desk]:
         d.decide("scorer", 300, seed=21)
         d.decide("scorer2", 100, seed=5)
         yield d
-
-
-def problem(r: Any, status: int, kind: str, field: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == PROBLEM, r.text
-    body: dict[str, Any] = r.json()
-    assert body["type"] == f"urn:sealtrail:problem:{kind}", body
-    if field is not None:
-        assert field in [e["field"] for e in body.get("errors", [])], body
-    return body
 
 
 def first(items: list[dict[str, Any]], **want: Any) -> dict[str, Any]:

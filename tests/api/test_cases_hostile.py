@@ -39,11 +39,11 @@ from audit.decide.principal import Principal
 from audit.decide.runtime import Runtime
 from ledger import store
 from ledger.retention import current_holds
+from tests.api.problem_doc import problem
 from tests.api.test_fail_closed import JSON, _with_peer, txs
 from tests.conftest import Db
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "reporting-entity.example.toml"
-PROBLEM = "application/problem+json"
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 RATES = {"USD": "0.9215", "GBP": "1.1702", "CHF": "1.0480", "JPY": "0.0061"}
 DRAFT = {"reason": "Transfers to a jurisdiction under a call for action.", "indicators": ["HRJUR"],
@@ -171,16 +171,6 @@ def desk_over(tmp_path: Path, *, policy: DeadlinePolicy | None = None, n: int = 
 def desk(tmp_path: Path) -> Iterator[Desk]:
     with desk_over(tmp_path) as d:
         yield d
-
-
-def problem(r: Any, status: int, kind: str, field: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == PROBLEM, r.text
-    body: dict[str, Any] = r.json()
-    assert body["type"] == f"urn:sealtrail:problem:{kind}", body
-    if field is not None:
-        assert field in [e["field"] for e in body.get("errors", [])], body
-    return body
 
 
 def _file_report(d: Desk, case: int) -> tuple[bytes, str]:

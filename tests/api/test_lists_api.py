@@ -21,11 +21,11 @@ from sqlalchemy import select
 from api.limits import DEFAULT_CAP, LIST_CAP, body_cap
 from api.routes.lists import WithdrawIn
 from ledger import store
+from tests.api.problem_doc import problem
 from tests.api.test_fail_closed import Served, in_process
 from tests.conftest import Db
 
 VECTORS = Path(__file__).parents[1] / "vectors" / "sanctions"
-PROBLEM = "application/problem+json"
 CSV = {"content-type": "text/csv"}
 XML = {"content-type": "application/xml"}
 HEADER = "entry_id,kind,name,aliases,dob,countries,identifiers,bics,programmes\n"
@@ -52,16 +52,6 @@ def get(d: Served, path: str, role: str = "officer") -> Any:
 
 def withdraw(d: Served, name: str, body: Any, role: str = "admin") -> Any:
     return d.client.post(f"/v1/lists/{name}/withdraw", json=body, headers={"x-test-role": role})
-
-
-def problem(r: Any, status: int, kind: str, field: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == PROBLEM, r.text
-    body: dict[str, Any] = r.json()
-    assert body["type"] == f"urn:sealtrail:problem:{kind}", body
-    if field is not None:
-        assert field in [e["field"] for e in body.get("errors", [])], body
-    return body
 
 
 def payload(d: Served, sha256: str) -> bytes | None:

@@ -21,11 +21,11 @@ from audit.cases.store import catch_up
 from audit.cases.tables import cases
 from ledger import store
 from ledger.retention import current_holds, purge_payloads, release_hold
+from tests.api.problem_doc import problem
 from tests.api.test_fail_closed import Served, in_process, txs
 from tests.conftest import Db
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "reporting-entity.example.toml"
-PROBLEM = "application/problem+json"
 RATES = {"USD": "0.9215", "GBP": "1.1702", "CHF": "1.0480", "JPY": "0.0061"}
 BODY = {"reason": "Transfers to a jurisdiction under a call for action.", "indicators": ["HRJUR"],
         "action": "Payments held.", "rates": RATES}
@@ -41,16 +41,6 @@ def desk(db: Db, tmp_path: Path) -> Iterator[Served]:
 
 def call(d: Served, method: str, role: str, path: str, body: Any = None) -> Any:
     return d.client.request(method, path, json=body, headers={"x-test-role": role})
-
-
-def problem(r: Any, status: int, kind: str, field: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == PROBLEM, r.text
-    body: dict[str, Any] = r.json()
-    assert body["type"] == f"urn:sealtrail:problem:{kind}", body
-    if field is not None:
-        assert field in [e["field"] for e in body.get("errors", [])], body
-    return body
 
 
 def a_case(d: Served) -> int:
