@@ -17,8 +17,10 @@ from typing import Any, Literal
 
 __all__ = ["ENTRY_KINDS", "SOURCES", "EntryId", "EntryKind", "ListEntry", "SanctionsList", "Source"]
 
-EntryKind = Literal["individual", "entity", "vessel", "aircraft", "unknown"]
-ENTRY_KINDS: tuple[EntryKind, ...] = ("individual", "entity", "vessel", "aircraft", "unknown")
+# "region": a sanctioned territory or city ("Crimea", "Sevastopol"), listed by a bank's own list so
+# that a payment naming it in an address or in free text is found like a listed name
+EntryKind = Literal["individual", "entity", "vessel", "aircraft", "region", "unknown"]
+ENTRY_KINDS: tuple[EntryKind, ...] = ("individual", "entity", "vessel", "aircraft", "region", "unknown")
 
 Source = Literal["ofac-sdn", "ofac-consolidated", "un", "eu", "uk", "internal"]
 SOURCES: tuple[Source, ...] = ("ofac-sdn", "ofac-consolidated", "un", "eu", "uk", "internal")

@@ -188,3 +188,15 @@ def test_a_list_refuses_blank_names_and_duplicate_ids() -> None:
         SanctionsList("internal", "x", None, "a", (entries()[0], entries()[0]), "t")
     with pytest.raises(ValueError, match="unknown list source"):
         SanctionsList("nowhere", "x", None, "a", (), "t")  # type: ignore[arg-type]
+
+
+def test_a_sanctioned_region_on_the_banks_list_is_found_in_an_address_and_in_free_text() -> None:
+    regions = (ListEntry("R-1", "region", ("Crimea", "Krym", "Autonomous Republic of Crimea")),
+               ListEntry("R-2", "region", ("Sevastopol", "Sebastopol")))
+    idx = ListIndex([SanctionsList("internal", "bank-regions", None, "cd" * 32, regions, "test/1")])
+    found = screen(tx(beneficiary=Party(name="Jane Doe", address_lines=("ul. Lenina 5", "295000 SIMFEROPOL",
+                                                                        "KRYM")),
+                      remittance="GOODS DELIVERED TO SEBASTOPOL PORT"), idx)
+    assert {(h.where, h.entry_id) for h in found.hits} == {("beneficiary.address", "R-1"),
+                                                            ("remittance", "R-2")}
+    assert screen(tx(remittance="GOODS DELIVERED TO ODESA PORT"), idx).hits == ()

@@ -548,8 +548,8 @@ def test_word_order_does_not_change_a_score() -> None:
 
 # --- places and list versions ---------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="ListEntry.places are never indexed: screen_text's documented 'listed "
-                                       "name or place found inside free text' finds no place")
+@pytest.mark.xfail(strict=True, reason="an entry's places (birthplace, address city) are not indexed: a "
+                                       "sanctioned place is found only as a 'region' entry of its own")
 def test_a_listed_place_in_free_text_is_found() -> None:
     port = ListEntry("port", "entity", ("Sevastopol Commercial Seaport",), places=("Sevastopol",))
     idx = make_index([port])
