@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from dataclasses import dataclass
 
 from anyascii import anyascii
 
@@ -175,22 +176,12 @@ def normalise(text: str) -> str:
     return " ".join(_NON_ALNUM.sub(" ", text).split())
 
 
+@dataclass(frozen=True, slots=True)
 class Name:
     """A name's tokens (honorifics and legal forms out) and the legal forms found in it."""
 
-    __slots__ = ("forms", "tokens")
-
-    def __init__(self, tokens: tuple[str, ...], forms: tuple[str, ...]) -> None:
-        self.tokens, self.forms = tokens, forms
-
-    def __repr__(self) -> str:
-        return f"Name({self.tokens!r}, forms={self.forms!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Name) and (self.tokens, self.forms) == (other.tokens, other.forms)
-
-    def __hash__(self) -> int:
-        return hash((self.tokens, self.forms))
+    tokens: tuple[str, ...]
+    forms: tuple[str, ...]
 
 
 @functools.lru_cache(maxsize=65_536)
