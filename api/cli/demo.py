@@ -8,9 +8,16 @@ a full verification and a summary. The simulator is seeded with the ledger's siz
 run appends new payments, and a run can be repeated exactly on a copy of the same ledger
 (its event times end at the hour the run started).
 
+Before the run the demo seals sample sanctions lists, one in each official format (OFAC SDN, UN,
+EU, UK and a bank's own CSV), so every payment is screened against them; after it, a handful of
+crafted payments show a listed name, its Cyrillic and surname-first forms, a listed name in the
+remittance text, a listed passport number and a listed BIC, beside an unlisted name, each decided
+through the same runtime (``api.cli.demo_sanctions``).
+
 After scoring, the alert view is brought current with the ledger: the demo reports the alerts
-and cases its decisions opened, by outcome, and prints the officer's next commands (the queue,
-one case, releasing one held payment) beside the others.
+and cases its decisions (the crafted ones included) opened, by outcome, and prints the officer's
+next commands (the queue, one case of the simulated run, releasing one of its held payments)
+beside the others.
 
 The bundle goes where the server looks for exports (``--exports``, ``SEALTRAIL_EXPORTS_DIR``,
 default ``./exports``, as ``<bundle_id>.zip``), so the console of the server the demo suggests
@@ -203,10 +210,12 @@ def demo(
         help="where the bundle is written (where serve looks for exports)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Score simulated payments with AML typologies end to end: seal, checkpoint, verify, then
-    export the run's decisions as a regulator bundle and verify that offline."""
+    """Score simulated payments with AML typologies end to end, screened against sample sanctions
+    lists (and crafted payments that meet them): seal, checkpoint, verify, then export the run's
+    decisions as a regulator bundle and verify that offline."""
     from api import ops
     from api.certs import create_dev_pki
+    from api.cli import demo_sanctions as sanctions_demo
     from audit.decide.principal import Principal
     from audit.decide.runtime import Runtime
 
@@ -225,6 +234,9 @@ def demo(
     try:
         seed = rt.ledger.size()
         end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        lists = sanctions_demo.seal_demo_lists(rt.ledger, Principal.local(getpass.getuser()))
+        if rt.screener is not None:
+            rt.screener.refresh(wait=True)  # the run is screened against them from its first batch
         t0 = time.perf_counter()
         cfg, sims = simulate_exactly(transactions, seed, end)
         sim_s = time.perf_counter() - t0
@@ -243,6 +255,11 @@ def demo(
 
             scored = score_all(decide, sims, principal.to_json(), s.max_batch, advance)
         first_at = scored.decisions[0].recorded_at if scored.decisions else None
+        t2 = time.perf_counter()
+        crafted = decide(sanctions_demo.crafted_submissions(principal.to_json(), end, seed))
+        sanctions = {"lists": lists, "simulated": sanctions_demo.simulated_screening(scored.decisions),
+                     "payments": sanctions_demo.payment_results(rt.engine, crafted),
+                     "seconds": round(time.perf_counter() - t2, 3)}
     finally:
         rt.close()  # a clean stop seals the feature state (state.snapshot): the checkpoint covers it
     ledger = ops.open_ledger(s)
@@ -250,7 +267,8 @@ def demo(
         cp = ledger.checkpoint()
     finally:
         ledger.engine.dispose()
-    alerts = _alerts_opened(s, scored.decisions)  # before verify, which checks the view it wrote
+    # before verify, which checks the view it wrote; the officer's example is a simulated payment
+    alerts = _alerts_opened(s, [*scored.decisions, *crafted], scored.decisions)
     report = ops.verify(s, [], None)
     exported = _export_and_verify(s, first_at) if first_at else None
     summary = summarise(scored)
@@ -264,7 +282,7 @@ def demo(
            **summary,
            "ledger_size": cp.checkpoint.size, "checkpoint": cp.note, "verify": report.to_json(),
            "export": exported,
-           "alerts": alerts["alerts"], "cases": alerts["cases"],
+           "alerts": alerts["alerts"], "cases": alerts["cases"], "sanctions": sanctions,
            "commands": _commands(s, certs, exported, given, alerts["example"]),
            "total_seconds": round(time.perf_counter() - t_start, 3)}
     emit(doc, as_json, lambda: _human(doc, _shown_url(s.db), s.max_batch))
@@ -316,10 +334,11 @@ def _commands(s: Any, certs: Path, exported: dict[str, Any] | None, given: dict[
     return doc
 
 
-def _alerts_opened(s: Any, decisions: Sequence[Decision]) -> dict[str, Any]:
+def _alerts_opened(s: Any, decisions: Sequence[Decision], examples: Sequence[Decision]) -> dict[str, Any]:
     """Bring the alert view current with the ledger (``audit.cases.store.catch_up``) and count
-    the alerts and cases this run's decisions opened, by outcome (a case by the alert that opened
-    it); ``example``: the newest held payment of the run and its case (else the newest alert's)."""
+    the alerts and cases this run's ``decisions`` opened, by outcome (a case by the alert that opened
+    it); ``example``: the newest held payment among ``examples`` and its case (else the newest
+    alert's among them)."""
     from dataclasses import replace
 
     from api import ops
@@ -344,8 +363,10 @@ def _alerts_opened(s: Any, decisions: Sequence[Decision]) -> dict[str, Any]:
         engine.dispose()
     by_alert = Counter(a.outcome for a in opened)
     by_case = Counter(a.outcome for a in opened if a.case_id == a.seq)
-    hold = next((a for a in opened if a.outcome == "HOLD" and a.payment == "HELD"), None)
-    case = hold.case_id if hold is not None else opened[0].case_id if opened else None
+    pick = {d.seq for d in examples if not d.replayed}
+    among = [a for a in opened if a.seq in pick]
+    hold = next((a for a in among if a.outcome == "HOLD" and a.payment == "HELD"), None)
+    case = hold.case_id if hold is not None else among[0].case_id if among else None
     return {"alerts": {"opened": len(opened), "by_outcome": {o: by_alert.get(o, 0) for o in OUTCOMES},
                        "account_alerts": sum(a.account_alert > 0 for a in opened),
                        "held_payments": sum(a.payment == "HELD" for a in opened),
@@ -380,6 +401,7 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
         "an officer")
     p(f"cases       {ca['opened']:,} opened, by the alert that opened each: "
       + "  ".join(f"{k} {n:,}" for k, n in ca["by_outcome"].items()))
+    _human_sanctions(doc["sanctions"])
     ex = doc["explained"]
     if ex["decisions"]:
         p(f"reasons     {ex['decisions']:,} decisions carry reason codes: "
@@ -403,7 +425,7 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
         p(f"export      {e['file']}: {e['records']:,} records, {e['size_bytes'] / 2**20:.1f} MiB "
           f"in {e['create_seconds']:.1f}s; verified offline in {e['verify_seconds']:.1f}s "
           f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored, {e['explained']:,} "
-          f"explanations recomputed) against {e['trusted_key']}")
+          f"explanations recomputed, {e['rescreened']:,} screened again) against {e['trusted_key']}")
         c = e.get("completeness") or {}
         if c.get("proven"):
             p(f"            complete: every decision recorded in [{c['from']}, {c['until']}) is in it, "
@@ -419,6 +441,28 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
     if "release_hold" in cmd:
         p(f"            release a held payment: {cmd['release_hold']}")
     p(f"done in {doc['total_seconds']:.1f}s")
+
+
+def _human_sanctions(sanctions: dict[str, Any]) -> None:
+    """The lists screened against, the simulated run's sanctions alerts, then one line per crafted
+    payment: outcome, the sanctions rule fired and the best hit (list, entry, listed name, score)."""
+    p, lists, sim = print_line, sanctions["lists"], sanctions["simulated"]
+    sealed = sum(x["sealed_now"] for x in lists)
+    p(f"sanctions   {len(lists)} sample lists in force "
+      f"({f'{sealed} sealed now' if sealed else 'sealed by an earlier run'}): "
+      + ", ".join(f"{x['name']} ({x['format']}, {x['entries']})" for x in lists))
+    p(f"            the simulated payments: {sim['sanctions_alerts']:,} of {sim['decisions']:,} fired a "
+      "sanctions rule" + "".join(f"; {r} {n:,}" for r, n in sim["by_rule"].items()))
+    width = max(len(x["shows"]) for x in sanctions["payments"])
+    for x in sanctions["payments"]:
+        line = f"            {x['shows']:<{width}}  {x['decision']:<6} "
+        if x["sanctions_rule"] is None:
+            line += "no sanctions rule" + (f" (fired: {', '.join(x['rules'])})" if x["rules"] else "")
+        else:
+            h = x["hits"][0]
+            line += (f"{x['sanctions_rule']}: {h['list']} entry {h['entry_id']} {h['matched']!r}, "
+                     f"score {h['score']} ({h['basis']}, {h['where']})")
+        p(line)
 
 
 def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
@@ -455,7 +499,8 @@ def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
     return {"file": str(summary.path), "bundle_id": summary.bundle_id, "records": rep.records,
             "size_bytes": summary.size_bytes, "create_seconds": round(t1 - t0, 3),
             "verify_seconds": round(t2 - t1, 3), "verified": True, "replayed": rep.replayed,
-            "rescored": rep.rescored, "explained": rep.explained, "trusted_key": signer.verifier.vkey,
+            "rescored": rep.rescored, "explained": rep.explained, "rescreened": rep.rescreened,
+            "trusted_key": signer.verifier.vkey,
             "completeness": None if rep.completeness is None else rep.completeness.to_json()}
 
 

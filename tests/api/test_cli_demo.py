@@ -1,4 +1,5 @@
-"""``sealtrail demo``: simulate, score through the pipeline, checkpoint, verify; re-runs append."""
+"""``sealtrail demo``: sample sanctions lists sealed, simulate, score through the pipeline, crafted
+payments that meet the lists, checkpoint, verify; re-runs append."""
 
 from __future__ import annotations
 
@@ -8,15 +9,58 @@ import shlex
 import ssl
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from api.cli.demo_sanctions import LISTS, LISTS_DIR, PAYMENTS
 from audit.decide.principal import Principal
 from ledger.checkpoint import SignedCheckpoint
 from ledger.note import NoteVerifier
 from tests.api.test_cli_score import Cli
 from tests.conftest import Db
+
+ROOT = Path(__file__).resolve().parents[2]
+LIST_NAMES = ["demo-ofac-sdn", "demo-un", "demo-eu", "demo-uk", "demo-bank-internal"]
+NAQDI = ("demo-ofac-sdn", "12057", "Mohammad Reza NAQDI", "name")
+# each crafted payment: its decision, the sanctions rule fired, and the list, entry, listed value and
+# basis of its best hit
+EXPECTED = {
+    "unlisted": ("ALLOW", None, None),
+    "listed_name": ("HOLD", "SANCTIONS_NAME_STRONG", NAQDI),
+    "cyrillic": ("HOLD", "SANCTIONS_NAME_STRONG", NAQDI),
+    "surname_first": ("HOLD", "SANCTIONS_NAME_STRONG", NAQDI),
+    "remittance_text": ("HOLD", "SANCTIONS_NAME_STRONG",
+                        ("demo-uk", "AFG0001", "HAJI KHAIRULLAH HAJI SATTAR MONEY EXCHANGE", "text")),
+    "party_identifier": ("BLOCK", "SANCTIONS_IDENTIFIER_MATCH",
+                         ("demo-bank-internal", "DEMO-0001", "DX4417305", "identifier")),
+    "agent_bic": ("BLOCK", "SANCTIONS_BIC_MATCH", ("demo-bank-internal", "DEMO-0002", "SLTDKYKY", "bic")),
+}
+CRAFTED = len(PAYMENTS)
+
+
+def check_sanctions(doc: dict[str, Any], *, sealed_now: bool) -> None:
+    """The demo's ``sanctions``: the sample lists in force, and each crafted payment decided as
+    expected, the record naming the list, entry and listed value of its hit."""
+    sanctions = doc["sanctions"]
+    assert [x["name"] for x in sanctions["lists"]] == LIST_NAMES
+    assert [x["format"] for x in sanctions["lists"]] == [
+        "ofac-xml", "un-xml", "eu-xml", "uk-xml", "internal-csv"]
+    assert all(x["sealed_now"] is sealed_now and x["entries"] > 0 for x in sanctions["lists"])
+    assert sanctions["simulated"]["decisions"] == doc["decisions"]
+    got = {x["case"]: x for x in sanctions["payments"]}
+    assert list(got) == list(EXPECTED)
+    for case, (decision, rule, hit) in EXPECTED.items():
+        x = got[case]
+        assert (x["decision"], x["sanctions_rule"]) == (decision, rule), (case, x)
+        if hit is None:
+            assert x["hits"] == [] and not any(r.startswith("SANCTIONS_") for r in x["rules"]), (case, x)
+            continue
+        best = x["hits"][0]
+        assert (best["list"], best["entry_id"], best["matched"], best["basis"]) == hit, (case, x)
+        assert best["score"] >= (920 if best["basis"] in ("name", "text") else 1000), (case, x)
 
 
 def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -> None:
@@ -26,6 +70,7 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     first = cli.json("demo", "--transactions", "60", "--certs", str(certs), "--exports", str(exports))
     assert first["ok"] is True and first["init"]["created"] is True and first["certs"]["created"] is True
     assert first["decisions"] == first["simulation"]["transactions"] == 60
+    check_sanctions(first, sealed_now=True)
     assert sum(o["count"] for o in first["outcomes"].values()) == 60
     assert round(sum(o["percent"] for o in first["outcomes"].values())) == 100
     assert first["verify"]["verified"] is True and first["verify"]["size"] == first["ledger_size"]
@@ -34,7 +79,8 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     assert 0 < first["latency_us"]["p50"] <= first["latency_us"]["p99"]
     assert first["throughput_per_s"] > 0
     bundle = first["export"]  # the run's decisions as a bundle, verified offline with the pinned key
-    assert bundle["verified"] is True and bundle["replayed"] == 60 and Path(bundle["file"]).parent == exports
+    assert bundle["verified"] is True and bundle["replayed"] == 60 + CRAFTED
+    assert bundle["rescreened"] == 60 + CRAFTED and Path(bundle["file"]).parent == exports
     assert bundle["trusted_key"] == first["init"]["vkey"]
     assert all(r["count"] > 0 for r in first["top_rules"])
     explained = first["explained"]  # the held and high-scored decisions say why, and the bundle rechecks it
@@ -49,30 +95,59 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     scorer = Principal.from_pem((certs / "scorer.pem").read_bytes())
     assert first["certs"]["principal"] == scorer.to_json()
     sealed = cli.json("traces", "query", "--principal", scorer.fingerprint_sha256, "--limit", "100")
-    assert len(sealed["items"]) == 60 and sealed["next_cursor"] is None
+    assert len(sealed["items"]) == 60 + CRAFTED and sealed["next_cursor"] is None
+    lists = cli.json("lists", "show")["lists"]  # sealed by the local operator, as `lists load` would
+    assert sorted(x["name"] for x in lists) == sorted(LIST_NAMES)
+    assert all(x["rationale"] == "demo: sample lists in each official format" for x in lists)
 
     pem = (certs / "scorer.pem").read_bytes()
     second = cli.json("demo", "--transactions", "25", "--certs", str(certs), "--exports", str(exports))
     assert second["init"]["created"] is False and second["certs"]["created"] is False
     assert (certs / "scorer.pem").read_bytes() == pem  # existing certificates are kept
-    # appended, nothing re-bootstrapped: the first run's export (the empty summary it seals as its
-    # window's right edge, then its export.created record), then this run's 25 decisions in one
-    # batch, sealed with that batch's summary and state delta, then the state snapshot of its clean stop
+    # appended, nothing re-bootstrapped and no list sealed again (the same bytes are in force): the
+    # first run's export (the empty summary it seals as its window's right edge, then its
+    # export.created record), then this run's 25 decisions in one batch and the crafted payments in
+    # another, each sealed with its batch's summary and state delta, then the state snapshot of its
+    # clean stop
     assert cli.kinds(first["ledger_size"], second["ledger_size"]) == [
         "decision.summary", "export.created", *["decision"] * 25, "decision.summary", "state.delta",
-        "state.snapshot"]
-    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 3
-    assert second["export"]["replayed"] == 25  # the bundle holds that run's decisions only
+        *["decision"] * CRAFTED, "decision.summary", "state.delta", "state.snapshot"]
+    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 2 + CRAFTED + 3
+    check_sanctions(second, sealed_now=False)
+    assert second["export"]["replayed"] == 25 + CRAFTED  # the bundle holds that run's decisions only
     assert second["simulation"]["seed"] != first["simulation"]["seed"]
     assert second["verify"]["size"] == second["ledger_size"]
     everything = cli.json("traces", "query", "--principal", scorer.fingerprint_sha256, "--limit", "1000")
-    assert len(everything["items"]) == 85
+    assert len(everything["items"]) == 85 + 2 * CRAFTED
 
     human = cli("demo", "--transactions", "10", "--certs", str(certs), "--exports", str(exports)).stdout
-    # the second export's two entries, 10 decisions, their summary, state delta and state snapshot
-    size = f"{second['ledger_size'] + 2 + 10 + 3}"
-    for word in ("outcomes", "top rules", "p50", "p99", "verified", "sealtrail export verify", size):
+    # the second export's two entries, 10 decisions and the crafted ones, each batch's summary and
+    # state delta, and the state snapshot
+    size = f"{second['ledger_size'] + 2 + 10 + 2 + CRAFTED + 3}"
+    for word in ("outcomes", "top rules", "p50", "p99", "verified", "sealtrail export verify", size,
+                 "sealed by an earlier run", "screened again"):
         assert word in human
+    sanctions = human[human.index("\nsanctions   "):]
+    for p in PAYMENTS:  # one line per crafted payment: what it shows, its decision and the rule and hit
+        decision, rule, hit = EXPECTED[p.case]
+        line = next(x for x in sanctions.splitlines() if x.strip().startswith(p.shows))
+        assert decision in line and (rule or "no sanctions rule") in line, line
+        assert hit is None or f"{hit[0]} entry {hit[1]} {hit[2]!r}" in line, line
+
+
+def test_the_demo_lists_are_the_vectors_and_ship_with_the_package() -> None:
+    """The official-format samples are the test vectors byte for byte (their provenance is theirs);
+    every file the demo seals is package data, and its README says where each one comes from."""
+    for spec in LISTS:
+        data = (LISTS_DIR / spec.file).read_bytes()
+        if spec.format != "internal-csv":  # the bank's CSV is the demo's own
+            assert data == (ROOT / "tests" / "vectors" / "sanctions" / spec.file).read_bytes(), spec.file
+    readme = (LISTS_DIR / "README.md").read_text("utf-8")
+    assert all(f"`{spec.file}`" in readme and f"`{spec.name}`" in readme for spec in LISTS)
+    assert "tests/vectors/sanctions/README.md" in readme
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "cli/demo_lists/*" in package_data["api"]
+    assert LISTS_DIR == ROOT / "api" / "cli" / "demo_lists"
 
 
 def test_demo_without_a_usable_database_exits_2(tmp_path: Path) -> None:
