@@ -41,6 +41,8 @@ __all__ = [
     "CaseFourEyesError",
     "CaseNotFoundError",
     "CasesFailedError",
+    "ClearanceError",
+    "ClearanceNotFoundError",
     "DerivedRowError",
     "DuplicateRulesetError",
     "ExplanationError",
@@ -231,6 +233,15 @@ class ListError(QueryError):
 
 class ListNotFoundError(ListError):
     """No list of that name (or no load at that seq) was ever sealed (the API answers 404)."""
+
+
+class ClearanceError(QueryError):
+    """A good-guy clearance that cannot be proposed, approved or revoked as asked; ``field`` names
+    the culprit (the decision, the entry, the date, the principal, a seq)."""
+
+
+class ClearanceNotFoundError(ClearanceError):
+    """No decision with that trace id, or no clearance proposed at that seq (the API answers 404)."""
 
 
 class ReportError(AuditError, ValueError):

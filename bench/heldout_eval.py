@@ -52,6 +52,7 @@ from inference.heldout import TYPOLOGIES, HeldoutConfig, HeldoutRun, run
 from inference.messages.transaction import Party, Transaction
 from inference.model import EVALUATION_FORMAT, EVALUATION_NAME, ModelFiles
 from inference.schema import RULE_FEATURE_NAMES
+from inference.screening.features import UNSCREENED
 from inference.simulate import TYPOLOGIES as SIM_TYPOLOGIES
 from inference.simulate import SimConfig, SimTx, simulate
 from wasm_rules import OUTCOMES, Sandbox, compile_ruleset, parse_ruleset
@@ -180,6 +181,8 @@ def score(traffic: Traffic, model: Any, module: Any, columns: list[int]) -> Scor
     t0 = time.perf_counter()
     parts = [extractor.extract(txs[i : i + BATCH], at[i : i + BATCH]) for i in range(0, len(txs), BATCH)]
     rows = np.vstack(parts)
+    # screened against no list (the simulators name no listed party): the sanctions rules stay silent
+    rows = np.hstack([rows, np.tile(UNSCREENED, (len(rows), 1))])
     t1 = time.perf_counter()
     scores = np.asarray(model.predict(rows), dtype=np.float64)
     t2 = time.perf_counter()

@@ -1,7 +1,8 @@
-"""Deterministic feature rows (schema ``sealtrail.features/4``) from canonical transactions.
+"""Deterministic feature rows (schema ``sealtrail.features/4``, ``EXTRACTED_SCHEMA``) from canonical
+transactions; the pipeline appends the screening columns of ``features/5``.
 
 ``FeatureExtractor.extract(transactions, at)`` returns one float64 row per transaction, in
-``FEATURE_NAMES`` order, and advances the velocity windows: transactions are taken in the
+``EXTRACTED_NAMES`` order, and advances the velocity windows: transactions are taken in the
 order given, and each row counts the ones before it and itself. Time is the ``at`` passed in
 (the pipeline's injected clock or the transaction's recorded time), never the wall clock.
 
@@ -47,7 +48,7 @@ from inference.graph import GRAPH_FEATURE_NAMES, GraphFeatures
 from inference.messages.fields import iban_or_none
 from inference.messages.transaction import Party, Transaction
 from inference.reference_tables import Tables, default_tables
-from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, GRAPH_NAMES, N_FEATURES
+from inference.schema import EXTRACTED_NAMES, FEATURE_NAMES, FEATURE_SCHEMA, GRAPH_NAMES, N_EXTRACTED
 from inference.velocity import VelocityState
 
 __all__ = ["FEATURE_NAMES", "FEATURE_SCHEMA", "FeatureExtractor", "StateDelta", "epoch_us", "features_sha256",
@@ -88,7 +89,8 @@ def features_sha256(row: np.ndarray) -> str:
 
 def row_dict(row: np.ndarray) -> dict[str, float | None]:
     """A row as ``{name: value}``, NaN as None (for JSON)."""
-    return {n: (None if math.isnan(v) else v) for n, v in zip(FEATURE_NAMES, row.tolist(), strict=True)}
+    names = EXTRACTED_NAMES if len(row) == N_EXTRACTED else FEATURE_NAMES  # the extractor's, or a record's
+    return {n: (None if math.isnan(v) else v) for n, v in zip(names, row.tolist(), strict=True)}
 
 
 def _agent_bics(tx: Transaction) -> tuple[str | None, str | None]:
@@ -174,7 +176,7 @@ class FeatureExtractor:
 
     def extract(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime,
                 deltas: list[StateDelta] | None = None) -> np.ndarray:
-        """Rows (n, N_FEATURES) float64 for ``transactions`` at times ``at`` (one per transaction or one
+        """Rows (n, N_EXTRACTED) float64 for ``transactions`` at times ``at`` (one per transaction or one
         for all); advances the velocity state. A bad time raises before any state changes.
 
         With ``deltas``, each transaction's state delta is appended to it: what the state was
@@ -190,7 +192,7 @@ class FeatureExtractor:
         except TypeError:
             stamps = [epoch_us(t) for t in times]  # raises the FeatureError that names the time
         if not n:
-            return np.empty((0, N_FEATURES), dtype=np.float64)
+            return np.empty((0, N_EXTRACTED), dtype=np.float64)
         look = self._lookups
         if look is None or look.tables is not self.tables:
             look = self._lookups = _Lookups(self.tables)
@@ -258,7 +260,7 @@ class FeatureExtractor:
                 flat += _NAN_GRAPH
             else:
                 flat += pick(g_observe(o_id, b_id, us, cents))
-        return np.fromiter(flat, np.float64, n * N_FEATURES).reshape(n, N_FEATURES)
+        return np.fromiter(flat, np.float64, n * N_EXTRACTED).reshape(n, N_EXTRACTED)
 
     def observe(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime) -> None:
         """Advance the windows without keeping the rows (rebuilding state after a restart)."""

@@ -13,6 +13,11 @@ cycles of up to 3 hops), each an integer: counts, days, Q8 or Q16 fixed point.
 ``sealtrail.features/4`` is ``features/3`` followed by the two forwarding columns of the graph
 (``forward_share_permille``, ``forward_delay_hours``): how closely the payment passes on an amount
 its sender received in the 7 days before, and how long after.
+``sealtrail.features/5`` is ``features/4`` followed by the sanctions-screening columns
+(``SCREENING_NAMES``, ``inference.screening.features``): the payment's parties and free text against
+the lists in force. ``inference.features`` computes the ``features/4`` columns (``EXTRACTED_SCHEMA``:
+they depend on the feature state); the pipeline appends the screening columns, which depend on the
+lists alone.
 Because every schema so far extends the one before it, a risk model trained on an earlier schema
 reads the leading columns of a later row (``model_columns``): a model trained on ``features/3`` reads a
 ``features/4`` row. Records name the schema their values follow, and replay reads each record
@@ -23,11 +28,30 @@ from __future__ import annotations
 
 from inference.errors import FeatureError
 from inference.graph import GRAPH_FEATURE_NAMES
+from inference.screening.features import SCREENING_NAMES
 
-__all__ = ["DATA_QUALITY_NAMES", "FEATURE_NAMES", "FEATURE_SCHEMA", "FEATURE_SCHEMAS", "GRAPH_NAMES",
-           "GRAPH_UNSEALED", "MODEL_SCHEMA", "N_FEATURES", "RULE_FEATURE_NAMES", "SCORE_DIGITS", "SCORE_NAME",
-           "UnknownFeatureSchemaError", "feature_digits", "feature_names", "model_columns",
-           "rule_feature_names"]
+__all__ = [
+    "DATA_QUALITY_NAMES",
+    "EXTRACTED_NAMES",
+    "EXTRACTED_SCHEMA",
+    "FEATURE_NAMES",
+    "FEATURE_SCHEMA",
+    "FEATURE_SCHEMAS",
+    "GRAPH_NAMES",
+    "GRAPH_UNSEALED",
+    "MODEL_SCHEMA",
+    "N_EXTRACTED",
+    "N_FEATURES",
+    "RULE_FEATURE_NAMES",
+    "SCORE_DIGITS",
+    "SCORE_NAME",
+    "SCREENING_NAMES",
+    "UnknownFeatureSchemaError",
+    "feature_digits",
+    "feature_names",
+    "model_columns",
+    "rule_feature_names",
+]
 
 _V1: tuple[str, ...] = (
     "amount_usd",
@@ -89,10 +113,14 @@ FEATURE_SCHEMAS: dict[str, tuple[str, ...]] = {
     "sealtrail.features/2": (*_V1, *DATA_QUALITY_NAMES),
     "sealtrail.features/3": (*_V1, *DATA_QUALITY_NAMES, *_GRAPH3),
     "sealtrail.features/4": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES),
+    "sealtrail.features/5": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES, *SCREENING_NAMES),
 }
-FEATURE_SCHEMA = "sealtrail.features/4"
+FEATURE_SCHEMA = "sealtrail.features/5"  # what a decision records
 FEATURE_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[FEATURE_SCHEMA]
 N_FEATURES = len(FEATURE_NAMES)
+EXTRACTED_SCHEMA = "sealtrail.features/4"  # what inference.features computes (the rest: screening)
+EXTRACTED_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[EXTRACTED_SCHEMA]
+N_EXTRACTED = len(EXTRACTED_NAMES)
 MODEL_SCHEMA = "sealtrail.features/4"  # the columns the shipped model is trained on
 SCORE_NAME = "model_score"
 RULE_FEATURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, SCORE_NAME)

@@ -203,6 +203,10 @@ def _print_report(r: Any) -> None:
     if explained:
         out.print(f"explained   {explained} decisions' reason codes recomputed from their model",
                   markup=False)
+    if r.format >= 6:
+        gone = f", {r.not_rescreened} not (payment purged)" if r.not_rescreened else ""
+        out.print(f"screened    {r.rescreened} decisions screened again against the {r.lists} sanctions list "
+                  f"versions they name, the same hits found{gone}", markup=False)
     out.print(f"payloads    {r.payloads_present} present, {r.payloads_purged} purged", markup=False)
     prev = r.previous
     shown = "none" if prev is None else f"{prev['bundle_id']} (size {prev['checkpoint_size']}), consistent"

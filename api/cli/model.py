@@ -59,7 +59,7 @@ def features(
     from inference.errors import InferenceError
     from inference.features import FeatureExtractor, features_sha256, row_dict
     from inference.messages import MessageError, Transaction, parse_messages
-    from inference.schema import FEATURE_SCHEMA
+    from inference.schema import EXTRACTED_SCHEMA
     from inference.state_store import load_features_state, save_features_state
 
     if fmt not in FORMATS:
@@ -82,7 +82,7 @@ def features(
          "features": row_dict(r), "features_sha256": features_sha256(r)}
         for t, a, r in zip(txs, times, rows, strict=True)]
     doc: dict[str, Any] = {
-        "ok": not refused, "feature_schema": FEATURE_SCHEMA,
+        "ok": not refused, "feature_schema": EXTRACTED_SCHEMA,
         "tables": extractor.tables.ids, "rows": items,
         "errors": [{"message": e.message, "field": e.field, "reason": e.reason} for e in refused],
     }

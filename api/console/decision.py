@@ -31,7 +31,7 @@ from audit.cases.reads import record_reads
 from audit.decide.fixed_point import decode
 from audit.decide.record import (
     DECISION_KIND,
-    DECISION_SCHEMA,
+    FIXED_SCHEMAS,
     body_score,
     features_from_body,
     states_explanation,
@@ -86,7 +86,7 @@ def _features(body: dict[str, Any]) -> list[tuple[str, Any]]:
     if not isinstance(f, dict):
         return []
     values: Any = f.get("values")
-    if body.get("schema") == DECISION_SCHEMA:  # integers in fixed units: the values they stand for
+    if body.get("schema") in FIXED_SCHEMAS:  # integers in fixed units: the values they stand for
         try:
             got = features_from_body(body)[0]
         except (KeyError, TypeError, ValueError):

@@ -26,10 +26,10 @@ from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 __all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "CaseSelection",
            "Completeness", "Counts", "Limits", "LineStream", "Previous"]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/5"
+BUNDLE_SCHEMA = "sealtrail.bundle/6"
 # every version this verifier reads
 BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", "sealtrail.bundle/3", "sealtrail.bundle/4",
-                  BUNDLE_SCHEMA)
+                  "sealtrail.bundle/5", BUNDLE_SCHEMA)
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -263,7 +263,9 @@ class BundleManifest:
         if not _UUID.fullmatch(bundle_id):
             raise _bad(f"bundle_id {bundle_id!r} is not a lower-case UUIDv7")
         case = None
-        if version >= 5:  # a bundle cut for one case: no window, no summaries
+        # a bundle cut for one case (format 5; format 6 when its manifest names a case): no window,
+        # no summaries
+        if version == 5 or (version >= 6 and doc.get("case") is not None):
             case = _case(m.obj("case"))
             for key in ("filters", "completeness"):
                 if doc.get(key, ...) is not None:
@@ -278,7 +280,7 @@ class BundleManifest:
                           counts.num("summaries") if version >= 2 else 0,
                           counts.num("refusals") if version >= 3 else 0,
                           *((counts.num("case_events"), counts.num("policies"), counts.num("holds"))
-                            if version >= 5 else (0, 0, 0))),
+                            if case is not None else (0, 0, 0))),
             first_seq=rng.num("first_seq"), last_seq=rng.num("last_seq"), contiguous=rng.flag("contiguous"),
             rules=tuple(_hexes(m.texts("rules"), "rules")), models=tuple(_hexes(m.texts("models"), "models")),
             files=listed, raw=doc, version=version,

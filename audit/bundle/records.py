@@ -30,8 +30,9 @@ import orjson
 from audit.bundle.completeness import CompletenessCheck
 from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
 from audit.bundle.replay import Replayer
+from audit.bundle.rescreen import LIST_KIND, Rescreener
 from audit.decide.account_risk import AccountRiskError, check_account_risk
-from audit.decide.record import RISK_SCHEMAS
+from audit.decide.record import DECISION_SCHEMA, RISK_SCHEMAS
 from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body, replay_refusal
 from audit.decide.summary import SUMMARY_KIND
 from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
@@ -167,10 +168,12 @@ def _fail(cls: type[BundleError], kind: str, detail: str, file: str = RECORDS, s
 
 def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Replayer, found: Findings,
                  progress: Progress | None = None, check: CompletenessCheck | None = None,
-                 case: CaseSink | None = None) -> RecordTally:
+                 case: CaseSink | None = None, rescreener: Rescreener | None = None) -> RecordTally:
     """Stream the three line files once; failures go to ``found``, the tally comes back. Decisions
     and summaries also go to ``check`` (format 2), in seq order; in a case bundle (format 5) the
-    decisions, case records and report payloads go to ``case`` instead."""
+    decisions, case records and report payloads go to ``case`` instead. In a format-6 bundle the
+    ``sanctions_list`` context lines (whose payload is the file ``lists/<sha256>``, not a line of
+    ``payloads.jsonl``) and the decisions go to ``rescreener`` too."""
     t = RecordTally()
     records, index = LineStream(bundle, RECORDS), LineStream(bundle, INDEX)
     payloads = LineStream(bundle, PAYLOADS)
@@ -293,6 +296,10 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             t.policies += kind == CASE_POLICY
             t.holds += kind == LEGAL_HOLD
             case.record(seq, tid, kind, env, leaf)
+        elif kind == LIST_KIND and rescreener is not None:
+            t.context += 1
+            t.entries[seq] = env
+            rescreener.list_record(seq, body)
         elif kind in CONTEXT_KINDS:
             t.context += 1
             t.entries[seq] = env
@@ -308,7 +315,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                             seq=seq, trace_id=tid))
         ps = env.get("payload_sha256")
         data = None
-        if ps is not None:
+        if ps is not None and not (kind == LIST_KIND and rescreener is not None):
             try:
                 key = bytes.fromhex(ps)
             except (TypeError, ValueError):
@@ -320,6 +327,14 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 if case is not None and kind == CASE_EVENT:
                     by = next((p for p, items in pending_purges.items() for x in items if x[1] == seq), None)
                     case.payload(str(ps), data, by if t.payloads_purged > purged else None)
+        if kind == "decision" and body.get("schema") == DECISION_SCHEMA:
+            if rescreener is None:
+                if _names_lists(body):
+                    found.add(_fail(BundleTampered, "record.version", f"a {DECISION_SCHEMA} record screened "
+                                    f"against sanctions lists in a format {manifest.version} bundle (format "
+                                    "6 carries such records, with their lists)", seq=seq, trace_id=tid))
+            elif (off := rescreener.decision(seq, tid, body, data)) is not None:
+                found.add(off)
         if kind == "decision" and check is not None:
             check.decision(seq, tid, env, data)
         elif kind == REFUSAL_KIND and refusal is not None and data is not None:
@@ -342,6 +357,12 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         progress(t.records, max(total, t.records))
     t.hashes = {RECORDS: records.sha256, INDEX: index.sha256, PAYLOADS: payloads.sha256}
     return t
+
+
+def _names_lists(body: dict[str, Any]) -> bool:
+    """Whether a decision body states a screening against at least one list."""
+    scr = body.get("screening")
+    return not isinstance(scr, dict) or not isinstance(scr.get("lists"), list) or bool(scr["lists"])
 
 
 def _refusal(body: dict[str, Any], env: dict[str, Any], seq: int, tid: str,

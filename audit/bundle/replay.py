@@ -38,15 +38,17 @@ from audit.decide.record import (
     DECISION_SCHEMA_V3,
     DECISION_SCHEMAS,
     FAIL_SAFE_DECISION,
+    FIXED_SCHEMAS,
     features_from_body,
     states_explanation,
 )
 from audit.decide.types import ActiveRules
 from audit.errors import BundleError, ReplayMismatch
+from audit.screening.evidence import evidence_from_json
 from inference.errors import ModelError
 from inference.explain import explain
 from inference.model import MlpModel, forward, load_npz
-from inference.schema import FEATURE_SCHEMAS, UnknownFeatureSchemaError, model_columns
+from inference.schema import FEATURE_SCHEMAS, SCREENING_NAMES, UnknownFeatureSchemaError, model_columns
 from wasm_rules import OUTCOMES, RuleError, Sandbox
 
 __all__ = ["SCORE_TOLERANCE", "Replayer"]
@@ -107,14 +109,14 @@ class Replayer:
             names = FEATURE_SCHEMAS.get(schema) if type(schema) is str else None
             if names is None:
                 raise ValueError(f"unknown feature schema {schema!r}")
-            if body["schema"] == DECISION_SCHEMA:  # integers in fixed units, checked as read
+            if body["schema"] in FIXED_SCHEMAS:  # integers in fixed units, checked as read
                 got, as_float = features_from_body(body)
                 values: list[float | None] = list(got)
                 score: object = None if as_float != as_float else as_float
             else:
                 if "scaled" in f or "score_ppm" in body:
                     raise ValueError(f"a {body['schema']} body states features.scaled or score_ppm "
-                                     "(version 4 only)")
+                                     "(versions 4 and 5 only)")
                 values, score = f["values"], body["score"]
             if (body["schema"] not in DECISION_SCHEMAS or type(values) is not list
                     or len(values) != len(names) or not _NUMBER_TYPES.issuperset(map(type, values))
@@ -126,12 +128,40 @@ class Replayer:
                                  f"{schema}, a score, model and rule module")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
+        if (found := self._screening(seq, trace_id, body, names, values)) is not None:
+            return [found]
         if (found := self._version(seq, trace_id, body)) is not None:
             return [found]
         earlier = self._stripped_before(seq, body)
         self._rows.append(_new_row(_Row, (seq, trace_id, values, math.nan if score is None else float(score),
                                           body, schema)))
         return earlier + (self.flush() if len(self._rows) >= self._batch else [])
+
+    def _screening(self, seq: int, trace_id: str, body: dict[str, Any], names: tuple[str, ...],
+                   values: list[float | None]) -> BundleError | None:
+        """A version 5 body's screening columns are those its stated lists and hits give
+        (``ScreeningEvidence.values``); a body of another version states no screening."""
+        if body["schema"] != DECISION_SCHEMA:
+            if "screening" in body:
+                return self._miss((seq, trace_id), "replay.screening", f"a {body['schema']} body states "
+                                  f"screening; only {DECISION_SCHEMA} records do")
+            return None
+        try:
+            evidence = evidence_from_json(body["screening"])
+        except (KeyError, TypeError, ValueError) as exc:
+            return self._miss((seq, trace_id), "replay.screening", f"screening cannot be read: {exc}")
+        if names[-len(SCREENING_NAMES):] != SCREENING_NAMES:
+            return self._miss((seq, trace_id), "replay.screening", f"a {DECISION_SCHEMA} body's features "
+                              f"({body['features']['schema']}) have no screening columns")
+        want = evidence.values()
+        got = values[-len(SCREENING_NAMES):]
+        for name, w, g in zip(SCREENING_NAMES, want, got, strict=True):
+            g_nan = g is None or g != g
+            if (w != w) is not g_nan or (not g_nan and g != w):
+                return self._miss((seq, trace_id), "replay.screening",
+                                  f"feature {name} is {None if g_nan else g}, but the lists and hits the "
+                                  f"record states give {None if w != w else w}")
+        return None
 
     def _version(self, seq: int, trace_id: str, body: dict[str, Any]) -> BundleError | None:
         """An explanation is checked only in a body of a kind that states one
@@ -145,13 +175,13 @@ class Replayer:
             return None
         if "explanation" in body:
             return self._miss((seq, trace_id), "replay.explanation", f"a {schema} body states an "
-                              f"explanation; only {DECISION_SCHEMA_V3} and {DECISION_SCHEMA} records do")
+                              f"explanation; only {DECISION_SCHEMA_V3} records and later ones do")
         first = self._explainers.get(model)
         if first is not None and first < seq:
             return self._miss((seq, trace_id), "replay.explanation", f"sealed as {schema}, without an "
                               f"explanation, after seq {first} sealed one with an explanation with the "
                               f"same backend and model {model[1][:12]}")
-        if schema == DECISION_SCHEMA:  # named if a version 4 body of this model states one later
+        if schema in FIXED_SCHEMAS:  # named if a version 4 or 5 body of this model states one later
             kept, count = self._unexplained.get(model, ([], 0))
             if len(kept) < _KEEP:
                 kept.append((seq, trace_id))
@@ -162,15 +192,15 @@ class Replayer:
         """Whether a version 4 body states an explanation is a matter of its backend and model
         alone (a model that can be attributed always is): when one does, every version 4 body of
         the same backend and model seen before it without the field lost its explanation."""
-        if body["schema"] != DECISION_SCHEMA or "explanation" not in body:
+        if body["schema"] not in FIXED_SCHEMAS or "explanation" not in body:
             return []
         model = (str(body["model"].get("backend")), body["model"]["sha256"])
         kept, count = self._unexplained.pop(model, ([], 0))
-        said = (f"sealed as {DECISION_SCHEMA} without an explanation, while seq {seq} of the same backend "
+        said = (f"sealed without an explanation, while seq {seq} of the same backend "
                 f"and model {model[1][:12]} states one")
         out: list[BundleError] = [self._miss(row, "replay.explanation", said) for row in kept]
         if count > len(kept):
-            out[-1] = self._miss(kept[-1], "replay.explanation", f"sealed as {DECISION_SCHEMA} without an "
+            out[-1] = self._miss(kept[-1], "replay.explanation", f"sealed without an "
                                  f"explanation, as are {count - len(kept):,} more records not listed, while "
                                  f"seq {seq} of the same backend and model {model[1][:12]} states one")
         return out

@@ -38,6 +38,7 @@ from audit.bundle.proofs import check_previous, start_tree_check, verify_checkpo
 from audit.bundle.reader import MANIFEST, SIGNATURE, BundleArchive, BundleManifest, Limits
 from audit.bundle.records import INDEX, PAYLOADS, RECORDS, Findings, RecordTally, scan_records
 from audit.bundle.replay import Replayer
+from audit.bundle.rescreen import Rescreener
 from audit.errors import (
     BundleFailed,
     BundleMalformed,
@@ -62,6 +63,7 @@ UNPINNED_WARNING = (
     "keys too, so this proves internal consistency, NOT that the bank's ledger produced it. "
     "Pin the ledger's key (--trusted-key) to verify authenticity.")
 Progress = Callable[[int, int], None]
+_MAX_LIST = 256 << 20  # a list's bytes (audit.screening.lists.MAX_LIST_BYTES)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class BundleReport:
     case_events: int = 0
     policies: int = 0
     holds: int = 0
+    lists: int = 0  # format 6: sanctions list versions carried
+    rescreened: int = 0  # decision/5 records whose payment was screened again, the same hits found
+    not_rescreened: int = 0  # decision/5 records naming lists whose payment was purged
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -271,7 +276,10 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
                                 lambda sha: bundle.read(f"models/{sha}/weights.npz"))
             check = CompletenessCheck(manifest, found) if manifest.version >= 2 and doc is None else None
             case = None if doc is None else _case_check(doc, found)
-            tally = scan_records(bundle, manifest, replayer, found, progress, check, case)
+            rescreener = None if manifest.version < 6 else Rescreener(
+                lambda sha: bundle.read(f"lists/{sha}", _MAX_LIST) if f"lists/{sha}" in bundle.sizes
+                else None)
+            tally = scan_records(bundle, manifest, replayer, found, progress, check, case, rescreener)
             if doc is not None and case is not None:
                 completeness = _case_completeness(doc)
                 case_report = case.finish()
@@ -302,7 +310,10 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         completeness=completeness, summaries=tally.summaries, refusals=tally.refusals,
         refusals_replayed=tally.refusals_replayed, account_risk_checked=tally.account_risk_checked,
         account_alerts=tally.account_alerts, explained=replayer.explained, case=case_report,
-        case_events=tally.case_events, policies=tally.policies, holds=tally.holds)
+        case_events=tally.case_events, policies=tally.policies, holds=tally.holds,
+        lists=0 if rescreener is None else rescreener.lists,
+        rescreened=0 if rescreener is None else rescreener.rescreened,
+        not_rescreened=0 if rescreener is None else rescreener.not_rescreened)
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

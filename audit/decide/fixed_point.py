@@ -29,10 +29,11 @@ import numpy.typing as npt
 
 from inference.schema import SCORE_DIGITS
 
-__all__ = ["FIXED_SCHEMA", "LIMIT", "MAX_DIGITS", "SCORE_SCALE", "body_score", "decode", "decode_score",
-           "quantise_rows", "quantise_scores", "scaled_row", "scaled_score"]
+__all__ = ["FIXED_SCHEMA", "FIXED_SCHEMAS", "LIMIT", "MAX_DIGITS", "SCORE_SCALE", "body_score", "decode",
+           "decode_score", "quantise_rows", "quantise_scores", "scaled_row", "scaled_score"]
 
-FIXED_SCHEMA = "sealtrail.decision/4"  # the decision record version that holds these numbers
+FIXED_SCHEMA = "sealtrail.decision/4"  # the first decision record version that holds these numbers
+FIXED_SCHEMAS = (FIXED_SCHEMA, "sealtrail.decision/5")  # every version that does (5: and screening)
 LIMIT: int = 2**50
 MAX_DIGITS = 15  # the most decimal digits a column may keep (10**15 is exact in float64)
 SCORE_SCALE: int = 10**SCORE_DIGITS
@@ -111,7 +112,7 @@ def body_score(body: Mapping[str, Any]) -> float | None:
     """The score a decision body of any version records (None: not scored): ``score_ppm`` of a
     version 4 body, ``score`` of an earlier one. ValueError where ``score_ppm`` is not 0..10**6,
     TypeError where a ``score`` is not a number."""
-    if body.get("schema") == FIXED_SCHEMA:
+    if body.get("schema") in FIXED_SCHEMAS:
         got = decode_score(body.get("score_ppm"))
         return None if got != got else got
     score = body.get("score")

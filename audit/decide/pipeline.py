@@ -31,6 +31,14 @@ state and the batches prepared before it on the same windows, applied once the l
 and forgotten if its commit fails or is refused, so the state is always the rebuild of the ledger
 (``audit.state.account_risk_replay``) with nothing to take back.
 
+Each batch is screened against the sanctions lists in force (``screener``,
+``audit.screening.screener``: one set of list versions per batch): every party, agent and line of
+free text (``inference.screening``), the screening columns of ``sealtrail.features/5`` appended to
+the extracted ones, and the lists and hits stated in the record (version 5, ``screening``). A
+request whose deadline passed in the queue is not screened, and its record says so. Without a
+screener, or with no list in force, the columns say "not screened" (NaN) and the record names no
+list.
+
 When the scorer carries its model (every ``inference.backends`` backend does), each decision the
 model scored high or the rules held also records its reason codes (``audit.decide.explanation``),
 attributed on the numpy reference model whatever backend scored, and the record is version 3.
@@ -79,6 +87,8 @@ from audit.decide.record import (
 from audit.decide.summary import SUMMARY_KIND, AccountKeyer, entries_jcs, summary_body
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from audit.errors import StateDeltaError
+from audit.screening.evidence import ScreeningEvidence
+from audit.screening.screener import InForce, Screener
 from audit.state.account_risk_replay import apply_records
 from audit.state.delta import DELTA_KIND, decider_name, delta_body, entries_bytes
 from audit.state.replay import catch_up, decision_pages
@@ -86,7 +96,9 @@ from inference.features import FeatureExtractor, StateDelta
 from inference.graph import GraphFeatures
 from inference.messages import PARSER
 from inference.model import MlpModel
-from inference.schema import FEATURE_SCHEMA, feature_digits
+from inference.schema import FEATURE_SCHEMA, SCREENING_NAMES, feature_digits
+from inference.screening.features import UNSCREENED, screening_values
+from inference.screening.screen import screen
 from inference.state_store import features_state_bytes, read_features_state
 from inference.velocity import Journal, VelocityState, key_id
 from ledger import LedgerUnavailableError, Record, store
@@ -124,6 +136,7 @@ class Pipeline:
                  account_risk: AccountRiskState | None = None,
                  covered: int | None = None,
                  decider: str | None = None,
+                 screener: Screener | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         """``keyer`` keys the accounts of the ``decision.summary`` sealed with each batch (and of
         account risk); by default the ledger's own (``audit.decide.account_secret``), read at the
@@ -132,13 +145,15 @@ class Pipeline:
         right only for a ledger that holds no decision yet. ``covered`` is the ledger size the
         feature state and account risk given are the rebuild of (by default: 0 when neither is
         given, else the size at the first batch); what other deciders seal after it is caught up
-        before each batch. ``decider`` names this pipeline in the state delta of each commit
+        before each batch. ``screener`` gives the sanctions lists each batch is screened against
+        (None: not screened). ``decider`` names this pipeline in the state delta of each commit
         (default: host name, process id and a random tag). ``rebuild`` may
         return the extractor alone (taken to cover the ledger as it is when it returns) or with the
         size it covers."""
         self.ledger = ledger
         self._keyer = keyer
         self.scorer = scorer
+        self.screener = screener
         model = getattr(scorer, "model", None)
         self._explain_model = model if isinstance(model, MlpModel) else None  # None: version 2 records
         self._rules = rules
@@ -509,7 +524,9 @@ class Pipeline:
         (``audit.decide.fixed_point``): the model, the rules and account risk read exactly the
         numbers the record holds."""
         clock, rules, n = self._clock, self._rules, len(subs)
-        rows, scaled = quantise_rows(rows, _DIGITS)
+        ts = clock()
+        screened, evidence = self._screen(subs)
+        rows, scaled = quantise_rows(np.hstack([rows, screened]), _DIGITS)
         t1 = clock()
         live = np.array([not s.expired for s in subs])
         scores = np.full(n, math.nan)
@@ -539,7 +556,8 @@ class Pipeline:
             except SandboxFault as exc:
                 sandbox_fault = f"SANDBOX_FAULT: {type(exc).__name__}: {exc}"
         t3 = clock()
-        stage = {"features": _us(t0, t1), "model": _us(t1, t2), "rules": _us(t2, t3)}
+        stage = {"features": _us(t0, ts), "screening": _us(ts, t1), "model": _us(t1, t2),
+                 "rules": _us(t2, t3)}
         outs = [OUTCOMES[k] for k in outcomes.tolist()]
         explanations = None
         if self._explain_model is not None:
@@ -560,10 +578,38 @@ class Pipeline:
         risk = self._assess(subs, scores, outs, why, keyer, epoch)
         try:
             return self._finish(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, keyer, risk,
-                                t0, explanations, deltas)
+                                t0, explanations, deltas, evidence)
         except BaseException:
             self.account_risk.discard(risk)
             raise
+
+    def _screen(self, subs: Sequence[Submission]) -> tuple[npt.NDArray[F64], list[ScreeningEvidence]]:
+        """The screening columns of each submission (one row each) and what its record states."""
+        n = len(subs)
+        in_force: InForce | None = None if self.screener is None else self.screener.current()
+        index = None if in_force is None else in_force.index
+        cols = np.empty((n, len(SCREENING_NAMES)), dtype=F64)
+        evidence: list[ScreeningEvidence] = []
+        if in_force is None or index is None:
+            cols[:] = UNSCREENED
+            none = ScreeningEvidence((), ())
+            return cols, [_EXPIRED if s.expired else none for s in subs]
+        refs = in_force.refs
+        max_age = self.screener.max_age_days if self.screener is not None else None
+        stale: dict[object, tuple[str, ...]] = {}
+        for i, s in enumerate(subs):
+            if s.expired:
+                cols[i] = UNSCREENED
+                evidence.append(_EXPIRED)
+                continue
+            got = screen(s.transaction, index)
+            day = s.received_at.date()
+            findings = stale.get(day)
+            if findings is None:
+                findings = stale[day] = in_force.stale(day, max_age)
+            cols[i] = screening_values(got)
+            evidence.append(ScreeningEvidence(refs, got.hits, findings))
+        return cols, evidence
 
     def _assess(self, subs: Sequence[Submission], scores: npt.NDArray[F64], outs: list[str],
                 why: list[str | None], keyer: AccountKeyer, epoch: int) -> Pending:
@@ -584,10 +630,11 @@ class Pipeline:
                 scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None], fuel: int, stage: dict[str, int],
                 rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float,
-                explanations: list[Explanation] | None, deltas: tuple[str, bytes]) -> _Prepared:
+                explanations: list[Explanation] | None, deltas: tuple[str, bytes],
+                evidence: list[ScreeningEvidence]) -> _Prepared:
         """The records and summary of a batch assessed for account risk."""
         records, meta = self._bodies(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, risk,
-                                     explanations)
+                                     explanations, evidence)
         ids: dict[int, Jcs] = {}  # id(hits) -> canonical array of its rule ids
         for hits, _ in fired:
             if id(hits) not in ids:
@@ -620,7 +667,8 @@ class Pipeline:
                 scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None],
                 fuel: int, stage: dict[str, int], rules: ActiveRules, risk: Pending,
-                explanations: list[Explanation] | None) -> tuple[list[Record], DecisionBatch]:
+                explanations: list[Explanation] | None,
+                evidence: list[ScreeningEvidence]) -> tuple[list[Record], DecisionBatch]:
         """The batch's records (bodies from ``audit.decide.record.decision_bodies``, a batch at a
         time) and their ``DecisionInputs``, made only if asked for."""
         n = len(subs)
@@ -642,7 +690,7 @@ class Pipeline:
                 fired=fired[i][0], fail_safe=why[i], fuel=fuel, batch_size=n,
                 latency_us={"queue": s.queue_us, **stage}, idempotency=s.idempotency, parser=PARSER,
                 account_risk=risks[i], explanation=None if explanations is None else explanations[i],
-                fixed_point=True)
+                fixed_point=True, screening=evidence[i])
 
         le = np.ascontiguousarray(rows, dtype="<f8")
         width = le.shape[1] * 8
@@ -656,7 +704,7 @@ class Pipeline:
             tables=tables, model_sha256=self.scorer.model_sha256, backend=self.scorer.name, score=0.0,
             module_sha256=rules.module.sha256, ruleset_id=manifest.ruleset_id,
             ruleset_version=manifest.version, decision="", fired=(), fail_safe=None, fuel=fuel, batch_size=n,
-            latency_us={"queue": 0, **stage}, parser=PARSER, fixed_point=True)
+            latency_us={"queue": 0, **stage}, parser=PARSER, fixed_point=True, screening=evidence[0])
         txs = [s.transaction for s in subs]
         principals: dict[int, Jcs] = {}  # by identity: a batch usually shares one principal object
         for s in subs:
@@ -670,7 +718,8 @@ class Pipeline:
             principal=[principals[id(s.principal)] for s in subs], score=score_list,
             queue_us=[s.queue_us for s in subs],
             idempotency=[s.idempotency for s in subs] if any(s.idempotency for s in subs) else None,
-            account_risk=risks, explanation=explanations, scaled_values=scaled)
+            account_risk=risks, explanation=explanations, scaled_values=scaled,
+            screening=_screening_bytes(evidence))
         # Every body comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or a template
         # filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
         records = [Record.from_jcs(DECISION_KIND, body, payload=s.raw)
@@ -723,6 +772,24 @@ def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: b
         return [Record.from_jcs(SUMMARY_KIND, summary_body(key_id, summary, prev)),
                 Record.from_jcs(DELTA_KIND, delta)]
     return tail
+
+
+_EXPIRED = ScreeningEvidence((), (), ("not screened: the request's deadline passed in the queue",))
+
+
+def _screening_bytes(evidence: list[ScreeningEvidence]) -> list[Jcs]:
+    """Each record's canonical ``screening``; those without hits share the bytes of their kind."""
+    plain: dict[int, Jcs] = {}  # id of an evidence without hits -> its bytes (a batch shares a few)
+    out = []
+    for ev in evidence:
+        if ev.hits:
+            out.append(ev.to_jcs())
+            continue
+        got = plain.get(id(ev))
+        if got is None:
+            got = plain[id(ev)] = ev.to_jcs()
+        out.append(got)
+    return out
 
 
 _QUIET_READS = 16  # catch-up reads in a row that found nobody else: the next idle batches skip the read

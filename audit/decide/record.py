@@ -1,5 +1,5 @@
-"""The decision record (``sealtrail.decision/4``; ``/3`` before numbers in fixed units, ``/2``
-before explanations, ``/1`` before account risk): what one sealed decision binds.
+"""The decision record (``sealtrail.decision/5``; ``/4`` before screening, ``/3`` before numbers in
+fixed units, ``/2`` before explanations, ``/1`` before account risk): what one sealed decision binds.
 
 The ledger envelope adds ``trace_id`` (UUIDv7), ``recorded_at`` and ``payload_sha256`` (the raw
 message, kept apart so that it can be purged); this body binds the rest of DESIGN.md
@@ -28,6 +28,12 @@ missing value (NaN); JSON round-trips float64 exactly. Either way, replaying the
 the recorded values reproduces the outcome; ``features_from_body`` and ``body_score`` read every
 version.
 
+Version 5 is version 4 with ``screening`` (``audit.screening.evidence``): the list versions the
+payment's parties and free text were screened against, the hits (list, entry, listed name matched,
+score, basis, where in the payment) and findings on the screening (a stale list), and its features
+follow ``sealtrail.features/5``, whose screening columns those hits give. A pipeline without a
+screener still seals version 5, naming no list.
+
 This module owns the record's layout: ``decision_body`` states it, and ``decision_bodies`` makes
 a whole batch's canonical bodies from columns (spliced into one template per batch, with the
 ledger's own encoder, ``ledger.jcs``); nothing else builds a body field by field.
@@ -45,7 +51,16 @@ import numpy.typing as npt
 
 from audit.decide.account_risk import AccountRisk
 from audit.decide.explanation import Explanation
-from audit.decide.fixed_point import FIXED_SCHEMA, body_score, decode, decode_score, scaled_row, scaled_score
+from audit.decide.fixed_point import (
+    FIXED_SCHEMA,
+    FIXED_SCHEMAS,
+    body_score,
+    decode,
+    decode_score,
+    scaled_row,
+    scaled_score,
+)
+from audit.screening.evidence import ScreeningEvidence
 from inference.schema import UnknownFeatureSchemaError, feature_digits
 from ledger.jcs import (
     JCS_NULL,
@@ -67,7 +82,9 @@ __all__ = [
     "DECISION_SCHEMA_V1",
     "DECISION_SCHEMA_V2",
     "DECISION_SCHEMA_V3",
+    "DECISION_SCHEMA_V4",
     "FAIL_SAFE_DECISION",
+    "FIXED_SCHEMAS",
     "RISK_SCHEMAS",
     "SLOTS",
     "BodyTemplate",
@@ -94,10 +111,13 @@ DECISION_KIND = "decision"
 DECISION_SCHEMA_V1 = "sealtrail.decision/1"  # before account risk
 DECISION_SCHEMA_V2 = "sealtrail.decision/2"  # version 1 and ``account_risk``
 DECISION_SCHEMA_V3 = "sealtrail.decision/3"  # version 2 and ``explanation``
-DECISION_SCHEMA = FIXED_SCHEMA  # what is sealed: version 3 with numbers in fixed units (4)
+DECISION_SCHEMA_V4 = FIXED_SCHEMA  # version 3 with numbers in fixed units
+DECISION_SCHEMA = FIXED_SCHEMAS[1]  # what is sealed: version 4 and ``screening`` (5)
 # every version read and replayed
-DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA)
-RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA)  # those stating ``account_risk``
+DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA_V4,
+                    DECISION_SCHEMA)
+# those stating ``account_risk``
+RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA_V4, DECISION_SCHEMA)
 FAIL_SAFE_DECISION = "HOLD"
 
 
@@ -162,6 +182,7 @@ class DecisionInputs:
     account_risk: AccountRisk | None = None  # None: a version 1 body (no account risk)
     explanation: Explanation | None = None  # None: no "explanation" field (version 1 or 2, or 4 unattributed)
     fixed_point: bool = False  # version 4: feature values and score in fixed units (no float)
+    screening: ScreeningEvidence | None = None  # version 5 (with fixed_point): the lists and hits
 
 
 class DecisionBatch(Sequence[DecisionInputs]):
@@ -216,10 +237,12 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         if d.account_risk is None:
             raise ValueError("a version 4 decision record states account risk")
         digits = feature_digits(d.feature_schema)
-        schema = DECISION_SCHEMA
+        schema = DECISION_SCHEMA_V4 if d.screening is None else DECISION_SCHEMA
         numbers: dict[str, Any] = {"digits": list(digits), "scaled": scaled_row(d.feature_values, digits)}
         score: tuple[str, Any] = ("score_ppm", scaled_score(d.score))
     else:
+        if d.screening is not None:
+            raise ValueError("only a record in fixed units (version 5) states its screening")
         schema = _schema(d)
         numbers = {"values": [_num(v) for v in d.feature_values]}
         score = ("score", _num(d.score))
@@ -249,6 +272,8 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         body["account_risk"] = d.account_risk.to_json()
     if d.explanation is not None:  # version 3, and version 4 where the model can be attributed
         body["explanation"] = d.explanation.to_json()
+    if d.screening is not None:  # version 5
+        body["screening"] = d.screening.to_json()
     return body
 
 
@@ -274,16 +299,16 @@ def states_explanation(body: dict[str, Any]) -> bool:
     """Whether a decision body is of the kind that states an explanation: every version 3 body, and
     a version 4 body made with a model that can be attributed (it then has the field)."""
     schema = body.get("schema")
-    return schema == DECISION_SCHEMA_V3 or (schema == DECISION_SCHEMA and "explanation" in body)
+    return schema == DECISION_SCHEMA_V3 or (schema in FIXED_SCHEMAS and "explanation" in body)
 
 
 def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
     """The recorded feature values and score of any version, ``null`` back to NaN (for replay);
     ValueError (or KeyError, TypeError) where the body does not hold them as its version says."""
     f = body["features"]
-    if body.get("schema") == DECISION_SCHEMA:
+    if body.get("schema") in FIXED_SCHEMAS:
         if "values" in f or "score" in body:  # in place of scaled and score_ppm: never beside them
-            raise ValueError("a version 4 body states features.values or score beside its fixed units")
+            raise ValueError("a version 4 or 5 body states features.values or score beside its fixed units")
         digits = f["digits"]
         try:
             want = feature_digits(f["schema"])
@@ -294,7 +319,8 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
             raise ValueError(f"features.digits is not that of {f['schema']}")
         return decode(f["scaled"], digits), decode_score(body["score_ppm"])
     if "scaled" in f or "score_ppm" in body:
-        raise ValueError(f"a {body.get('schema')} body states features.scaled or score_ppm (version 4 only)")
+        raise ValueError(f"a {body.get('schema')} body states features.scaled or score_ppm (versions 4 and 5 "
+                         "only)")
     values = [math.nan if v is None else float(v) for v in f["values"]]
     score = body["score"]
     return values, math.nan if score is None else float(score)
@@ -311,7 +337,7 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
 # holds the three lists to the dataclass's fields).
 _TEMPLATE_KEY = ("feature_schema", "model_sha256", "backend", "module_sha256", "ruleset_id",
                  "ruleset_version", "parser", "fixed_point")
-_TEMPLATE_KEYED_OTHERWISE = ("tables", "idempotency", "account_risk", "explanation")
+_TEMPLATE_KEYED_OTHERWISE = ("tables", "idempotency", "account_risk", "explanation", "screening")
 _TEMPLATE_PER_BATCH = ("fuel", "batch_size", "latency_us")
 _TEMPLATES: dict[tuple[Any, ...], object] = {}
 _MISSING = object()
@@ -347,6 +373,7 @@ class DecisionColumns:
     idempotency: Sequence[IdempotencyKey | None] | None = None  # None: no decision of the batch has a key
     account_risk: Sequence[AccountRisk | None] | None = None  # None: version 1 bodies, no account risk
     explanation: Sequence[Explanation | None] | None = None  # None: no body states an explanation
+    screening: Sequence[Jcs] | None = None  # version 5: each body's canonical "screening"; None: version 4
 
 
 class BodyTemplate:
@@ -360,13 +387,15 @@ class BodyTemplate:
     """
 
     def __init__(self, template: Template, keyed: bool = False, risked: bool = False,
-                 explained: bool = False, fixed: bool = False, slots: int = 0) -> None:
+                 explained: bool = False, fixed: bool = False, slots: int = 0,
+                 screened: bool = False) -> None:
         self._template = template
         self._slots = slots  # per-record slots; the per-batch numbers' slots follow (a cached template)
         self.fixed = fixed  # version 4 bodies: "values" and "score" slots hold integers
         self.keyed = keyed  # its bodies hold "idempotency" (a slot after SLOTS)
         self.risked = risked  # its bodies hold "account_risk" (a slot after those): version 2
-        self.explained = explained  # its bodies hold "explanation" (the last slot): version 3
+        self.explained = explained  # its bodies hold "explanation" (a slot after those): version 3
+        self.screened = screened  # its bodies hold "screening" (the last slot): version 5
 
     @classmethod
     def for_batch(cls, shared: DecisionInputs) -> BodyTemplate | None:
@@ -385,7 +414,7 @@ class BodyTemplate:
             return cls._made(shared, None)
         key = (*(getattr(shared, name) for name in _TEMPLATE_KEY), tuple(sorted(shared.tables.items())),
                shared.idempotency is not None, shared.account_risk is not None,
-               shared.explanation is not None, stages)
+               shared.explanation is not None, shared.screening is not None, stages)
         got = _TEMPLATES.get(key, _MISSING)
         if got is _MISSING:
             got = cls._made(shared, stages)
@@ -397,7 +426,7 @@ class BodyTemplate:
         assert isinstance(got, BodyTemplate)
         first = got._slots
         return cls(got._template.bind({first + i: part for i, part in enumerate(parts)}),
-                   got.keyed, got.risked, got.explained, got.fixed)
+                   got.keyed, got.risked, got.explained, got.fixed, screened=got.screened)
 
     @classmethod
     def _made(cls, shared: DecisionInputs, stages: tuple[str, ...] | None) -> BodyTemplate | None:
@@ -431,6 +460,10 @@ class BodyTemplate:
         if explained:
             slots = (*slots, "explanation")
             body["explanation"] = Template.marker("explanation")
+        screened = shared.screening is not None
+        if screened:
+            slots = (*slots, "screening")
+            body["screening"] = Template.marker("screening")
         n = len(slots)
         if stages is not None:
             body["fuel"], body["batch_size"] = Template.marker("fuel"), Template.marker("batch_size")
@@ -438,7 +471,7 @@ class BodyTemplate:
                 body["latency_us"][k] = Template.marker(f"latency:{k}")
             slots = (*slots, "fuel", "batch_size", *(f"latency:{k}" for k in stages))
         template = Template.of(body, slots)
-        return None if template is None else cls(template, keyed, risked, explained, fixed, n)
+        return None if template is None else cls(template, keyed, risked, explained, fixed, n, screened)
 
     def body(self, parts: Sequence[Jcs]) -> Jcs:
         """The record bytes from the canonical bytes of each slot's value, in ``SLOTS`` order."""
@@ -467,6 +500,9 @@ class BodyTemplate:
                    cols.transaction_sha256, cols.principal, score_bytes, cols.queue_us, strict=True)
         keys, risks, whys = cols.idempotency, cols.account_risk, cols.explanation
         keyed, risked, explained = self.keyed, self.risked, self.explained
+        screens = cols.screening
+        if (screens is not None) is not self.screened:
+            return [canonical_bytes(decision_body(whole(i))) for i in range(len(cols.at))]
         for i, (at, dec, why, vb, fsha, fired, fmt, mtype, raw, ref, tsha, who, sb, queue) in enumerate(rows):
             key = None if keys is None else keys[i]
             risk = None if risks is None else risks[i]
@@ -486,6 +522,8 @@ class BodyTemplate:
                     parts = (*parts, Jcs(risk.to_jcs()))  # integers and hex only: equal to canonical_bytes
                 if said is not None:
                     parts = (*parts, Jcs(said.to_jcs()))  # canonical_bytes itself, or null
+                if screens is not None:
+                    parts = (*parts, screens[i])
                 push(fill(parts))
             except TypeError:  # a value the splice does not vouch for: the whole-body path decides
                 push(canonical_bytes(decision_body(whole(i))))
@@ -542,4 +580,5 @@ def slot_parts(d: DecisionInputs) -> tuple[Jcs, ...]:
             jcs_int(d.latency_us["queue"])) + (
                 () if d.idempotency is None else (canonical_bytes(d.idempotency.to_json()),)) + (
                 () if d.account_risk is None else (canonical_bytes(d.account_risk.to_json()),)) + (
-                () if d.explanation is None else (canonical_bytes(d.explanation.to_json()),))
+                () if d.explanation is None else (canonical_bytes(d.explanation.to_json()),)) + (
+                () if d.screening is None else (d.screening.to_jcs(),))

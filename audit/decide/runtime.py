@@ -6,8 +6,10 @@ shipped pack is bootstrapped on a fresh ledger, flagged as such), then the veloc
 rebuilt from the ledger's recent decisions, so that a restarted process computes the same
 features as the one that stopped, and the account-risk state rebuilt from every sealed decision
 record (``audit.state.account_risk_replay``), under the policy the settings state
-(``account_risk_*`` fields, defaults where absent; a bad value refuses to start). Only then does
-the batcher accept work.
+(``account_risk_*`` fields, defaults where absent; a bad value refuses to start), and the index of
+the sanctions lists in force (``audit.screening.screener``; a list sealed later is indexed beside
+the batches and swapped in whole; ``screening_max_age_days``, where set, makes a list older than
+that a finding on the decisions that use it). Only then does the batcher accept work.
 
 State snapshots: every ``state_snapshot_every`` decisions this process sealed (a settings field,
 default ``STATE_SNAPSHOT_EVERY`` where absent; 0: at a clean stop only) and at a clean stop, the
@@ -42,6 +44,7 @@ from audit.decide.types import Decision, Submission
 from audit.governance.models import register_model
 from audit.governance.service import Governance
 from audit.query.index import TraceIndex, catch_up
+from audit.screening.screener import Screener
 from audit.state import snapshot as velocity_snapshot
 from audit.state.account_risk_replay import AccountRiskReport, rebuild_account_risk
 from audit.state.delta import DELTA_KIND, parse_delta
@@ -264,6 +267,7 @@ class Runtime(Generic[S]):
     _snapshots: _Snapshots = field(repr=False)
     _closed: bool = field(default=False, repr=False)
     account_risk: AccountRiskReport | None = None  # what the account-risk rebuild read at start
+    screener: Screener | None = None  # the sanctions lists in force, indexed
 
     @classmethod
     def open(cls, s: S, *, operator: str = "sealtrail-serve") -> Runtime[S]:
@@ -279,6 +283,9 @@ class Runtime(Generic[S]):
         if type(every) is not int or every < 0:
             raise ValueError(f"state_snapshot_every is a number of decisions (0: at a clean stop only), "
                              f"not {every!r}")
+        max_age = getattr(s, "screening_max_age_days", None)
+        if max_age is not None and (type(max_age) is not int or max_age < 0):
+            raise ValueError(f"screening_max_age_days is a number of days (0: no limit), not {max_age!r}")
         engine = database.open_engine(s.db)
         try:
             ledger = database.open_ledger(engine, s.key_file,
@@ -299,8 +306,11 @@ class Runtime(Generic[S]):
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
             windows = _Windows(engine, ledger.origin, restored.covered, ledger, restored.from_seq)
             risk, risk_report = rebuild_account_risk(engine, policy, size=restored.covered)
+            screener = Screener(engine, max_age_days=max_age)
+            screener.refresh(wait=True)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
-                                rebuild=windows.rebuild, account_risk=risk, covered=restored.covered)
+                                rebuild=windows.rebuild, account_risk=risk, covered=restored.covered,
+                                screener=screener)
             pipeline.rules_source = lambda: governance.load_active(sandbox)  # another decider activated
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000, catch_up_idle_s=CATCH_UP_IDLE_S)
@@ -313,7 +323,7 @@ class Runtime(Generic[S]):
             engine.dispose()
             raise
         return cls(s, engine, ledger, sandbox, scorer, model, governance, pipeline, service, restored.report,
-                   restored.from_snapshot, windows, snapshots, account_risk=risk_report)
+                   restored.from_snapshot, windows, snapshots, account_risk=risk_report, screener=screener)
 
     def decide(self, subs: Sequence[Submission], priority: Priority = Priority.P1,
                timeout_s: float | None = None) -> list[Decision]:

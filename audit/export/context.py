@@ -1,10 +1,12 @@
 """A bundle's context: the entries and files that say how its decisions were made.
 
-For the rulesets and models the exported decisions name, and the purges that emptied their
-payloads: the governance entries (who proposed, approved, activated), the ``model.registered``
-entries and the ``ledger.payload_purge`` entries, which go into ``records.jsonl`` so that they
-are proved like the decisions; and the files ``rules/<sha>.{wasm,toml,json}`` and
-``models/<sha>/{weights.npz,card.json}``. Also the previous export, from its ledger record.
+For the rulesets and models the exported decisions name, the sanctions lists they were screened
+against, and the purges that emptied their payloads: the governance entries (who proposed,
+approved, activated), the ``model.registered`` entries, the ``sanctions_list`` entries and the
+``ledger.payload_purge`` entries, which go into ``records.jsonl`` so that they are proved like the
+decisions; and the files ``rules/<sha>.{wasm,toml,json}``, ``models/<sha>/{weights.npz,card.json}``
+and ``lists/<sha>`` (a list's bytes as loaded, its record's payload). Also the previous export,
+from its ledger record.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
 from audit.errors import ExportUnavailableError
 from audit.export.select import EntryRow
 from audit.governance.models import MODEL_REGISTERED
 from audit.governance.state import BOOTSTRAPPED, KINDS, PROPOSED
+from audit.screening.lists import LIST_KIND
 from inference.errors import ModelError
 from inference.model import CARD_NAME, ModelFiles, shipped_model_dir
 from ledger import store
@@ -115,14 +118,45 @@ def _purges(conn: Connection, seqs: set[int], ctx: Context) -> None:
         raise ExportUnavailableError(f"purge record {min(missing)} is missing (ledger damage)")
 
 
+def _lists(conn: Connection, seqs: set[int], ctx: Context) -> None:
+    ordered = sorted(seqs)
+    p = store.param(conn)
+    found: set[int] = set()
+    for i in range(0, len(ordered), 500):
+        chunk = ordered[i:i + 500]
+        for row, env in _rows(conn, f"seq IN ({', '.join([p] * len(chunk))})", tuple(chunk)):
+            if row.kind != LIST_KIND:
+                raise ExportUnavailableError(f"decisions name list seq {row.seq}, a {row.kind} entry "
+                                             "(damage)")
+            sha = str(env.get("payload_sha256"))
+            got = conn.execute(select(store.payloads.c.data).where(store.payloads.c.sha256 == sha)).first()
+            if got is None or got[0] is None:
+                raise ExportUnavailableError(f"the bytes of list {env['record'].get('name')!r} sealed at "
+                                             f"seq {row.seq} are not in the payload store: the decisions "
+                                             "screened against it cannot be screened again")
+            data = bytes(got[0])
+            if hashlib.sha256(data).hexdigest() != sha:
+                raise ExportUnavailableError(f"the stored bytes of list seq {row.seq} do not hash to {sha} "
+                                             "(damage)")
+            ctx.entries.append(row)
+            ctx.files.append((f"lists/{sha}", data))
+            found.add(row.seq)
+    missing = seqs - found
+    if missing:
+        raise ExportUnavailableError(f"list record {min(missing)} named by exported decisions is missing "
+                                     "(ledger damage)")
+
+
 def gather_context(conn: Connection, rulesets: Mapping[str, str], models: set[str], purge_seqs: set[int],
-                   model_dirs: Iterable[Path] = ()) -> Context:
-    """Entries and files for ``rulesets`` ("id@version" -> module SHA-256), ``models`` and the
-    purges at ``purge_seqs``; ``ExportUnavailableError`` if one cannot be had."""
+                   model_dirs: Iterable[Path] = (), list_seqs: set[int] | None = None) -> Context:
+    """Entries and files for ``rulesets`` ("id@version" -> module SHA-256), ``models``, the
+    purges at ``purge_seqs`` and the sanctions lists sealed at ``list_seqs``;
+    ``ExportUnavailableError`` if one cannot be had."""
     ctx = Context()
     _rules(conn, rulesets, ctx)
     _models(conn, models, model_dirs, ctx)
     _purges(conn, purge_seqs, ctx)
+    _lists(conn, list_seqs or set(), ctx)
     return ctx
 
 

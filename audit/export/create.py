@@ -24,7 +24,12 @@ crash between sealing and renaming leaves a record of an export whose file never
 never a file without its record).
 
 A window bundle is written as ``sealtrail.bundle/4``, the oldest format that holds it (so that
-the verifier of the previous release still reads it). ``create_case_bundle`` cuts the bundle of
+the verifier of the previous release still reads it); one whose decisions were screened against
+sanctions lists (``sealtrail.decision/5`` naming a list) as ``sealtrail.bundle/6``, with the
+``sanctions_list`` records those decisions name and each list's bytes (``lists/<sha256>``), so that
+the verifier screens them again.
+A case bundle with such decisions is ``sealtrail.bundle/6`` too (its manifest's ``case`` set).
+``create_case_bundle`` cuts the bundle of
 one case instead, ``sealtrail.bundle/5`` (``audit.export.cases``: its
 decisions, events, policies, filed reports and holds, ``case/case.json``, and the other case
 events of its range as proved leaf hashes); a case is small, so its lines are built in memory.
@@ -59,6 +64,7 @@ from audit.export.files import VERIFY_MD, BundleZip, index_line, payload_line, p
 from audit.export.report import ReportStats, csv_header, csv_line, csv_row, render_report
 from audit.export.select import ExportFilters, count_selected, refusal_rows
 from audit.export.spool import Progress, Spools, deflate_spools, read_selection
+from audit.screening.lists import LIST_KIND
 from ledger import NoteSigner, Record
 from ledger.append import Ledger
 from ledger.checkpoint import SignedCheckpoint
@@ -73,12 +79,13 @@ from wasm_rules import OUTCOMES
 
 __all__ = [
     "BUNDLE_SCHEMA", "CASE_BUNDLE_SCHEMA", "CASE_EXPORT_SCHEMA", "EXPORT_KIND", "EXPORT_SCHEMA",
-    "BundleSummary", "ExportFilters", "create_bundle", "create_case_bundle", "list_exports",
-    "manifest_sig_text", "uuid7"
+    "SCREENED_BUNDLE_SCHEMA", "BundleSummary", "ExportFilters", "create_bundle", "create_case_bundle",
+    "list_exports", "manifest_sig_text", "uuid7"
 ]
 
 BUNDLE_SCHEMA = "sealtrail.bundle/4"  # a window bundle
 CASE_BUNDLE_SCHEMA = "sealtrail.bundle/5"  # a bundle cut for one case
+SCREENED_BUNDLE_SCHEMA = "sealtrail.bundle/6"  # either, with decisions that state their screening
 EXPORT_KIND = "export.created"
 EXPORT_SCHEMA = "sealtrail.export.created/1"  # the record of a window bundle
 CASE_EXPORT_SCHEMA = "sealtrail.export.created/2"  # of a case bundle: ``case`` set, ``filters`` null
@@ -195,7 +202,8 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     payloads_z, csv_z = sp.close()
     assert got.rulesets is not None and got.models is not None and got.purge_seqs is not None
     with engine.connect() as conn:
-        ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs)
+        ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs,
+                                      got.list_seqs)
     extra = sorted(ctx.entries, key=lambda r: r.seq)
     seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
     counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
@@ -211,7 +219,10 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         z.write_deflated("payloads.jsonl", payloads_z)
         z.write_deflated("records.csv", csv_z)
 
-    head = {"schema": BUNDLE_SCHEMA, "filters": filters.to_json(), "completeness": summaries.manifest()}
+    head: dict[str, Any] = {"schema": SCREENED_BUNDLE_SCHEMA if got.screened else BUNDLE_SCHEMA,
+                            "filters": filters.to_json(), "completeness": summaries.manifest()}
+    if got.screened:
+        head["case"] = None
     return _write_and_seal(engine, ledger, signer, out_path, tmp, bundle_id=bundle_id, created_at=created_at,
                            creator=creator, head=head,
                            record_head={"schema": EXPORT_SCHEMA, "filters": filters.to_record()},
@@ -340,16 +351,20 @@ def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_p
                 rulesets[f"{rules['ruleset_id']}@{rules['version']}"] = str(rules["module_sha256"])
             purges = {p.purge_seq for p in sel.payloads.values()
                       if p.data is None and p.purge_seq is not None}
-            ctx = gather_context(conn, rulesets, models, purges, list(model_dirs))
+            screenings = [b["screening"] for b in (orjson.loads(r.record)["record"] for r in sel.decisions)
+                          if b.get("screening", {}).get("lists")]
+            lists = {int(x["seq"]) for s in screenings for x in s["lists"]}
+            ctx = gather_context(conn, rulesets, models, purges, list(model_dirs), lists)
         return _write_case(engine, ledger, signer, out_path, tmp, sel, ctx, creator, bundle_id, created_at,
-                           sorted(set(rulesets.values())), sorted(models), compresslevel)
+                           sorted(set(rulesets.values())), sorted(models), compresslevel, bool(screenings))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
                 sel: CaseSelection, ctx: Context, creator: Principal, bundle_id: str, created_at: str,
-                rules: list[str], models: list[str], compresslevel: int) -> BundleSummary:
+                rules: list[str], models: list[str], compresslevel: int,
+                screened: bool = False) -> BundleSummary:
     rows = sorted({r.seq: r for r in (*sel.rows, *ctx.entries)}.values(), key=lambda r: r.seq)
     stats = ReportStats()
     for gone in sel.payloads.values():
@@ -363,7 +378,7 @@ def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Pa
         index.append(index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash))
         env = orjson.loads(r.record)
         sha = env.get("payload_sha256")
-        if sha is not None and sha not in named:
+        if sha is not None and sha not in named and r.kind != LIST_KIND:  # a list's bytes: lists/<sha>
             named.add(sha)
             p = sel.payloads.get(sha)
             if p is None:
@@ -397,7 +412,8 @@ def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Pa
         z.write("payloads.jsonl", b"".join(pays))
         z.write("records.csv", b"".join(csv_rows))
 
-    head = {"schema": CASE_BUNDLE_SCHEMA, "filters": None, "completeness": None, "case": case}
+    head = {"schema": SCREENED_BUNDLE_SCHEMA if screened else CASE_BUNDLE_SCHEMA, "filters": None,
+            "completeness": None, "case": case}
     return _write_and_seal(engine, ledger, signer, out_path, tmp, bundle_id=bundle_id, created_at=created_at,
                            creator=creator, head=head,
                            record_head={"schema": CASE_EXPORT_SCHEMA, "filters": None,

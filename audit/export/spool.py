@@ -99,6 +99,8 @@ class _Pass:
     rulesets: dict[str, str] | None = None  # "id@version" -> module sha256
     models: set[str] | None = None
     purge_seqs: set[int] | None = None
+    list_seqs: set[int] = field(default_factory=set)  # sanctions_list records the decisions name
+    screened: int = 0  # decisions screened against at least one list (sealtrail.decision/5)
     decision_seqs: array[int] = field(default_factory=lambda: array("q"))  # ascending
     refusals: int = 0
     refusal_seqs: array[int] = field(default_factory=lambda: array("q"))  # ascending
@@ -270,6 +272,10 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
             r = b["rules"]
             res.rulesets[f"{r['ruleset_id']}@{r['version']}"] = r["module_sha256"]
             res.models.add(b["model"]["sha256"])
+            scr = b.get("screening")
+            if scr is not None and scr["lists"]:
+                res.screened += 1
+                res.list_seqs.update(int(x["seq"]) for x in scr["lists"])
             res.decisions += 1
             res.decision_seqs.append(row.seq)
         sp.csv_rows(rows)

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from inference.errors import BackendUnavailableError, InferenceError, ModelError
 from inference.model import MlpModel, check_rows, load_npz, model_npz_bytes, sha256_hex
-from inference.schema import FEATURE_NAMES, N_FEATURES
+from inference.schema import FEATURE_NAMES, N_EXTRACTED, N_FEATURES
 
 __all__ = [
     "BACKENDS", "Backend", "BackendBase", "BackendClosedError", "UnknownBackendError",
@@ -78,7 +78,7 @@ class BackendBase(ABC):
         n = self.model.n_features
         arr = np.asarray(rows)
         leading = self.model.feature_names == FEATURE_NAMES[:n]
-        if arr.ndim == 2 and arr.shape[1] == N_FEATURES != n and leading:
+        if arr.ndim == 2 and arr.shape[1] in (N_FEATURES, N_EXTRACTED) and arr.shape[1] != n and leading:
             arr = arr[:, :n]
         arr = check_rows(arr, n)
         if arr.shape[0] == 0:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from inference.model import WEIGHTS_NAME, ModelFiles, shipped_model_dir
-from inference.schema import FEATURE_NAMES
+from inference.schema import EXTRACTED_NAMES
 
 VEC = Path(__file__).parents[1] / "vectors" / "messages"
 runner = CliRunner()
@@ -26,7 +26,7 @@ def test_features_of_a_file_in_order_with_their_hashes() -> None:
     assert doc["tables"] == {"fx_rates": "ecb-2025-10", "jurisdiction_risk": "fatf-2025-10"}
     assert len(doc["rows"]) == 2
     first = doc["rows"][0]
-    assert list(first["features"]) == list(FEATURE_NAMES) and len(first["features_sha256"]) == 64
+    assert list(first["features"]) == list(EXTRACTED_NAMES) and len(first["features_sha256"]) == 64
     assert first["features"]["hour_utc"] == 10 and first["features"]["weekend"] == 1  # a Saturday
     assert first["at"] == "2026-03-07T10:15:00+00:00"
 

@@ -6,6 +6,7 @@ account-risk columns."""
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from audit.decide.record import (
     DECISION_SCHEMA_V1,
     DECISION_SCHEMA_V2,
     DECISION_SCHEMA_V3,
+    DECISION_SCHEMA_V4,
     features_from_body,
 )
 from audit.query.index import record_rows
@@ -154,7 +156,7 @@ def _floats(value: Any) -> list[float]:
 def test_version_4_records_hold_no_float_and_re_encode_to_their_bytes() -> None:
     got = _v4()
     for line, body in got:
-        assert body["schema"] == DECISION_SCHEMA == "sealtrail.decision/4"
+        assert body["schema"] == DECISION_SCHEMA_V4 == "sealtrail.decision/4"
         assert _floats(body) == []  # every number parses back as an integer
         assert canonical_bytes(body) == line == rfc8785.dumps(body)
         assert "score" not in body and "values" not in body["features"]
@@ -201,3 +203,43 @@ def test_a_version_4_record_indexes_its_score_as_the_value_it_stands_for() -> No
     body = _v4()[0][1]
     row, _ = record_rows(3, {"trace_id": "t", "recorded_at": body["at"], "record": body})
     assert body["score_ppm"] / 1_000_000 in row
+
+
+def _v5() -> list[tuple[bytes, dict[str, Any]]]:
+    lines = (VECTORS / "decision-v5" / "records.jsonl").read_bytes().splitlines()
+    return [(line, orjson.loads(line)) for line in lines]
+
+
+def _v5_replayer(sandbox: Sandbox) -> Replayer:
+    here = VECTORS / "decision-v5"
+    module, weights = (here / "pack.wasm").read_bytes(), (here / "weights.npz").read_bytes()
+    return Replayer(sandbox, lambda sha: module, lambda sha: weights)
+
+
+def test_version_5_records_re_encode_replay_and_name_the_list_they_were_screened_against(
+        sandbox: Sandbox) -> None:
+    got = _v5()
+    list_sha = hashlib.sha256((VECTORS / "decision-v5" / "list.csv").read_bytes()).hexdigest()
+    for line, body in got:
+        assert body["schema"] == DECISION_SCHEMA == "sealtrail.decision/5"
+        assert body["features"]["schema"] == "sealtrail.features/5" and _floats(body) == []
+        assert canonical_bytes(body) == line == rfc8785.dumps(body)
+        assert body["screening"]["lists"] == [{"name": "bank-exits", "published": "2026-11-30", "seq": 1,
+                                               "sha256": list_sha}]
+    assert [(b["decision"], [h["basis"] for h in b["screening"]["hits"]]) for _, b in got] == [
+        ("ALLOW", []), ("HOLD", ["name"]), ("HOLD", ["name"]), ("BLOCK", ["identifier"]), ("BLOCK", ["bic"]),
+        ("HOLD", ["text"])]
+    rp = _v5_replayer(sandbox)
+    errs = [e for i, (_, b) in enumerate(got) for e in rp.add(i + 1, f"t{i}", b)] + rp.flush()
+    assert errs == [] and rp.replayed == 6
+
+
+def test_a_version_5_hit_removed_or_a_screening_column_changed_is_named(sandbox: Sandbox) -> None:
+    body = _v5()[1][1]
+    body["screening"]["hits"] = []
+    rp = _v5_replayer(sandbox)
+    assert "replay.screening" in [e.kind for e in rp.add(1, "t0", body) + rp.flush()]
+    body = _v5()[0][1]
+    body["features"]["scaled"][-1] = 1  # screen_hits 1 with no hit stated
+    rp = _v5_replayer(sandbox)
+    assert "replay.screening" in [e.kind for e in rp.add(1, "t0", body) + rp.flush()]

@@ -29,6 +29,7 @@ from audit.decide.record import (
     DECISION_SCHEMA_V1,
     DECISION_SCHEMA_V2,
     DECISION_SCHEMA_V3,
+    DECISION_SCHEMA_V4,
     decision_bodies,
     decision_body,
     features_from_body,
@@ -86,13 +87,13 @@ def test_each_version_is_stated_by_the_fields_its_body_holds() -> None:
         "code": "TEMPORAL_CYCLE", "contribution_milli": 412, "text": text}]}
     assert _body(account_risk=RISK, explanation=NOT_EXPLAINED)["explanation"] is None
     v4 = _body(account_risk=RISK, explanation=why, fixed_point=True)
-    assert v4["schema"] == DECISION_SCHEMA == "sealtrail.decision/4"
+    assert v4["schema"] == DECISION_SCHEMA_V4 == "sealtrail.decision/4"  # no screening stated
     digits = [2, 6, *[0] * 12, 2, 2, 2, 0, 0, 0, 2, 2, 2, *[0] * 9]  # amounts in cents, the log in millionths
     assert (v4["score_ppm"], v4["features"]["digits"]) == (970_000, digits)
     assert v4["features"]["scaled"] == [10**d for d in digits]  # 1.0 in each column's units
     assert "score" not in v4 and "values" not in v4["features"] and v4["explanation"] == v3["explanation"]
     bare = _body(account_risk=RISK, fixed_point=True)  # a model that cannot be attributed
-    assert bare["schema"] == DECISION_SCHEMA and "explanation" not in bare
+    assert bare["schema"] == DECISION_SCHEMA_V4 and "explanation" not in bare
     with pytest.raises(ValueError, match="account risk"):
         _body(fixed_point=True)
     with pytest.raises(ValueError, match="account risk"):

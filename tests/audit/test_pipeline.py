@@ -29,6 +29,7 @@ from inference.features import FeatureExtractor, features_sha256
 from inference.messages import MessageError
 from inference.model import ModelFiles
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, feature_digits
+from inference.screening.features import UNSCREENED
 from inference.simulate import SimConfig, simulate
 from inference.state_store import features_state_bytes, read_features_state
 from inference.velocity import VelocityState
@@ -94,7 +95,7 @@ def test_a_batch_is_sealed_with_everything_invariant_3_asks(db: Db, signer, sand
         assert body["rules"] == {"module_sha256": module.sha256, "ruleset_id": "aml_core",
                                  "version": module.manifest.version}
         assert body["decision"] == d.decision and [h["id"] for h in body["fired"]] == [h.id for h in d.fired]
-        assert set(body["latency_us"]) == {"queue", "features", "model", "rules", "explain"}
+        assert set(body["latency_us"]) == {"queue", "features", "screening", "model", "rules", "explain"}
         values, score = features_from_body(body)
         assert features_sha256(np.array(values)) == body["features"]["sha256"]
         assert d.score is not None and score == d.score
@@ -196,6 +197,7 @@ def _as_replayed(pipe: Pipeline, engine: Engine, *parts: list[Submission]) -> No
     assert pipe.extractor.state.snapshot() == _rebuilt(engine).state.snapshot()
     fresh = FeatureExtractor()
     want = np.vstack([fresh.extract([s.transaction for s in p], [s.received_at for s in p]) for p in parts])
+    want = np.hstack([want, np.tile(UNSCREENED, (len(want), 1))])  # screened against no list
     want = quantise_rows(want, feature_digits(FEATURE_SCHEMA))[0]  # the record's fixed units
     got = np.array([features_from_body(env["record"])[0] for _, env, _ in bodies(engine)])
     np.testing.assert_array_equal(got, want)
@@ -536,7 +538,7 @@ def test_a_beneficiary_iban_failing_its_check_digits_is_decided_and_reviewed(sql
     (_, env, _), (_, env_bad, _) = bodies(ledger.engine)
     for e, flag in ((env, 0.0), (env_bad, 1.0)):
         f = e["record"]["features"]
-        assert f["schema"] == "sealtrail.features/4"
+        assert f["schema"] == "sealtrail.features/5"
         named = dict(zip(FEATURE_NAMES, features_from_body(e["record"])[0], strict=True))
         assert named["bene_iban_invalid"] == flag and named["finding_count"] == flag
 
@@ -605,4 +607,4 @@ def test_money_returning_to_its_sender_is_a_sealed_3_hop_cycle(sqlite_db: Db, si
     assert [(v["forward_share_permille"], v["forward_delay_hours"]) for v in values] == [(0, -1), (1000, 5),
                                                                                          (1000, 5)]
     sealed = bodies(ledger.engine)
-    assert all(env["record"]["features"]["schema"] == "sealtrail.features/4" for _, env, _ in sealed)
+    assert all(env["record"]["features"]["schema"] == "sealtrail.features/5" for _, env, _ in sealed)

@@ -11,10 +11,10 @@ import pytest
 from inference.explain import MAX_REASONS, REASONS, explain, reasons
 from inference.features import FeatureExtractor
 from inference.model import WEIGHTS_NAME, MlpModel, forward, load_npz, shipped_model_dir
-from inference.schema import FEATURE_NAMES
+from inference.schema import EXTRACTED_NAMES
 from inference.simulate import SimConfig, simulate
 
-NAMES = FEATURE_NAMES
+NAMES = EXTRACTED_NAMES  # the shipped model's columns
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,9 @@ def test_attributions_are_the_same_however_the_rows_are_batched(model: MlpModel,
     whole = explain(model, rows[:300])
     parts = np.vstack([explain(model, rows[:300][i:i + 7]) for i in range(0, 300, 7)])
     # OpenBLAS may pick kernels that block a matrix product differently by batch size on some
-    # CPUs (seen 1.6e-8 on an AMD EPYC); contributions are sealed in thousandths of the score
-    assert np.allclose(whole, parts, rtol=0, atol=1e-7)
+    # CPUs (seen 1.6e-8 and 4.2e-7 on AMD EPYCs); contributions are sealed in thousandths of the
+    # score, and replay allows half a thousandth plus 1e-4
+    assert np.allclose(whole, parts, rtol=0, atol=1e-6)
     assert explain(model, rows[:0]).shape == (0, model.n_features)
     with pytest.raises(ValueError, match="steps"):
         explain(model, rows[:1], steps=0)

@@ -16,7 +16,7 @@ from inference.errors import FeatureError
 from inference.features import FeatureExtractor, features_sha256, row_dict
 from inference.messages.transaction import R16, Agent, Party, Transaction
 from inference.reference_tables import default_tables, load_table
-from inference.schema import FEATURE_NAMES, GRAPH_NAMES, RULE_FEATURE_NAMES
+from inference.schema import EXTRACTED_NAMES, FEATURE_NAMES, GRAPH_NAMES, RULE_FEATURE_NAMES, SCREENING_NAMES
 from inference.state_store import (
     features_state_bytes,
     load_features_state,
@@ -145,7 +145,7 @@ def test_rows_are_deterministic_and_independent_of_batching() -> None:
     whole = FeatureExtractor().extract(txs, ats)
     fe = FeatureExtractor()
     parts = np.vstack([fe.extract(txs[i:i + 37], ats[i:i + 37]) for i in range(0, 600, 37)])
-    assert whole.shape == (600, len(FEATURE_NAMES)) and whole.dtype == np.float64
+    assert whole.shape == (600, len(EXTRACTED_NAMES)) and whole.dtype == np.float64
     assert whole.tobytes() == parts.tobytes()
     assert [features_sha256(r) for r in whole] == [features_sha256(r) for r in parts]
 
@@ -162,7 +162,7 @@ def test_restart_from_a_snapshot_file_gives_the_same_rows(tmp_path: Path) -> Non
     # graph starts empty, so its values differ from the run that never stopped
     save_state(tmp_path / "velocity.json", fe.state)
     windows_only = load_features_state(tmp_path / "velocity.json").extract(txs[500:], ats[500:])
-    graph = len(FEATURE_NAMES) - len(GRAPH_NAMES)
+    graph = len(EXTRACTED_NAMES) - len(GRAPH_NAMES)
     assert windows_only[:, :graph].tobytes() == reference[500:, :graph].tobytes()
     assert windows_only[:, graph:].tobytes() != reference[500:, graph:].tobytes()
 
@@ -222,7 +222,7 @@ def test_naive_time_is_refused_before_anything_changes() -> None:
     assert fe.state.snapshot() == before
     with pytest.raises(FeatureError, match="2 transactions but 1 times"):
         fe.extract([tx(iban(1), iban(2)), tx(iban(1), iban(2))], [T0])
-    assert fe.extract([], []).shape == (0, len(FEATURE_NAMES))
+    assert fe.extract([], []).shape == (0, len(EXTRACTED_NAMES))
 
 
 @pytest.mark.parametrize("data, reason", [
@@ -346,7 +346,9 @@ def test_each_feature_schema_extends_the_one_before_column_for_column() -> None:
     forwarding = ("forward_share_permille", "forward_delay_hours")
     assert v3 == (*v2, *(n for n in GRAPH_NAMES if n not in forwarding))
     assert len(v3) == 57  # sealed records of features/3 keep their 57 columns
-    assert feature_names("sealtrail.features/4") == (*v3, *forwarding) == FEATURE_NAMES
+    assert feature_names("sealtrail.features/4") == (*v3, *forwarding) == EXTRACTED_NAMES
+    assert feature_names("sealtrail.features/5") == (*EXTRACTED_NAMES, *SCREENING_NAMES) == FEATURE_NAMES
+    assert model_columns(EXTRACTED_NAMES) == 59  # the shipped model reads the leading 59 of a features/5 row
     assert model_columns(v3) == 57  # a features/3 model reads the leading 57 columns of a features/4 row
     assert model_columns(v1) == 32  # a features/1 model reads the leading 32 columns of a features/2 row
     with pytest.raises(FeatureError, match=r"unknown feature schema 'sealtrail\.features/9'"):

@@ -1,0 +1,156 @@
+"""Screening done again by the verifier: every ``sealtrail.decision/5`` of a format-6 bundle whose
+payment is still in the bundle is screened again against the list versions its record names, and the
+hits must be the record's, exactly.
+
+A format-6 bundle carries, as proved context lines of ``records.jsonl``, the ``sanctions_list``
+record of every list version its decisions name, and the list's bytes as that record's payload. The
+verifier checks that each list a decision names is such a record (same name, same SHA-256, not a
+withdrawal, sealed before the decision) and that its bytes hash to the version; it parses each list
+with the parser the record names, indexes the set of lists a decision names once, parses the
+decision's payment with the scoring path's parser, and screens it (``inference.screening.screen``).
+The hits (where, list, entry, listed name matched, score, basis) must equal the record's; the
+screening columns of its features must be those hits' (``audit.bundle.replay``). A decision whose
+payment was purged cannot be screened again: it is counted, not failed, as its replay would be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
+from audit.screening.evidence import ScreeningEvidence, evidence_from_json
+from inference.messages import MessageError, Transaction, parse_messages, transaction_schema_of
+from inference.screening.entries import SanctionsList
+from inference.screening.errors import ListFormatError, ScreeningError
+from inference.screening.index import ListIndex
+from inference.screening.lists import load
+from inference.screening.screen import screen
+
+__all__ = ["LIST_KIND", "Rescreener"]
+
+LIST_KIND = "sanctions_list"  # audit.screening.lists's record kind, spelled out: no database code here
+_RECORDS, _PAYLOADS = "records.jsonl", "payloads.jsonl"
+
+
+@dataclass
+class _List:
+    seq: int
+    body: dict[str, Any]
+    parsed: SanctionsList | BundleError | None = None
+
+
+@dataclass
+class Rescreener:
+    """Fed the bundle's list records and decisions in seq order (``audit.bundle.records``);
+    ``fetch(sha256)`` gives the bytes of ``lists/<sha256>``, or None where the bundle has none."""
+
+    fetch: Callable[[str], bytes | None]
+    rescreened: int = 0  # decisions screened again, hits equal
+    not_rescreened: int = 0  # version 5 decisions whose payment was purged
+    lists: int = 0  # list versions carried
+    _lists: dict[int, _List] = field(default_factory=dict)
+    _indexes: dict[tuple[int, ...], ListIndex | BundleError] = field(default_factory=dict)
+
+    def list_record(self, seq: int, body: dict[str, Any]) -> None:
+        self.lists += 1
+        self._lists[seq] = _List(seq, body)
+
+    def _parsed(self, x: _List, tid: str) -> SanctionsList | BundleError:
+        if x.parsed is not None:
+            return x.parsed
+        b = x.body
+        data = self.fetch(str(b.get("sha256")))
+        if data is None:
+            x.parsed = BundleTampered(f"the bytes of list {b.get('name')!r} (seq {x.seq}) are not in the "
+                                      "bundle", kind="screening.list", file=f"lists/{b.get('sha256')}",
+                                      seq=x.seq, trace_id=tid)
+            return x.parsed
+        try:
+            pub = b.get("published")
+            x.parsed = load(data, str(b["format"]), str(b["name"]), source=b.get("source"),
+                            published=date.fromisoformat(pub) if isinstance(pub, str) else None)
+        except (ListFormatError, KeyError, TypeError, ValueError) as exc:
+            x.parsed = BundleMalformed(f"list {b.get('name')!r} (seq {x.seq}) does not parse as "
+                                       f"{b.get('format')!r}: {exc}"[:600], kind="screening.list",
+                                       file=_PAYLOADS, seq=x.seq, trace_id=tid)
+        return x.parsed
+
+    def _index(self, ev: ScreeningEvidence, seq: int, tid: str) -> ListIndex | BundleError:
+        key = tuple(ref.seq for ref in ev.lists)
+        got = self._indexes.get(key)
+        if got is not None:
+            return got
+        parsed = []
+        for ref in ev.lists:
+            x = self._lists.get(ref.seq)
+            if x is None or ref.seq >= seq:
+                return BundleTampered(f"names list {ref.name!r} sealed at seq {ref.seq}, which is not a list "
+                                      "record of the bundle before it", kind="screening.list", file=_RECORDS,
+                                      seq=seq, trace_id=tid)
+            b = x.body
+            if (b.get("name"), b.get("sha256"), b.get("withdrawn")) != (ref.name, ref.sha256, False):
+                return BundleTampered(f"names list {ref.name!r} version {ref.sha256[:12]} at seq {ref.seq}, "
+                                      f"which seals {b.get('name')!r} version {str(b.get('sha256'))[:12]}"
+                                      f"{' (a withdrawal)' if b.get('withdrawn') else ''}",
+                                      kind="screening.list", file=_RECORDS, seq=seq, trace_id=tid)
+            lst = self._parsed(x, tid)
+            if isinstance(lst, BundleError):
+                return lst
+            if lst.sha256 != ref.sha256:
+                return BundleTampered(f"the bytes of list {ref.name!r} hash to {lst.sha256}, not "
+                                      f"{ref.sha256}", kind="screening.list", file=_PAYLOADS, seq=ref.seq)
+            parsed.append(lst)
+        try:
+            index: ListIndex | BundleError = ListIndex(parsed)
+        except ScreeningError as exc:
+            index = BundleMalformed(str(exc), kind="screening.list", file=_PAYLOADS, seq=seq, trace_id=tid)
+        if len(self._indexes) >= 8:  # list versions change rarely: a few sets per bundle
+            self._indexes.clear()
+        self._indexes[key] = index
+        return index
+
+    def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None) -> BundleError | None:
+        """Screen a version 5 decision's payment again (its body was read by the replayer, which
+        reports a body it cannot read); the failure, or None."""
+        try:
+            ev = evidence_from_json(body["screening"])
+        except (KeyError, TypeError, ValueError):
+            return None  # the replayer names it
+        if not ev.lists:
+            return None
+        index = self._index(ev, seq, tid)
+        if isinstance(index, BundleError):
+            return index
+        if data is None:
+            self.not_rescreened += 1
+            return None
+        try:
+            inp = body["input"]
+            schema = transaction_schema_of(inp.get("parser"))
+            want = inp["transaction_sha256"]
+            parsed = parse_messages(data, inp["format"])
+        except (MessageError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            return ReplayMismatch(f"the payment cannot be parsed again: {exc}"[:600], kind="replay.screening",
+                                  file=_PAYLOADS, seq=seq, trace_id=tid)
+        tx = next((t for t in parsed if isinstance(t, Transaction) and t.sha256_of(schema) == want), None)
+        if tx is None:
+            return ReplayMismatch("no message of the payload is the transaction the record names",
+                                  kind="replay.screening", file=_PAYLOADS, seq=seq, trace_id=tid)
+        again = screen(tx, index)
+        got = [_key(h) for h in again.hits]
+        stated = [_key(h) for h in ev.hits]
+        if got != stated:
+            extra = [h for h in got if h not in stated]
+            lost = [h for h in stated if h not in got]
+            return ReplayMismatch(f"screened again, the hits differ: found and not recorded {extra[:3]}, "
+                                  f"recorded and not found {lost[:3]}"[:900], kind="replay.screening",
+                                  seq=seq, trace_id=tid)
+        self.rescreened += 1
+        return None
+
+
+def _key(h: Any) -> tuple[str, str, str, str, int, str]:
+    return (h.where, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
