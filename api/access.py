@@ -49,6 +49,12 @@ ACCESS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
     "lists.read": frozenset({"officer", "regulator", "admin"}),
     "lists.load": frozenset({"admin"}),
     "lists.withdraw": frozenset({"admin"}),
+    # Good-guy clearances: the officers who work the hits propose, approve (a second officer: four-eyes)
+    # and revoke them; examiners and admins read them.
+    "clearances.read": frozenset({"officer", "regulator", "admin"}),
+    "clearances.propose": frozenset({"officer"}),
+    "clearances.approve": frozenset({"officer"}),
+    "clearances.revoke": frozenset({"officer"}),
     "metrics": frozenset({"admin"}),
     "healthz": frozenset(),  # any verified certificate
 })

@@ -30,6 +30,7 @@ from api.readiness import CommitHealth
 from api.roles import RoleMap
 from api.routes import (
     cases,
+    clearances,
     decisions,
     exports,
     health,
@@ -128,8 +129,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         commit_health.failed()
 
     install_handlers(app, on_unavailable=on_unavailable, html=render_error)
-    for module in (decisions, traces, cases, reports, performance, ledger, rulesets, models, lists, exports,
-                   health):
+    for module in (decisions, traces, cases, reports, performance, ledger, rulesets, models, lists,
+                   clearances, exports, health):
         app.include_router(module.router)
     install_docs(app)
     install_console(app)

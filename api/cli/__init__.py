@@ -25,6 +25,7 @@ import typer
 
 from api.cli.cases import alerts_app, cases_app, outcomes
 from api.cli.certs import certs_app
+from api.cli.clearances import clearances_app
 from api.cli.common import ContractGroup, out
 from api.cli.demo import demo
 from api.cli.export import export_app
@@ -75,6 +76,7 @@ app.add_typer(retention_app, name="retention")
 app.add_typer(reports_app, name="reports")
 app.add_typer(rules_app, name="rules")
 app.add_typer(lists_app, name="lists")
+app.add_typer(clearances_app, name="clearances")
 app.command("parse")(parse)
 app.command("features")(features)
 app.add_typer(model_app, name="model")

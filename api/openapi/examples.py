@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ALERT_ACTION", "ALERT_BULK_ASSIGN", "ANNOTATION", "BATCH_JSON", "CASE_ACTION", "EXPORT",
+__all__ = ["ALERT_ACTION", "ALERT_BULK_ASSIGN", "ANNOTATION", "BATCH_JSON", "CASE_ACTION",
+           "CLEARANCE_APPROVE", "CLEARANCE_PROPOSE", "CLEARANCE_REVOKE", "EXPORT",
            "LIST_CSV", "LIST_JSON", "LIST_UN_XML", "LIST_WITHDRAW", "MT103", "MT103_RJE", "PACS008",
            "RULESET_CASES", "RULESET_TOML", "STEP", "TRANSACTION_JSON"]
 
@@ -253,3 +254,14 @@ LIST_UN_XML = """\
 LIST_WITHDRAW: dict[str, Any] = {
     "rationale": "Merged into the group exit list (bank-group-exits) from today.",
 }
+
+# A good-guy clearance of a name hit: proposed from the decision whose record shows it, then approved
+# by a second officer (or revoked).
+CLEARANCE_PROPOSE: dict[str, Any] = {
+    "trace_id": "01938f2a-7c41-7d22-9a51-0c1d2e3f4a5b", "where": "beneficiary", "list": "ofac-sdn",
+    "entry_id": "12057", "until": "2027-06-30",
+    "rationale": "Customer since 2011, born 1984 in Porto (passport seen); the listed Mohammad Reza NAQDI "
+                 "was born 1952 in Najaf: not the same person.",
+}
+CLEARANCE_APPROVE: dict[str, Any] = {"rationale": "Checked the passport copy and the KYC file: agreed."}
+CLEARANCE_REVOKE: dict[str, Any] = {"rationale": "The FIU reopened the customer's file; clear no more."}

@@ -30,7 +30,7 @@ import orjson
 from audit.bundle.completeness import CompletenessCheck
 from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
 from audit.bundle.replay import Replayer
-from audit.bundle.rescreen import LIST_KIND, Rescreener
+from audit.bundle.rescreen import CLEARANCE_KIND, LIST_KIND, Rescreener
 from audit.decide.account_risk import AccountRiskError, check_account_risk
 from audit.decide.record import DECISION_SCHEMA, RISK_SCHEMAS
 from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body, replay_refusal
@@ -300,6 +300,10 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             t.context += 1
             t.entries[seq] = env
             rescreener.list_record(seq, body)
+        elif kind == CLEARANCE_KIND and rescreener is not None:
+            t.context += 1
+            t.entries[seq] = env
+            rescreener.clearance_record(seq, body, str(env.get("recorded_at")))
         elif kind in CONTEXT_KINDS:
             t.context += 1
             t.entries[seq] = env

@@ -11,6 +11,13 @@ decision's payment with the scoring path's parser, and screens it (``inference.s
 The hits (where, list, entry, listed name matched, score, basis) must equal the record's; the
 screening columns of its features must be those hits' (``audit.bundle.replay``). A decision whose
 payment was purged cannot be screened again: it is counted, not failed, as its replay would be.
+
+A hit the record names as cleared (a good-guy clearance, ``audit.screening.clearance``) is found
+again like any other, and the clearance it names must be in force for it: its proposal and approval
+are context lines of the bundle before the decision, for that list and entry, not revoked before
+it, and the decision's day is not after the clearance's date. The verifier cannot tell that the
+party's account is the cleared one (the account is keyed under the bank's secret); the bank's own
+``ledger verify`` can.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from datetime import date
 from typing import Any
 
 from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
+from audit.screening.clearance_state import CLEARANCE_KIND, Clearance, fold
 from audit.screening.evidence import ScreeningEvidence, evidence_from_json
 from inference.messages import MessageError, Transaction, parse_messages, transaction_schema_of
 from inference.screening.entries import SanctionsList
@@ -29,7 +37,7 @@ from inference.screening.index import ListIndex
 from inference.screening.lists import load
 from inference.screening.screen import screen
 
-__all__ = ["LIST_KIND", "Rescreener"]
+__all__ = ["CLEARANCE_KIND", "LIST_KIND", "Rescreener"]
 
 LIST_KIND = "sanctions_list"  # audit.screening.lists's record kind, spelled out: no database code here
 _RECORDS, _PAYLOADS = "records.jsonl", "payloads.jsonl"
@@ -53,10 +61,39 @@ class Rescreener:
     lists: int = 0  # list versions carried
     _lists: dict[int, _List] = field(default_factory=dict)
     _indexes: dict[tuple[int, ...], ListIndex | BundleError] = field(default_factory=dict)
+    _clearance_records: list[tuple[int, dict[str, Any], str]] = field(default_factory=list)
+    _clearances: dict[int, Clearance] | BundleError | None = None  # folded; None: to fold again
 
     def list_record(self, seq: int, body: dict[str, Any]) -> None:
         self.lists += 1
         self._lists[seq] = _List(seq, body)
+
+    def clearance_record(self, seq: int, body: dict[str, Any], recorded_at: str) -> None:
+        self._clearance_records.append((seq, body, recorded_at))
+        self._clearances = None
+
+    def _cleared(self, ev: ScreeningEvidence, seq: int, tid: str, day: date) -> BundleError | None:
+        """Whether every hit the record names as cleared was cleared by a clearance in force."""
+        if self._clearances is None:
+            try:
+                self._clearances = {c.seq: c for c in fold(self._clearance_records)}
+            except (KeyError, TypeError, ValueError) as exc:
+                self._clearances = BundleMalformed(f"a clearance proposal of the bundle does not parse: "
+                                                   f"{exc}", kind="screening.clearance", file=_RECORDS)
+        if isinstance(self._clearances, BundleError):
+            return self._clearances
+        for h, cseq in ev.cleared:
+            c = self._clearances.get(cseq)
+            if c is None or h.basis != "name" or (c.list_name, c.entry_id) != (h.list_name, h.entry_id):
+                return BundleTampered(f"a hit of entry {h.entry_id!r} of list {h.list_name!r} is said "
+                                      f"cleared by clearance {cseq}, which is no clearance of that entry in "
+                                      "the bundle",
+                                      kind="screening.clearance", file=_RECORDS, seq=seq, trace_id=tid)
+            if not c.clears(day, seq):
+                return BundleTampered(f"clearance {cseq} ({c.status}, until {c.until.isoformat()}) was not "
+                                      f"in force for a decision on {day.isoformat()}",
+                                      kind="screening.clearance", file=_RECORDS, seq=seq, trace_id=tid)
+        return None
 
     def _parsed(self, x: _List, tid: str) -> SanctionsList | BundleError:
         if x.parsed is not None:
@@ -124,6 +161,12 @@ class Rescreener:
         index = self._index(ev, seq, tid)
         if isinstance(index, BundleError):
             return index
+        try:
+            day = date.fromisoformat(str(body["at"])[:10])
+        except (KeyError, ValueError):
+            return None  # the replayer and the record checks name a body without its time
+        if (bad := self._cleared(ev, seq, tid, day)) is not None:
+            return bad
         if data is None:
             self.not_rescreened += 1
             return None
@@ -140,8 +183,8 @@ class Rescreener:
             return ReplayMismatch("no message of the payload is the transaction the record names",
                                   kind="replay.screening", file=_PAYLOADS, seq=seq, trace_id=tid)
         again = screen(tx, index)
-        got = [_key(h) for h in again.hits]
-        stated = [_key(h) for h in ev.hits]
+        got = sorted(_key(h) for h in again.hits)
+        stated = sorted([_key(h) for h in ev.hits] + [_key(h) for h, _ in ev.cleared])
         if got != stated:
             extra = [h for h in got if h not in stated]
             lost = [h for h in stated if h not in got]

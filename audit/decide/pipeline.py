@@ -37,7 +37,8 @@ free text (``inference.screening``), the screening columns of ``sealtrail.featur
 the extracted ones, and the lists and hits stated in the record (version 5, ``screening``). A
 request whose deadline passed in the queue is not screened, and its record says so. Without a
 screener, or with no list in force, the columns say "not screened" (NaN) and the record names no
-list.
+list. A name hit on a party whose account a good-guy clearance in force covers
+(``audit.screening.clearance``) is named in the record as cleared and raises no column.
 
 When the scorer carries its model (every ``inference.backends`` backend does), each decision the
 model scored high or the rules held also records its reason codes (``audit.decide.explanation``),
@@ -61,8 +62,8 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,7 @@ from audit.decide.record import (
 from audit.decide.summary import SUMMARY_KIND, AccountKeyer, entries_jcs, summary_body
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from audit.errors import StateDeltaError
+from audit.screening.clearance import party_of
 from audit.screening.evidence import ScreeningEvidence
 from audit.screening.screener import InForce, Screener
 from audit.state.account_risk_replay import apply_records
@@ -94,11 +96,11 @@ from audit.state.delta import DELTA_KIND, decider_name, delta_body, entries_byte
 from audit.state.replay import catch_up, decision_pages
 from inference.features import FeatureExtractor, StateDelta
 from inference.graph import GraphFeatures
-from inference.messages import PARSER
+from inference.messages import PARSER, Transaction
 from inference.model import MlpModel
 from inference.schema import FEATURE_SCHEMA, SCREENING_NAMES, feature_digits
 from inference.screening.features import UNSCREENED, screening_values
-from inference.screening.screen import screen
+from inference.screening.screen import Hit, Screening, screen
 from inference.state_store import features_state_bytes, read_features_state
 from inference.velocity import Journal, VelocityState, key_id
 from ledger import LedgerUnavailableError, Record, store
@@ -607,9 +609,33 @@ class Pipeline:
             findings = stale.get(day)
             if findings is None:
                 findings = stale[day] = in_force.stale(day, max_age)
+            cleared: tuple[tuple[Hit, int], ...] = ()
+            if in_force.cleared and got.hits:
+                got, cleared = self._cleared(s.transaction, got, in_force, day)
             cols[i] = screening_values(got)
-            evidence.append(ScreeningEvidence(refs, got.hits, findings))
+            evidence.append(ScreeningEvidence(refs, got.hits, findings, cleared))
         return cols, evidence
+
+    def _cleared(self, tx: Transaction, got: Screening, in_force: InForce,
+                 day: date) -> tuple[Screening, tuple[tuple[Hit, int], ...]]:
+        """``got`` without the name hits a clearance in force on ``day`` covers, and those hits."""
+        keyer = self._keyer
+        if keyer is None:
+            keyer = self._keyer = load_keyer(self.ledger.engine)
+        kept: list[Hit] = []
+        gone: list[tuple[Hit, int]] = []
+        for h in got.hits:
+            party = party_of(tx, h.where) if h.basis == "name" else None
+            by = None
+            if party is not None and party.account:
+                key = keyer.key(party.account)
+                by = next((c for c in in_force.cleared.get((key, h.list_name, h.entry_id), ())
+                           if c.key_id == keyer.key_id and c.clears(day)), None)
+            if by is None:
+                kept.append(h)
+            else:
+                gone.append((h, by.seq))
+        return replace(got, hits=tuple(kept)), tuple(gone)
 
     def _assess(self, subs: Sequence[Submission], scores: npt.NDArray[F64], outs: list[str],
                 why: list[str | None], keyer: AccountKeyer, epoch: int) -> Pending:

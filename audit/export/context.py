@@ -2,7 +2,8 @@
 
 For the rulesets and models the exported decisions name, the sanctions lists they were screened
 against, and the purges that emptied their payloads: the governance entries (who proposed,
-approved, activated), the ``model.registered`` entries, the ``sanctions_list`` entries and the
+approved, activated), the ``model.registered`` entries, the ``sanctions_list`` entries, the
+``screening.clearance`` entries of the clearances that cleared a hit and the
 ``ledger.payload_purge`` entries, which go into ``records.jsonl`` so that they are proved like the
 decisions; and the files ``rules/<sha>.{wasm,toml,json}``, ``models/<sha>/{weights.npz,card.json}``
 and ``lists/<sha>`` (a list's bytes as loaded, its record's payload). Also the previous export,
@@ -26,6 +27,7 @@ from audit.errors import ExportUnavailableError
 from audit.export.select import EntryRow
 from audit.governance.models import MODEL_REGISTERED
 from audit.governance.state import BOOTSTRAPPED, KINDS, PROPOSED
+from audit.screening.clearance_state import CLEARANCE_KIND
 from audit.screening.lists import LIST_KIND
 from inference.errors import ModelError
 from inference.model import CARD_NAME, ModelFiles, shipped_model_dir
@@ -147,16 +149,34 @@ def _lists(conn: Connection, seqs: set[int], ctx: Context) -> None:
                                      "(ledger damage)")
 
 
+def _clearances(conn: Connection, seqs: set[int], ctx: Context) -> None:
+    """Every record of the clearances proposed at ``seqs``: the proposals and their steps."""
+    if not seqs:
+        return
+    found = set()
+    for row, env in _rows(conn, f"kind = {store.param(conn)}", (CLEARANCE_KIND,)):
+        body = env["record"]
+        if row.seq in seqs or body.get("clearance") in seqs:
+            ctx.entries.append(row)
+            found.add(row.seq)
+    missing = seqs - found
+    if missing:
+        raise ExportUnavailableError(f"clearance {min(missing)} named by exported decisions is missing "
+                                     "(ledger damage)")
+
+
 def gather_context(conn: Connection, rulesets: Mapping[str, str], models: set[str], purge_seqs: set[int],
-                   model_dirs: Iterable[Path] = (), list_seqs: set[int] | None = None) -> Context:
+                   model_dirs: Iterable[Path] = (), list_seqs: set[int] | None = None,
+                   clearance_seqs: set[int] | None = None) -> Context:
     """Entries and files for ``rulesets`` ("id@version" -> module SHA-256), ``models``, the
-    purges at ``purge_seqs`` and the sanctions lists sealed at ``list_seqs``;
-    ``ExportUnavailableError`` if one cannot be had."""
+    purges at ``purge_seqs``, the sanctions lists sealed at ``list_seqs`` and the good-guy
+    clearances proposed at ``clearance_seqs``; ``ExportUnavailableError`` if one cannot be had."""
     ctx = Context()
     _rules(conn, rulesets, ctx)
     _models(conn, models, model_dirs, ctx)
     _purges(conn, purge_seqs, ctx)
     _lists(conn, list_seqs or set(), ctx)
+    _clearances(conn, clearance_seqs or set(), ctx)
     return ctx
 
 

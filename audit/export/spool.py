@@ -100,6 +100,7 @@ class _Pass:
     models: set[str] | None = None
     purge_seqs: set[int] | None = None
     list_seqs: set[int] = field(default_factory=set)  # sanctions_list records the decisions name
+    clearance_seqs: set[int] = field(default_factory=set)  # good-guy clearances the decisions name
     screened: int = 0  # decisions screened against at least one list (sealtrail.decision/5)
     decision_seqs: array[int] = field(default_factory=lambda: array("q"))  # ascending
     refusals: int = 0
@@ -276,6 +277,7 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
             if scr is not None and scr["lists"]:
                 res.screened += 1
                 res.list_seqs.update(int(x["seq"]) for x in scr["lists"])
+                res.clearance_seqs.update(int(c["clearance_seq"]) for c in scr.get("cleared", ()))
             res.decisions += 1
             res.decision_seqs.append(row.seq)
         sp.csv_rows(rows)

@@ -11,7 +11,10 @@
   (0-1000) and its basis (``identifier``, ``bic``, ``name``, ``text``). The payment's own words
   are not repeated: they stay in its purgeable payload, like every name and account;
 - ``findings``: what an examiner should know about the screening itself, e.g. a list older than
-  its configured freshness when it was used.
+  its configured freshness when it was used;
+- ``cleared`` (only where there is one): the name hits a good-guy clearance in force suppressed
+  (``audit.screening.clearance``), each as a hit with the seq of the clearance's proposal
+  (``clearance_seq``): found, and not a hit.
 
 The screening columns of the record's features (``inference.screening.features``) are a function
 of ``lists`` and ``hits`` alone (``values``): replay checks the two agree, and with the lists' and
@@ -53,6 +56,7 @@ class ScreeningEvidence:
     lists: tuple[ListRef, ...]
     hits: tuple[Hit, ...]
     findings: tuple[str, ...] = ()
+    cleared: tuple[tuple[Hit, int], ...] = ()  # (hit, clearance proposal seq)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -60,6 +64,8 @@ class ScreeningEvidence:
             "hits": [_hit_json(h) for h in self.hits],
             "findings": list(self.findings),
         }
+        if self.cleared:  # a hit a good-guy clearance suppressed: named, and not a hit
+            out["cleared"] = [{**_hit_json(h), "clearance_seq": seq} for h, seq in self.cleared]
         return out
 
     def to_jcs(self) -> Jcs:
@@ -118,4 +124,8 @@ def evidence_from_json(obj: Any) -> ScreeningEvidence:
         refs.append(ListRef(_str(x, "name"), _str(x, "sha256"), _int(x, "seq", 0, 2**62), pub))
     if any(type(f) is not str for f in findings):
         raise ValueError("screening: a finding is not a string")
-    return ScreeningEvidence(tuple(refs), tuple(_hit(h) for h in hits), tuple(findings))
+    cleared = obj.get("cleared", ())
+    if not isinstance(cleared, Sequence) or isinstance(cleared, str):
+        raise ValueError("screening: cleared is an array")
+    return ScreeningEvidence(tuple(refs), tuple(_hit(h) for h in hits), tuple(findings),
+                             tuple((_hit(c), _int(c, "clearance_seq", 0, 2**62)) for c in cleared))

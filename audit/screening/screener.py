@@ -13,6 +13,10 @@ a list fails no request. ``refresh(wait=True)`` builds at once (start-up, tests,
 
 A build that fails (a payload purged, a list that no longer parses) leaves the index as it was and
 is logged; it is tried again when another list record is sealed.
+
+The good-guy clearances (``audit.screening.clearance``) are read with the lists: a clearance
+proposed, approved or revoked is a record the same look notices, and the clearances are read again
+(the index is kept when no list record is new).
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import date
 
 from sqlalchemy import Engine
 
+from audit.screening.clearance import clearances
+from audit.screening.clearance_state import CLEARANCE_KIND, Clearance
 from audit.screening.evidence import ListRef
 from audit.screening.lists import LIST_KIND, ListInForce, lists_in_force, read_list
 from inference.screening.entries import SanctionsList
@@ -41,11 +47,14 @@ CHECK_EVERY_S = 1.0  # how often a deciding process looks for a new list record
 
 @dataclass(frozen=True)
 class InForce:
-    """The lists in force after seq ``covers`` (-1: none sealed yet), indexed."""
+    """The lists in force after seq ``covers`` (-1: none sealed yet), indexed, and the clearances
+    approved by then (by keyed account, list name and entry id)."""
 
     covers: int
     loads: tuple[ListInForce, ...]
     index: ListIndex | None  # None: no list in force
+    lists_seq: int = -1  # the newest list record the index includes
+    cleared: Mapping[tuple[str, str, str], tuple[Clearance, ...]] = field(default_factory=dict)
 
     @property
     def refs(self) -> tuple[ListRef, ...]:
@@ -107,17 +116,20 @@ class Screener:
                 log.exception("sanctions lists not refreshed")
         return self._in_force
 
-    def _newest(self) -> int:
+    def _newest(self) -> tuple[int, int]:
+        """The seqs of the newest list record and of the newest list or clearance record."""
         with self._engine.connect() as conn:
-            got = store.last_of_kind(conn, LIST_KIND)
-        return -1 if got is None else got[0]
+            lists = store.last_of_kind(conn, LIST_KIND)
+            cleared = store.last_of_kind(conn, CLEARANCE_KIND)
+        got = -1 if lists is None else lists[0]
+        return got, max(got, -1 if cleared is None else cleared[0])
 
     def refresh(self, *, wait: bool = True) -> bool:
         """Build the index again if a list record newer than the one it covers was sealed; with
         ``wait``, here and now (raising what the build raises), else on a thread of its own.
         Whether a build was made or started."""
         newest = self._newest()
-        if newest <= self._in_force.covers or (not wait and newest <= self._failed):
+        if newest[1] <= self._in_force.covers or (not wait and newest[1] <= self._failed):
             return False
         if wait:
             with self._lock:
@@ -137,20 +149,30 @@ class Screener:
         if t is not None:
             t.join(timeout_s)
 
-    def _build_quietly(self, newest: int) -> None:
+    def _build_quietly(self, newest: tuple[int, int]) -> None:
         with self._lock:
             try:
                 self._build(newest)
             except Exception:
-                self._failed = max(self._failed, newest)
+                self._failed = max(self._failed, newest[1])
                 self.failures += 1
                 log.exception("sanctions lists sealed up to seq %d could not be indexed; screening goes on "
-                              "against the lists of seq %d", newest, self._in_force.covers)
+                              "against the lists of seq %d", newest[1], self._in_force.covers)
 
-    def _build(self, newest: int) -> None:
-        if newest <= self._in_force.covers:
+    def _build(self, newest: tuple[int, int]) -> None:
+        lists_seq, covers = newest
+        was = self._in_force
+        if covers <= was.covers:
             return
-        loads = lists_in_force(self._engine, before=newest + 1)
+        cleared: dict[tuple[str, str, str], list[Clearance]] = {}
+        for c in clearances(self._engine, before=covers + 1):
+            if c.approved_seq is not None and c.revoked_seq is None:
+                cleared.setdefault((c.account_key, c.list_name, c.entry_id), []).append(c)
+        by_key = {k: tuple(v) for k, v in cleared.items()}
+        if lists_seq == was.lists_seq:  # only clearances changed: the index stays
+            self._in_force = InForce(covers, was.loads, was.index, lists_seq, by_key)
+            return
+        loads = lists_in_force(self._engine, before=lists_seq + 1)
         parsed = {}
         for x in loads:
             key = (x.name, x.sha256)
@@ -158,6 +180,6 @@ class Screener:
             parsed[key] = lst if lst is not None else read_list(self._engine, x)
         index = ListIndex([parsed[x.name, x.sha256] for x in loads]) if loads else None
         self._parsed = parsed  # the versions no longer in force are let go
-        self._in_force = InForce(newest, tuple(loads), index)
+        self._in_force = InForce(covers, tuple(loads), index, lists_seq, by_key)
         self.builds += 1
-        log.info("screening against %d list(s) in force at seq %d", len(loads), newest)
+        log.info("screening against %d list(s) in force at seq %d", len(loads), covers)

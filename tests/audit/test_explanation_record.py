@@ -25,7 +25,6 @@ from audit.decide.explanation import (
 )
 from audit.decide.fixed_point import quantise_rows, quantise_scores
 from audit.decide.record import (
-    DECISION_SCHEMA,
     DECISION_SCHEMA_V1,
     DECISION_SCHEMA_V2,
     DECISION_SCHEMA_V3,

@@ -16,6 +16,7 @@ from audit.decide.pipeline import Pipeline
 from audit.decide.principal import Principal
 from audit.decide.record import DECISION_SCHEMA
 from audit.decide.types import ActiveRules, Decision, Submission
+from audit.query.index import TraceIndex
 from audit.screening.lists import seal_list, withdraw_list
 from audit.screening.screener import Screener
 from inference.backends import load_backend
@@ -69,7 +70,7 @@ def seal(ledger: Ledger, data: bytes = LIST, name: str = "bank-exits") -> int:
 def pipeline(ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes, screener: Screener | None) -> Pipeline:
     files = ModelFiles.open()
     return Pipeline(ledger, load_backend("numpy", files.weights_path),
-                    ActiveRules.of(sandbox.load(pack_wasm)), screener=screener)
+                    ActiveRules.of(sandbox.load(pack_wasm)), screener=screener, index=TraceIndex())
 
 
 def record(ledger: Ledger, d: Decision) -> dict:  # type: ignore[type-arg]
