@@ -3,7 +3,9 @@
 ``load`` parses a list file in one of the published formats (OFAC, UN, EU, UK, the bank's own
 CSV or JSON) and, only if the whole file parses, seals it as the version of that list in force
 from now on: a ``sanctions_list`` record naming the list, its publication date, the SHA-256 of the
-file and the local operator who loaded it, with the file itself as the record's payload. No list
+file and the local operator who loaded it, with the file itself as the record's payload; then it
+screens every held payment again and annotates each that meets an entry its record does not name
+(``audit.screening.held``). No list
 is ever fetched from the network: the operator brings the file. ``show`` lists the versions in
 force; ``history`` every load and withdrawal of one list; ``diff`` compares two sealed versions
 entry by entry; ``withdraw`` takes a list out of force.
@@ -78,6 +80,7 @@ def load_cmd(
     """Seal FILE as the version of list NAME that payments are screened against from now on."""
     from api import ops
     from api.cli.common import CliError
+    from audit.screening.held import rescreen_held
     from audit.screening.lists import MAX_LIST_BYTES, seal_list
 
     if fmt not in LIST_FORMATS:
@@ -95,10 +98,17 @@ def load_cmd(
     try:
         sealed = seal_list(ledger, data, fmt, name, _operator(), rationale, source=source,  # type: ignore[arg-type]
                            published=day)
+        held = rescreen_held(ledger, _operator())
     finally:
         ledger.engine.dispose()
-    doc = sealed.to_json()
-    emit(doc, as_json, lambda: _human_load(doc, "sealed"))
+    doc = sealed.to_json() | {"rescreened": held.to_json()}
+
+    def human() -> None:
+        _human_load(doc, "sealed")
+        out.print(f"screened {held.screened} of {held.held} held payments again: {len(held.annotated)} with "
+                  "a new hit (annotated)" + (f", {held.purged} purged" if held.purged else ""), markup=False)
+
+    emit(doc, as_json, human)
 
 
 @lists_app.command("show")

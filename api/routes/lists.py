@@ -6,7 +6,9 @@ the whole file parses: a ``sanctions_list`` record naming the list, its format, 
 and SHA-256, the caller's certificate and the rationale given, with the file as its payload.
 ``GET /v1/lists`` answers the lists in force, ``GET .../{name}/history`` every load and withdrawal
 of one list, ``GET .../{name}/diff`` what changed between two of its sealed loads, entry by entry,
-and ``POST .../{name}/withdraw`` seals that a list is no longer screened against. Admins load and
+and ``POST .../{name}/withdraw`` seals that a list is no longer screened against. After a load,
+every held payment is screened again and each that meets an entry its record does not name is
+annotated (``audit.screening.held``; ``rescreened`` in the answer). Admins load and
 withdraw; officers, regulators and admins read. A refused load or withdrawal seals nothing; its
 problem names the field. docs/http-api.md documents the endpoints.
 
@@ -33,6 +35,7 @@ from api.limits import LIST_CAP
 from api.openapi import body, examples, json_body, media, problems
 from api.problems import Problem, audit_problem
 from audit.errors import ListError
+from audit.screening.held import rescreen_held
 from audit.screening.lists import diff_loads, list_history, lists_in_force, seal_list, withdraw_list
 from inference.screening.entries import SOURCES, Source
 from inference.screening.lists import FORMATS
@@ -123,6 +126,13 @@ _DIFF: dict[str, Any] = {
                  "new": {**_ENTRY, "entry_id": "QDi.087", "names": ["ABDUL RAHMAN", "ABD AL-RAHMAN"]}}]}
 
 
+_RESCREENED: dict[str, Any] = {
+    "held": 12, "screened": 12, "purged": 0,
+    "annotated": [{"seq": 40881, "trace_id": "01938e11-52c0-7b1e-8d4f-2a6c9e0b7d31", "annotation_seq": 42118,
+                   "hits": [{"where": "beneficiary", "list": "un", "list_sha256": _SHA, "entry_id": "TAi.154",
+                             "matched": "MALIK NOORZAI", "score": 1000, "basis": "name"}]}]}
+
+
 def _ok(status: int, example: Any) -> dict[int | str, dict[str, Any]]:
     return {status: {"content": {"application/json": {"example": example}}}}
 
@@ -152,7 +162,7 @@ async def list_lists(rt: RuntimeDep, caller: Annotated[Caller, allow("lists.read
 
 @router.post("", status_code=201, openapi_extra=_LOAD_DOC,
              summary="Load a list file: sealed, with its bytes, as the version in force from now on",
-             responses=_ok(201, _LOADED) | problems(413, 415, 422, 503, notes={
+             responses=_ok(201, _LOADED | {"rescreened": _RESCREENED}) | problems(413, 415, 422, 503, notes={
                  413: f"Body over {LIST_CAP:,} bytes (`limit_bytes`; a caller not allowed to load lists is "
                       "held to the default cap); nothing was read past it or sealed",
                  415: f"Content-Type is none of {', '.join(MEDIA_TYPES)}",
@@ -188,7 +198,8 @@ async def load(
     # seal_list checks the source against the sources it knows (ListError naming `source`)
     sealed = await _call(seal_list, rt.ledger, data, fmt, name, caller.principal, rationale,
                          source=cast("Source | None", source), published=day)
-    return sealed.to_json()
+    held = await run_in_threadpool(rescreen_held, rt.ledger, caller.principal)
+    return sealed.to_json() | {"rescreened": held.to_json()}
 
 
 @router.get("/{name}/history", summary="Every sealed load and withdrawal of a list, oldest first",
