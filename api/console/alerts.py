@@ -35,6 +35,7 @@ from audit.cases.state import ALERT_OUTCOMES, AlertState
 from audit.decide.runtime import Runtime
 from audit.errors import CaseError, QueryError
 from audit.query.traces import TraceDetail, get_trace
+from audit.screening.evidence import sealed_hits
 from inference.messages import MessageError, Transaction, parse_messages, transaction_schema_of
 
 __all__ = ["PAGE", "TABS", "PaymentView", "QueueForm", "QueueRow", "age_days", "parse_queue", "read_payment",
@@ -166,6 +167,7 @@ class QueueRow:
     age: int  # days since it opened
     overdue: bool  # open, and its review was due before today
     mine: bool
+    hits: tuple[dict[str, Any], ...] = ()  # the sanctions entries the decision's screening met
 
     @property
     def rules(self) -> list[str]:
@@ -183,7 +185,8 @@ def _rows(rt: Runtime, caller: Caller, page: AlertPage, today: date) -> list[Que
             detail = None
         payment = PaymentView("absent") if detail is None else read_payment(detail, caller, parsed)
         overdue = a.open and a.review_due < today.isoformat()
-        out.append(QueueRow(a, payment, age_days(a.opened_at, today), overdue, a.assignee_fp == me))
+        out.append(QueueRow(a, payment, age_days(a.opened_at, today), overdue, a.assignee_fp == me,
+                            sealed_hits(None if detail is None else detail.body)))
     return out
 
 

@@ -62,6 +62,8 @@ from audit.cases.service import ActionReceipt, act
 from audit.cases.state import ACTIONS, CASE_ACTIONS, Disposition, QaVerdict
 from audit.decide.runtime import Runtime
 from audit.errors import CaseError
+from audit.query.traces import get_trace
+from audit.screening.evidence import sealed_hits
 from ledger import LedgerUnavailableError
 
 __all__ = ["MAX_BULK", "AlertActionIn", "AssigneeIn", "BulkAssignIn", "CaseActionIn", "alert_json",
@@ -231,6 +233,10 @@ def _assignee(value: Literal["me"] | AssigneeIn | None, caller: Caller) -> dict[
 _FP = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 _OFFICER = {"subject": "CN=Alice Martin,OU=Financial Crime,O=Example Bank",
             "fingerprint_sha256": "3b1f5e0c9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c"}
+_HIT: dict[str, Any] = {
+    "where": "beneficiary", "list": "ofac-sdn", "entry_id": "12057", "matched": "Mohammad Reza NAQDI",
+    "list_sha256": "6c1f0e8a2b3d4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6", "score": 960,
+    "basis": "name"}
 _ALERT: dict[str, Any] = {
     "seq": 41873, "trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11",
     "opened_at": "2026-12-03T09:12:44.123456Z", "outcome": "BLOCK", "account_alerts": ["originator"],
@@ -347,15 +353,25 @@ async def bulk_act(request: Request, rt: RuntimeDep,
     return await run_in_threadpool(each)
 
 
-@router.get("/v1/alerts/{seq}", summary="One alert (the read is sealed)",
-            responses=_ok(200, _ALERT) | problems(404, 503, notes={**_READ_NOTES, **_NOT_FOUND}))
+def _alert_doc(rt: Runtime, a: Any) -> dict[str, Any]:
+    """One alert as ``GET /v1/alerts/{seq}`` and an action's answer state it: the view's row and the
+    sanctions entries its decision's screening met (the list's side, as the record seals it)."""
+    detail = get_trace(rt.engine, a.trace_id)
+    hits = sealed_hits(None if detail is None else detail.body)
+    return {**alert_json(a, _today(rt)), "screening_hits": list(hits)}
+
+
+@router.get("/v1/alerts/{seq}", summary="One alert (the read is sealed), with the sanctions entries its "
+                                        "decision's screening met",
+            responses=_ok(200, {**_ALERT, "screening_hits": [_HIT]})
+            | problems(404, 503, notes={**_READ_NOTES, **_NOT_FOUND}))
 async def get_one_alert(rt: RuntimeDep, caller: Annotated[Caller, allow("alerts.get")],
                         seq: int = Path(ge=0, description="the seq of the decision that opened it")
                         ) -> dict[str, Any]:
     def one() -> dict[str, Any]:
         a = get_alert(rt.engine, seq)
         _seal_reads(rt, caller, [a.case_id], "case")
-        return alert_json(a, _today(rt))
+        return _alert_doc(rt, a)
 
     return await _call(one)
 
@@ -364,7 +380,7 @@ async def get_one_alert(rt: RuntimeDep, caller: Annotated[Caller, allow("alerts.
              summary="Act on an alert: a sealed case event (assign, start_review, escalate, close, reopen, "
                      "comment, release, reject, approve, refuse, qa_review)",
              openapi_extra=json_body(AlertActionIn, examples.ALERT_ACTION),
-             responses=_ok(201, {**_RECEIPT, "alert": _ALERT})
+             responses=_ok(201, {**_RECEIPT, "alert": {**_ALERT, "screening_hits": []}})
              | problems(404, 409, 422, 503, notes=_ACT_NOTES))
 async def act_on_alert(request: Request, rt: RuntimeDep, caller: Annotated[Caller, allow("alerts.act")],
                        seq: int = Path(ge=0, description="the seq of the decision that opened it")
@@ -376,7 +392,7 @@ async def act_on_alert(request: Request, rt: RuntimeDep, caller: Annotated[Calle
         r = act(rt.ledger, caller.principal, body.action, alert=seq, rationale=body.rationale,
                 assignee=assignee, disposition=body.disposition, verdict=body.verdict)
         _seal_reads(rt, caller, [r.case_id], "case")  # the answer shows the alert's state: a read
-        return {**_receipt(r), "alert": alert_json(get_alert(rt.engine, seq), _today(rt))}
+        return {**_receipt(r), "alert": _alert_doc(rt, get_alert(rt.engine, seq))}
 
     return await _call(run)
 

@@ -31,7 +31,7 @@ from inference.screening.features import UNSCREENED, screening_values
 from inference.screening.screen import Hit, Screening
 from ledger.jcs import Jcs, canonical_bytes
 
-__all__ = ["BASES", "ListRef", "ScreeningEvidence", "evidence_from_json"]
+__all__ = ["BASES", "ListRef", "ScreeningEvidence", "evidence_from_json", "sealed_hits"]
 
 BASES = ("identifier", "bic", "name", "text")
 
@@ -76,6 +76,14 @@ class ScreeningEvidence:
         if not self.lists:
             return UNSCREENED
         return screening_values(Screening(self.hits, tuple((x.name, x.sha256) for x in self.lists)))
+
+
+def sealed_hits(body: object) -> tuple[dict[str, Any], ...]:
+    """The hits a decision body states (``screening.hits`` of version 5; none for earlier versions),
+    as sealed: the list's side only, never the payment's words."""
+    scr = body.get("screening") if isinstance(body, Mapping) else None
+    hits = scr.get("hits") if isinstance(scr, Mapping) else None
+    return tuple(h for h in hits if isinstance(h, dict)) if isinstance(hits, list) else ()
 
 
 def _hit_json(h: Hit) -> dict[str, Any]:

@@ -108,3 +108,16 @@ def test_a_refused_proposal_names_its_field_and_seals_nothing(desk: Desk, held: 
     doc = problem(act(desk, "/v1/clearances", proposal(held["trace_id"], **change)), status,
                   "not_found" if status == 404 else "clearance_refused", field=field)
     assert doc["errors"][0]["field"] == field and desk.entries() == before
+
+
+def test_the_alert_shows_the_matched_entry_beside_the_party(desk: Desk, held: dict[str, Any]) -> None:
+    (alert,) = [a for a in desk.alerts() if a["trace_id"] == held["trace_id"]]
+    r = desk.client.get(f"/v1/alerts/{alert['seq']}", headers={"x-test-role": "officer"})
+    assert r.status_code == 200, r.text
+    (hit,) = r.json()["screening_hits"]
+    assert (hit["list"], hit["entry_id"], hit["matched"], hit["where"]) == (
+        "bank-exits", "B-1", "Aleksandr KOVALEV", "beneficiary")
+    assert "text" not in hit
+    page = desk.client.get("/console/alerts?view=open", headers={"x-test-role": "officer"})
+    assert page.status_code == 200, page.text
+    assert 'data-entry="B-1"' in page.text and "beneficiary matches bank-exits entry B-1" in page.text
