@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 from audit.screening.clearance import clearances
 from audit.screening.clearance_state import CLEARANCE_KIND, Clearance
 from audit.screening.evidence import ListRef
-from audit.screening.lists import LIST_KIND, ListInForce, lists_in_force, read_list
+from audit.screening.lists import LIST_KIND, ListInForce, collector_paused, lists_in_force, read_list
 from inference.screening.entries import SanctionsList
 from inference.screening.index import ListIndex
 from ledger import store
@@ -76,6 +76,7 @@ class InForce:
 
 
 _NONE = InForce(-1, (), None)
+
 
 
 class Screener:
@@ -174,11 +175,12 @@ class Screener:
             return
         loads = lists_in_force(self._engine, before=lists_seq + 1)
         parsed = {}
-        for x in loads:
-            key = (x.name, x.sha256)
-            lst = self._parsed.get(key)
-            parsed[key] = lst if lst is not None else read_list(self._engine, x)
-        index = ListIndex([parsed[x.name, x.sha256] for x in loads]) if loads else None
+        with collector_paused():
+            for x in loads:
+                key = (x.name, x.sha256)
+                lst = self._parsed.get(key)
+                parsed[key] = lst if lst is not None else read_list(self._engine, x)
+            index = ListIndex([parsed[x.name, x.sha256] for x in loads]) if loads else None
         self._parsed = parsed  # the versions no longer in force are let go
         self._in_force = InForce(covers, tuple(loads), index, lists_seq, by_key)
         self.builds += 1

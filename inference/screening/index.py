@@ -151,7 +151,12 @@ class ListIndex:
                     token_postings[tid].append(i * _SLOTS + p)
             if len(toks) > 1:
                 wholes.setdefault(skeleton("".join(toks)), []).append(i)
-        self._tokens_of = {k: tuple(sorted(v)) for k, v in tokens_of.items()}
+        # emptied as it is copied: freed all at once, hundreds of thousands of sets hold the GIL for tens
+        # of milliseconds, and a process reloading a list while it decides would stall its batches
+        self._tokens_of: dict[str, tuple[int, ...]] = {}
+        while tokens_of:
+            key, tids = tokens_of.popitem()
+            self._tokens_of[key] = tuple(sorted(tids))
         self._vocab = sorted(vocab, key=vocab.__getitem__)
         self._token_postings = [np.array(v, dtype=np.int64) for v in token_postings]
         self._wholes = {k: tuple(v) for k, v in wholes.items()}
