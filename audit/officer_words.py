@@ -1,7 +1,8 @@
 """Officers' words and identities as sealed records state them, checked: the note or rationale
 an officer writes, and the principal that wrote it.
 
-Shared by annotations and case events (``audit.annotations``, ``audit.cases.events``). It imports
+Shared by annotations, case events, list loads and clearances (``audit.annotations``,
+``audit.cases.events``, ``audit.screening``). It imports
 nothing that needs a database: the offline bundle verifier re-checks case events with it.
 """
 
@@ -9,13 +10,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from audit.decide.principal import Principal
 from audit.errors import AnnotationError
 
-__all__ = ["checked_text", "principal_json"]
+__all__ = ["checked_text", "principal_json", "signed_act"]
 
 _PRINCIPAL_KEYS = {"subject": str, "sans": list, "issuer": str, "fingerprint_sha256": str, "serial": str}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -82,3 +83,19 @@ def checked_text(value: object, name: str, most: int) -> str:
         # codes, nor a bidi control that shows the note in another order than it is sealed in
         raise AnnotationError(name, f"holds the {bad}")
     return value
+
+
+def signed_act(principal: Principal | Mapping[str, Any], rationale: object,
+               error: Callable[[str, str], Exception], most: int = 2000) -> tuple[dict[str, Any], str]:
+    """The principal (with its key's SHA-256, for four-eyes) and the rationale an operator's or an
+    officer's sealed act states (a list load, a clearance step), checked; a refusal is raised as
+    ``error(field, message)``, naming ``principal`` or ``rationale``."""
+    try:
+        who = principal_json(principal, spki=True)
+    except AnnotationError as exc:
+        raise error("principal", exc.message) from None
+    try:
+        why = checked_text(rationale, "rationale", most)
+    except AnnotationError as exc:
+        raise error("rationale", exc.message) from None
+    return who, why

@@ -35,9 +35,9 @@ from sqlalchemy import Engine, select
 from audit.decide.account_secret import load_keyer
 from audit.decide.principal import Principal
 from audit.decide.record import DECISION_KIND, DECISION_SCHEMA
-from audit.errors import AnnotationError, ClearanceError, ClearanceNotFoundError
+from audit.errors import ClearanceError, ClearanceNotFoundError
 from audit.governance.state import same_person
-from audit.officer_words import checked_text, principal_json
+from audit.officer_words import signed_act
 from audit.screening.clearance_state import CLEARANCE_KIND, CLEARANCE_SCHEMA, Clearance, fold, proposed
 from inference.messages import MessageError, Transaction, parse_messages, transaction_schema_of
 from inference.messages.transaction import Party
@@ -51,20 +51,6 @@ __all__ = ["CLEARANCE_KIND", "CLEARANCE_SCHEMA", "MAX_DAYS", "Clearance", "appro
 MAX_DAYS = 366  # a clearance is reviewed at least yearly: ``until`` at most this far ahead
 PARTY_ROLES = ("originator", "beneficiary", "ultimate_originator", "ultimate_beneficiary", "initiating_party")
 Action = Literal["proposed", "approved", "revoked"]
-
-
-def _principal(p: Principal | Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        return principal_json(p, spki=True)
-    except AnnotationError as exc:
-        raise ClearanceError("principal", exc.message) from None
-
-
-def _rationale(text: object) -> str:
-    try:
-        return checked_text(text, "rationale", 2000)
-    except AnnotationError as exc:
-        raise ClearanceError("rationale", exc.message) from None
 
 
 def party_of(tx: Transaction, where: str) -> Party | None:
@@ -116,7 +102,7 @@ def propose_clearance(ledger: Ledger, trace_id: str, where: str, list_name: str,
     of list ``list_name``, until ``until``; refused (``ClearanceError`` naming the field, nothing
     sealed) unless that decision states that name hit there and its payload still names the party's
     account."""
-    who, why = _principal(principal), _rationale(rationale)
+    who, why = signed_act(principal, rationale, ClearanceError)
     today = today or date.today()
     until = _when(until, today)
     seq, body, data = _decision(ledger.engine, trace_id)
@@ -157,7 +143,7 @@ def propose_clearance(ledger: Ledger, trace_id: str, where: str, list_name: str,
 
 def _step(ledger: Ledger, seq: object, action: Action, principal: Principal | Mapping[str, Any],
           rationale: str) -> Clearance:
-    who, why = _principal(principal), _rationale(rationale)
+    who, why = signed_act(principal, rationale, ClearanceError)
     if type(seq) is not int:
         raise ClearanceError("seq", "must be the seq of the clearance's proposal")
     current = {c.seq: c for c in clearances(ledger.engine)}

@@ -28,8 +28,8 @@ import orjson
 from sqlalchemy import Engine, select
 
 from audit.decide.principal import Principal
-from audit.errors import AnnotationError, ListError, ListNotFoundError
-from audit.officer_words import checked_text, principal_json
+from audit.errors import ListError, ListNotFoundError
+from audit.officer_words import signed_act
 from audit.screening.diff import ListDiff, diff_lists
 from inference.screening.entries import SOURCES, SanctionsList, Source
 from inference.screening.errors import ListFormatError
@@ -98,20 +98,6 @@ def _name(name: object) -> str:
     return name
 
 
-def _principal(p: Principal | Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        return principal_json(p, spki=True)
-    except AnnotationError as exc:
-        raise ListError("principal", exc.message) from None
-
-
-def _rationale(text: object) -> str:
-    try:
-        return checked_text(text, "rationale", 2000)
-    except AnnotationError as exc:
-        raise ListError("rationale", exc.message) from None
-
-
 def seal_list(ledger: Ledger, data: bytes, fmt: str, name: str, principal: Principal | Mapping[str, Any],
               rationale: str, *, source: Source | None = None, published: date | None = None) -> ListInForce:
     """Parse ``data`` as ``fmt`` and, only if it parses whole, seal it as the version of list
@@ -124,7 +110,7 @@ def seal_list(ledger: Ledger, data: bytes, fmt: str, name: str, principal: Princ
         raise ListError("source", f"unknown list source {source!r}; one of {', '.join(SOURCES)}")
     if len(data) > MAX_LIST_BYTES:
         raise ListError("file", f"the list is over {MAX_LIST_BYTES:,} bytes (the limit)")
-    who, why = _principal(principal), _rationale(rationale)
+    who, why = signed_act(principal, rationale, ListError)
     try:
         with collector_paused():
             parsed = load(data, fmt, name, source=source, published=published)
@@ -146,7 +132,7 @@ def withdraw_list(ledger: Ledger, name: str, principal: Principal | Mapping[str,
                   rationale: str) -> ListInForce:
     """Seal that list ``name`` is no longer screened against (from the next decision on)."""
     name = _name(name)
-    who, why = _principal(principal), _rationale(rationale)
+    who, why = signed_act(principal, rationale, ListError)
     current = {x.name: x for x in lists_in_force(ledger.engine)}
     if name not in current:
         raise ListNotFoundError("name", f"no list {name!r} is in force")

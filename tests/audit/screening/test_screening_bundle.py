@@ -48,6 +48,15 @@ def decide(ledger: Ledger, sandbox: Sandbox, screener: Screener) -> Pipeline:
     return pipe
 
 
+def screened(ledger: Ledger, *, sealed: bool = True) -> Screener:
+    """The bank's exit list sealed (unless it is already), and a screener indexing it."""
+    if sealed:
+        seal(ledger)
+    screener = Screener(ledger.engine)
+    screener.refresh()
+    return screener
+
+
 def export(ledger: Ledger, signer: NoteSigner, out: Path) -> Path:
     create_bundle(ledger.engine, ledger, signer, out, ExportFilters.of(*ALL), OFFICER)
     return out
@@ -56,9 +65,7 @@ def export(ledger: Ledger, signer: NoteSigner, out: Path) -> Path:
 def test_a_bundle_of_screened_decisions_is_screened_again_by_the_verifier(
         ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
     list_seq = seal(ledger)
-    screener = Screener(ledger.engine)
-    screener.refresh()
-    decide(ledger, sandbox, screener)
+    decide(ledger, sandbox, screened(ledger, sealed=False))
     out = export(ledger, signer, tmp_path / "b.zip")
     with zipfile.ZipFile(out) as z:
         manifest = orjson.loads(z.read("manifest.json"))
@@ -77,10 +84,7 @@ def test_a_bundle_of_screened_decisions_is_screened_again_by_the_verifier(
 
 def test_a_purged_payment_is_counted_not_screened_again(
         ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
-    seal(ledger)
-    screener = Screener(ledger.engine)
-    screener.refresh()
-    decide(ledger, sandbox, screener)
+    decide(ledger, sandbox, screened(ledger))
     with ledger.engine.connect() as conn:
         (raw,) = conn.exec_driver_sql("SELECT record FROM ledger_entries WHERE kind = 'decision' "
                                       "ORDER BY seq LIMIT 1 OFFSET 1").one()
@@ -92,9 +96,7 @@ def test_a_purged_payment_is_counted_not_screened_again(
 def test_a_pipeline_that_sealed_fewer_hits_than_the_lists_give_is_caught(
         ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    seal(ledger)
-    screener = Screener(ledger.engine)
-    screener.refresh()
+    screener = screened(ledger)
     real = screen_module.screen
 
     def blind(tx: Any, index: Any, floor: int = screen_module.DEFAULT_FLOOR) -> screen_module.Screening:
@@ -112,10 +114,7 @@ def test_a_pipeline_that_sealed_fewer_hits_than_the_lists_give_is_caught(
 
 def test_a_screened_decision_in_an_older_format_bundle_is_refused(
         ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
-    seal(ledger)
-    screener = Screener(ledger.engine)
-    screener.refresh()
-    decide(ledger, sandbox, screener)
+    decide(ledger, sandbox, screened(ledger))
     out = export(ledger, signer, tmp_path / "b.zip")
     from tests.audit.bundle_fixture import members, rewrite
 
