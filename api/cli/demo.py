@@ -12,7 +12,10 @@ Before the run the demo seals sample sanctions lists, one in each official forma
 EU, UK and a bank's own CSV), so every payment is screened against them; after it, a handful of
 crafted payments show a listed name, its Cyrillic and surname-first forms, a listed name in the
 remittance text, a listed passport number and a listed BIC, beside an unlisted name, each decided
-through the same runtime (``api.cli.demo_sanctions``).
+through the same runtime (``api.cli.demo_sanctions``). Then a good-guy clearance: the local operator
+proposes that the held listed name's beneficiary is not the listed person, the dev officer
+certificate's principal approves it (four-eyes), and that customer's next payment goes through,
+naming the clearance, while the same name at another account is still held.
 
 After scoring, the alert view is brought current with the ledger: the demo reports the alerts
 and cases its decisions (the crafted ones included) opened, by outcome, and prints the officer's
@@ -226,23 +229,30 @@ def demo(
     created = not pem.exists()
     if created:
         create_dev_pki(certs)
+    refused: tuple[type[Exception], ...] = (*setup_errors(), OSError)  # OSError: a certificate missing
     try:
         principal = Principal.from_pem(pem.read_bytes())
+        officer = Principal.from_pem((certs / "officer.pem").read_bytes())  # approves the clearance
         rt = Runtime.open(s, operator=getpass.getuser())
-    except setup_errors() as exc:
+    except refused as exc:
         fail(exc, as_json, code=2)
     try:
         seed = rt.ledger.size()
         end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-        lists = sanctions_demo.seal_demo_lists(rt.ledger, Principal.local(getpass.getuser()))
-        if rt.screener is not None:
-            rt.screener.refresh(wait=True)  # the run is screened against them from its first batch
-        t0 = time.perf_counter()
-        cfg, sims = simulate_exactly(transactions, seed, end)
-        sim_s = time.perf_counter() - t0
 
         def decide(subs: list[Submission]) -> list[Decision]:
             return rt.service.decide(subs, timeout_s=BATCH_TIMEOUT_S)
+
+        def refresh() -> None:  # the lists and clearances sealed now, in force for the next batch
+            if rt.screener is not None:
+                rt.screener.refresh(wait=True)
+
+        operator = Principal.local(getpass.getuser())
+        lists = sanctions_demo.seal_demo_lists(rt.ledger, operator)
+        refresh()  # the run is screened against them from its first batch
+        t0 = time.perf_counter()
+        cfg, sims = simulate_exactly(transactions, seed, end)
+        sim_s = time.perf_counter() - t0
 
         with _progress(as_json) as bar:
             task = bar.add_task("scoring", total=len(sims), rate="")
@@ -257,8 +267,12 @@ def demo(
         first_at = scored.decisions[0].recorded_at if scored.decisions else None
         t2 = time.perf_counter()
         crafted = decide(sanctions_demo.crafted_submissions(principal.to_json(), end, seed))
+        payments = sanctions_demo.payment_results(rt.engine, crafted)
+        clearance, again = sanctions_demo.clear_and_pay_again(rt.ledger, refresh, decide, payments, operator,
+                                                              officer, principal.to_json(), end, seed)
+        crafted += again
         sanctions = {"lists": lists, "simulated": sanctions_demo.simulated_screening(scored.decisions),
-                     "payments": sanctions_demo.payment_results(rt.engine, crafted),
+                     "payments": payments, "clearance": clearance,
                      "seconds": round(time.perf_counter() - t2, 3)}
     finally:
         rt.close()  # a clean stop seals the feature state (state.snapshot): the checkpoint covers it
@@ -445,24 +459,39 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
 
 def _human_sanctions(sanctions: dict[str, Any]) -> None:
     """The lists screened against, the simulated run's sanctions alerts, then one line per crafted
-    payment: outcome, the sanctions rule fired and the best hit (list, entry, listed name, score)."""
-    p, lists, sim = print_line, sanctions["lists"], sanctions["simulated"]
+    payment: outcome, the sanctions rule fired and the best hit (list, entry, listed name, score);
+    then the good-guy clearance and a line for each payment decided after it."""
+    p, lists, sim, c = print_line, sanctions["lists"], sanctions["simulated"], sanctions["clearance"]
     sealed = sum(x["sealed_now"] for x in lists)
     p(f"sanctions   {len(lists)} sample lists in force "
       f"({f'{sealed} sealed now' if sealed else 'sealed by an earlier run'}): "
       + ", ".join(f"{x['name']} ({x['format']}, {x['entries']})" for x in lists))
     p(f"            the simulated payments: {sim['sanctions_alerts']:,} of {sim['decisions']:,} fired a "
       "sanctions rule" + "".join(f"; {r} {n:,}" for r, n in sim["by_rule"].items()))
-    width = max(len(x["shows"]) for x in sanctions["payments"])
+    payments = [*sanctions["payments"], *c["payments"]]
+    width = max(len(x["shows"]) for x in payments)
     for x in sanctions["payments"]:
-        line = f"            {x['shows']:<{width}}  {x['decision']:<6} "
-        if x["sanctions_rule"] is None:
-            line += "no sanctions rule" + (f" (fired: {', '.join(x['rules'])})" if x["rules"] else "")
-        else:
-            h = x["hits"][0]
-            line += (f"{x['sanctions_rule']}: {h['list']} entry {h['entry_id']} {h['matched']!r}, "
-                     f"score {h['score']} ({h['basis']}, {h['where']})")
-        p(line)
+        p(_payment_line(x, width))
+    p(f"            good-guy clearance {c['seq']} ({c['list']} entry {c['entry_id']} at the {c['where']}, "
+      f"until {c['until']}): proposed by {c['proposer']['subject']}, approved by "
+      f"{(c['approver'] or {}).get('subject')}")
+    for x in c["payments"]:
+        p(_payment_line(x, width))
+
+
+def _payment_line(x: dict[str, Any], width: int) -> str:
+    """One demo payment: what it shows, its outcome, the sanctions rule and best hit, or the hit a
+    clearance cleared."""
+    line = f"            {x['shows']:<{width}}  {x['decision']:<6} "
+    if x["sanctions_rule"] is None:
+        line += "no sanctions rule" + (f" (fired: {', '.join(x['rules'])})" if x["rules"] else "")
+        for h in x.get("cleared", ()):
+            line += (f"; hit cleared by clearance {h['clearance_seq']}: {h['list']} entry {h['entry_id']} "
+                     f"{h['matched']!r} ({h['basis']}, {h['where']})")
+        return line
+    h = x["hits"][0]
+    return line + (f"{x['sanctions_rule']}: {h['list']} entry {h['entry_id']} {h['matched']!r}, "
+                   f"score {h['score']} ({h['basis']}, {h['where']})")
 
 
 def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:

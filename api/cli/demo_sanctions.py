@@ -11,6 +11,13 @@ to show one way a party meets a listed entry: the listed name as listed, in Cyri
 first, inside the remittance text (``:70:``), a party identifier and an agent BIC equal to listed
 ones; and an unlisted name beside them. Their outcomes and screening hits are read back from the
 sealed records, as an officer or examiner would see them.
+
+Then the good-guy flow (``clear_and_pay_again``): the local operator proposes a clearance for the
+held payment of the listed name as listed (its beneficiary is not the listed person), an officer
+with a certificate approves it (four-eyes), and ``FOLLOW_UPS`` are decided: the same customer's
+next payment, no longer held, its record naming the clearance, and a payment of the same name to
+another account, still held. The crafted payments' beneficiary accounts are drawn from the seed, so
+each run's listed-name payment is to a customer no earlier run cleared.
 """
 
 from __future__ import annotations
@@ -18,9 +25,9 @@ from __future__ import annotations
 import random
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +38,18 @@ if TYPE_CHECKING:
     from audit.decide.types import Decision, Submission
     from ledger.append import Ledger
 
-__all__ = ["LISTS", "LISTS_DIR", "LISTS_RATIONALE", "PAYMENTS", "DemoList", "DemoPayment",
-           "crafted_submissions", "payment_results", "seal_demo_lists", "simulated_screening"]
+__all__ = ["APPROVAL_RATIONALE", "CLEARANCE_DAYS", "CLEARANCE_RATIONALE", "CLEARED_CASE", "FOLLOW_UPS",
+           "LISTS", "LISTS_DIR", "LISTS_RATIONALE", "PAYMENTS", "DemoList", "DemoPayment",
+           "clear_and_pay_again", "crafted_submissions", "payment_results", "seal_demo_lists",
+           "simulated_screening"]
 
 LISTS_DIR = Path(__file__).parent / "demo_lists"
 LISTS_RATIONALE = "demo: sample lists in each official format"
 INTERNAL_PUBLISHED = date(2026, 12, 1)  # the bank's CSV does not state its date: the day it was written
+CLEARED_CASE = "listed_name"  # the held payment whose beneficiary the demo's officers clear
+CLEARANCE_DAYS = 90
+CLEARANCE_RATIONALE = "demo: the customer was born 1984 in Porto, passport seen: not the listed person"
+APPROVAL_RATIONALE = "demo: second officer, KYC file and passport copy checked"
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,7 @@ class DemoPayment:
     beneficiary: str = "ACME TRADING GMBH"
     account_with: str = "DEUTDEFF"  # :57A:, the beneficiary's bank
     remittance: str = "/RFB/INV-2026-991"
+    account: int | None = None  # which of the run's beneficiary accounts (None: its own, by position)
 
 
 PAYMENTS = (
@@ -89,6 +103,16 @@ PAYMENTS = (
                 originator="PETROU ANDREAS", originator_id="CCPT/CY/DX4417305"),
     DemoPayment("agent_bic", "a listed BIC (beneficiary's bank)",
                 originator="MEYER TOBIAS", originator_id="NIDN/DE/T22000187", account_with="SLTDKYKY"),
+)
+_CLEARED_ACCOUNT = next(n for n, p in enumerate(PAYMENTS) if p.case == CLEARED_CASE)
+# decided once the clearance of CLEARED_CASE's beneficiary is approved: that customer again (its
+# account), and the same name at an account of its own
+FOLLOW_UPS = (
+    DemoPayment("cleared_customer", "the same customer's next payment", originator="KELLER JONAS",
+                originator_id="NIDN/DE/T22000145", beneficiary="Mohammad Reza NAQDI",
+                remittance="/RFB/INV-2026-1007", account=_CLEARED_ACCOUNT),
+    DemoPayment("other_account", "another account of that name", originator="KRAUSE MARTIN",
+                originator_id="NIDN/DE/T22000195", beneficiary="Mohammad Reza NAQDI"),
 )
 
 _MT103 = """{{1:F01COBADEFFAXXX0000000000}}{{2:I103DEUTDEFFXXXXN}}{{3:{{121:{uetr}}}}}{{4:
@@ -132,18 +156,21 @@ def seal_demo_lists(ledger: Ledger, operator: Principal) -> list[dict[str, Any]]
     return out
 
 
-def crafted_submissions(principal: dict[str, Any], at: datetime, seed: int) -> list[Submission]:
-    """``PAYMENTS`` as MT103 submissions received at ``at`` from ``principal``; their UETRs and
-    references are drawn from ``seed`` (a re-run on a longer ledger sends new payments)."""
+def _submissions(payments: Sequence[DemoPayment], principal: dict[str, Any], at: datetime, seed: int,
+                 stream: str, first: int) -> list[Submission]:
+    """``payments`` as MT103 submissions; the n-th (from ``first``) pays the run's account n unless it
+    names one. UETRs come from ``stream`` of ``seed``, the accounts from one stream for the run."""
     from schwifty import IBAN
 
     from audit.decide.types import Submission
 
-    rng = random.Random(seed)
+    rng = random.Random(f"demo-{stream}/{seed}")
+    accounts = random.Random(f"demo-accounts/{seed}").randrange(10**7) * 100  # this run's customers
     subs = []
-    for n, p in enumerate(PAYMENTS):
+    for n, p in enumerate(payments, start=first):
         uetr = uuid.UUID(int=rng.getrandbits(128), version=4)
-        iban = IBAN.generate("DE", bank_code="37040044", account_code=f"{532013000 + n:010d}")
+        account = accounts + (n if p.account is None else p.account)
+        iban = IBAN.generate("DE", bank_code="37040044", account_code=f"{account:010d}")
         raw = _MT103.format(uetr=uetr, reference=f"DEMO{uetr.hex[:12].upper()}",
                             value_date=at.strftime("%y%m%d"), amount=2500 + 125 * n,
                             originator_id=p.originator_id, originator=p.originator,
@@ -156,20 +183,34 @@ def crafted_submissions(principal: dict[str, Any], at: datetime, seed: int) -> l
     return subs
 
 
+def crafted_submissions(principal: dict[str, Any], at: datetime, seed: int) -> list[Submission]:
+    """``PAYMENTS`` as MT103 submissions received at ``at`` from ``principal``; their UETRs,
+    references and beneficiary accounts are drawn from ``seed`` (a re-run on a longer ledger sends
+    new payments, to customers no earlier run cleared)."""
+    return _submissions(PAYMENTS, principal, at, seed, "crafted", 0)
+
+
 def _is_sanctions(rule: str) -> bool:
     return rule.startswith("SANCTIONS_")
 
 
-def payment_results(engine: Engine, decisions: Sequence[Decision]) -> list[dict[str, Any]]:
-    """What each of ``PAYMENTS`` was decided, as its sealed record states: the outcome, the rules
-    fired (``sanctions_rule``: the first sanctions rule among them, else None) and the screening
-    hits, best first (where in the payment, list, entry, the listed name, identifier or BIC
-    matched, score 0-1000 and basis)."""
+def payment_results(engine: Engine, decisions: Sequence[Decision],
+                    payments: Sequence[DemoPayment] = PAYMENTS) -> list[dict[str, Any]]:
+    """What each of ``payments`` was decided, as its sealed record states: the outcome, the rules
+    fired (``sanctions_rule``: the first sanctions rule among them, else None), the screening hits,
+    best first (where in the payment, list, entry, the listed name, identifier or BIC matched, score
+    0-1000 and basis) and the name hits a good-guy clearance cleared (``cleared``, each with its
+    ``clearance_seq``)."""
     from audit.query.traces import get_trace
     from audit.screening.evidence import evidence_from_json
+    from inference.screening.screen import Hit
+
+    def hit(h: Hit) -> dict[str, Any]:
+        return {"where": h.where, "list": h.list_name, "entry_id": h.entry_id, "matched": h.matched,
+                "score": h.score, "basis": h.basis}
 
     out = []
-    for p, d in zip(PAYMENTS, decisions, strict=True):
+    for p, d in zip(payments, decisions, strict=True):
         detail = get_trace(engine, d.trace_id)
         if detail is None:  # the service answered only once the record was durable
             raise LookupError(f"demo payment {p.case}: trace {d.trace_id} is not in the ledger")
@@ -177,10 +218,33 @@ def payment_results(engine: Engine, decisions: Sequence[Decision]) -> list[dict[
         rules = [h.id for h in d.fired]
         out.append({"case": p.case, "shows": p.shows, "trace_id": d.trace_id, "seq": d.seq,
                     "decision": d.decision, "sanctions_rule": next(filter(_is_sanctions, rules), None),
-                    "rules": rules,
-                    "hits": [{"where": h.where, "list": h.list_name, "entry_id": h.entry_id,
-                              "matched": h.matched, "score": h.score, "basis": h.basis} for h in ev.hits]})
+                    "rules": rules, "hits": [hit(h) for h in ev.hits],
+                    "cleared": [{**hit(h), "clearance_seq": seq} for h, seq in ev.cleared]})
     return out
+
+
+def clear_and_pay_again(ledger: Ledger, refresh: Callable[[], object],
+                        decide: Callable[[list[Submission]], list[Decision]],
+                        payments: Sequence[Mapping[str, Any]], operator: Principal, officer: Principal,
+                        scorer: dict[str, Any], at: datetime,
+                        seed: int) -> tuple[dict[str, Any], list[Decision]]:
+    """The good-guy flow on the crafted ``payments`` (``payment_results``): ``operator`` proposes
+    clearing the beneficiary of ``CLEARED_CASE``'s held payment of its name hit until ``CLEARANCE_DAYS``
+    after ``at``, ``officer`` approves it, ``refresh`` puts it in force, and ``FOLLOW_UPS`` are decided
+    as ``scorer`` sends them. The clearance (``Clearance.to_json``) with the approval's rationale and
+    the follow-ups' results under ``payments``, and their decisions."""
+    from audit.screening.clearance import approve_clearance, propose_clearance
+
+    held = next(x for x in payments if x["case"] == CLEARED_CASE)
+    hit = next(h for h in held["hits"] if h["basis"] == "name" and h["where"] == "beneficiary")
+    c = propose_clearance(ledger, held["trace_id"], hit["where"], hit["list"], hit["entry_id"],
+                          at.date() + timedelta(days=CLEARANCE_DAYS), operator, CLEARANCE_RATIONALE,
+                          today=at.date())
+    c = approve_clearance(ledger, c.seq, officer, APPROVAL_RATIONALE)
+    refresh()  # in force for the next batch, not within the second the screener takes to notice
+    decisions = decide(_submissions(FOLLOW_UPS, scorer, at, seed, "cleared", len(PAYMENTS)))
+    return ({**c.to_json(), "approval_rationale": APPROVAL_RATIONALE,
+             "payments": payment_results(ledger.engine, decisions, FOLLOW_UPS)}, decisions)
 
 
 def simulated_screening(decisions: Sequence[Decision]) -> dict[str, Any]:

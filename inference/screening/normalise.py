@@ -173,7 +173,9 @@ def normalise(text: str) -> str:
         text = _APOSTROPHES.sub("", text)  # before anyascii, which writes some as apostrophes
         text = anyascii(text)
     text = _CAMEL.sub(r"\1 ", _APOSTROPHES.sub("", text)).lower()  # "AleksandrKovalev", "XiJinping"
-    return " ".join(_NON_ALNUM.sub(" ", text).split())
+    # a y gliding off a vowel is written i: Cyrillic й and Arabic ي are romanised either way
+    # ("Шейх" -> "Sheykh" / "Sheikh", "Зейд" -> "Zeyd" / "Zeid"), so both spellings meet as one
+    return " ".join(_Y_GLIDE.sub("i", _NON_ALNUM.sub(" ", text)).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +232,8 @@ def _joined_letters(words: list[str]) -> list[str]:
 _FOLDS = (("tsch", "ch"), ("tch", "ch"), ("sch", "sh"), ("dzh", "j"), ("zh", "j"), ("kh", "h"),
           ("ph", "f"), ("dh", "d"), ("th", "t"), ("gh", "g"), ("ck", "k"), ("x", "ks"), ("ts", "c"),
           ("q", "k"), ("g", "h"), ("w", "v"), ("c", "k"))
-_VOWELS = re.compile(r"[aeiouyj]")  # j and y stand for the vowel i in several romanisations
+_VOWELS = re.compile(r"[aeiouyj]")
+_Y_GLIDE = re.compile(r"(?<=[aeiou])y(?![aeiou])")  # j and y stand for the vowel i in several romanisations
 
 
 @functools.lru_cache(maxsize=262_144)

@@ -1,5 +1,6 @@
 """``sealtrail demo``: sample sanctions lists sealed, simulate, score through the pipeline, crafted
-payments that meet the lists, checkpoint, verify; re-runs append."""
+payments that meet the lists, a good-guy clearance by two officers and the payments after it,
+checkpoint, verify; re-runs append."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import ssl
 import subprocess
 import sys
 import tomllib
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from api.cli.demo_sanctions import LISTS, LISTS_DIR, PAYMENTS
+from api.cli.demo_sanctions import CLEARANCE_DAYS, FOLLOW_UPS, LISTS, LISTS_DIR, PAYMENTS
 from audit.decide.principal import Principal
 from ledger.checkpoint import SignedCheckpoint
 from ledger.note import NoteVerifier
@@ -39,6 +41,40 @@ EXPECTED = {
     "agent_bic": ("BLOCK", "SANCTIONS_BIC_MATCH", ("demo-bank-internal", "DEMO-0002", "SLTDKYKY", "bic")),
 }
 CRAFTED = len(PAYMENTS)
+AFTER = len(FOLLOW_UPS)  # decided once the clearance is in force
+SCORER_SENT = CRAFTED + AFTER  # the demo's own payments, besides the simulated ones
+
+
+def check_clearance(doc: dict[str, Any], certs: Path) -> dict[str, Any]:
+    """The demo's ``sanctions.clearance``: the held listed name's beneficiary cleared of that hit,
+    proposed by the local operator and approved by the dev officer certificate (another person, with a
+    fingerprint); that customer's next payment is not held and its record names the clearance, while
+    the same name at another account is still held."""
+    c = doc["sanctions"]["clearance"]
+    held = next(x for x in doc["sanctions"]["payments"] if x["case"] == "listed_name")
+    assert (c["status"], c["trace_id"], c["where"], c["list"], c["entry_id"]) == (
+        "approved", held["trace_id"], "beneficiary", NAQDI[0], NAQDI[1])
+    officer = Principal.from_pem((certs / "officer.pem").read_bytes())
+    assert c["approver"]["fingerprint_sha256"] == officer.fingerprint_sha256
+    assert c["approver"]["subject"] == officer.subject
+    assert c["proposer"]["fingerprint_sha256"] != officer.fingerprint_sha256
+    assert c["proposer"]["subject"].startswith("CN=local:")
+    assert c["approved_seq"] > c["seq"] > held["seq"] and c["revoked_seq"] is None
+    sim = doc["simulation"]  # the run's payments are received at the hour it started: the end of its days
+    day = (datetime.fromisoformat(sim["start"]) + timedelta(days=sim["days"])).date()
+    assert date.fromisoformat(c["until"]) == day + timedelta(days=CLEARANCE_DAYS)
+    got = {x["case"]: x for x in c["payments"]}
+    assert list(got) == [p.case for p in FOLLOW_UPS] == ["cleared_customer", "other_account"]
+    again, other = got["cleared_customer"], got["other_account"]
+    assert again["decision"] == "ALLOW" and again["sanctions_rule"] is None, again
+    assert not any(r.startswith("SANCTIONS_") for r in again["rules"]) and again["hits"] == [], again
+    (cleared,) = again["cleared"]
+    assert (cleared["list"], cleared["entry_id"], cleared["matched"], cleared["basis"]) == NAQDI
+    assert (cleared["where"], cleared["clearance_seq"]) == ("beneficiary", c["seq"])
+    assert (other["decision"], other["sanctions_rule"], other["cleared"]) == (
+        "HOLD", "SANCTIONS_NAME_STRONG", []), other
+    assert (other["hits"][0]["list"], other["hits"][0]["entry_id"]) == NAQDI[:2]
+    return c
 
 
 def check_sanctions(doc: dict[str, Any], *, sealed_now: bool) -> None:
@@ -71,6 +107,7 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     assert first["ok"] is True and first["init"]["created"] is True and first["certs"]["created"] is True
     assert first["decisions"] == first["simulation"]["transactions"] == 60
     check_sanctions(first, sealed_now=True)
+    cleared = check_clearance(first, certs)
     assert sum(o["count"] for o in first["outcomes"].values()) == 60
     assert round(sum(o["percent"] for o in first["outcomes"].values())) == 100
     assert first["verify"]["verified"] is True and first["verify"]["size"] == first["ledger_size"]
@@ -79,8 +116,8 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     assert 0 < first["latency_us"]["p50"] <= first["latency_us"]["p99"]
     assert first["throughput_per_s"] > 0
     bundle = first["export"]  # the run's decisions as a bundle, verified offline with the pinned key
-    assert bundle["verified"] is True and bundle["replayed"] == 60 + CRAFTED
-    assert bundle["rescreened"] == 60 + CRAFTED and Path(bundle["file"]).parent == exports
+    assert bundle["verified"] is True and bundle["replayed"] == 60 + SCORER_SENT
+    assert bundle["rescreened"] == 60 + SCORER_SENT and Path(bundle["file"]).parent == exports
     assert bundle["trusted_key"] == first["init"]["vkey"]
     assert all(r["count"] > 0 for r in first["top_rules"])
     explained = first["explained"]  # the held and high-scored decisions say why, and the bundle rechecks it
@@ -95,10 +132,17 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     scorer = Principal.from_pem((certs / "scorer.pem").read_bytes())
     assert first["certs"]["principal"] == scorer.to_json()
     sealed = cli.json("traces", "query", "--principal", scorer.fingerprint_sha256, "--limit", "100")
-    assert len(sealed["items"]) == 60 + CRAFTED and sealed["next_cursor"] is None
+    assert len(sealed["items"]) == 60 + SCORER_SENT and sealed["next_cursor"] is None
     lists = cli.json("lists", "show")["lists"]  # sealed by the local operator, as `lists load` would
     assert sorted(x["name"] for x in lists) == sorted(LIST_NAMES)
     assert all(x["rationale"] == "demo: sample lists in each official format" for x in lists)
+    # the clearance as the ledger states it, and the cleared payment's sealed record names it
+    (sealed_clearance,) = cli.json("clearances", "show")["clearances"]
+    assert sealed_clearance == {k: v for k, v in cleared.items()
+                                if k not in ("payments", "approval_rationale")}
+    again = next(x for x in cleared["payments"] if x["case"] == "cleared_customer")
+    screening = cli.json("traces", "show", again["trace_id"])["record"]["record"]["screening"]
+    assert [x["clearance_seq"] for x in screening["cleared"]] == [cleared["seq"]] and screening["hits"] == []
 
     pem = (certs / "scorer.pem").read_bytes()
     second = cli.json("demo", "--transactions", "25", "--certs", str(certs), "--exports", str(exports))
@@ -107,23 +151,29 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     # appended, nothing re-bootstrapped and no list sealed again (the same bytes are in force): the
     # first run's export (the empty summary it seals as its window's right edge, then its
     # export.created record), then this run's 25 decisions in one batch and the crafted payments in
-    # another, each sealed with its batch's summary and state delta, then the state snapshot of its
+    # another, each sealed with its batch's summary and state delta, the clearance's proposal and
+    # approval, the two payments after it in a batch of their own, then the state snapshot of its
     # clean stop
     assert cli.kinds(first["ledger_size"], second["ledger_size"]) == [
         "decision.summary", "export.created", *["decision"] * 25, "decision.summary", "state.delta",
-        *["decision"] * CRAFTED, "decision.summary", "state.delta", "state.snapshot"]
-    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 2 + CRAFTED + 3
+        *["decision"] * CRAFTED, "decision.summary", "state.delta",
+        "screening.clearance", "screening.clearance", *["decision"] * AFTER, "decision.summary",
+        "state.delta", "state.snapshot"]
+    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 2 + CRAFTED + 2 + 2 + AFTER + 3
+    # the second run's crafted payments pay customers of their own: the first run's clearance clears
+    # none of them, and this run's listed name is held and cleared again
     check_sanctions(second, sealed_now=False)
-    assert second["export"]["replayed"] == 25 + CRAFTED  # the bundle holds that run's decisions only
+    assert check_clearance(second, certs)["seq"] > cleared["approved_seq"]
+    assert second["export"]["replayed"] == 25 + SCORER_SENT  # the bundle holds that run's decisions only
     assert second["simulation"]["seed"] != first["simulation"]["seed"]
     assert second["verify"]["size"] == second["ledger_size"]
     everything = cli.json("traces", "query", "--principal", scorer.fingerprint_sha256, "--limit", "1000")
-    assert len(everything["items"]) == 85 + 2 * CRAFTED
+    assert len(everything["items"]) == 85 + 2 * SCORER_SENT
 
     human = cli("demo", "--transactions", "10", "--certs", str(certs), "--exports", str(exports)).stdout
     # the second export's two entries, 10 decisions and the crafted ones, each batch's summary and
-    # state delta, and the state snapshot
-    size = f"{second['ledger_size'] + 2 + 10 + 2 + CRAFTED + 3}"
+    # state delta, the clearance's two records and the payments after it, and the state snapshot
+    size = f"{second['ledger_size'] + 2 + 10 + 2 + CRAFTED + 2 + 2 + AFTER + 3}"
     for word in ("outcomes", "top rules", "p50", "p99", "verified", "sealtrail export verify", size,
                  "sealed by an earlier run", "screened again"):
         assert word in human
@@ -133,6 +183,13 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
         line = next(x for x in sanctions.splitlines() if x.strip().startswith(p.shows))
         assert decision in line and (rule or "no sanctions rule") in line, line
         assert hit is None or f"{hit[0]} entry {hit[1]} {hit[2]!r}" in line, line
+    # the clearance, who approved it, and the two payments after it: one cleared, one still held
+    clearance = next(x for x in sanctions.splitlines() if x.strip().startswith("good-guy clearance"))
+    assert "approved by CN=sealtrail-officer" in clearance and "proposed by CN=local:" in clearance, clearance
+    after = {p.case: next(x for x in sanctions.splitlines() if x.strip().startswith(p.shows))
+             for p in FOLLOW_UPS}
+    assert "ALLOW" in after["cleared_customer"] and "hit cleared by clearance" in after["cleared_customer"]
+    assert "HOLD" in after["other_account"] and "SANCTIONS_NAME_STRONG" in after["other_account"]
 
 
 def test_the_demo_lists_are_the_vectors_and_ship_with_the_package() -> None:

@@ -200,3 +200,20 @@ def test_a_sanctioned_region_on_the_banks_list_is_found_in_an_address_and_in_fre
     assert {(h.where, h.entry_id) for h in found.hits} == {("beneficiary.address", "R-1"),
                                                             ("remittance", "R-2")}
     assert screen(tx(remittance="GOODS DELIVERED TO ODESA PORT"), idx).hits == ()
+
+
+def test_a_y_gliding_off_a_vowel_meets_its_i_spelling_so_cyrillic_romanisations_are_found() -> None:
+    # Cyrillic й is romanised y or i: "Шейх" reads "Sheykh", the list writes "Shaikh"; "Зейд" / "Zeid"
+    from inference.screening.entries import ListEntry, SanctionsList
+    from inference.screening.index import ListIndex
+    from inference.screening.normalise import name_tokens
+    from inference.screening.screen import screen_name
+
+    assert name_tokens("Зейд").tokens == name_tokens("Zeid").tokens == name_tokens("Zeyd").tokens
+    assert name_tokens("Bayer").tokens == ("bayer",)  # a y before a vowel is a consonant: kept
+    entries = (ListEntry("191", "individual", ("Khalid Shaikh MOHAMMED",)),
+               ListEntry("5295", "individual", ("Abdelhamid Abou Zeid",)))
+    index = ListIndex([SanctionsList("eu", "eu", None, "0" * 64, entries, "test")])
+    for name, entry in (("Халид Шейх Мохаммед", "191"), ("Абдельхамид Абу Зейд", "5295")):
+        (hit,) = screen_name(index, "beneficiary", name)
+        assert hit.entry_id == entry and hit.score >= 920, (name, hit.score)
