@@ -80,6 +80,10 @@ class Settings(BaseSettings):
                              "only (the batcher pauses while the state is copied: seconds for a large "
                              "state, longer than the decision deadline)")
     decision_timeout_ms: float = Field(250.0, gt=0, description="queue deadline before a fail-safe HOLD")
+    screening_max_age_days: int | None = Field(
+        None, ge=0, description="a sanctions list dated (published, else loaded) more than this many days "
+                                "before a payment screened against it is a finding on the decision; "
+                                "unset or 0: no limit")
     rate_limits: dict[str, RateLimit] = Field(
         default_factory=dict,
         description='per-principal request rates by role, JSON: {"scorer": {"per_second": 20000, '

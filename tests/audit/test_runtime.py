@@ -210,3 +210,31 @@ def test_a_runtime_that_cannot_open_says_why(db: Db, tmp_path: Path, damage: str
         database.open_engine(db.url, create_file=True).dispose()
         with pytest.raises(SchemaError):
             Runtime.open(Settings(db=db.url, keys=tmp_path / "keys"))
+
+
+@dataclass(frozen=True)
+class Screened(Settings):
+    screening_max_age_days: int | None = None
+
+
+def test_the_runtime_screens_against_the_lists_sealed_and_states_a_stale_one(db: Db, tmp_path: Path) -> None:
+    from datetime import date
+
+    from audit.screening.lists import seal_list
+    from tests.audit.screening.test_screening_decisions import LIST, message
+
+    base = settings(db, tmp_path)
+    s = Screened(db=base.db, keys=base.keys, screening_max_age_days=30)
+    with Runtime.open(s) as rt:
+        seal_list(rt.ledger, LIST, "internal-csv", "bank-exits", Principal.local("admin"), "exit list",
+                  source="internal", published=date(2026, 10, 1))
+        assert rt.screener is not None and rt.screener.max_age_days == 30
+        rt.screener.refresh(wait=True)
+        (d,) = rt.decide([message(1, "KOVALEV ALEKSANDR")])  # decided on 2026-12-01: 61 days after
+        assert d.decision == "HOLD" and "SANCTIONS_NAME_STRONG" in [h.id for h in d.fired]
+        with rt.engine.connect() as conn:
+            raw = conn.exec_driver_sql(f"SELECT record FROM ledger_entries WHERE seq = {d.seq}").scalar_one()
+        (finding,) = orjson.loads(bytes(raw))["record"]["screening"]["findings"]
+        assert "bank-exits" in finding and "61 days old" in finding
+    with pytest.raises(ValueError, match="screening_max_age_days"):
+        Runtime.open(Screened(db=base.db, keys=base.keys, screening_max_age_days=-1))
