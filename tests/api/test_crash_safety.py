@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import orjson
 import pytest
 from sqlalchemy import select
@@ -35,6 +36,7 @@ from audit.decide.fixed_point import quantise_rows, scaled_row
 from inference.features import FeatureExtractor
 from inference.messages import Transaction, parse_messages
 from inference.schema import FEATURE_NAMES, FEATURE_SCHEMA, feature_digits
+from inference.screening.features import UNSCREENED
 from inference.simulate import SimConfig, simulate
 from ledger import store
 from tests.api.server_proc import ServerFiles, ServerProcess, prepare, start
@@ -224,7 +226,8 @@ def fresh_features(rows: dict[int, Any], payloads: dict[str, bytes | None]) -> d
         (tx,) = [t for t in parse_messages(raw, body["input"]["format"])
                  if isinstance(t, Transaction) and t.sha256 == body["input"]["transaction_sha256"]]
         at = datetime.fromisoformat(body["at"].replace("Z", "+00:00"))
-        (row,) = quantise_rows(extractor.extract([tx], [at]), DIGITS)[0].tolist()
+        wide = np.hstack([extractor.extract([tx], [at]), [UNSCREENED]])  # screened against no list
+        (row,) = quantise_rows(wide, DIGITS)[0].tolist()
         out[seq] = scaled_row(row, DIGITS)
     return out
 

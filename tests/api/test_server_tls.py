@@ -151,6 +151,10 @@ OPERATIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "lists.load": ("POST", "/v1/lists?name=x&format=internal-csv&rationale=r",
                    {"content": b"not,a,list\n", "headers": {"content-type": "text/csv"}}),
     "lists.withdraw": ("POST", "/v1/lists/nope@0/withdraw", {"json": {"rationale": "x"}}),
+    "clearances.read": ("GET", "/v1/clearances", {}),
+    "clearances.propose": ("POST", "/v1/clearances", {"json": {"trace_id": "x"}}),
+    "clearances.approve": ("POST", "/v1/clearances/00001/approve", {"json": {"rationale": "x"}}),
+    "clearances.revoke": ("POST", "/v1/clearances/00001/revoke", {"json": {"rationale": "x"}}),
     "metrics": ("GET", "/metrics", {}),
     "healthz": ("GET", "/healthz", {}),
 }
