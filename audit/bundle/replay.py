@@ -153,6 +153,9 @@ class Replayer:
         if names[-len(SCREENING_NAMES):] != SCREENING_NAMES:
             return self._miss((seq, trace_id), "replay.screening", f"a {DECISION_SCHEMA} body's features "
                               f"({body['features']['schema']}) have no screening columns")
+        if not evidence.lists and (evidence.hits or evidence.cleared):
+            return self._miss((seq, trace_id), "replay.screening", "the record states hits but names no list "
+                              "it was screened against")
         want = evidence.values()
         got = values[-len(SCREENING_NAMES):]
         for name, w, g in zip(SCREENING_NAMES, want, got, strict=True):

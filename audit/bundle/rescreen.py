@@ -115,12 +115,10 @@ class Rescreener:
                                        file=_PAYLOADS, seq=x.seq, trace_id=tid)
         return x.parsed
 
-    def _index(self, ev: ScreeningEvidence, seq: int, tid: str) -> ListIndex | BundleError:
-        key = tuple(ref.seq for ref in ev.lists)
-        got = self._indexes.get(key)
-        if got is not None:
-            return got
-        parsed = []
+    def _refs(self, ev: ScreeningEvidence, seq: int, tid: str) -> BundleError | None:
+        """Every list a decision names is a list record of the bundle before it, stated as sealed
+        (name, version, date); every hit, cleared ones too, is of one of those lists, by name and
+        version together."""
         for ref in ev.lists:
             x = self._lists.get(ref.seq)
             if x is None or ref.seq >= seq:
@@ -128,11 +126,29 @@ class Rescreener:
                                       "record of the bundle before it", kind="screening.list", file=_RECORDS,
                                       seq=seq, trace_id=tid)
             b = x.body
-            if (b.get("name"), b.get("sha256"), b.get("withdrawn")) != (ref.name, ref.sha256, False):
-                return BundleTampered(f"names list {ref.name!r} version {ref.sha256[:12]} at seq {ref.seq}, "
-                                      f"which seals {b.get('name')!r} version {str(b.get('sha256'))[:12]}"
+            stated = (ref.name, ref.sha256, ref.published, False)
+            if (b.get("name"), b.get("sha256"), b.get("published"), b.get("withdrawn")) != stated:
+                return BundleTampered(f"names list {ref.name!r} version {ref.sha256[:12]} of {ref.published} "
+                                      f"at seq {ref.seq}, which seals {b.get('name')!r} version "
+                                      f"{str(b.get('sha256'))[:12]} of {b.get('published')}"
                                       f"{' (a withdrawal)' if b.get('withdrawn') else ''}",
                                       kind="screening.list", file=_RECORDS, seq=seq, trace_id=tid)
+        named = {(ref.name, ref.sha256) for ref in ev.lists}
+        for h in (*ev.hits, *(h for h, _ in ev.cleared)):
+            if (h.list_name, h.list_sha256) not in named:
+                return BundleTampered(f"a hit of entry {h.entry_id!r} names list {h.list_name!r} version "
+                                      f"{h.list_sha256[:12]}, which is not a list the decision was screened "
+                                      "against", kind="screening.list", file=_RECORDS, seq=seq, trace_id=tid)
+        return None
+
+    def _index(self, ev: ScreeningEvidence, seq: int, tid: str) -> ListIndex | BundleError:
+        key = tuple(ref.seq for ref in ev.lists)
+        got = self._indexes.get(key)
+        if got is not None:
+            return got
+        parsed = []
+        for ref in ev.lists:
+            x = self._lists[ref.seq]  # _refs checked it is there
             lst = self._parsed(x, tid)
             if isinstance(lst, BundleError):
                 return lst
@@ -158,6 +174,8 @@ class Rescreener:
             return None  # the replayer names it
         if not ev.lists:
             return None
+        if (bad := self._refs(ev, seq, tid)) is not None:
+            return bad
         index = self._index(ev, seq, tid)
         if isinstance(index, BundleError):
             return index
@@ -195,5 +213,5 @@ class Rescreener:
         return None
 
 
-def _key(h: Any) -> tuple[str, str, str, str, int, str]:
-    return (h.where, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
+def _key(h: Any) -> tuple[str, str, str, str, str, int, str]:
+    return (h.where, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)

@@ -61,7 +61,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -89,6 +89,7 @@ from audit.decide.summary import SUMMARY_KIND, AccountKeyer, entries_jcs, summar
 from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
 from audit.errors import StateDeltaError
 from audit.screening.clearance import party_of
+from audit.screening.clearance_state import Clearance
 from audit.screening.evidence import ScreeningEvidence
 from audit.screening.screener import InForce, Screener
 from audit.state.account_risk_replay import apply_records
@@ -605,7 +606,7 @@ class Pipeline:
                 evidence.append(_EXPIRED)
                 continue
             got = screen(s.transaction, index)
-            day = s.received_at.date()
+            day = s.received_at.astimezone(UTC).date()  # the record's day: its time is stated in UTC
             findings = stale.get(day)
             if findings is None:
                 findings = stale[day] = in_force.stale(day, max_age)
@@ -624,13 +625,17 @@ class Pipeline:
             keyer = self._keyer = load_keyer(self.ledger.engine)
         kept: list[Hit] = []
         gone: list[tuple[Hit, int]] = []
+        now: Mapping[tuple[str, str, str], tuple[Clearance, ...]] | None = None
         for h in got.hits:
             party = party_of(tx, h.where) if h.basis == "name" else None
             by = None
             if party is not None and party.account:
-                key = keyer.key(party.account)
-                by = next((c for c in in_force.cleared.get((key, h.list_name, h.entry_id), ())
-                           if c.key_id == keyer.key_id and c.clears(day)), None)
+                key = (keyer.key(party.account), h.list_name, h.entry_id)
+                if key in in_force.cleared:  # about to clear: as the ledger has the clearances now
+                    if now is None:
+                        now = self.screener.cleared_now() if self.screener is not None else in_force.cleared
+                    by = next((c for c in now.get(key, ()) if c.key_id == keyer.key_id and c.clears(day)),
+                              None)
             if by is None:
                 kept.append(h)
             else:

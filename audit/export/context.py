@@ -141,7 +141,8 @@ def _lists(conn: Connection, seqs: set[int], ctx: Context) -> None:
                 raise ExportUnavailableError(f"the stored bytes of list seq {row.seq} do not hash to {sha} "
                                              "(damage)")
             ctx.entries.append(row)
-            ctx.files.append((f"lists/{sha}", data))
+            if not any(name == f"lists/{sha}" for name, _ in ctx.files):  # the same bytes loaded again
+                ctx.files.append((f"lists/{sha}", data))
             found.add(row.seq)
     missing = seqs - found
     if missing:

@@ -50,7 +50,7 @@ class HeldReport:
     held: int = 0  # payments held when it ran
     screened: int = 0
     purged: int = 0  # not screened: the payment's bytes were purged
-    annotated: list[dict[str, Any]] = field(default_factory=list)  # {seq, trace_id, annotation_seq, hits}
+    annotated: list[dict[str, Any]] = field(default_factory=list)  # {seq, trace_id, annotation_seqs, hits}
 
     def to_json(self) -> dict[str, Any]:
         return {"held": self.held, "screened": self.screened, "purged": self.purged,
@@ -61,6 +61,16 @@ def _note(h: Hit, sha: str) -> str:
     return (f"screened again after a list update: {h.basis} hit of entry {h.entry_id} of list "
             f"{h.list_name} (version {sha[:12]}), '{h.matched}', score {h.score}, at {h.where}; the "
             "decision's record does not name it")
+
+
+def _notes(sentences: list[str]) -> list[str]:
+    """The sentences joined by "; " into as few notes as fit ``MAX_NOTE`` each, none cut."""
+    out = [""]
+    for s in sentences:
+        if out[-1] and len(out[-1]) + 2 + len(s) > MAX_NOTE:
+            out.append("")
+        out[-1] = f"{out[-1]}; {s}" if out[-1] else s
+    return out
 
 
 def _annotated(ledger: Ledger, seq: int) -> str:
@@ -131,9 +141,9 @@ def rescreen_held(ledger: Ledger, principal: Principal | Mapping[str, Any]) -> H
         new = [h for h in new if _note(h, h.list_sha256) not in said]  # said once, by an earlier run
         if not new:
             continue
-        note = "; ".join(_note(h, h.list_sha256) for h in new)[:MAX_NOTE]
-        done = annotate(ledger, str(env["trace_id"]), principal, "NOTE", note)
+        parts = _notes([_note(h, h.list_sha256) for h in new])  # each within an annotation's size
+        seqs = [annotate(ledger, str(env["trace_id"]), principal, "NOTE", part).seq for part in parts]
         hits = [{k: v for k, v in h.to_json().items() if k != "text"} for h in new]  # not the payment's words
-        report.annotated.append({"seq": seq, "trace_id": env["trace_id"], "annotation_seq": done.seq,
+        report.annotated.append({"seq": seq, "trace_id": env["trace_id"], "annotation_seqs": seqs,
                                  "hits": hits})
     return report

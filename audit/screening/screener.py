@@ -69,7 +69,10 @@ class InForce:
         for x in self.loads:
             stated = x.published or x.recorded_at[:10]
             age = (on - date.fromisoformat(stated)).days
-            if age > max_age_days:
+            if age < 0:
+                out.append(f"list {x.name} ({x.sha256[:12]}) is dated {stated}, after the day it is used "
+                           f"({on.isoformat()}): its date cannot be trusted")
+            elif age > max_age_days:
                 out.append(f"list {x.name} ({x.sha256[:12]}) dated {stated} is {age} days old when used, "
                            f"beyond the {max_age_days} days it may be")
         return tuple(out)
@@ -77,6 +80,15 @@ class InForce:
 
 _NONE = InForce(-1, (), None)
 
+
+
+def _in_force_by_key(engine: Engine, upto: int) -> dict[tuple[str, str, str], tuple[Clearance, ...]]:
+    """The clearances approved and not revoked at seq ``upto``, by keyed account, list and entry."""
+    cleared: dict[tuple[str, str, str], list[Clearance]] = {}
+    for c in clearances(engine, before=upto + 1):
+        if c.approved_seq is not None and c.revoked_seq is None:
+            cleared.setdefault((c.account_key, c.list_name, c.entry_id), []).append(c)
+    return {k: tuple(v) for k, v in cleared.items()}
 
 
 class Screener:
@@ -97,6 +109,7 @@ class Screener:
         self._building: threading.Thread | None = None
         self._failed = -1  # the newest list seq whose build failed: not tried again until a newer one
         self._checked = -1e300
+        self._fresh: tuple[int, Mapping[tuple[str, str, str], tuple[Clearance, ...]]] | None = None
         self.builds = 0  # indexes built (and swapped in)
         self.failures = 0
 
@@ -160,16 +173,29 @@ class Screener:
                 log.exception("sanctions lists sealed up to seq %d could not be indexed; screening goes on "
                               "against the lists of seq %d", newest[1], self._in_force.covers)
 
+    def cleared_now(self) -> Mapping[tuple[str, str, str], tuple[Clearance, ...]]:
+        """The clearances in force now, read again from the ledger when a clearance record is newer
+        than those held (one indexed read): a clearance is applied only if no revocation sealed
+        since the last look ends it, so a revoked one clears nothing from the next batch on (not
+        the next look). Called only when a batch is about to clear a hit."""
+        with self._engine.connect() as conn:
+            got = store.last_of_kind(conn, CLEARANCE_KIND)
+        newest = -1 if got is None else got[0]
+        held = self._fresh
+        if held is not None and held[0] >= newest:
+            return held[1]
+        if newest <= self._in_force.covers:
+            return self._in_force.cleared
+        fresh = _in_force_by_key(self._engine, newest)
+        self._fresh = (newest, fresh)
+        return fresh
+
     def _build(self, newest: tuple[int, int]) -> None:
         lists_seq, covers = newest
         was = self._in_force
         if covers <= was.covers:
             return
-        cleared: dict[tuple[str, str, str], list[Clearance]] = {}
-        for c in clearances(self._engine, before=covers + 1):
-            if c.approved_seq is not None and c.revoked_seq is None:
-                cleared.setdefault((c.account_key, c.list_name, c.entry_id), []).append(c)
-        by_key = {k: tuple(v) for k, v in cleared.items()}
+        by_key = _in_force_by_key(self._engine, covers)
         if lists_seq == was.lists_seq:  # only clearances changed: the index stays
             self._in_force = InForce(covers, was.loads, was.index, lists_seq, by_key)
             return

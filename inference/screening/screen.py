@@ -7,7 +7,8 @@ and its basis:
 
 - ``identifier``: a party identifier equal to one the list gives the entry (passport, national
   id, LEI, ...): score 1000;
-- ``bic``: a party's or agent's BIC of an institution listed with that BIC: score 1000;
+- ``bic``: a party's or agent's BIC (or a party identifier of scheme ``BIC``, as an ISO 20022
+  organisation's ``AnyBIC``) of an institution listed with that BIC: score 1000;
 - ``name``: a party's name resembling a listed name, adjusted by secondary evidence: a date of
   birth whose year the entry lists (+``DOB_AGREES``) or none of whose years it lists within one
   (-``DOB_DISAGREES``), a party country among the entry's (+``COUNTRY_AGREES``); an individual
@@ -199,6 +200,12 @@ def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR) -> Scr
         for ident in party.identifiers:
             if ident.scheme in ("DOB", "POB"):
                 continue
+            if ident.scheme == "BIC" and ident.value.upper()[:8] != (party.bic or "").upper()[:8]:
+                # an organisation's AnyBIC (ISO 20022), or a BIC given as an identifier: a BIC
+                for ih in index.match_bic(ident.value):
+                    lst = index.lists[ih.list_pos]
+                    hits.append(Hit(f"{where}.bic", ident.value, lst.name, lst.sha256, ih.entry.entry_id,
+                                    ih.value, 1000, "bic"))
             for ih in index.match_identifier(ident.value):
                 lst = index.lists[ih.list_pos]
                 hits.append(Hit(f"{where}.identifier", ident.value, lst.name, lst.sha256, ih.entry.entry_id,
