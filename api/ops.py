@@ -194,8 +194,13 @@ def keys_rotate(s: Settings) -> dict[str, Any]:
 
 
 def purge_old_payloads(s: Settings, days: int | None) -> dict[str, Any]:
+    from audit.screening.lists import lists_needed_since
+
     ledger = open_ledger(s)
-    res = purge_expired(ledger, timedelta(days=days or s.retention_days))
+    retention = timedelta(days=days or s.retention_days)
+    # a list's bytes are kept while any decision screened against it is: replay screens it again
+    keep = lists_needed_since(ledger.engine, ledger.clock() - retention)
+    res = purge_expired(ledger, retention, keep=keep)
     return {"purged": res.purged, "held": res.held,
             "seq": res.receipt.seq if res.receipt else None}
 

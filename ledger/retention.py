@@ -8,7 +8,7 @@ Default period: 5 years (FATF Recommendation 11); FINRA 4511 firms set 6.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -166,18 +166,22 @@ def purge_payloads(ledger: Ledger, sha256s: list[str], reason: str) -> PurgeResu
 
 def purge_expired(
     ledger: Ledger, retention: timedelta = DEFAULT_RETENTION, *, now: datetime | None = None,
-    limit: int = 10_000,
+    limit: int = 10_000, keep: Collection[str] = (),
 ) -> PurgeResult:
-    """Purge up to ``limit`` payloads stored before ``now - retention``, skipping held ones."""
+    """Purge up to ``limit`` payloads stored before ``now - retention``, skipping held ones and those
+    whose SHA-256 is in ``keep`` (the caller's: bytes that records still retained need, as a
+    sanctions list that decisions of the period were screened against)."""
     cutoff = (now or ledger.clock()) - retention
     cutoff_us = int(cutoff.timestamp() * 1_000_000)
     p = "?" if ledger.engine.dialect.paramstyle == "qmark" else "%s"
+    kept = sorted(set(keep))
+    spared = f" AND sha256 NOT IN ({', '.join([p] * len(kept))})" if kept else ""
     with ledger.engine.connect() as conn:
         rows = [
             (str(s), int(q)) for s, q in conn.exec_driver_sql(
                 "SELECT sha256, first_seq FROM ledger_payloads "
-                f"WHERE data IS NOT NULL AND stored_at < {p} ORDER BY first_seq LIMIT {int(limit)}",
-                (cutoff_us,),
+                f"WHERE data IS NOT NULL AND stored_at < {p}{spared} ORDER BY first_seq LIMIT {int(limit)}",
+                (cutoff_us, *kept),
             )
         ]
     if not rows:

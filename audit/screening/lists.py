@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import orjson
@@ -38,10 +38,11 @@ from inference.screening.lists import FORMATS, load
 from ledger import store
 from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
-from ledger.records import Record
+from ledger.records import Record, format_time
 
 __all__ = ["LIST_KIND", "LIST_SCHEMA", "MAX_LIST_BYTES", "ListInForce", "LoadsDiff", "collector_paused",
-           "diff_loads", "list_history", "lists_in_force", "read_list", "seal_list", "withdraw_list"]
+           "diff_loads", "list_history", "lists_in_force", "lists_needed_since", "read_list", "seal_list",
+           "withdraw_list"]
 
 LIST_KIND = "sanctions_list"
 LIST_SCHEMA = "sealtrail.sanctions-list/1"
@@ -187,6 +188,22 @@ def lists_in_force(engine: Engine, *, before: int | None = None) -> list[ListInF
     for x in _loads(engine, before=before):
         last[x.name] = x
     return sorted((x for x in last.values() if not x.withdrawn), key=lambda x: x.name)
+
+
+def lists_needed_since(engine: Engine, since: datetime) -> set[str]:
+    """The SHA-256 of every list version in force at some time from ``since`` on: those still in
+    force, and those replaced or withdrawn at or after it. Decisions of that period were screened
+    against them, so their bytes are kept while those decisions are (retention skips them)."""
+    cutoff = format_time(since)
+    loads = _loads(engine)
+    out: set[str] = set()
+    for i, x in enumerate(loads):
+        if x.withdrawn:
+            continue
+        nxt = next((y for y in loads[i + 1:] if y.name == x.name), None)
+        if nxt is None or nxt.recorded_at >= cutoff:
+            out.add(x.sha256)
+    return out
 
 
 def list_history(engine: Engine, name: str) -> list[ListInForce]:

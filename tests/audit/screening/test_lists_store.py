@@ -114,3 +114,24 @@ def test_a_rationale_with_control_characters_is_refused(ledger: Ledger) -> None:
 def test_history_of_a_list_never_loaded_is_not_found(ledger: Ledger) -> None:
     with pytest.raises(ListNotFoundError):
         list_history(ledger.engine, "never")
+
+
+def test_retention_keeps_the_bytes_of_a_list_as_long_as_decisions_of_the_period_used_it(ledger: Ledger) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from audit.screening.lists import lists_needed_since
+    from ledger.retention import purge_expired
+
+    load(ledger, V1)
+    load(ledger, V2)  # V1 replaced now
+    load(ledger, V1, name="gone")
+    withdraw_list(ledger, "gone", OPERATOR, "merged")
+    v1, v2 = SanctionsList.digest(V1), SanctionsList.digest(V2)
+    assert lists_needed_since(ledger.engine, datetime(2000, 1, 1, tzinfo=UTC)) == {v1, v2}
+    later = datetime.now(UTC) + timedelta(days=3650)
+    keep = lists_needed_since(ledger.engine, later - timedelta(days=5 * 365))
+    assert keep == {v2}  # in force still: decisions screened against it are retained
+    done = purge_expired(ledger, timedelta(days=5 * 365), now=later, keep=keep)
+    assert set(done.purged) == {v1} and v2 not in done.purged
+    (in_force,) = lists_in_force(ledger.engine)
+    assert read_list(ledger.engine, in_force).sha256 == v2  # still readable: replay screens against it
