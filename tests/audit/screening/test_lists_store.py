@@ -116,7 +116,8 @@ def test_history_of_a_list_never_loaded_is_not_found(ledger: Ledger) -> None:
         list_history(ledger.engine, "never")
 
 
-def test_retention_keeps_the_bytes_of_a_list_as_long_as_decisions_of_the_period_used_it(ledger: Ledger) -> None:
+def test_retention_keeps_the_bytes_of_a_list_as_long_as_decisions_of_the_period_used_it(
+        ledger: Ledger) -> None:
     from datetime import UTC, datetime, timedelta
 
     from audit.screening.lists import lists_needed_since
