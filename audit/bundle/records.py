@@ -299,7 +299,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         elif kind == LIST_KIND and rescreener is not None:
             t.context += 1
             t.entries[seq] = env
-            rescreener.list_record(seq, body)
+            rescreener.list_record(seq, body, str(env.get("recorded_at")))
         elif kind == CLEARANCE_KIND and rescreener is not None:
             t.context += 1
             t.entries[seq] = env
@@ -337,7 +337,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                     found.add(_fail(BundleTampered, "record.version", f"a {DECISION_SCHEMA} record screened "
                                     f"against sanctions lists in a format {manifest.version} bundle (format "
                                     "6 carries such records, with their lists)", seq=seq, trace_id=tid))
-            elif (off := rescreener.decision(seq, tid, body, data)) is not None:
+            elif (off := rescreener.decision(seq, tid, body, data, str(env.get("recorded_at")))) is not None:
                 found.add(off)
         if kind == "decision" and check is not None:
             check.decision(seq, tid, env, data)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
@@ -37,7 +37,9 @@ from inference.screening.index import ListIndex
 from inference.screening.lists import load
 from inference.screening.screen import screen
 
-__all__ = ["CLEARANCE_KIND", "LIST_KIND", "Rescreener"]
+__all__ = ["CLEARANCE_KIND", "IN_FORCE_LAG_S", "LIST_KIND", "Rescreener"]
+
+IN_FORCE_LAG_S = 60  # a list sealed this long before a decision must be among those it names
 
 LIST_KIND = "sanctions_list"  # audit.screening.lists's record kind, spelled out: no database code here
 _RECORDS, _PAYLOADS = "records.jsonl", "payloads.jsonl"
@@ -47,6 +49,7 @@ _RECORDS, _PAYLOADS = "records.jsonl", "payloads.jsonl"
 class _List:
     seq: int
     body: dict[str, Any]
+    recorded_at: str = ""
     parsed: SanctionsList | BundleError | None = None
 
 
@@ -64,9 +67,38 @@ class Rescreener:
     _clearance_records: list[tuple[int, dict[str, Any], str]] = field(default_factory=list)
     _clearances: dict[int, Clearance] | BundleError | None = None  # folded; None: to fold again
 
-    def list_record(self, seq: int, body: dict[str, Any]) -> None:
+    def list_record(self, seq: int, body: dict[str, Any], recorded_at: str = "") -> None:
         self.lists += 1
-        self._lists[seq] = _List(seq, body)
+        self._lists[seq] = _List(seq, body, recorded_at)
+
+    def _complete(self, ev: ScreeningEvidence, seq: int, tid: str, recorded_at: str) -> BundleError | None:
+        """The decision names every list in force at it, in the version in force, unless that version
+        was sealed less than ``IN_FORCE_LAG_S`` before the decision (a decider indexes a new list
+        beside its batches, seconds after it is sealed)."""
+        try:
+            at = _time(recorded_at)
+        except ValueError:
+            return None  # the record checks name an envelope without its time
+        last: dict[str, _List] = {}
+        for s in sorted(self._lists):
+            if s >= seq:
+                break
+            x = self._lists[s]
+            last[str(x.body.get("name"))] = x
+        named = {ref.name: ref.seq for ref in ev.lists}
+        for name, x in sorted(last.items()):
+            if x.body.get("withdrawn"):
+                continue
+            try:
+                since = (at - _time(x.recorded_at)).total_seconds()
+            except ValueError:
+                continue
+            if since >= IN_FORCE_LAG_S and named.get(name) != x.seq:
+                said = "names none of it" if name not in named else f"names its seq {named[name]}"
+                return BundleTampered(f"list {name!r} version {str(x.body.get('sha256'))[:12]} (seq {x.seq}) "
+                                      f"was in force {since:,.0f} s before the decision, which {said}",
+                                      kind="screening.list", file=_RECORDS, seq=seq, trace_id=tid)
+        return None
 
     def clearance_record(self, seq: int, body: dict[str, Any], recorded_at: str) -> None:
         self._clearance_records.append((seq, body, recorded_at))
@@ -165,13 +197,16 @@ class Rescreener:
         self._indexes[key] = index
         return index
 
-    def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None) -> BundleError | None:
+    def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None,
+                 recorded_at: str = "") -> BundleError | None:
         """Screen a version 5 decision's payment again (its body was read by the replayer, which
         reports a body it cannot read); the failure, or None."""
         try:
             ev = evidence_from_json(body["screening"])
         except (KeyError, TypeError, ValueError):
             return None  # the replayer names it
+        if (bad := self._complete(ev, seq, tid, recorded_at)) is not None:
+            return bad
         if not ev.lists:
             return None
         if (bad := self._refs(ev, seq, tid)) is not None:
@@ -211,6 +246,10 @@ class Rescreener:
                                   seq=seq, trace_id=tid)
         self.rescreened += 1
         return None
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _key(h: Any) -> tuple[str, str, str, str, str, int, str]:

@@ -120,7 +120,10 @@ def _purges(conn: Connection, seqs: set[int], ctx: Context) -> None:
         raise ExportUnavailableError(f"purge record {min(missing)} is missing (ledger damage)")
 
 
-def _lists(conn: Connection, seqs: set[int], ctx: Context) -> None:
+def _lists(conn: Connection, seqs: set[int], upto: int, ctx: Context) -> None:
+    """The list records the decisions name, with their bytes, and every other list record sealed
+    before seq ``upto`` (the last exported decision's, plus one), so that the verifier knows which
+    lists were in force at each decision."""
     ordered = sorted(seqs)
     p = store.param(conn)
     found: set[int] = set()
@@ -148,6 +151,11 @@ def _lists(conn: Connection, seqs: set[int], ctx: Context) -> None:
     if missing:
         raise ExportUnavailableError(f"list record {min(missing)} named by exported decisions is missing "
                                      "(ledger damage)")
+    if seqs:  # every other list record before the last decision, without its bytes: what was in force
+        p = store.param(conn)
+        for row, _ in _rows(conn, f"kind = {p} AND seq < {p}", (LIST_KIND, upto)):
+            if row.seq not in found:
+                ctx.entries.append(row)
 
 
 def _clearances(conn: Connection, seqs: set[int], ctx: Context) -> None:
@@ -168,15 +176,16 @@ def _clearances(conn: Connection, seqs: set[int], ctx: Context) -> None:
 
 def gather_context(conn: Connection, rulesets: Mapping[str, str], models: set[str], purge_seqs: set[int],
                    model_dirs: Iterable[Path] = (), list_seqs: set[int] | None = None,
-                   clearance_seqs: set[int] | None = None) -> Context:
+                   clearance_seqs: set[int] | None = None, lists_upto: int = 0) -> Context:
     """Entries and files for ``rulesets`` ("id@version" -> module SHA-256), ``models``, the
-    purges at ``purge_seqs``, the sanctions lists sealed at ``list_seqs`` and the good-guy
+    purges at ``purge_seqs``, the sanctions lists sealed at ``list_seqs`` (and every other list
+    record before seq ``lists_upto``) and the good-guy
     clearances proposed at ``clearance_seqs``; ``ExportUnavailableError`` if one cannot be had."""
     ctx = Context()
     _rules(conn, rulesets, ctx)
     _models(conn, models, model_dirs, ctx)
     _purges(conn, purge_seqs, ctx)
-    _lists(conn, list_seqs or set(), ctx)
+    _lists(conn, list_seqs or set(), lists_upto, ctx)
     _clearances(conn, clearance_seqs or set(), ctx)
     return ctx
 

@@ -203,7 +203,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     assert got.rulesets is not None and got.models is not None and got.purge_seqs is not None
     with engine.connect() as conn:
         ctx: Context = gather_context(conn, got.rulesets, got.models, got.purge_seqs, model_dirs,
-                                      got.list_seqs, got.clearance_seqs)
+                                      got.list_seqs, got.clearance_seqs, got.decision_seqs[-1] + 1)
     extra = sorted(ctx.entries, key=lambda r: r.seq)
     seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
     counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
@@ -355,7 +355,8 @@ def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_p
                           if b.get("screening", {}).get("lists")]
             lists = {int(x["seq"]) for s in screenings for x in s["lists"]}
             cleared = {int(c["clearance_seq"]) for s in screenings for c in s.get("cleared", ())}
-            ctx = gather_context(conn, rulesets, models, purges, list(model_dirs), lists, cleared)
+            upto = max((r.seq for r in sel.decisions), default=-1) + 1
+            ctx = gather_context(conn, rulesets, models, purges, list(model_dirs), lists, cleared, upto)
         return _write_case(engine, ledger, signer, out_path, tmp, sel, ctx, creator, bundle_id, created_at,
                            sorted(set(rulesets.values())), sorted(models), compresslevel, bool(screenings))
     finally:
