@@ -199,7 +199,7 @@ async def load(
     # seal_list checks the source against the sources it knows (ListError naming `source`)
     sealed = await _call(seal_list, rt.ledger, data, fmt, name, caller.principal, rationale,
                          source=cast("Source | None", source), published=day)
-    held = await run_in_threadpool(rescreen_held, rt.ledger, caller.principal)
+    held = await run_in_threadpool(rescreen_held, rt.ledger, caller.principal, screener=rt.screener)
     return sealed.to_json() | {"rescreened": held.to_json()}
 
 

@@ -83,12 +83,16 @@ def _annotated(ledger: Ledger, seq: int) -> str:
     return "\n".join(str(orjson.loads(r)["record"].get("note", "")) for r in rows)
 
 
-def rescreen_held(ledger: Ledger, principal: Principal | Mapping[str, Any]) -> HeldReport:
+def rescreen_held(ledger: Ledger, principal: Principal | Mapping[str, Any], *,
+                  screener: Screener | None = None) -> HeldReport:
     """Screen every held payment again against the lists in force; annotate each decision meeting an
-    entry its record does not name (see the module's text)."""
+    entry its record does not name (see the module's text). ``screener``: a deciding process's own
+    (brought up to the log here, so the list just loaded is parsed and indexed once, not again
+    beside it); by default one of its own."""
     report = HeldReport()
     catch_up(ledger.engine)  # the alert view as the ledger has it now
-    screener = Screener(ledger.engine, background=False)
+    if screener is None:
+        screener = Screener(ledger.engine, background=False)
     screener.refresh(wait=True)
     in_force = screener.in_force
     if in_force.index is None:
