@@ -600,6 +600,7 @@ class Pipeline:
         refs = in_force.refs
         max_age = self.screener.max_age_days if self.screener is not None else None
         stale: dict[object, tuple[str, ...]] = {}
+        plain: dict[tuple[str, ...], ScreeningEvidence] = {}  # no hit: one object (and its bytes) a batch
         for i, s in enumerate(subs):
             if s.expired:
                 cols[i] = UNSCREENED
@@ -614,7 +615,13 @@ class Pipeline:
             if in_force.cleared and got.hits:
                 got, cleared = self._cleared(s.transaction, got, in_force, day)
             cols[i] = screening_values(got)
-            evidence.append(ScreeningEvidence(refs, got.hits, findings, cleared))
+            if got.hits or cleared:
+                evidence.append(ScreeningEvidence(refs, got.hits, findings, cleared))
+            else:
+                ev = plain.get(findings)
+                if ev is None:
+                    ev = plain[findings] = ScreeningEvidence(refs, (), findings)
+                evidence.append(ev)
         return cols, evidence
 
     def _cleared(self, tx: Transaction, got: Screening, in_force: InForce,
