@@ -175,14 +175,20 @@ class FeatureExtractor:
         self._lookups: _Lookups | None = None
 
     def extract(self, transactions: Sequence[Transaction], at: Sequence[datetime] | datetime,
-                deltas: list[StateDelta] | None = None) -> np.ndarray:
+                deltas: list[StateDelta] | None = None,
+                ids: Sequence[tuple[str | None, str | None]] | None = None) -> np.ndarray:
         """Rows (n, N_EXTRACTED) float64 for ``transactions`` at times ``at`` (one per transaction or one
         for all); advances the velocity state. A bad time raises before any state changes.
 
         With ``deltas``, each transaction's state delta is appended to it: what the state was
         advanced by, ``(originator id, beneficiary id, µs, US cents)`` with the accounts as the
         state holds them (keyed, for a keyed state; None where unknown). ``advance`` given the same
-        deltas brings another extractor's state to the same bits without the messages."""
+        deltas brings another extractor's state to the same bits without the messages.
+
+        With ``ids`` (one pair per transaction), the accounts are taken as those identifiers
+        instead of being keyed here: how a holder of sealed state deltas but not of the state key
+        computes a payment's features. A transaction that names an account where its pair holds
+        None, or none where its pair names one, raises ``FeatureError`` before any state changes."""
         n = len(transactions)
         times = [at] * n if isinstance(at, datetime) else list(at)
         if len(times) != n:
@@ -193,6 +199,8 @@ class FeatureExtractor:
             stamps = [epoch_us(t) for t in times]  # raises the FeatureError that names the time
         if not n:
             return np.empty((0, N_EXTRACTED), dtype=np.float64)
+        if ids is not None and len(ids) != n:
+            raise FeatureError(f"{n} transactions but {len(ids)} account identifier pairs")
         look = self._lookups
         if look is None or look.tables is not self.tables:
             look = self._lookups = _Lookups(self.tables)
@@ -207,6 +215,16 @@ class FeatureExtractor:
         g_late, pick = graph.config.late_us, _SEALED_GRAPH
         log10 = math.log10
         flat: list[float] = []  # the rows one after another; np.fromiter makes floats of the ints and bools
+        if ids is not None:
+            given = iter(ids)
+            for tx in transactions:
+                o, b = next(given)
+                o_bic, b_bic = _agent_bics(tx)
+                if ((tx.originator.iban or _account(tx.originator, o_bic)) is None) != (o is None) or (
+                        (tx.beneficiary.iban or _account(tx.beneficiary, b_bic)) is None) != (b is None):
+                    raise FeatureError("a transaction's accounts do not match the identifiers given for them "
+                                       "(one names an account where the other holds none)")
+            given = iter(ids)
         for tx, us in zip(transactions, stamps, strict=True):
             amount = tx.amount
             rate = rates.get(tx.currency)
@@ -243,8 +261,11 @@ class FeatureExtractor:
             )
             o_acct = orig.iban or _account(orig, o_bic)  # the first test of _account, inlined
             b_acct = bene.iban or _account(bene, b_bic)
-            o_id = None if o_acct is None else account_id(o_acct)
-            b_id = None if b_acct is None else account_id(b_acct)
+            if ids is None:
+                o_id = None if o_acct is None else account_id(o_acct)
+                b_id = None if b_acct is None else account_id(b_acct)
+            else:
+                o_id, b_id = next(given)
             if keep is not None:
                 keep((o_id, b_id, us, cents))
             if observe_ids is not None:

@@ -24,12 +24,12 @@ import orjson
 from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 
 __all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "CaseSelection",
-           "Completeness", "Counts", "Limits", "LineStream", "Previous"]
+           "Completeness", "Counts", "Limits", "LineStream", "Previous", "StateSection"]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/6"
+BUNDLE_SCHEMA = "sealtrail.bundle/7"
 # every version this verifier reads
 BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", "sealtrail.bundle/3", "sealtrail.bundle/4",
-                  "sealtrail.bundle/5", BUNDLE_SCHEMA)
+                  "sealtrail.bundle/5", "sealtrail.bundle/6", BUNDLE_SCHEMA)
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -201,6 +201,18 @@ class Completeness:
 
 
 @dataclass(frozen=True)
+class StateSection:
+    """``manifest.state`` (format 7): the feature state the decisions were made on travels with
+    them (``state/records.jsonl``, ``audit.bundle.rederive``)."""
+
+    from_seq: int
+    records: int
+    deltas: int
+    summaries: int
+    unsealed_origin: int  # exported decisions whose state origin is not sealed (earlier releases)
+
+
+@dataclass(frozen=True)
 class CaseSelection:
     """``manifest.case`` (format 5): the bundle is cut for one case (``case/case.json``)."""
 
@@ -235,6 +247,7 @@ class BundleManifest:
     completeness: Completeness | None = None  # format 2; None for a case bundle
     filters: dict[str, Any] = field(default_factory=dict)  # empty for a case bundle
     case: CaseSelection | None = None  # format 5: the case the bundle is cut for
+    state: StateSection | None = None  # format 7: the state its decisions were made on
 
     @classmethod
     def parse(cls, data: bytes) -> BundleManifest:
@@ -285,7 +298,17 @@ class BundleManifest:
             rules=tuple(_hexes(m.texts("rules"), "rules")), models=tuple(_hexes(m.texts("models"), "models")),
             files=listed, raw=doc, version=version,
             completeness=_completeness(m.obj("completeness")) if version >= 2 and case is None else None,
-            filters={} if case is not None else _filters(m.obj("filters")), case=case)
+            filters={} if case is not None else _filters(m.obj("filters")), case=case,
+            state=_state(m.obj("state")) if version >= 7 and case is None else None)
+
+
+def _state(s: _Obj) -> StateSection:
+    got = StateSection(s.num("from_seq"), s.num("records"), s.num("deltas"), s.num("summaries"),
+                       s.num("unsealed_origin"))
+    if got.deltas + got.summaries != got.records:
+        raise _bad(f"manifest.state: {got.deltas} deltas and {got.summaries} summaries are not its "
+                   f"{got.records} records")
+    return got
 
 
 def _case(c: _Obj) -> CaseSelection:

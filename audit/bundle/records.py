@@ -29,6 +29,7 @@ import orjson
 
 from audit.bundle.completeness import CompletenessCheck
 from audit.bundle.reader import BundleArchive, BundleManifest, LineStream
+from audit.bundle.rederive import Rederiver
 from audit.bundle.replay import Replayer
 from audit.bundle.rescreen import CLEARANCE_KIND, LIST_KIND, Rescreener
 from audit.decide.account_risk import AccountRiskError, check_account_risk
@@ -168,12 +169,14 @@ def _fail(cls: type[BundleError], kind: str, detail: str, file: str = RECORDS, s
 
 def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Replayer, found: Findings,
                  progress: Progress | None = None, check: CompletenessCheck | None = None,
-                 case: CaseSink | None = None, rescreener: Rescreener | None = None) -> RecordTally:
+                 case: CaseSink | None = None, rescreener: Rescreener | None = None,
+                 rederiver: Rederiver | None = None) -> RecordTally:
     """Stream the three line files once; failures go to ``found``, the tally comes back. Decisions
     and summaries also go to ``check`` (format 2), in seq order; in a case bundle (format 5) the
     decisions, case records and report payloads go to ``case`` instead. In a format-6 bundle the
     ``sanctions_list`` context lines (whose payload is the file ``lists/<sha256>``, not a line of
-    ``payloads.jsonl``) and the decisions go to ``rescreener`` too."""
+    ``payloads.jsonl``) and the decisions go to ``rescreener`` too; in a format-7 bundle every line's
+    seq, the summaries and the decisions with their payload go to ``rederiver``."""
     t = RecordTally()
     records, index = LineStream(bundle, RECORDS), LineStream(bundle, INDEX)
     payloads = LineStream(bundle, PAYLOADS)
@@ -228,6 +231,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                             f"seq {prev_seq}'s chain hash and this leaf", INDEX, seq, tid))
         prev_seq, prev_chain = seq, chain
         t.in_tree += 1
+        if rederiver is not None and (dup := rederiver.line(seq, tid)) is not None:
+            found.add(dup)
         if case is not None:
             case.line(seq)
         if t.first_seq is None:
@@ -291,6 +296,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
         elif kind == SUMMARY_KIND and check is not None:
             t.summaries += 1
             check.summary(seq, tid, env, leaf)
+            if rederiver is not None:
+                rederiver.summary(seq, body, leaf)
         elif kind in CASE_KINDS and case is not None:
             t.case_events += kind == CASE_EVENT
             t.policies += kind == CASE_POLICY
@@ -339,6 +346,9 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                                     "6 carries such records, with their lists)", seq=seq, trace_id=tid))
             elif (off := rescreener.decision(seq, tid, body, data, str(env.get("recorded_at")))) is not None:
                 found.add(off)
+        if kind == "decision" and rederiver is not None and (
+                off := rederiver.decision(seq, tid, body, data)) is not None:
+            found.add(off)
         if kind == "decision" and check is not None:
             check.decision(seq, tid, env, data)
         elif kind == REFUSAL_KIND and refusal is not None and data is not None:

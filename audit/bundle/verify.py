@@ -37,6 +37,7 @@ from audit.bundle.context import check_context
 from audit.bundle.proofs import check_previous, start_tree_check, verify_checkpoint
 from audit.bundle.reader import MANIFEST, SIGNATURE, BundleArchive, BundleManifest, Limits
 from audit.bundle.records import INDEX, PAYLOADS, RECORDS, Findings, RecordTally, scan_records
+from audit.bundle.rederive import STATE_INDEX, STATE_RECORDS, Rederiver, read_state
 from audit.bundle.replay import Replayer
 from audit.bundle.rescreen import Rescreener
 from audit.errors import (
@@ -104,6 +105,9 @@ class BundleReport:
     lists: int = 0  # format 6: sanctions list versions carried
     rescreened: int = 0  # decision/5 records whose payment was screened again, the same hits found
     not_rescreened: int = 0  # decision/5 records naming lists whose payment was purged
+    rederived: int = 0  # format 7: decisions made again from their message and state, same features found
+    not_rederived: dict[str, int] = field(default_factory=dict)  # format 7: those not re-derived, by reason
+    state_records: int = 0  # format 7: summaries and state deltas carried for the state
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -236,6 +240,22 @@ def _case_completeness(doc: CaseDoc) -> CompletenessReport:
         "case is the exporter's signed statement, checked one by one where the bank opens a withheld leaf"])
 
 
+def _rederiver(bundle: BundleArchive, manifest: BundleManifest, found: Findings) -> Rederiver | None:
+    """A format-7 window bundle's state lines, read and checked, ready to re-derive its decisions."""
+    sec = manifest.state
+    if sec is None:
+        return None
+    cap = bundle.limits.max_manifest
+    lines = read_state(bundle.read(STATE_RECORDS, cap), bundle.read(STATE_INDEX, cap),
+                       manifest.checkpoint_size, found)
+    got = (len(lines.leaves), len(lines.deltas), len(lines.summaries))
+    if got != (sec.records, sec.deltas, sec.summaries):
+        found.add(BundleTampered(f"manifest.state states (records, deltas, summaries) = "
+                                 f"{(sec.records, sec.deltas, sec.summaries)}, {STATE_RECORDS} gives {got}",
+                                 kind="manifest.state", file=MANIFEST))
+    return Rederiver(lines, sec.from_seq)
+
+
 @contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:
     """Parsed JSON holds no reference cycles, and the cyclic collector rescanning the thousands
@@ -266,8 +286,12 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         cp = verify_checkpoint(bundle, manifest.checkpoint_file, keys, manifest.origin,
                                manifest.checkpoint_size, manifest.checkpoint_root, "manifest.checkpoint")
         doc = _case_doc(bundle, manifest)
+        rederiver = _rederiver(bundle, manifest, found)
+        extra: Sequence[tuple[int, bytes]] = () if doc is None else doc.withheld
+        if rederiver is not None:
+            extra = sorted([*extra, *rederiver.leaves])
         tree = start_tree_check(path, limits, cp.checkpoint.size, cp.checkpoint.root, parallel=parallel,
-                                extra=() if doc is None else doc.withheld)
+                                extra=extra)
         own = sandbox is None
         sb = Sandbox() if sandbox is None else sandbox
         case_report: CaseReport | None = None
@@ -279,7 +303,10 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
             rescreener = None if manifest.version < 6 else Rescreener(
                 lambda sha: bundle.read(f"lists/{sha}", _MAX_LIST) if f"lists/{sha}" in bundle.sizes
                 else None)
-            tally = scan_records(bundle, manifest, replayer, found, progress, check, case, rescreener)
+            tally = scan_records(bundle, manifest, replayer, found, progress, check, case, rescreener,
+                                 rederiver)
+            if rederiver is not None:
+                found.extend(rederiver.finish())
             if doc is not None and case is not None:
                 completeness = _case_completeness(doc)
                 case_report = case.finish()
@@ -313,7 +340,10 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         case_events=tally.case_events, policies=tally.policies, holds=tally.holds,
         lists=0 if rescreener is None else rescreener.lists,
         rescreened=0 if rescreener is None else rescreener.rescreened,
-        not_rescreened=0 if rescreener is None else rescreener.not_rescreened)
+        not_rescreened=0 if rescreener is None else rescreener.not_rescreened,
+        rederived=0 if rederiver is None else rederiver.rederived,
+        not_rederived={} if rederiver is None else dict(sorted(rederiver.not_rederived.items())),
+        state_records=0 if rederiver is None else len(rederiver.leaves))
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

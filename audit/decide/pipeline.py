@@ -134,12 +134,14 @@ class Pipeline:
     def __init__(self, ledger: Ledger, scorer: Scorer, rules: ActiveRules, *,
                  extractor: FeatureExtractor | None = None,
                  index: DecisionIndex | None = None,
-                 rebuild: Callable[[], FeatureExtractor | tuple[FeatureExtractor, int]] | None = None,
+                 rebuild: Callable[[], FeatureExtractor | tuple[FeatureExtractor, int]
+                                   | tuple[FeatureExtractor, int, int]] | None = None,
                  keyer: AccountKeyer | None = None,
                  account_risk: AccountRiskState | None = None,
                  covered: int | None = None,
                  decider: str | None = None,
                  screener: Screener | None = None,
+                 state_from: int | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         """``keyer`` keys the accounts of the ``decision.summary`` sealed with each batch (and of
         account risk); by default the ledger's own (``audit.decide.account_secret``), read at the
@@ -150,9 +152,11 @@ class Pipeline:
         given, else the size at the first batch); what other deciders seal after it is caught up
         before each batch. ``screener`` gives the sanctions lists each batch is screened against
         (None: not screened). ``decider`` names this pipeline in the state delta of each commit
-        (default: host name, process id and a random tag). ``rebuild`` may
-        return the extractor alone (taken to cover the ledger as it is when it returns) or with the
-        size it covers."""
+        (default: host name, process id and a random tag). ``state_from`` is the seq the given
+        feature state was caught up from, starting empty (sealed in each state delta; by default 0
+        when the pipeline starts on nothing, else not known). ``rebuild`` may
+        return the extractor alone (taken to cover the ledger as it is when it returns), with the
+        size it covers, or with that size and the seq it was caught up from."""
         self.ledger = ledger
         self._keyer = keyer
         self.scorer = scorer
@@ -178,6 +182,9 @@ class Pipeline:
         if covered is None and extractor is None and account_risk is None:
             covered = 0  # both start empty: the state of no entry, caught up with the whole log at first
         self._covered = covered  # ledger size the feature state and account risk are the rebuild of
+        # where the feature state was caught up from, starting empty (sealed in each state delta):
+        # 0 for a pipeline that starts on an empty ledger with nothing given; None when not known
+        self.state_from: int | None = state_from if state_from is not None else 0 if covered == 0 else None
         self.decider = decider if decider is not None else decider_name()
         self._tip: int | None = None  # seq of the newest state delta the state includes
         self._tip_read = False  # _tip is read from the ledger at the first batch
@@ -299,7 +306,8 @@ class Pipeline:
         try:  # the windows advance: from here on, no commit means stale windows
             txs, ats = [s.transaction for s in subs], [s.received_at for s in subs]
             rows = self.extractor.extract(txs, ats, deltas)
-            prepared = self._prepare(subs, rows, t0, epoch, (state_key_id, entries_bytes(deltas)))
+            prepared = self._prepare(subs, rows, t0, epoch,
+                                     (state_key_id, entries_bytes(deltas), self.state_from))
         except BaseException:
             if journal is None or not self._take_back([journal]):  # the latest batch: back at once
                 self._invalidate(epoch)
@@ -403,7 +411,8 @@ class Pipeline:
         got = self._rebuild()
         if isinstance(got, tuple):
             before = self._covered
-            extractor, covered = got
+            extractor, covered = got[0], got[1]
+            self.state_from = got[2] if len(got) > 2 else None
             if before is not None and covered > before:  # other deciders' decisions it holds
                 risk = [(s, env["record"]) for page in decision_pages(self.ledger.engine, before, covered)
                         for s, env in page]
@@ -412,6 +421,7 @@ class Pipeline:
             self._tip_read = False  # the newest delta before the size it covers, read at the catch-up
         else:
             self.extractor = got
+            self.state_from = None
             self._covered, self._tip_read = None, False  # it covers the ledger as it is now
         self.sealed_at_rebuild = self.sealed  # no batch commits meanwhile: every one failed
         self._journals_usable = True
@@ -520,7 +530,7 @@ class Pipeline:
                 for i, r in enumerate(receipts)]
 
     def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float,
-                 epoch: int, deltas: tuple[str, bytes]) -> _Prepared:
+                 epoch: int, deltas: _Deltas) -> _Prepared:
         """Model, rules, account risk and the records of a batch whose feature rows are ``rows``.
 
         The rows and then the scores are first put in the fixed units a version 4 record states
@@ -668,7 +678,7 @@ class Pipeline:
                 scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None], fuel: int, stage: dict[str, int],
                 rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float,
-                explanations: list[Explanation] | None, deltas: tuple[str, bytes],
+                explanations: list[Explanation] | None, deltas: _Deltas,
                 evidence: list[ScreeningEvidence]) -> _Prepared:
         """The records and summary of a batch assessed for account risk."""
         records, meta = self._bodies(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, risk,
@@ -781,6 +791,11 @@ class Pipeline:
         return got
 
 
+# the state key's id, the canonical entries of the batch's state delta, and where the state the batch
+# was prepared on was caught up from (None: not known)
+_Deltas = tuple[str, bytes, int | None]
+
+
 @dataclass(frozen=True)
 class _Prepared:
     """A batch decided but not yet sealed."""
@@ -797,16 +812,16 @@ class _Prepared:
     summary: Jcs
     risk: Pending  # the batch's account risk, applied when it commits
     explanations: list[Explanation] | None  # None: the scorer has no model to attribute to
-    deltas: tuple[str, bytes]  # the state key's id, and the canonical entries of the batch's state delta
+    deltas: _Deltas
 
 
-def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: bytes,
+def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: bytes, state_from: int | None,
                  decider: str, prev: tuple[int, bytes] | None) -> Callable[[int], list[Record]]:
     """The records sealed after a commit's ``n`` decisions, under the sequencer lock: its summary
     at ``seq`` (linked to ``prev``, the newest summary before the batch), then its state delta
     for the decisions before it."""
     def tail(seq: int) -> list[Record]:
-        delta = delta_body(state_key_id, seq - n, deltas, decider)
+        delta = delta_body(state_key_id, seq - n, deltas, decider, state_from)
         return [Record.from_jcs(SUMMARY_KIND, summary_body(key_id, summary, prev)),
                 Record.from_jcs(DELTA_KIND, delta)]
     return tail

@@ -64,6 +64,7 @@ from audit.export.files import VERIFY_MD, BundleZip, index_line, payload_line, p
 from audit.export.report import ReportStats, csv_header, csv_line, csv_row, render_report
 from audit.export.select import ExportFilters, count_selected, refusal_rows
 from audit.export.spool import Progress, Spools, deflate_spools, read_selection
+from audit.export.state import STATE_INDEX, STATE_RECORDS, select_state
 from audit.screening.lists import LIST_KIND
 from ledger import NoteSigner, Record
 from ledger.append import Ledger
@@ -79,13 +80,14 @@ from wasm_rules import OUTCOMES
 
 __all__ = [
     "BUNDLE_SCHEMA", "CASE_BUNDLE_SCHEMA", "CASE_EXPORT_SCHEMA", "EXPORT_KIND", "EXPORT_SCHEMA",
-    "SCREENED_BUNDLE_SCHEMA", "BundleSummary", "ExportFilters", "create_bundle", "create_case_bundle",
-    "list_exports", "manifest_sig_text", "uuid7"
+    "SCREENED_BUNDLE_SCHEMA", "STATE_BUNDLE_SCHEMA", "BundleSummary", "ExportFilters", "create_bundle",
+    "create_case_bundle", "list_exports", "manifest_sig_text", "uuid7"
 ]
 
 BUNDLE_SCHEMA = "sealtrail.bundle/4"  # a window bundle
 CASE_BUNDLE_SCHEMA = "sealtrail.bundle/5"  # a bundle cut for one case
 SCREENED_BUNDLE_SCHEMA = "sealtrail.bundle/6"  # either, with decisions that state their screening
+STATE_BUNDLE_SCHEMA = "sealtrail.bundle/7"  # a window bundle that carries its decisions' feature state
 EXPORT_KIND = "export.created"
 EXPORT_SCHEMA = "sealtrail.export.created/1"  # the record of a window bundle
 CASE_EXPORT_SCHEMA = "sealtrail.export.created/2"  # of a case bundle: ``case`` set, ``filters`` null
@@ -206,6 +208,8 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
                                       got.list_seqs, got.clearance_seqs, got.decision_seqs[-1] + 1)
     extra = sorted(ctx.entries, key=lambda r: r.seq)
     seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
+    with engine.connect() as conn:
+        state = select_state(conn, got.decision_seqs, seqs)
     counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
               "context": len(ctx.entries), "summaries": summaries.count, "refusals": got.refusals,
               "payloads_present": got.present,
@@ -218,15 +222,22 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         z.write_deflated("index.jsonl", idx_z)
         z.write_deflated("payloads.jsonl", payloads_z)
         z.write_deflated("records.csv", csv_z)
+        if state.from_seq is not None:
+            z.write(STATE_RECORDS, b"".join(r.record + b"\n" for r in state.rows))
+            z.write(STATE_INDEX, b"".join(index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash)
+                                          for r in state.rows))
 
     head: dict[str, Any] = {"schema": SCREENED_BUNDLE_SCHEMA if got.screened else BUNDLE_SCHEMA,
                             "filters": filters.to_json(), "completeness": summaries.manifest()}
     if got.screened:
         head["case"] = None
+    if state.from_seq is not None:  # the decisions' feature state travels too: re-derived from their messages
+        head.update(schema=STATE_BUNDLE_SCHEMA, case=None, state=state.manifest())
     return _write_and_seal(engine, ledger, signer, out_path, tmp, bundle_id=bundle_id, created_at=created_at,
                            creator=creator, head=head,
                            record_head={"schema": EXPORT_SCHEMA, "filters": filters.to_record()},
-                           counts=counts, seqs=seqs, withheld=(), lines=lines, ctx=ctx,
+                           counts=counts, seqs=seqs, withheld=[(r.seq, r.leaf_hash) for r in state.rows],
+                           lines=lines, ctx=ctx,
                            render=lambda m: render_report(m, stats, ctx.purge_reasons),
                            rules=sorted(set(got.rulesets.values())), models=sorted(got.models),
                            compresslevel=compresslevel, last_seq=seqs[-1])

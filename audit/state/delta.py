@@ -23,6 +23,16 @@ The version 1 body, RFC 8785::
      "schema": "sealtrail.state-delta/1",
      "state_key_id": "<16 hex>"}
 
+Version 2 (``sealtrail.state-delta/2``, what is sealed now) adds ``"state_from": F``: the seq the
+sealing decider's feature state was caught up from, starting empty (``audit.state.replay.catch_up``
+from ``F``; a state restored from a sealed snapshot keeps the snapshot's ``from_seq``), or ``null``
+where the decider cannot vouch for its origin (a state a caller handed it). The velocity windows
+forget what is past the 30-day window, but the graph's usual numbers of counterparties and each
+account's last activity remember further back, so a decision's features are a function of its
+state's origin and the deltas from there to it, never of the deltas alone: with ``state_from``
+sealed, anyone holding the deltas from ``F`` on computes the state each decision was made on
+(``audit.bundle.rederive``). Version 1 deltas read as before, origin unknown.
+
 ``decider`` names the process that sealed the commit (its host name, process id and a random
 tag of its start, so a reused pid is told apart): with several deciders on one log, each commit
 says which of them made it.
@@ -49,14 +59,17 @@ from audit.errors import StateDeltaError
 from inference.features import StateDelta
 from ledger.jcs import Jcs
 
-__all__ = ["DELTA_KIND", "DELTA_SCHEMA", "Delta", "decider_name", "delta_body", "entries_bytes",
-           "parse_delta"]
+__all__ = ["DELTA_KIND", "DELTA_SCHEMA", "DELTA_SCHEMAS", "DELTA_SCHEMA_V1", "Delta", "decider_name",
+           "delta_body", "entries_bytes", "parse_delta"]
 
 DELTA_KIND = "state.delta"
-DELTA_SCHEMA = "sealtrail.state-delta/1"
+DELTA_SCHEMA = "sealtrail.state-delta/2"
+DELTA_SCHEMA_V1 = "sealtrail.state-delta/1"
+DELTA_SCHEMAS = (DELTA_SCHEMA_V1, DELTA_SCHEMA)
 _HEX16 = re.compile(r"[0-9a-f]{16}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _KEYS = frozenset({"decider", "entries", "first_seq", "schema", "state_key_id"})
+_KEYS_V2 = _KEYS | {"state_from"}
 _DECIDER = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no space
 
 
@@ -90,17 +103,23 @@ def entries_bytes(deltas: Sequence[StateDelta]) -> bytes:
     return b"[" + b",".join(parts) + b"]"
 
 
-def delta_body(state_key_id: str, first_seq: int, entries: bytes, decider: str) -> Jcs:
-    """The canonical body of a delta whose ``entries`` (from ``entries_bytes``) speak for the
-    decisions from ``first_seq`` on, sealed by ``decider``."""
+def delta_body(state_key_id: str, first_seq: int, entries: bytes, decider: str,
+               state_from: int | None = None) -> Jcs:
+    """The canonical version 2 body of a delta whose ``entries`` (from ``entries_bytes``) speak
+    for the decisions from ``first_seq`` on, sealed by ``decider`` whose state was caught up from
+    ``state_from`` (None: not known)."""
     if not _HEX16.fullmatch(state_key_id):
         raise StateDeltaError(f"state key id {state_key_id!r} is not 16 hex digits")
     if not _DECIDER.fullmatch(decider) or "\\" in decider or '"' in decider:
         raise StateDeltaError(f"decider {decider!r} is not printable ASCII without spaces or quotes")
+    if state_from is not None and (type(state_from) is not int or not 0 <= state_from <= first_seq):
+        raise StateDeltaError(f"state_from {state_from!r} is not a seq at or before the delta's first "
+                              "decision")
+    origin = b"null" if state_from is None else str(state_from).encode()
     return Jcs(b'{"decider":"' + decider.encode() + b'","entries":' + entries + b',"first_seq":'
                + str(int(first_seq)).encode()
-               + b',"schema":"' + DELTA_SCHEMA.encode() + b'","state_key_id":"' + state_key_id.encode()
-               + b'"}')
+               + b',"schema":"' + DELTA_SCHEMA.encode() + b'","state_from":' + origin
+               + b',"state_key_id":"' + state_key_id.encode() + b'"}')
 
 
 @dataclass(frozen=True)
@@ -112,6 +131,8 @@ class Delta:
     state_key_id: str
     entries: tuple[StateDelta, ...]
     decider: str = ""
+    state_from: int | None = None  # the sealing decider's state origin (version 2; None: not known)
+    version: int = 2
 
     @property
     def seqs(self) -> range:
@@ -127,10 +148,12 @@ def parse_delta(seq: int, body: object) -> Delta:
     naming what is wrong if it does not follow the schema or does not sit right after the summary
     of the decisions it speaks for."""
     where = f"state delta at seq {seq}"
-    if not isinstance(body, dict) or body.get("schema") != DELTA_SCHEMA:
-        raise StateDeltaError(f"{where}: schema is not {DELTA_SCHEMA}")
-    if body.keys() != _KEYS:
+    if not isinstance(body, dict) or body.get("schema") not in DELTA_SCHEMAS:
+        raise StateDeltaError(f"{where}: schema is not one of {', '.join(DELTA_SCHEMAS)}")
+    version = 1 if body["schema"] == DELTA_SCHEMA_V1 else 2
+    if body.keys() != (_KEYS if version == 1 else _KEYS_V2):
         raise StateDeltaError(f"{where}: fields {sorted(body)} are not the schema's")
+    origin = body.get("state_from")
     kid, first, raw, decider = body["state_key_id"], body["first_seq"], body["entries"], body["decider"]
     if type(kid) is not str or not _HEX16.fullmatch(kid):
         raise StateDeltaError(f"{where}: state_key_id is not 16 hex digits")
@@ -141,6 +164,8 @@ def parse_delta(seq: int, body: object) -> Delta:
     if type(first) is not int or first < 1 or first + len(raw) != seq - 1:
         raise StateDeltaError(f"{where}: first_seq {first!r} with {len(raw)} entries does not end right "
                               "before the summary sealed before the delta")
+    if origin is not None and (type(origin) is not int or not 0 <= origin <= first):
+        raise StateDeltaError(f"{where}: state_from {origin!r} is not a seq at or before first_seq {first}")
     entries: list[StateDelta] = []
     push = entries.append
     for i, e in enumerate(raw):
@@ -148,4 +173,4 @@ def parse_delta(seq: int, body: object) -> Delta:
                 or type(e[2]) is not int or not (e[3] is None or type(e[3]) is int)):
             raise StateDeltaError(f"{where}: entry {i} (seq {first + i}) is malformed")
         push((e[0], e[1], e[2], e[3]))
-    return Delta(seq, first, kid, tuple(entries), decider)
+    return Delta(seq, first, kid, tuple(entries), decider, origin, version)

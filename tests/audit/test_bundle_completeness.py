@@ -135,10 +135,13 @@ def test_a_past_window_is_proven_complete_with_its_two_neighbours(world: World, 
     summaries = [line for line in got if line["kind"] == SUMMARY_KIND]
     assert [s["recorded_at"] for s in summaries] == world.batch_times[2:7]  # left, three inside, right
     m = manifest(out)
-    assert m["schema"] == "sealtrail.bundle/4"
+    # format 7: the decisions' feature state travels too, from the start of the log (where the
+    # deciding pipeline's state began) up to the window's last delta
+    assert m["schema"] == "sealtrail.bundle/7" and m["state"]["from_seq"] == 0
     assert m["counts"]["summaries"] == 5 and m["completeness"]["left"] is not None
     report = verify_bundle(out, [signer.verifier])
-    assert report.format == 4 and report.summaries == 5
+    assert report.format == 7 and report.summaries == 5
+    assert report.rederived == len(exported) and report.not_rederived == {}
     assert report.completeness is not None and report.completeness.proven
     assert report.completeness.window == (start, end)
     assert report.completeness.checked == 3 * PER_BATCH  # every exported decision matched to its entry

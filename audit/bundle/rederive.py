@@ -1,0 +1,341 @@
+"""Re-derivation: the verifier makes each decision of a ``sealtrail.bundle/7`` again from its message.
+
+Replay (``audit.bundle.replay``) runs the recorded rule module and model on the *recorded*
+features; screening is done again by ``audit.bundle.rescreen``. What remains is the step before:
+would this payment, as received, have given these features? For every decision whose payload the
+bundle holds, the verifier here
+
+1. parses the payload again with the parser the record names (``input.parser``) and finds the
+   transaction whose canonical SHA-256 the record states (``replay.rederive.transaction`` if none);
+2. brings a feature state up to the decision: an empty one caught up from the origin its state
+   delta names (``state_from``, ``audit.state.delta``), through every sealed delta from there to the
+   decision, which the bundle carries (``state/records.jsonl``, ``audit.export.state``);
+3. computes the payment's features on that state (``inference.features``, the accounts taken as
+   the keyed identifiers its sealed delta names: the verifier does not hold the bank's state key)
+   and checks that what the payment advances the state by is its sealed delta, exactly
+   (``replay.rederive.delta``: amount in US cents, time, which accounts are named);
+4. puts the features in the record's fixed units and compares every column the extractor
+   computes with the record's (``replay.rederive.features``, naming the columns). The screening
+   columns are checked against the screening done again, and the model, rules and reason codes
+   against the replay, as before: together the decision is re-derived from its message.
+
+The carried summaries and deltas must leave no commit out: the summaries (from the bundle's state
+lines and its records) form one chain from the first one at or after the state's origin, whose
+predecessor lies before the origin, and each summary that speaks for decisions is followed by the
+delta of those decisions (``state.chain``, ``state.delta_missing``).
+
+What cannot be re-derived is counted by reason, never failed: a payload purged under retention,
+a record of a version before fixed-point features (``sealtrail.decision/4``), a delta that names no
+origin (sealed by an earlier release), a parser or reference tables this verifier does not ship.
+Those decisions keep the checks of earlier formats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import orjson
+
+from audit.decide.fixed_point import FIXED_SCHEMAS, quantise_rows
+from audit.decide.summary import SUMMARY_KIND, Summary, parse_summary
+from audit.errors import (
+    BundleError,
+    BundleMalformed,
+    BundleTampered,
+    ReplayMismatch,
+    StateDeltaError,
+    SummaryError,
+)
+from audit.state.delta import DELTA_KIND, Delta, parse_delta
+from inference.errors import FeatureError
+from inference.features import FeatureExtractor
+from inference.messages import PARSER, MessageError, Transaction, parse_messages, transaction_schema_of
+from inference.schema import EXTRACTED_NAMES, UnknownFeatureSchemaError, feature_digits, feature_names
+from inference.velocity import VelocityState
+
+__all__ = ["STATE_INDEX", "STATE_RECORDS", "Rederiver", "StateLines", "read_state"]
+
+STATE_RECORDS, STATE_INDEX = "state/records.jsonl", "state/index.jsonl"
+SHIPPED_PARSERS = (PARSER,)  # the parser versions this verifier re-parses with (frozen: each one's own code)
+_EXTRACTED = {n: i for i, n in enumerate(EXTRACTED_NAMES)}
+_MAX_COLUMNS_NAMED = 6
+_STATE_KINDS = (SUMMARY_KIND, DELTA_KIND)
+
+
+@dataclass
+class StateLines:
+    """The state lines of a format-7 bundle, checked line by line (``read_state``)."""
+
+    leaves: list[tuple[int, bytes]] = field(default_factory=list)  # (seq, leaf hash), ascending
+    deltas: list[Delta] = field(default_factory=list)
+    summaries: list[tuple[Summary, bytes]] = field(default_factory=list)  # with its leaf hash
+
+
+def _fail(cls: type[BundleError], kind: str, detail: str, seq: int | None = None,
+          trace_id: str | None = None, file: str = STATE_RECORDS) -> BundleError:
+    return cls(detail[:600], kind=kind, file=file, seq=seq, trace_id=trace_id)
+
+
+def read_state(records: bytes, index: bytes, size: int, found: Any) -> StateLines:
+    """``state/records.jsonl`` and ``state/index.jsonl``: each line's leaf hash is its index
+    line's, seqs ascend inside the tree of ``size``, chain hashes link where seqs are consecutive,
+    and each line is a summary or a state delta that follows its schema. Failures go to ``found``;
+    the lines that passed come back (their leaves are proved with the records')."""
+    out = StateLines()
+    lines, idx = records.split(b"\n"), index.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if idx and idx[-1] == b"":
+        idx.pop()
+    if len(lines) != len(idx):
+        found.add(_fail(BundleTampered, "state.index", f"{len(lines)} state record lines, {len(idx)} index "
+                        "lines", file=STATE_INDEX))
+    prev_seq, prev_chain = -1, b""
+    for n, (line, ix_line) in enumerate(zip(lines, idx, strict=False)):
+        leaf = hashlib.sha256(b"\x00" + line).digest()
+        try:
+            ix = orjson.loads(ix_line)
+            seq, kind, tid, chain = ix["seq"], ix["kind"], ix["trace_id"], bytes.fromhex(ix["chain_hash"])
+            if type(seq) is not int or len(chain) != 32 or ix["leaf_hash"] != leaf.hex():
+                raise ValueError("its leaf hash is not the line's, or seq or chain_hash is malformed")
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            found.add(_fail(BundleTampered, "state.index", f"state line {n + 1}: {exc}", file=STATE_INDEX))
+            continue
+        if not prev_seq < seq < size:
+            found.add(_fail(BundleTampered, "state.seq", f"seq {seq} does not ascend inside the checkpoint's "
+                            f"tree of size {size}", seq, tid, STATE_INDEX))
+            continue
+        if seq == prev_seq + 1 and hashlib.sha256(prev_chain + leaf).digest() != chain:
+            found.add(_fail(BundleTampered, "state.chain_hash", "chain_hash does not link to the line before",
+                            seq, tid, STATE_INDEX))
+        prev_seq, prev_chain = seq, chain
+        try:
+            env = orjson.loads(line)
+            if env.get("kind") != kind or env.get("trace_id") != tid or kind not in _STATE_KINDS:
+                raise ValueError(f"the entry is {env.get('kind')!r}, the index says {kind!r}: a state line "
+                                 "is a decision summary or a state delta")
+            if kind == DELTA_KIND:
+                out.deltas.append(parse_delta(seq, env["record"]))
+            else:
+                out.summaries.append((parse_summary(seq, env["record"]), leaf))
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, StateDeltaError,
+                SummaryError) as exc:
+            found.add(_fail(BundleMalformed, "state.record", str(exc), seq, tid))
+            continue
+        out.leaves.append((seq, leaf))
+    return out
+
+
+@dataclass
+class _Origin:
+    """The state caught up from one origin, and the next delta entry it has not applied."""
+
+    extractor: FeatureExtractor
+    delta: int = 0  # index into the deltas
+    entry: int = 0  # index into that delta's entries
+
+
+class Rederiver:
+    """Fed the bundle's records in seq order (``audit.bundle.records``), after ``read_state``."""
+
+    def __init__(self, state: StateLines, from_seq: int) -> None:
+        self.from_seq = from_seq
+        self._deltas = sorted(state.deltas, key=lambda d: d.first_seq)
+        self._starts = [d.first_seq for d in self._deltas]
+        self._summaries: dict[int, tuple[Summary, bytes]] = {s.seq: (s, leaf) for s, leaf in state.summaries}
+        self.leaves = state.leaves  # proved beside the records
+        self._state_seqs = {seq for seq, _ in state.leaves}
+        self._delta_seqs = {d.seq for d in self._deltas}
+        self._origins: dict[int, _Origin] = {}
+        self._parsed: tuple[str, dict[str, Transaction]] = ("", {})
+        self.rederived = 0
+        self.not_rederived: Counter[str] = Counter()
+
+    def line(self, seq: int, trace_id: str) -> BundleError | None:
+        """Every ``records.jsonl`` line: a state line must not stand at the seq of a record line
+        (only one leaf can be proved there)."""
+        if seq in self._state_seqs:
+            return _fail(BundleTampered, "state.duplicate", "a state line stands at the seq of a record line",
+                         seq, trace_id)
+        return None
+
+    def summary(self, seq: int, body: Any, leaf: bytes) -> None:
+        """A ``decision.summary`` line of ``records.jsonl`` (the completeness check reports one
+        that does not parse)."""
+        with contextlib.suppress(SummaryError):
+            self._summaries[seq] = (parse_summary(seq, body), leaf)
+
+    def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None) -> BundleError | None:
+        """Re-derive the decision at ``seq`` from its payload ``data`` (None: purged)."""
+        i = bisect_right(self._starts, seq) - 1
+        d = self._deltas[i] if i >= 0 and seq < self._starts[i] + len(self._deltas[i].entries) else None
+        why = self._why_not(body, data, d)
+        if why is not None:
+            self.not_rederived[why] += 1
+            return None
+        assert d is not None and data is not None and d.state_from is not None
+        entry = d.entries[seq - d.first_seq]
+        inp = body["input"]
+        tx = self._transaction(data, inp)
+        origin = self._at(d.state_from, seq)
+        if tx is None:
+            self._apply(origin, seq)
+            return _fail(ReplayMismatch, "replay.rederive.transaction", "the payload, parsed again with "
+                         f"parser {inp.get('parser')}, holds no transaction of SHA-256 "
+                         f"{inp.get('transaction_sha256')}", seq, tid, "payloads.jsonl")
+        state = origin.extractor.state
+        journal = state.begin_journal()
+        made: list[Any] = []
+        try:
+            at = datetime.fromisoformat(str(body["at"]).replace("Z", "+00:00"))
+            row = origin.extractor.extract([tx], [at], made, ids=[(entry[0], entry[1])])
+        except (FeatureError, ValueError) as exc:
+            state.end_journal()
+            state.rollback([journal])
+            self._apply(origin, seq)
+            return _fail(ReplayMismatch, "replay.rederive.delta", f"the payment, parsed again, does not make "
+                         f"its sealed state delta: {exc}", seq, tid)
+        state.end_journal()
+        if tuple(made[0]) != tuple(entry):
+            state.rollback([journal])
+            self._apply(origin, seq)
+            return _fail(ReplayMismatch, "replay.rederive.delta", "the payment, parsed again, advances the "
+                         f"state by (time {made[0][2]}, cents {made[0][3]}); its sealed delta at seq {d.seq} "
+                         f"says (time {entry[2]}, cents {entry[3]})", seq, tid)
+        self._skip(origin, seq)
+        off = _compare(body["features"], row[0])
+        if off:
+            return _fail(ReplayMismatch, "replay.rederive.features", "features re-derived from the message "
+                         f"differ from the record's: {off}", seq, tid)
+        self.rederived += 1
+        return None
+
+    def _why_not(self, body: dict[str, Any], data: bytes | None, d: Delta | None) -> str | None:
+        if body.get("schema") not in FIXED_SCHEMAS:
+            return f"a {body.get('schema')} record (re-derived from sealtrail.decision/4 on)"
+        if d is None:
+            return "no sealed state delta speaks for it (sealed by an earlier release)"
+        if d.state_from is None:
+            return "its state delta names no state origin (sealtrail.state-delta/1, an earlier release)"
+        if d.state_from < self.from_seq:
+            return f"its state's origin, seq {d.state_from}, is before the state the bundle carries"
+        if data is None:
+            return "payload purged under retention"
+        inp, f = body.get("input"), body.get("features")
+        try:
+            names = feature_names(str(f.get("schema"))) if isinstance(f, dict) else ()
+        except UnknownFeatureSchemaError:
+            names = ()
+        if (not isinstance(inp, dict) or not names or type(f["scaled"]) is not list  # type: ignore[index]
+                or len(f["scaled"]) != len(names) or type(body.get("at")) is not str):  # type: ignore[index]
+            return "the record does not hold its input, time or features as its version says"
+        parser = inp.get("parser")
+        if parser not in SHIPPED_PARSERS:
+            return f"parser {parser} is not shipped with this verifier"
+        tables = f.get("tables")  # type: ignore[union-attr]
+        if tables != self._tables():
+            return f"reference tables {tables} are not those shipped with this verifier"
+        return None
+
+    def _tables(self) -> dict[str, str]:
+        o = next(iter(self._origins.values()), None)
+        return (o.extractor if o is not None else FeatureExtractor()).tables.ids
+
+    def _transaction(self, data: bytes, inp: dict[str, Any]) -> Transaction | None:
+        """The transaction of ``data`` the record names (a payload of many messages parsed once)."""
+        key = hashlib.sha256(data).hexdigest() + str(inp.get("format")) + str(inp.get("parser"))
+        if self._parsed[0] != key:
+            schema = transaction_schema_of(inp.get("parser"))
+            try:
+                got = parse_messages(data, inp.get("format", "auto"))
+            except (MessageError, ValueError):
+                got = []
+            self._parsed = (key, {t.sha256_of(schema): t for t in got if isinstance(t, Transaction)})
+        return self._parsed[1].get(str(inp.get("transaction_sha256")))
+
+    def _at(self, origin: int, seq: int) -> _Origin:
+        """The state of ``origin`` brought up to just before ``seq``."""
+        o = self._origins.get(origin)
+        if o is None:
+            o = self._origins[origin] = _Origin(FeatureExtractor(state=VelocityState()))
+            o.delta = max(0, bisect_right(self._starts, origin) - 1)
+            d = self._deltas[o.delta] if self._deltas else None
+            o.entry = 0 if d is None else max(0, origin - d.first_seq)
+        deltas, ex = self._deltas, o.extractor
+        while o.delta < len(deltas):
+            d = deltas[o.delta]
+            stop = min(len(d.entries), seq - d.first_seq)
+            if stop > o.entry:
+                ex.advance(d.entries[o.entry:stop])
+                o.entry = stop
+            if o.entry < len(d.entries):
+                break
+            o.delta, o.entry = o.delta + 1, 0
+        return o
+
+    def _skip(self, o: _Origin, seq: int) -> None:
+        """The entry of ``seq`` is applied (by extraction): move past it."""
+        d = self._deltas[o.delta]
+        assert d.first_seq + o.entry == seq
+        o.entry += 1
+        if o.entry == len(d.entries):
+            o.delta, o.entry = o.delta + 1, 0
+
+    def _apply(self, o: _Origin, seq: int) -> None:
+        """Apply the sealed entry of ``seq`` (its payment could not be re-derived)."""
+        d = self._deltas[o.delta]
+        o.extractor.advance([d.entries[seq - d.first_seq]])
+        self._skip(o, seq)
+
+    def finish(self) -> list[BundleError]:
+        """The summaries leave no commit out from the state's origin on, and each is followed by
+        its decisions' delta."""
+        out: list[BundleError] = []
+        chain = sorted(self._summaries.values(), key=lambda x: x[0].seq)
+        first = next((i for i, (s, _) in enumerate(chain) if s.seq >= self.from_seq), None)
+        if first is None:
+            return [_fail(BundleTampered, "state.chain", "no decision summary at or after the state's "
+                          f"origin, seq {self.from_seq}")]
+        head = chain[first][0]
+        if head.prev is not None and head.prev[0] >= self.from_seq:
+            out.append(_fail(BundleTampered, "state.chain", f"the summary at seq {head.prev[0]} (before the "
+                             f"first carried, {head.seq}) is after the state's origin and is not carried",
+                             head.seq))
+        for (a, leaf), (b, _) in zip(chain[first:], chain[first + 1:], strict=False):
+            if b.prev != (a.seq, leaf.hex()):
+                out.append(_fail(BundleTampered, "state.chain", f"the summary at seq {b.seq} links to "
+                                 f"{b.prev}, not to the summary carried before it at seq {a.seq}", b.seq))
+        for s, _ in chain[first:]:
+            if any(e.refusal is None for e in s.entries) and s.seq + 1 not in self._delta_seqs:
+                out.append(_fail(BundleTampered, "state.delta_missing", "the commit summarised at seq "
+                                 f"{s.seq} speaks for decisions, but the bundle carries no state delta after "
+                                 "it",
+                                 s.seq + 1))
+        return out
+
+
+def _compare(features: dict[str, Any], row: np.ndarray) -> str:
+    """The columns where the re-derived ``row`` (extracted columns) differs from the record's
+    fixed units: empty when none does."""
+    schema = str(features["schema"])
+    names, digits = feature_names(schema), feature_digits(schema)
+    scaled = features["scaled"]
+    cols = [(j, _EXTRACTED[n]) for j, n in enumerate(names) if n in _EXTRACTED]
+    picked = np.array([[row[i] for _, i in cols]], dtype=np.float64)
+    _, mine = quantise_rows(picked, [digits[j] for j, _ in cols])
+    nan = np.isnan(picked[0])
+    off = []
+    for k, (j, _) in enumerate(cols):
+        want = scaled[j]
+        got = None if nan[k] else int(mine[0][k])
+        if want != got:
+            off.append(f"{names[j]} recorded {want}, re-derived {got}")
+    shown = "; ".join(off[:_MAX_COLUMNS_NAMED])
+    return shown + (f" (and {len(off) - _MAX_COLUMNS_NAMED} more)" if len(off) > _MAX_COLUMNS_NAMED else "")
