@@ -4,7 +4,7 @@
 Written from those two pages alone: it imports nothing of sealtrail, only the Python standard
 library and the ``cryptography`` package, so an examiner can read it in one sitting and run it
 beside (or instead of) ``sealtrail export verify``. It checks the cryptographic evidence of a
-bundle of any format 1 to 6:
+bundle of any format 1 to 7:
 
 1. ``manifest.sig``: a C2SP signed note (Ed25519) by a pinned key over the manifest's SHA-256;
 2. every file's SHA-256 against ``manifest.files`` (nothing unlisted, nothing missing), and the
@@ -12,13 +12,15 @@ bundle of any format 1 to 6:
    against their names;
 3. ``checkpoint.txt`` (C2SP tlog-checkpoint): its signature, origin, size and root;
 4. every record's inclusion in the checkpoint's RFC 6962 tree, through the multiproof
-   ``proofs/nodes.bin``: the root recomputed, then each leaf's RFC 9162 audit path checked;
+   ``proofs/nodes.bin``: the root recomputed, then each leaf's RFC 9162 audit path checked (with a
+   case bundle's withheld leaves, and format 7's state lines, ``state/records.jsonl``);
 5. the chain hashes of records whose seqs are consecutive; payload hashes and purge records;
    the consistency proof from the previous export's checkpoint;
 6. witness cosignatures on the checkpoint (C2SP tlog-cosignature, Ed25519), where given.
 
-It does not replay decisions or prove the completeness of a selection: that needs the rule
-sandbox and the model, which ``sealtrail export verify`` does. Exit 0: all held; 1: a check
+It does not replay or re-derive decisions or prove the completeness of a selection: that needs
+the parsers, the feature code, the rule sandbox and the model, which ``sealtrail export verify``
+does. Exit 0: all held; 1: a check
 failed (each failure names its file and seq); 2: usage error or unreadable file.
 
     python tools/verify_bundle.py BUNDLE.zip --trusted-key VKEY [--witness-key VKEY]... [--json]
@@ -47,7 +49,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 __all__ = ["Failure", "Report", "Vkey", "leaf_hash", "main", "node_hash", "open_note", "subtree_roots",
            "verify_bundle", "verify_consistency", "verify_cosignature", "verify_inclusion"]
 
-SCHEMAS = {f"sealtrail.bundle/{v}": v for v in range(1, 7)}
+SCHEMAS = {f"sealtrail.bundle/{v}": v for v in range(1, 8)}
 SIG_TITLE = "sealtrail bundle manifest v1"
 NOTE_KEY, COSIGNATURE_KEY = 0x01, 0x04  # C2SP signed-note and tlog-cosignature key types
 UNPINNED = ("NO TRUSTED KEY PINNED: the signatures were checked against the keys the bundle itself "
@@ -370,7 +372,7 @@ def _verify(z: zipfile.ZipFile, trusted: list[Vkey], witnesses: list[Vkey], repo
     m = _json(mbytes)
     report.bundle_id, report.format = m["bundle_id"], SCHEMAS.get(m["schema"])
     if report.format is None:
-        report.fail("manifest", "manifest.json", f"unknown schema {m['schema']!r} (this verifier reads 1-6)")
+        report.fail("manifest", "manifest.json", f"unknown schema {m['schema']!r} (this verifier reads 1-7)")
     # RFC 8785 for a manifest (integers, string keys of the Basic Multilingual Plane) is sorted keys,
     # no white space, UTF-8 and JSON's minimal escapes: what json.dumps writes with these options
     if json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() != mbytes:
@@ -411,7 +413,7 @@ def _verify(z: zipfile.ZipFile, trusted: list[Vkey], witnesses: list[Vkey], repo
     _checkpoint(z, cp["file"], keys, m["log"]["origin"], size, root, report, witnesses)
     # 4. and 5. records, index, chain, multiproof, payloads
     leaves = _records(z, size, report)
-    withheld = _withheld(z, m, leaves, report)
+    withheld = _withheld(z, m, leaves, report) | _state(z, m, leaves, size, report)
     _tree(z, size, root, leaves, withheld, report)
     if report.counts["records"] != m["counts"]["records"]:
         report.fail("manifest", "manifest.json", f"counts.records is {m['counts']['records']}, "
@@ -453,17 +455,19 @@ def _checkpoint(z: zipfile.ZipFile, name: str, keys: list[Vkey], origin: str, si
                                      "status": "no cosignature by this witness"})
 
 
-def _records(z: zipfile.ZipFile, size: int, report: Report) -> dict[int, bytes]:
-    """Leaf hashes by seq; checks index.jsonl against records.jsonl, seq order and the chain."""
+def _records(z: zipfile.ZipFile, size: int, report: Report, rec: str = "records.jsonl",
+             idx: str = "index.jsonl") -> dict[int, bytes]:
+    """Leaf hashes by seq; checks ``idx`` against ``rec``, seq order and the chain (and, for
+    records.jsonl, the payloads its records name)."""
     leaves: dict[int, bytes] = {}
     named: set[str] = set()
     purges: dict[int, set[str]] = {}
     last, chain = -1, b""  # seq and chain hash of the line before
     links = n = 0
-    pairs = itertools.zip_longest(_lines(z, "records.jsonl"), _lines(z, "index.jsonl"))
+    pairs = itertools.zip_longest(_lines(z, rec), _lines(z, idx))
     for n, (line, ixline) in enumerate(pairs, start=1):
         if line is None or ixline is None:
-            report.fail("records", "index.jsonl", "records.jsonl and index.jsonl differ in length")
+            report.fail("records", idx, f"{rec} and {idx} differ in length")
             break
         try:
             env, ix = _json(line), _json(ixline)
@@ -471,15 +475,15 @@ def _records(z: zipfile.ZipFile, size: int, report: Report) -> dict[int, bytes]:
             if type(seq) is not int or not last < seq < size:
                 raise VerifyError(f"seq {seq!r} is not ascending inside [0, {size})")
             if (ix["kind"], ix["trace_id"]) != (env["kind"], env["trace_id"]):
-                report.fail("records", "index.jsonl", "kind or trace_id differ from the record's", seq)
+                report.fail("records", idx, "kind or trace_id differ from the record's", seq)
             if ix["leaf_hash"] != leaf.hex():
-                report.fail("records", "records.jsonl", f"the line hashes to leaf {leaf.hex()}, index.jsonl "
-                            f"states {ix['leaf_hash']}", seq)
+                report.fail("records", rec, f"the line hashes to leaf {leaf.hex()}, {idx} states "
+                            f"{ix['leaf_hash']}", seq)
             if seq == last + 1:  # chain(-1) is 32 zero bytes
                 links += 1
                 want = hashlib.sha256((chain if seq else bytes(32)) + leaf).digest()
                 if ix["chain_hash"] != want.hex():
-                    report.fail("chain", "index.jsonl", f"chain_hash is {ix['chain_hash']}, SHA-256(previous "
+                    report.fail("chain", idx, f"chain_hash is {ix['chain_hash']}, SHA-256(previous "
                                 f"chain || leaf) is {want.hex()}", seq)
             last, chain, leaves[seq] = seq, bytes.fromhex(ix["chain_hash"]), leaf
             if env.get("payload_sha256") is not None and env["kind"] != "sanctions_list":
@@ -487,10 +491,26 @@ def _records(z: zipfile.ZipFile, size: int, report: Report) -> dict[int, bytes]:
             if env["kind"] == "ledger.payload_purge":
                 purges[seq] = set(env["record"]["payloads"])
         except (VerifyError, KeyError, TypeError, ValueError) as exc:
-            report.fail("records", "records.jsonl", f"line {n}: {exc!r}")
-    report.counts.update(records=n, links=links)
-    _payloads(z, named, purges, report)
+            report.fail("records", rec, f"line {n}: {exc!r}")
+    if rec == "records.jsonl":
+        report.counts.update(records=n, links=links)
+        _payloads(z, named, purges, report)
     return leaves
+
+
+def _state(z: zipfile.ZipFile, m: dict[str, Any], leaves: dict[int, bytes], size: int, report: Report
+           ) -> dict[int, bytes]:
+    """Format 7: the state lines (decision summaries and state deltas), proved beside the records."""
+    if m.get("state") is None:
+        return {}
+    got = _records(z, size, report, "state/records.jsonl", "state/index.jsonl")
+    for seq in sorted(set(got) & set(leaves)):
+        report.fail("records", "state/index.jsonl", "a state line stands at the seq of a record line", seq)
+    if len(got) != m["state"]["records"]:
+        report.fail("manifest", "manifest.json", f"state.records is {m['state']['records']}, "
+                    f"state/records.jsonl holds {len(got)}")
+    report.counts["state"] = len(got)
+    return {s: h for s, h in got.items() if s not in leaves}
 
 
 def _payloads(z: zipfile.ZipFile, named: set[str], purges: dict[int, set[str]], report: Report) -> None:

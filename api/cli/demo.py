@@ -440,6 +440,10 @@ def _human(doc: dict[str, Any], db: str, batch: int) -> None:
           f"in {e['create_seconds']:.1f}s; verified offline in {e['verify_seconds']:.1f}s "
           f"({e['replayed']:,} decisions replayed, {e['rescored']:,} rescored, {e['explained']:,} "
           f"explanations recomputed, {e['rescreened']:,} screened again) against {e['trusted_key']}")
+        gone = sum((e.get("not_rederived") or {}).values())
+        p(f"            {e.get('rederived', 0):,} decisions re-derived from their messages (parsed again, "
+          f"features recomputed on the sealed state, screened, scored and ruled again)"
+          + (f"; {gone:,} not re-derivable (reasons in the verify report)" if gone else ""))
         c = e.get("completeness") or {}
         if c.get("proven"):
             p(f"            complete: every decision recorded in [{c['from']}, {c['until']}) is in it, "
@@ -529,6 +533,7 @@ def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
             "size_bytes": summary.size_bytes, "create_seconds": round(t1 - t0, 3),
             "verify_seconds": round(t2 - t1, 3), "verified": True, "replayed": rep.replayed,
             "rescored": rep.rescored, "explained": rep.explained, "rescreened": rep.rescreened,
+            "rederived": rep.rederived, "not_rederived": rep.not_rederived,
             "trusted_key": signer.verifier.vkey,
             "completeness": None if rep.completeness is None else rep.completeness.to_json()}
 

@@ -207,6 +207,12 @@ def _print_report(r: Any) -> None:
         gone = f", {r.not_rescreened} not (payment purged)" if r.not_rescreened else ""
         out.print(f"screened    {r.rescreened} decisions screened again against the {r.lists} sanctions list "
                   f"versions they name, the same hits found{gone}", markup=False)
+    if r.format >= 7:
+        out.print(f"re-derived  {r.rederived} decisions made again from their messages: parsed again, "
+                  f"features recomputed on the sealed state ({r.state_records} state records carried), "
+                  "the same found", markup=False)
+        for why, n in getattr(r, "not_rederived", {}).items():
+            out.print(f"            {n} not re-derivable: {why} (checked by replay as before)", markup=False)
     out.print(f"payloads    {r.payloads_present} present, {r.payloads_purged} purged", markup=False)
     prev = r.previous
     shown = "none" if prev is None else f"{prev['bundle_id']} (size {prev['checkpoint_size']}), consistent"

@@ -157,3 +157,25 @@ def test_version_5_records_re_encode_and_no_other_cases_rationale_is_in_it() -> 
         assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
     with zipfile.ZipFile(V5 / "bundle.zip") as z:
         assert not [n for n in z.namelist() if b"other case:" in z.read(n)]
+
+
+V7 = VECTORS / "bundle-v7"
+
+
+def test_a_version_7_bundle_re_derives_every_decision_from_its_message(sandbox: Sandbox) -> None:
+    key = NoteVerifier.from_vkey((V7 / "trusted.vkey").read_text().strip())
+    doc = verify_bundle(V7 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed).to_json()
+    assert (doc["format"], doc["decisions"], doc["rederived"], doc["not_rederived"]) == (7, 49, 49, {})
+    assert doc["completeness"]["proven"] and doc["state_records"] > 0
+
+
+def test_version_7_records_and_state_lines_re_encode_to_the_sealed_bytes_and_leaf_hashes() -> None:
+    for rec, idx in (("records.jsonl", "index.jsonl"), ("state/records.jsonl", "state/index.jsonl")):
+        lines = _member(V7 / "bundle.zip", rec).splitlines()
+        index = [orjson.loads(x) for x in _member(V7 / "bundle.zip", idx).splitlines()]
+        for line, entry in zip(lines, index, strict=True):
+            doc = orjson.loads(line)
+            assert canonical_bytes(doc) == line == rfc8785.dumps(doc), entry["seq"]
+            assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
+    kinds = [orjson.loads(x)["kind"] for x in _member(V7 / "bundle.zip", "state/index.jsonl").splitlines()]
+    assert kinds == ["decision.summary", "state.delta", "state.delta", "state.delta", "state.delta"]

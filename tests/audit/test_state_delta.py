@@ -17,7 +17,14 @@ from audit.decide.pipeline import Pipeline
 from audit.errors import DerivedRowError, StateDeltaError
 from audit.query.delta_check import TABLE
 from audit.query.verify import verify_index
-from audit.state.delta import DELTA_KIND, DELTA_SCHEMA, delta_body, entries_bytes, parse_delta
+from audit.state.delta import (
+    DELTA_KIND,
+    DELTA_SCHEMA,
+    DELTA_SCHEMA_V1,
+    delta_body,
+    entries_bytes,
+    parse_delta,
+)
 from audit.state.replay import catch_up, replay_decisions
 from inference.features import FeatureExtractor
 from inference.state_store import features_state_bytes
@@ -67,6 +74,7 @@ def test_each_commit_seals_its_delta_after_its_summary_with_no_account_in_clear(
     assert (s1, d1["first_seq"], len(d1["entries"])) == (got[24].seq + 2, got[0].seq, 25)
     assert (s2, d2["first_seq"], len(d2["entries"])) == (got[-1].seq + 2, got[25].seq, len(subs) - 25)
     assert d1["schema"] == DELTA_SCHEMA and d1["state_key_id"] == key_id(load_state_key(engine))
+    assert d1["state_from"] == d2["state_from"] == 0  # the pipeline began with the ledger: from seq 0
     assert d1["decider"] == d2["decider"] == pipe.decider and str(os.getpid()) in pipe.decider
     sealed = orjson.dumps([d1, d2]).decode()
     named = {a for s in subs for p in (s.transaction.originator, s.transaction.beneficiary)
@@ -180,6 +188,46 @@ def test_a_state_in_clear_is_keyed_before_the_first_batch_and_one_under_another_
         other.decide(subs[:1])
 
 
+def test_each_delta_names_where_its_deciders_state_began_or_null_where_it_cannot_vouch(
+        ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes) -> None:
+    first = indexed_pipeline(ledger, sandbox, pack_wasm)
+    subs = mixed_submissions(30, seed=8)
+    first.decide(subs[:10])
+    covered = store_size(ledger)
+    # a second decider whose state was caught up from seq 4 (where its process began it)
+    later = _keyed(ledger.engine)
+    catch_up(ledger.engine, later, 4, covered)
+    second = Pipeline(ledger, first.scorer, first._rules, extractor=later, covered=covered, state_from=4)
+    second.decide(subs[10:20])
+    # one handed a state it cannot date: it seals null, never a guess
+    unknown = Pipeline(ledger, first.scorer, first._rules, extractor=_keyed(ledger.engine))
+    unknown.decide(subs[20:])
+    got = [(d["schema"], d["state_from"]) for _, d in _deltas(ledger.engine)]
+    assert got == [(DELTA_SCHEMA, 0), (DELTA_SCHEMA, 4), (DELTA_SCHEMA, None)]
+    assert [parse_delta(s, d).state_from for s, d in _deltas(ledger.engine)] == [0, 4, None]
+
+
+def store_size(ledger: Ledger) -> int:
+    with ledger.engine.connect() as conn:
+        return store.tail(conn)[0]
+
+
+def test_a_version_1_delta_still_reads_with_no_origin_and_version_2_holds_its_origin_to_its_range() -> None:
+    v2 = orjson.loads(delta_body("0123456789abcdef", 10, entries_bytes([(A, B, 5, 7)]), "host/1/abcd0123", 3))
+    assert (v2["state_from"], parse_delta(12, v2).state_from, parse_delta(12, v2).version) == (3, 3, 2)
+    v1 = {k: v for k, v in v2.items() if k != "state_from"} | {"schema": DELTA_SCHEMA_V1}
+    assert (parse_delta(12, v1).state_from, parse_delta(12, v1).version) == (None, 1)
+    with pytest.raises(StateDeltaError, match="fields"):  # a version 1 body has no origin to state
+        parse_delta(12, v1 | {"state_from": 3})
+    with pytest.raises(StateDeltaError, match="fields"):  # a version 2 body must state it, if only null
+        parse_delta(12, {k: v for k, v in v2.items() if k != "state_from"})
+    for bad in (11, -1, True, "3", 2.0):  # after its first decision, negative, not an integer
+        with pytest.raises(StateDeltaError, match="state_from"):
+            parse_delta(12, v2 | {"state_from": bad})
+    with pytest.raises(StateDeltaError, match="state_from"):
+        delta_body("0123456789abcdef", 10, entries_bytes([(A, B, 5, 7)]), "host/1/abcd0123", 11)
+
+
 @pytest.mark.parametrize(("body", "why"), [
     ({"schema": "sealtrail.state-delta/9"}, "schema is not"),
     ({"extra": 1}, "fields"),
@@ -209,11 +257,12 @@ def test_accounts_in_clear_are_never_sealed() -> None:
         entries_bytes([(A, B, 1, 2.5)])  # type: ignore[list-item]
 
 
-def test_the_published_vector_applies_to_the_same_bits_on_any_machine() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_published_vector_applies_to_the_same_bits_on_any_machine(version: int) -> None:
     import hashlib
     from pathlib import Path
 
-    here = Path(__file__).parents[1] / "vectors" / "state-delta-v1"
+    here = Path(__file__).parents[1] / "vectors" / f"state-delta-v{version}"
     want = orjson.loads((here / "expected.json").read_bytes())
     key = bytes.fromhex(want["state_key"])
     fe = FeatureExtractor(state=VelocityState(key))
@@ -222,6 +271,7 @@ def test_the_published_vector_applies_to_the_same_bits_on_any_machine() -> None:
         doc = orjson.loads(line)
         d = parse_delta(doc["seq"], doc["body"])
         assert d.state_key_id == key_id(key) and d.decider
+        assert (d.version, d.state_from) == (version, None if version == 1 else 0)
         applied += fe.advance(d.entries)
     assert applied == want["decisions"]
     assert hashlib.sha256(features_state_bytes(fe)).hexdigest() == want["feature_state_sha256"]

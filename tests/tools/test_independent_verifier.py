@@ -214,7 +214,7 @@ def both_reject(path: Path, source: Source, sandbox: Sandbox) -> vb.Report:
     return report
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 7])
 def test_the_bundle_vectors_of_every_format_verify_with_their_pinned_key(version: int) -> None:
     d = VECTORS / f"bundle-v{version}"
     report = check(d / "bundle.zip", (d / "trusted.vkey").read_text().strip())
@@ -228,18 +228,31 @@ def test_a_created_bundle_verifies_with_a_pinned_key(bundle: Path, source: Sourc
     report = check(bundle, pinned(source))
     assert report.verified, [f.text() for f in report.failures]
     manifest = orjson.loads(members(bundle)["manifest.json"])
-    assert report.format == 4 and report.bundle_id == manifest["bundle_id"]
+    assert report.format == 7 and report.bundle_id == manifest["bundle_id"]
+    assert report.counts["state"] == manifest["state"]["records"] > 0  # its state lines proved too
     assert report.signed_by == [pinned(source)] and report.counts["records"] == manifest["counts"]["records"]
     assert report.counts["payloads_purged"] == 1 and report.counts["links"] > 0
 
 
-def test_a_format_6_bundle_of_screened_decisions_verifies(db: Db, signer: NoteSigner, sandbox: Sandbox,
-                                                          tmp_path: Path) -> None:
+def test_a_bundle_of_screened_decisions_verifies(db: Db, signer: NoteSigner, sandbox: Sandbox,
+                                                tmp_path: Path) -> None:
     ledger = make_ledger(db, signer)
     decide(ledger, sandbox, screened(ledger))
     report = check(export(ledger, signer, tmp_path / "b.zip"), signer.verifier.vkey)
     assert report.verified, [f.text() for f in report.failures]
-    assert report.format == 6
+    assert report.format == 7  # screened (format 6's lists) and carrying its state
+
+
+def test_a_changed_state_line_fails_its_proof_naming_the_seq(bundle: Path, source: Source, sandbox: Sandbox,
+                                                             tmp_path: Path) -> None:
+    state = lines(members(bundle)["state/records.jsonl"])
+    state[0] = state[0].replace(b'"entries":[[', b'"entries":[[null,', 1) if b'"entries"' in state[0] \
+        else state[0].replace(b'"prev":', b'"prev":null,"x":', 1)
+    report = both_reject(rewrite(bundle, tmp_path / "t.zip", change={"state/records.jsonl": joined(state)},
+                                 rehash=True, resign=source.signer), source, sandbox)
+    seq = orjson.loads(lines(members(bundle)["state/index.jsonl"])[0])["seq"]
+    assert ("records", "state/records.jsonl") in failed(report)
+    assert seq in {f.seq for f in report.failures if f.check == "records"}
 
 
 def test_a_second_export_proves_consistency_and_a_broken_proof_fails(
