@@ -21,13 +21,19 @@ bundle holds, the verifier here
 
 The carried summaries and deltas must leave no commit out: the summaries (from the bundle's state
 lines and its records) form one chain from the first one at or after the state's origin, whose
-predecessor lies before the origin, and each summary that speaks for decisions is followed by the
-delta of those decisions (``state.chain``, ``state.delta_missing``).
+predecessor lies before the origin, and each summary that speaks for decisions up to the bundle's
+last one is followed by the delta of those decisions (``state.chain``, ``state.delta_missing``;
+the commits after its last decision feed no state it re-derives on, and an exporter may stop at
+that decision's delta). The origin ``manifest.state`` names must be the earliest one the exported
+decisions' deltas name (``state.origin``): a later one would leave decisions counted as not
+re-derived, rather than failed, on a bundle that dropped the state they were made on.
 
 What cannot be re-derived is counted by reason, never failed: a payload purged under retention,
 a record of a version before fixed-point features (``sealtrail.decision/4``), a delta that names no
-origin (sealed by an earlier release), a parser or reference tables this verifier does not ship.
-Those decisions keep the checks of earlier formats.
+origin (sealed by an earlier release, or by a decider handed a state it cannot vouch for), a parser
+or reference tables this verifier does not ship. Those decisions keep the checks of earlier formats.
+A payload of several messages travels once, with its first decision: the decisions of its other
+messages are re-derived from that parse.
 """
 
 from __future__ import annotations
@@ -103,8 +109,10 @@ def read_state(records: bytes, index: bytes, size: int, found: Any) -> StateLine
         try:
             ix = orjson.loads(ix_line)
             seq, kind, tid, chain = ix["seq"], ix["kind"], ix["trace_id"], bytes.fromhex(ix["chain_hash"])
-            if type(seq) is not int or len(chain) != 32 or ix["leaf_hash"] != leaf.hex():
-                raise ValueError("its leaf hash is not the line's, or seq or chain_hash is malformed")
+            if (type(seq) is not int or type(kind) is not str or type(tid) is not str or len(chain) != 32
+                    or ix["leaf_hash"] != leaf.hex()):
+                raise ValueError("its leaf hash is not the line's, or seq, kind, trace_id or chain_hash is "
+                                 "malformed")
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             found.add(_fail(BundleTampered, "state.index", f"state line {n + 1}: {exc}", file=STATE_INDEX))
             continue
@@ -154,7 +162,10 @@ class Rederiver:
         self._state_seqs = {seq for seq, _ in state.leaves}
         self._delta_seqs = {d.seq for d in self._deltas}
         self._origins: dict[int, _Origin] = {}
-        self._parsed: tuple[str, dict[str, Transaction]] = ("", {})
+        # the payload parsed last: its key, the (format, parser) it was parsed as, its transactions by SHA-256
+        self._parsed: tuple[str, tuple[Any, Any], dict[str, Transaction]] = ("", ("", ""), {})
+        self._last_decision: int | None = None  # seq of the last decision line
+        self._least_origin: int | None = None  # the earliest origin the decisions' carried deltas name
         self.rederived = 0
         self.not_rederived: Counter[str] = Counter()
 
@@ -173,17 +184,23 @@ class Rederiver:
             self._summaries[seq] = (parse_summary(seq, body), leaf)
 
     def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None) -> BundleError | None:
-        """Re-derive the decision at ``seq`` from its payload ``data`` (None: purged)."""
+        """Re-derive the decision at ``seq`` from its payload ``data`` (None: purged, or passed
+        with an earlier decision of the same payload)."""
         i = bisect_right(self._starts, seq) - 1
         d = self._deltas[i] if i >= 0 and seq < self._starts[i] + len(self._deltas[i].entries) else None
-        why = self._why_not(body, data, d)
+        self._last_decision = seq
+        if d is not None and d.state_from is not None and (
+                self._least_origin is None or d.state_from < self._least_origin):
+            self._least_origin = d.state_from
+        inp = body.get("input")
+        held = self._held(inp) if data is None and isinstance(inp, dict) else None
+        why = self._why_not(body, data is not None or held is not None, d)
         if why is not None:
             self.not_rederived[why] += 1
             return None
-        assert d is not None and data is not None and d.state_from is not None
+        assert d is not None and isinstance(inp, dict) and d.state_from is not None
         entry = d.entries[seq - d.first_seq]
-        inp = body["input"]
-        tx = self._transaction(data, inp)
+        tx = held if data is None else self._transaction(data, inp)
         origin = self._at(d.state_from, seq)
         if tx is None:
             self._apply(origin, seq)
@@ -217,23 +234,25 @@ class Rederiver:
         self.rederived += 1
         return None
 
-    def _why_not(self, body: dict[str, Any], data: bytes | None, d: Delta | None) -> str | None:
+    def _why_not(self, body: dict[str, Any], held: bool, d: Delta | None) -> str | None:
         if body.get("schema") not in FIXED_SCHEMAS:
             return f"a {body.get('schema')} record (re-derived from sealtrail.decision/4 on)"
         if d is None:
             return "no sealed state delta speaks for it (sealed by an earlier release)"
-        if d.state_from is None:
+        if d.state_from is None and d.version == 1:
             return "its state delta names no state origin (sealtrail.state-delta/1, an earlier release)"
-        if d.state_from < self.from_seq:
+        if d.state_from is None:
+            return "its state delta names no state origin (its decider was handed a state of unknown origin)"
+        if d.state_from < self.from_seq:  # a failure too (``finish``: ``state.origin``)
             return f"its state's origin, seq {d.state_from}, is before the state the bundle carries"
-        if data is None:
+        if not held:
             return "payload purged under retention"
         inp, f = body.get("input"), body.get("features")
         try:
             names = feature_names(str(f.get("schema"))) if isinstance(f, dict) else ()
         except UnknownFeatureSchemaError:
             names = ()
-        if (not isinstance(inp, dict) or not names or type(f["scaled"]) is not list  # type: ignore[index]
+        if (not isinstance(inp, dict) or not names or type(f.get("scaled")) is not list  # type: ignore[union-attr]
                 or len(f["scaled"]) != len(names) or type(body.get("at")) is not str):  # type: ignore[index]
             return "the record does not hold its input, time or features as its version says"
         parser = inp.get("parser")
@@ -250,15 +269,26 @@ class Rederiver:
 
     def _transaction(self, data: bytes, inp: dict[str, Any]) -> Transaction | None:
         """The transaction of ``data`` the record names (a payload of many messages parsed once)."""
-        key = hashlib.sha256(data).hexdigest() + str(inp.get("format")) + str(inp.get("parser"))
+        fmt, parser = inp.get("format", "auto"), inp.get("parser")
+        if type(fmt) is not str:
+            return None
+        key = hashlib.sha256(data).hexdigest() + fmt + str(parser)
         if self._parsed[0] != key:
-            schema = transaction_schema_of(inp.get("parser"))
+            schema = transaction_schema_of(parser)
             try:
-                got = parse_messages(data, inp.get("format", "auto"))
+                got = parse_messages(data, inp.get("format", "auto"))  # a str: a format, or refused
             except (MessageError, ValueError):
                 got = []
-            self._parsed = (key, {t.sha256_of(schema): t for t in got if isinstance(t, Transaction)})
-        return self._parsed[1].get(str(inp.get("transaction_sha256")))
+            self._parsed = (key, (fmt, parser),
+                            {t.sha256_of(schema): t for t in got if isinstance(t, Transaction)})
+        return self._parsed[2].get(str(inp.get("transaction_sha256")))
+
+    def _held(self, inp: dict[str, Any]) -> Transaction | None:
+        """The transaction a decision whose payload came with an earlier decision names: one of the
+        payload parsed last, parsed as this record says (None: not there, the payload was purged)."""
+        if self._parsed[1] != (inp.get("format", "auto"), inp.get("parser")):
+            return None
+        return self._parsed[2].get(str(inp.get("transaction_sha256")))
 
     def _at(self, origin: int, seq: int) -> _Origin:
         """The state of ``origin`` brought up to just before ``seq``."""
@@ -295,14 +325,20 @@ class Rederiver:
         self._skip(o, seq)
 
     def finish(self) -> list[BundleError]:
-        """The summaries leave no commit out from the state's origin on, and each is followed by
-        its decisions' delta."""
+        """The summaries leave no commit out from the state's origin on, each up to the last
+        decision is followed by its decisions' delta, and the origin is the decisions' earliest."""
         out: list[BundleError] = []
+        if self._least_origin != self.from_seq:
+            named = "none names one" if self._least_origin is None else f"seq {self._least_origin}"
+            out.append(_fail(BundleTampered, "state.origin", "manifest.state gives the state's origin as "
+                             f"seq {self.from_seq}; of the origins the exported decisions' deltas name, the "
+                             f"earliest is {named}", file="manifest.json"))
         chain = sorted(self._summaries.values(), key=lambda x: x[0].seq)
         first = next((i for i, (s, _) in enumerate(chain) if s.seq >= self.from_seq), None)
         if first is None:
-            return [_fail(BundleTampered, "state.chain", "no decision summary at or after the state's "
-                          f"origin, seq {self.from_seq}")]
+            out.append(_fail(BundleTampered, "state.chain", "no decision summary at or after the state's "
+                             f"origin, seq {self.from_seq}"))
+            return out
         head = chain[first][0]
         if head.prev is not None and head.prev[0] >= self.from_seq:
             out.append(_fail(BundleTampered, "state.chain", f"the summary at seq {head.prev[0]} (before the "
@@ -312,7 +348,10 @@ class Rederiver:
             if b.prev != (a.seq, leaf.hex()):
                 out.append(_fail(BundleTampered, "state.chain", f"the summary at seq {b.seq} links to "
                                  f"{b.prev}, not to the summary carried before it at seq {a.seq}", b.seq))
+        last = -1 if self._last_decision is None else self._last_decision
         for s, _ in chain[first:]:
+            if s.first_seq > last:
+                break  # its decisions come after the bundle's: no state it re-derives on holds them
             if any(e.refusal is None for e in s.entries) and s.seq + 1 not in self._delta_seqs:
                 out.append(_fail(BundleTampered, "state.delta_missing", "the commit summarised at seq "
                                  f"{s.seq} speaks for decisions, but the bundle carries no state delta after "
