@@ -12,7 +12,10 @@ into feature rows with its own feature state (velocity windows and graph):
 - held-out: ``seed + 1`` and ``seed + 2`` (evasion), plus populations drawn from ``seed + 1``.
 
 It fits a small MLP with mini-batch Adam in float64 (numpy only), rounds the weights to float32
-and writes ``weights.npz``, ``model.onnx`` and ``card.json``. The model reads every column of the
+and writes ``weights.npz``, ``model.onnx`` and ``card.json``; the card also states how far each
+precision a backend may score at lies from the reference over the held-out sets
+(``score_precision``, ``inference.precision``; ``python -m inference.precision_bounds`` measures
+it again for a card). The model reads every column of the
 feature schema but those in ``NOT_READ`` (absolute USD amounts, the clock, the data-quality
 flags), which it gets with scale 0: what it learns is relative to each account's history and
 network, so it carries across amount scales and densities. Everything is a function of the seed:
@@ -47,10 +50,12 @@ from inference.model import (
     sha256_hex,
     to_onnx_bytes,
 )
+from inference.precision import SECTION, card_section
 from inference.schema import MODEL_SCHEMA, feature_names
 from inference.simulate import SimConfig, SimTx, simulate
 
-__all__ = ["TrainConfig", "TrainResult", "build_rows", "recall_at_fpr", "roc_auc", "train"]
+__all__ = ["TrainConfig", "TrainResult", "build_rows", "evaluation_configs", "recall_at_fpr", "roc_auc",
+           "train"]
 
 F64 = np.float64
 # The model learns from the columns of MODEL_SCHEMA (the leading columns of every row).
@@ -308,6 +313,14 @@ def training_configs(cfg: TrainConfig) -> list[SimConfig]:
     return plain + draw_populations(cfg.seed, cfg.populations, cfg.population_payments)
 
 
+def evaluation_configs(cfg: TrainConfig) -> list[tuple[str, SimConfig]]:
+    """The simulator settings of the evaluation sets, named, in the order ``train`` evaluates them:
+    held-out (``seed + 1``), evasion variants (``seed + 2``), then each held-out population."""
+    return [("heldout", _sim(cfg, cfg.seed + 1)), ("evasion", _sim(cfg, cfg.seed + 2, evasion=True)),
+            *(("heldout_populations", p) for p in draw_populations(cfg.seed + 1, cfg.heldout_populations,
+                                                                  cfg.population_payments))]
+
+
 def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     """Simulate, fit, evaluate; write the three model files into ``out_dir`` when given."""
     configs = training_configs(cfg)
@@ -327,8 +340,10 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     ev_pos = ev_y == 1
     held_pops = draw_populations(cfg.seed + 1, cfg.heldout_populations, cfg.population_payments)
     populations: list[dict[str, Any]] = []
+    pop_rows: list[np.ndarray] = []
     for p in held_pops:
         p_rows, p_y, _ = build_rows(simulate(p))
+        pop_rows.append(p_rows)
         p_scores = forward(model, p_rows)
         p_recall, _ = recall_at_fpr(p_scores, p_y, cfg.fpr)
         populations.append({**_population(p), "rows": len(p_y), "positives": int(p_y.sum()),
@@ -337,6 +352,10 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
 
     weights = model_npz_bytes(model)
     onnx_bytes = to_onnx_bytes(model)
+    eval_sets = [("heldout", test_rows), ("evasion", ev_rows)]
+    if pop_rows:
+        eval_sets.append(("heldout_populations", np.vstack(pop_rows)))
+    precision = card_section(model, eval_sets, onnx_bytes)  # as python -m inference.precision_bounds
     files = {WEIGHTS_NAME: sha256_hex(weights), ONNX_NAME: sha256_hex(onnx_bytes)}
     card: dict[str, Any] = {
         "format": CARD_FORMAT,
@@ -380,6 +399,7 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
         },
         "drift_reference": drift,
         "governance": GOVERNANCE,
+        SECTION: precision,
     }
     card_bytes = card_json(card)
     if out_dir is not None:

@@ -5,7 +5,9 @@ The record (body ``sealtrail.model.registered/1``) keeps the whole model card, s
 sees what was trained on what, with which metrics, and who put it into service. Registering
 is idempotent per SHA-256: the same model with the same card returns the first registration
 and writes nothing; the same SHA-256 with a different card is refused (two conflicting
-descriptions of one model must not both stand). The "active" model is the latest registered.
+descriptions of one model must not both stand), except a card that only adds the precision bounds
+measured since (``score_precision``, ``inference.precision``): the first registration stands and
+is returned. The "active" model is the latest registered.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from audit.decide.principal import Principal
 from audit.errors import ModelConflictError, ModelRegistryError, UnregisteredModelError
 from inference.backends import available_backends
 from inference.model import ModelFiles
+from inference.precision import SECTION as PRECISION_SECTION
 from ledger import LedgerUnavailableError, Receipt, Record, store
 from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
@@ -88,10 +91,19 @@ def require_registered(engine: Engine, model_sha256: str) -> RegisteredModel:
                                  "(model.registered record) before it may score")
 
 
+def _same_card(registered: Mapping[str, Any], card: Mapping[str, Any]) -> bool:
+    """Whether ``card`` describes the model as its registration did: the same card, or that card
+    with the precision bounds measured since (``inference.precision``, a section it lacked) added."""
+    if dict(registered) == dict(card):
+        return True
+    return (PRECISION_SECTION not in registered and PRECISION_SECTION in card
+            and dict(registered) == {k: v for k, v in card.items() if k != PRECISION_SECTION})
+
+
 def _existing(models: Sequence[RegisteredModel], sha: str, card: Mapping[str, Any]) -> RegisteredModel | None:
     for m in models:
         if m.model_sha256 == sha:
-            if dict(m.card) != dict(card):
+            if not _same_card(m.card, card):
                 raise ModelConflictError(f"model {sha} was registered at seq {m.seq} with a "
                                          "different card; the first registration stands")
             return m

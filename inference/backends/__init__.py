@@ -2,10 +2,12 @@
 
 Every backend scores float64 feature rows ``(N, n)`` into float64 scores ``(N,)`` with the same
 model; what differs is where the arithmetic runs. A backend names itself (``name``) and the
-model it runs (``model_sha256``, the SHA-256 of the weights file) so that both go into every
-decision record. Backend modules are imported only when asked for, so a machine without
-onnxruntime, CuPy or TensorRT imports this package, and asking for a missing one raises
-``BackendUnavailableError`` with the reason and the install hint.
+model it runs (``model_sha256``, the SHA-256 of the weights file) and the precision it computes
+at (``precision``: ``fp32`` for the numpy reference, onnxruntime and CuPy, as built for TensorRT;
+``inference.precision``) so that all three go into every decision record. Backend modules are
+imported only when asked for, so a machine without onnxruntime, CuPy or TensorRT imports this
+package, and asking for a missing one raises ``BackendUnavailableError`` with the reason and the
+install hint.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy.typing as npt
 
 from inference.errors import BackendUnavailableError, InferenceError, ModelError
 from inference.model import MlpModel, check_rows, load_npz, model_npz_bytes, sha256_hex
+from inference.precision import REFERENCE_PRECISION
 from inference.schema import FEATURE_NAMES, N_EXTRACTED, N_FEATURES
 
 __all__ = [
@@ -49,6 +52,7 @@ class Backend(Protocol):
 
     name: str
     model_sha256: str
+    precision: str  # the arithmetic it scores at (inference.precision): what a decision record states
 
     def predict(self, rows: npt.ArrayLike) -> npt.NDArray[np.float64]: ...
 
@@ -64,6 +68,7 @@ class BackendBase(ABC):
     """Shared plumbing: row checks, empty batches, close-once and use-after-close refusal."""
 
     name = ""
+    precision = REFERENCE_PRECISION  # a backend computing at another precision says so
 
     def __init__(self, model: MlpModel, model_sha256: str | None = None) -> None:
         self.model = model

@@ -76,6 +76,7 @@ class CupyBackend(BackendBase):
     """``forward_xp`` on a CUDA device through CuPy; weights uploaded once at construction."""
 
     name = "cupy"
+    precision = "fp32"  # float32 inputs, weights and activations, as the reference
 
     def __init__(self, model: MlpModel, model_sha256: str | None = None, *, device: int = 0) -> None:
         if (reason := unavailable_reason()) is not None:

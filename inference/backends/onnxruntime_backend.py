@@ -40,6 +40,7 @@ class OnnxRuntimeBackend(BackendBase):
     """
 
     name = "onnxruntime"
+    precision = "fp32"  # float32 inputs, weights and activations, as the reference
 
     def __init__(self, model: MlpModel, model_sha256: str | None = None, onnx_bytes: bytes | None = None,
                  *, intra_op_threads: int = 1) -> None:

@@ -23,6 +23,7 @@ from audit.governance.models import (
     require_registered,
 )
 from inference.model import CARD_NAME, ModelFiles, shipped_model_dir
+from inference.precision import SECTION as PRECISION_SECTION
 from ledger import NoteSigner, store
 from ledger.append import Ledger
 from ledger.verify import verify_ledger
@@ -99,6 +100,30 @@ def test_the_same_sha_with_another_card_is_refused(ledger: Ledger, tmp_path: Pat
     with pytest.raises(ModelConflictError, match="different card"):
         register_model(ledger, edited, ADMIN, backends=["numpy"])
     assert ledger.size() == size
+
+
+def test_a_card_that_only_adds_measured_precision_bounds_keeps_the_first_registration(ledger: Ledger) -> None:
+    """A model registered before its card carried ``score_precision`` still starts once the card
+    gains it; changing the bounds a registration sealed, or anything else, is still a conflict."""
+    files = ModelFiles.open()
+    bare = ModelFiles(files.directory, {k: v for k, v in files.card.items() if k != PRECISION_SECTION})
+    first = register_model(ledger, bare, ADMIN, backends=["numpy"])
+    size = ledger.size()
+    assert register_model(ledger, files, ADMIN, backends=["numpy"]) == first and ledger.size() == size
+    assert PRECISION_SECTION not in registered_models(ledger.engine)[0].card
+    changed = ModelFiles(files.directory, {**files.card, "metrics": {"auc": 0.999}})
+    with pytest.raises(ModelConflictError, match="different card"):
+        register_model(ledger, changed, ADMIN, backends=["numpy"])
+
+
+def test_bounds_a_registration_sealed_cannot_be_changed(ledger: Ledger) -> None:
+    files = ModelFiles.open()
+    register_model(ledger, files, ADMIN, backends=["numpy"])
+    loosened = {**files.card[PRECISION_SECTION], "max_abs_diff": {"fp16": {"numpy": 0.5}}}
+    for card in ({**files.card, PRECISION_SECTION: loosened},
+                 {k: v for k, v in files.card.items() if k != PRECISION_SECTION}):
+        with pytest.raises(ModelConflictError, match="different card"):
+            register_model(ledger, ModelFiles(files.directory, card), ADMIN, backends=["numpy"])
 
 
 def test_backends_default_to_those_usable_here(ledger: Ledger) -> None:
