@@ -135,7 +135,7 @@ class Pipeline:
                  extractor: FeatureExtractor | None = None,
                  index: DecisionIndex | None = None,
                  rebuild: Callable[[], FeatureExtractor | tuple[FeatureExtractor, int]
-                                   | tuple[FeatureExtractor, int, int]] | None = None,
+                                   | tuple[FeatureExtractor, int, int | None]] | None = None,
                  keyer: AccountKeyer | None = None,
                  account_risk: AccountRiskState | None = None,
                  covered: int | None = None,
@@ -389,6 +389,8 @@ class Pipeline:
         if journal is not None:
             state.end_journal()
         apply_records(self.account_risk, risk)  # in memory: the decisions' own sealed account risk
+        if report.replayed != report.from_deltas or report.missing_payload or report.foreign_deltas:
+            self.state_from = None  # payloads fed the state too: the deltas alone no longer give it
         self.caught_up += report.replayed
         if report.last_delta is not None:
             self._tip = report.last_delta

@@ -128,16 +128,16 @@ class _Windows:
         self.covered = covered  # ledger size the windows were last replayed up to
         self.from_seq = from_seq  # the state is an empty one caught up from this seq
 
-    def rebuild(self) -> tuple[FeatureExtractor, int, int]:
+    def rebuild(self) -> tuple[FeatureExtractor, int, int | None]:
         """After a failed commit: the windows again from the ledger, the size they cover and the seq
-        they were caught up from (called by the pipeline).
+        they were caught up from, None where deltas alone do not give them (called by the pipeline).
 
         Not while the signing key is unusable (``KeyFileError`` at once): a replay takes seconds,
         and every batch would pay it only to fail at its commit again."""
         self._ledger.require_signer()
         r = velocity_snapshot.restore(None, self._engine, self._origin)
         self.covered, self.from_seq = r.covered, r.from_seq
-        return r.extractor, r.covered, r.from_seq
+        return r.extractor, r.covered, r.origin
 
 
 _Mark = tuple[int, int, bool, tuple[int, ...]]  # covered size, from_seq, after a commit of ours, counters
@@ -310,7 +310,7 @@ class Runtime(Generic[S]):
             screener.refresh(wait=True)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
                                 rebuild=windows.rebuild, account_risk=risk, covered=restored.covered,
-                                screener=screener, state_from=restored.from_seq)
+                                screener=screener, state_from=restored.origin)
             pipeline.rules_source = lambda: governance.load_active(sandbox)  # another decider activated
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000, catch_up_idle_s=CATCH_UP_IDLE_S)

@@ -108,7 +108,8 @@ def select_state(conn: Connection, decisions: array[int], carried: array[int]) -
     if not origins:
         return StateSelection(None, unsealed=unsealed)
     origin = min(origins)
-    end = covering[-1].seq + 1 if covering else last + 1
+    # up to the delta of the last exported decision: nothing after it feeds a state re-derived on
+    end = next((d.seq + 1 for d in covering if d.first_seq <= last < d.first_seq + len(d.entries)), last + 1)
     out = StateSelection(origin, unsealed=unsealed)
     for r in heapq.merge(_rows(conn, SUMMARY_KIND, origin, end), _rows(conn, DELTA_KIND, origin, end),
                          key=lambda r: r.seq):

@@ -106,6 +106,16 @@ class Restored:
     from_seq: int = 0  # the state is an empty one caught up from this seq (a sealed snapshot's says)
     sealed: SealedSnapshot | None = None  # the sealed snapshot the file was checked against
 
+    @property
+    def origin(self) -> int | None:
+        """``from_seq`` where the state is the sealed deltas from there alone (what a state delta
+        seals as ``state_from``); None where the catch-up also replayed decisions from their
+        payloads (sealed without a delta, or under another state key) or missed a purged one:
+        then no holder of the deltas alone computes the same state, and the deltas say so."""
+        r = self.report
+        return self.from_seq if r.replayed == r.from_deltas and not r.missing_payload \
+            and not r.foreign_deltas else None
+
 
 def _chain(engine: Engine, size: int) -> str | None:
     if size == 0:

@@ -142,6 +142,12 @@ def test_a_past_window_is_proven_complete_with_its_two_neighbours(world: World, 
     report = verify_bundle(out, [signer.verifier])
     assert report.format == 7 and report.summaries == 5
     assert report.rederived == len(exported) and report.not_rederived == {}
+    with zipfile.ZipFile(out) as z:  # the state stops at the last exported decision's delta
+        state_seqs = [orjson.loads(x)["seq"] for x in z.read("state/index.jsonl").splitlines()]
+        index = [orjson.loads(x) for x in z.read("index.jsonl").splitlines()]
+    right = max(i["seq"] for i in index if i["kind"] == SUMMARY_KIND)  # the commit after the window
+    last = max(i["seq"] for i in index if i["kind"] == "decision")
+    assert max(state_seqs) == last + 2 < right  # its commit's delta, after its summary; none later
     assert report.completeness is not None and report.completeness.proven
     assert report.completeness.window == (start, end)
     assert report.completeness.checked == 3 * PER_BATCH  # every exported decision matched to its entry

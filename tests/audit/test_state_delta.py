@@ -125,6 +125,34 @@ def test_decisions_sealed_before_deltas_are_replayed_from_their_messages(
     assert (report_v.state_deltas, report_v.commits_without_delta) == (1, 2)  # counted, not judged
 
 
+def test_a_state_fed_by_payloads_seals_no_origin_since_deltas_alone_would_not_give_it(
+        ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    from audit.state.snapshot import restore
+
+    old = indexed_pipeline(ledger, sandbox, pack_wasm)  # a release that sealed no delta
+    subs = mixed_submissions(40, seed=12)
+    with monkeypatch.context() as m:
+        _without_delta(m)
+        old.decide(subs[:10])
+    restored = restore(None, ledger.engine, ledger.origin)
+    assert (restored.from_seq, restored.origin) == (0, None)  # caught up from seq 0, partly from payloads
+    now = Pipeline(ledger, old.scorer, old._rules, extractor=restored.extractor, covered=restored.covered,
+                   state_from=restored.origin)
+    now.decide(subs[10:20])
+    # a decider whose state is vouched for (say, since seq 10) and up to date ...
+    later = restore(None, ledger.engine, ledger.origin)
+    vouched = Pipeline(ledger, old.scorer, old._rules, extractor=later.extractor, covered=later.covered,
+                       state_from=10)
+    vouched.decide(subs[20:25])
+    assert vouched.state_from == 10
+    with monkeypatch.context() as m:  # ... then another writer of that release seals a commit
+        _without_delta(m)
+        old.decide(subs[25:30])
+    vouched.decide(subs[30:])  # its catch-up replays that commit from its payloads
+    assert vouched.state_from is None
+    assert [d["state_from"] for _, d in _deltas(ledger.engine)] == [None, 10, None]
+
+
 def test_a_commit_without_its_delta_after_the_first_fails_verify(
         pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
     subs = mixed_submissions(30, seed=9)
