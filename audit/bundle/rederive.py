@@ -39,6 +39,7 @@ messages are re-derived from that parse.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 from bisect import bisect_right
 from collections import Counter
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from audit.decide.fixed_point import FIXED_SCHEMAS, quantise_rows
+from audit.decide.fixed_point import FIXED_SCHEMAS, LIMIT
 from audit.decide.summary import SUMMARY_KIND, Summary, parse_summary
 from audit.errors import (
     BundleError,
@@ -72,6 +73,7 @@ STATE_RECORDS, STATE_INDEX = "state/records.jsonl", "state/index.jsonl"
 SHIPPED_PARSERS = (PARSER,)  # the parser versions this verifier re-parses with (frozen: each one's own code)
 _EXTRACTED = {n: i for i, n in enumerate(EXTRACTED_NAMES)}
 _MAX_COLUMNS_NAMED = 6
+_LIMIT = float(LIMIT)
 _STATE_KINDS = (SUMMARY_KIND, DELTA_KIND)
 
 
@@ -360,21 +362,33 @@ class Rederiver:
         return out
 
 
+@functools.lru_cache(maxsize=8)
+def _columns(schema: str) -> tuple[tuple[int, int, float], ...]:
+    """For each column of ``schema`` the extractor computes: its index in the record, in the
+    extracted row, and its fixed-point scale (10^digits)."""
+    names, digits = feature_names(schema), feature_digits(schema)
+    return tuple((j, _EXTRACTED[n], 10.0 ** digits[j]) for j, n in enumerate(names) if n in _EXTRACTED)
+
+
+def _fixed(value: float, scale: float) -> int | None:
+    """``value`` in the record's fixed units, as ``audit.decide.fixed_point.quantise_rows`` puts it
+    (the same IEEE multiplication, clip and round half to even; None for NaN), one value at a time:
+    on a single row, numpy's per-call cost is most of the work."""
+    if value != value:
+        return None
+    return round(min(max(value * scale, -_LIMIT), _LIMIT))
+
+
 def _compare(features: dict[str, Any], row: np.ndarray) -> str:
     """The columns where the re-derived ``row`` (extracted columns) differs from the record's
     fixed units: empty when none does."""
     schema = str(features["schema"])
-    names, digits = feature_names(schema), feature_digits(schema)
     scaled = features["scaled"]
-    cols = [(j, _EXTRACTED[n]) for j, n in enumerate(names) if n in _EXTRACTED]
-    picked = np.array([[row[i] for _, i in cols]], dtype=np.float64)
-    _, mine = quantise_rows(picked, [digits[j] for j, _ in cols])
-    nan = np.isnan(picked[0])
+    values = row.tolist()
     off = []
-    for k, (j, _) in enumerate(cols):
-        want = scaled[j]
-        got = None if nan[k] else int(mine[0][k])
+    for j, i, scale in _columns(schema):
+        want, got = scaled[j], _fixed(values[i], scale)
         if want != got:
-            off.append(f"{names[j]} recorded {want}, re-derived {got}")
+            off.append(f"{feature_names(schema)[j]} recorded {want}, re-derived {got}")
     shown = "; ".join(off[:_MAX_COLUMNS_NAMED])
     return shown + (f" (and {len(off) - _MAX_COLUMNS_NAMED} more)" if len(off) > _MAX_COLUMNS_NAMED else "")
