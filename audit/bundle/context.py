@@ -5,7 +5,9 @@ For each rule module: ``rules/<sha>.wasm`` is the module its ``ruleset.proposed`
 entry's source, ``.json`` lists exactly that ruleset's governance entries, and those entries
 derive (``audit.governance.state``) to a four-eyes approved (or bootstrapped) ruleset that was
 activated before the first decision naming it. For each model: a ``model.registered`` entry
-names it and ``card.json`` says the same SHA-256.
+names it and ``card.json`` says the same SHA-256, and states the precision bounds
+(``score_precision``, which replay holds version 6 scores to) the registration sealed, where it
+sealed any.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from audit.bundle.reader import BundleArchive, BundleManifest
 from audit.bundle.records import GOVERNANCE_KINDS, Findings, RecordTally
 from audit.errors import BundleError, BundleMalformed, BundleTampered, GovernanceError
 from audit.governance.state import derive
+from inference.precision import SECTION as PRECISION_SECTION
 
 __all__ = ["check_context"]
 
@@ -104,6 +107,12 @@ def _model(bundle: BundleArchive, t: RecordTally, model: str) -> None:
     if not isinstance(card, dict) or card.get("model_sha256") != model:
         said = card.get("model_sha256") if isinstance(card, dict) else card
         raise BundleTampered(f"is the card of {said!r}, not of {model}", kind="context.model", file=name)
+    sealed = t.entries[min(regs)]["record"].get("card")
+    if (isinstance(sealed, dict) and PRECISION_SECTION in sealed
+            and card.get(PRECISION_SECTION) != sealed[PRECISION_SECTION]):
+        raise BundleTampered(f"states other {PRECISION_SECTION} bounds than the model.registered entry (seq "
+                             f"{min(regs)}) sealed for model {model}", kind="context.model", file=name,
+                             seq=min(regs))
     if f"models/{model}/weights.npz" not in bundle.sizes:
         raise BundleTampered("the weights of a model the decisions name are missing", kind="file.missing",
                              file=f"models/{model}/weights.npz")

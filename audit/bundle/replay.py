@@ -1,6 +1,6 @@
 """Replay (DESIGN.md invariant 6): re-run recorded decisions and say where they do not reproduce.
 
-For each ``sealtrail.decision/1`` to ``/4`` body: the recorded features and score (a version 4
+For each ``sealtrail.decision/1`` to ``/6`` body: the recorded features and score (a version 4
 body's integers in fixed units, read as the values they stand for) go through
 the recorded rule module in the sandbox (outcome, fired rule ids, their outcomes and reasons must
 equal the record exactly), and the recorded features through the numpy reference model (score
@@ -13,11 +13,18 @@ A body of a kind without explanations (versions 1 and 2, version 4 without the f
 none, and may not follow a record with one from the same backend and model (a record relabelled
 or stripped to escape the check).
 
+The score tolerance: 1e-4 (``SCORE_TOLERANCE``) for versions 1 to 5, and for a version 6 body whose
+``model.precision`` is the reference's own (``fp32``, ``inference.precision.REFERENCE_PRECISION``).
+A version 6 body scored at another precision is held to the bound the model's card states for that
+precision and backend (``score_precision``), plus ``SCORE_MARGIN`` for the rounding of ``score_ppm``,
+and never to less than 1e-4; a card with no bound for them (or no card to read) fails the record
+(``replay.precision``), naming the precision, the backend and the model.
+
 Decisions are buffered and replayed a batch at a time, grouped by feature schema (each record's
 values are read by the schema it names), by module and by model, so the sandbox's per-call cost
 (~30 us) is paid once per thousands of rows. Module and weights bytes come in
 through ``fetch_module`` / ``fetch_model`` (I/O stays with the caller); each is loaded once and
-checked against the SHA-256 the records name.
+checked against the SHA-256 the records name, and each model's card through ``fetch_card``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from audit.decide.explanation import check_explanation, is_explained
 from audit.decide.record import (
@@ -39,6 +47,8 @@ from audit.decide.record import (
     DECISION_SCHEMAS,
     FAIL_SAFE_DECISION,
     FIXED_SCHEMAS,
+    PRECISION_SCHEMAS,
+    SCREENED_SCHEMAS,
     features_from_body,
     states_explanation,
 )
@@ -48,12 +58,14 @@ from audit.screening.evidence import evidence_from_json
 from inference.errors import ModelError
 from inference.explain import explain
 from inference.model import MlpModel, forward, load_npz
+from inference.precision import REFERENCE_PRECISION, MissingBoundError, card_bound
 from inference.schema import FEATURE_SCHEMAS, SCREENING_NAMES, UnknownFeatureSchemaError, model_columns
 from wasm_rules import OUTCOMES, RuleError, Sandbox
 
-__all__ = ["SCORE_TOLERANCE", "Replayer"]
+__all__ = ["SCORE_MARGIN", "SCORE_TOLERANCE", "Replayer"]
 
-SCORE_TOLERANCE = 1e-4
+SCORE_TOLERANCE = 1e-4  # |recorded - reference| allowed every version, and the least any is held to
+SCORE_MARGIN = 1e-6  # beside a card's bound: score_ppm's rounding (half a millionth at most), with room
 _KEEP = 1000  # version 4 bodies without an explanation listed by name per model (the rest counted)
 _RERUN = ("MODEL_ERROR", None)  # fail_safe values (prefixes) whose decision the rules re-make
 _NOT_RUN = ("SANDBOX_FAULT", "DEADLINE_EXCEEDED")  # recorded fail-safe HOLD, nothing re-run
@@ -82,8 +94,13 @@ class Replayer:
     mismatches found (as ``ReplayMismatch``), ``replayed`` / ``rescored`` count what was re-run."""
 
     def __init__(self, sandbox: Sandbox, fetch_module: Fetch, fetch_model: Fetch, *,
-                 batch: int = 8192, file: str = "records.jsonl") -> None:
+                 batch: int = 8192, file: str = "records.jsonl", fetch_card: Fetch | None = None) -> None:
+        """``fetch_card(sha)`` gives the bytes of model ``sha``'s card (``models/<sha>/card.json``):
+        without it, a version 6 score at a precision other than the reference's has no bound."""
         self._sandbox, self._fetch_module, self._fetch_model = sandbox, fetch_module, fetch_model
+        self._fetch_card = fetch_card
+        self._cards: dict[str, dict[str, Any] | str] = {}  # by model: the card, or why there is none
+        self._bounds: dict[tuple[str, str, str], float | str] = {}  # (model, backend, precision) -> tolerance
         self._batch, self._file = batch, file
         self._rows: list[_Row] = []
         self._modules: dict[tuple[str, str], _Rules | BundleError] = {}  # by (sha, feature schema)
@@ -130,6 +147,8 @@ class Replayer:
             return [self._miss((seq, trace_id), "replay.body", f"decision body cannot be replayed: {exc}")]
         if (found := self._screening(seq, trace_id, body, names, values)) is not None:
             return [found]
+        if (found := self._precision(seq, trace_id, body)) is not None:
+            return [found]
         if (found := self._version(seq, trace_id, body)) is not None:
             return [found]
         earlier = self._stripped_before(seq, body)
@@ -139,19 +158,19 @@ class Replayer:
 
     def _screening(self, seq: int, trace_id: str, body: dict[str, Any], names: tuple[str, ...],
                    values: list[float | None]) -> BundleError | None:
-        """A version 5 body's screening columns are those its stated lists and hits give
+        """A version 5 or 6 body's screening columns are those its stated lists and hits give
         (``ScreeningEvidence.values``); a body of another version states no screening."""
-        if body["schema"] != DECISION_SCHEMA:
+        if body["schema"] not in SCREENED_SCHEMAS:
             if "screening" in body:
                 return self._miss((seq, trace_id), "replay.screening", f"a {body['schema']} body states "
-                                  f"screening; only {DECISION_SCHEMA} records do")
+                                  f"screening; only {' and '.join(SCREENED_SCHEMAS)} records do")
             return None
         try:
             evidence = evidence_from_json(body["screening"])
         except (KeyError, TypeError, ValueError) as exc:
             return self._miss((seq, trace_id), "replay.screening", f"screening cannot be read: {exc}")
         if names[-len(SCREENING_NAMES):] != SCREENING_NAMES:
-            return self._miss((seq, trace_id), "replay.screening", f"a {DECISION_SCHEMA} body's features "
+            return self._miss((seq, trace_id), "replay.screening", f"a {body['schema']} body's features "
                               f"({body['features']['schema']}) have no screening columns")
         if not evidence.lists and (evidence.hits or evidence.cleared):
             return self._miss((seq, trace_id), "replay.screening", "the record states hits but names no list "
@@ -164,6 +183,20 @@ class Replayer:
                 return self._miss((seq, trace_id), "replay.screening",
                                   f"feature {name} is {None if g_nan else g}, but the lists and hits the "
                                   f"record states give {None if w != w else w}")
+        return None
+
+    def _precision(self, seq: int, trace_id: str, body: dict[str, Any]) -> BundleError | None:
+        """A version 6 body names the precision its score was computed at; no earlier one does."""
+        model = body["model"]
+        if body["schema"] in PRECISION_SCHEMAS:
+            got = model.get("precision")
+            if type(got) is not str or not got or type(model.get("backend")) is not str:
+                said = f"model is {model!r}"[:400]
+                return self._miss((seq, trace_id), "replay.precision", f"a {body['schema']} body names the "
+                                  f"backend and the precision its score was computed at; {said}")
+        elif "precision" in model:
+            return self._miss((seq, trace_id), "replay.precision", f"a {body['schema']} body states "
+                              f"model.precision; only {' and '.join(PRECISION_SCHEMAS)} records do")
         return None
 
     def _version(self, seq: int, trace_id: str, body: dict[str, Any]) -> BundleError | None:
@@ -358,11 +391,61 @@ class Replayer:
             return [self._miss(r, "replay.model", f"models/{sha}/weights.npz: {exc}") for r in rows]
         got = forward(model, matrix[:, :width])
         self.rescored += len(rows)
-        bad = np.flatnonzero(~(np.abs(got - scores) <= SCORE_TOLERANCE)).tolist()
-        out = [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}; the numpy model "
-                          f"{sha[:12]} gives {got[i]!r} (|diff| {abs(got[i] - scores[i]):.3g} > "
-                          f"{SCORE_TOLERANCE})") for i in bad]
+        tolerance = np.full(len(rows), SCORE_TOLERANCE)
+        out: list[BundleError] = []
+        unbound: set[int] = set()
+        for i, r in enumerate(rows):
+            m = r.body["model"]
+            if r.body["schema"] in PRECISION_SCHEMAS and m["precision"] != REFERENCE_PRECISION:
+                tol = self._tolerance(sha, str(m["backend"]), str(m["precision"]))
+                if isinstance(tol, str):
+                    out.append(self._miss(r, "replay.precision", tol))
+                    unbound.add(i)
+                else:
+                    tolerance[i] = tol
+        bad = [i for i in np.flatnonzero(~(np.abs(got - scores) <= tolerance)).tolist() if i not in unbound]
+        out += [self._miss(rows[i], "replay.score", f"records score {scores[i]!r}{_at(rows[i].body)}; the "
+                           f"numpy model {sha[:12]} gives {got[i]!r} (|diff| {abs(got[i] - scores[i]):.3g} > "
+                           f"{tolerance[i]:.3g})") for i in bad]
         return out + self._explanations(model, rows, matrix[:, :width], scores, set(bad))
+
+    def _tolerance(self, sha: str, backend: str, precision: str) -> float | str:
+        """How far from the reference a score model ``sha`` computed at ``precision`` on ``backend``
+        may lie: the card's bound plus ``SCORE_MARGIN``, at least ``SCORE_TOLERANCE``; or why it
+        has no bound (the text of a ``replay.precision`` mismatch)."""
+        key = (sha, backend, precision)
+        got = self._bounds.get(key)
+        if got is None:
+            card = self._card(sha)
+            where = f"models/{sha}/card.json"
+            if isinstance(card, str):
+                got = (f"the score was computed at precision {precision} on {backend}, which replay holds "
+                       f"to the bound model {sha[:12]}'s card states for it, and {card}")
+            else:
+                try:
+                    got = max(SCORE_TOLERANCE, card_bound(card, backend, precision) + SCORE_MARGIN)
+                except MissingBoundError as exc:
+                    got = (f"the score was computed at precision {precision} on {backend}, and {where} "
+                           f"(model {sha[:12]}) has no bound for it: {exc}")
+            self._bounds[key] = got
+        return got
+
+    def _card(self, sha: str) -> dict[str, Any] | str:
+        """Model ``sha``'s card, or why it cannot be read."""
+        got = self._cards.get(sha)
+        if got is None:
+            if self._fetch_card is None:
+                got = "no model card was given to replay"
+            else:
+                try:
+                    doc = orjson.loads(self._fetch_card(sha))
+                    got = doc if isinstance(doc, dict) else f"models/{sha}/card.json is not a JSON object"
+                except BundleError as exc:
+                    got = f"models/{sha}/card.json cannot be read: {exc.detail}"
+                except orjson.JSONDecodeError as exc:
+                    got = f"models/{sha}/card.json is not JSON: {exc}"
+            self._cards[sha] = got
+        return got
 
     def _explanations(self, model: MlpModel, rows: list[_Row], x: npt.NDArray[np.float64],
                       scores: npt.NDArray[np.float64], unscored: set[int]) -> list[BundleError]:
@@ -389,6 +472,13 @@ class Replayer:
             if problem is not None:
                 out.append(self._miss(rows[i], "replay.explanation", problem[:600]))
         return out
+
+
+def _at(body: dict[str, Any]) -> str:
+    """Where a version 6 body says its score was computed (empty for earlier versions)."""
+    if body["schema"] not in PRECISION_SCHEMAS:
+        return ""
+    return f" computed at {body['model']['precision']} on {body['model']['backend']}"
 
 
 def _ids(fired: object) -> list[object]:

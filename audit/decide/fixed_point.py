@@ -1,4 +1,4 @@
-"""Numbers in fixed units: what a ``sealtrail.decision/4`` record holds instead of floats.
+"""Numbers in fixed units: what a ``sealtrail.decision/4`` record (and each later one) holds for floats.
 
 A version 4 record states each feature value as an integer count of ``10**-digits`` (the
 column's digits, ``inference.schema.feature_digits``) and the score as an integer count of
@@ -33,7 +33,8 @@ __all__ = ["FIXED_SCHEMA", "FIXED_SCHEMAS", "LIMIT", "MAX_DIGITS", "SCORE_SCALE"
            "decode_score", "quantise_rows", "quantise_scores", "scaled_row", "scaled_score"]
 
 FIXED_SCHEMA = "sealtrail.decision/4"  # the first decision record version that holds these numbers
-FIXED_SCHEMAS = (FIXED_SCHEMA, "sealtrail.decision/5")  # every version that does (5: and screening)
+# every version that does (5: and screening; 6: and the precision the score was computed at)
+FIXED_SCHEMAS = (FIXED_SCHEMA, "sealtrail.decision/5", "sealtrail.decision/6")
 LIMIT: int = 2**50
 MAX_DIGITS = 15  # the most decimal digits a column may keep (10**15 is exact in float64)
 SCORE_SCALE: int = 10**SCORE_DIGITS

@@ -43,6 +43,8 @@ list. A name hit on a party whose account a good-guy clearance in force covers
 When the scorer carries its model (every ``inference.backends`` backend does), each decision the
 model scored high or the rules held also records its reason codes (``audit.decide.explanation``),
 attributed on the numpy reference model whatever backend scored, and the record is version 3.
+A scorer that states the precision it computes at (``precision``: every ``inference.backends``
+backend does) has it sealed in each record's ``model`` (version 6).
 
 Several pipelines (processes, hosts) may decide into one log (``audit.decide.log_tip``). Before a
 batch is prepared, with none of its own in flight, a pipeline catches its feature state and its
@@ -86,7 +88,7 @@ from audit.decide.record import (
     jcs_fired,
 )
 from audit.decide.summary import SUMMARY_KIND, AccountKeyer, entries_jcs, summary_body
-from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission
+from audit.decide.types import ActiveRules, Decision, DecisionIndex, Scorer, Submission, scorer_precision
 from audit.errors import StateDeltaError
 from audit.screening.clearance import party_of
 from audit.screening.clearance_state import Clearance
@@ -727,6 +729,7 @@ class Pipeline:
         ats = _times([s.received_at for s in subs])
         score_list: list[float] = scores.tolist()
         risks = risk.results
+        precision = scorer_precision(self.scorer)
 
         def inputs(i: int) -> DecisionInputs:
             s, tx = subs[i], subs[i].transaction
@@ -740,7 +743,7 @@ class Pipeline:
                 fired=fired[i][0], fail_safe=why[i], fuel=fuel, batch_size=n,
                 latency_us={"queue": s.queue_us, **stage}, idempotency=s.idempotency, parser=PARSER,
                 account_risk=risks[i], explanation=None if explanations is None else explanations[i],
-                fixed_point=True, screening=evidence[i])
+                fixed_point=True, screening=evidence[i], precision=precision)
 
         le = np.ascontiguousarray(rows, dtype="<f8")
         width = le.shape[1] * 8
@@ -754,7 +757,8 @@ class Pipeline:
             tables=tables, model_sha256=self.scorer.model_sha256, backend=self.scorer.name, score=0.0,
             module_sha256=rules.module.sha256, ruleset_id=manifest.ruleset_id,
             ruleset_version=manifest.version, decision="", fired=(), fail_safe=None, fuel=fuel, batch_size=n,
-            latency_us={"queue": 0, **stage}, parser=PARSER, fixed_point=True, screening=evidence[0])
+            latency_us={"queue": 0, **stage}, parser=PARSER, fixed_point=True, screening=evidence[0],
+            precision=precision)
         txs = [s.transaction for s in subs]
         principals: dict[int, Jcs] = {}  # by identity: a batch usually shares one principal object
         for s in subs:

@@ -1,5 +1,6 @@
-"""The decision record (``sealtrail.decision/5``; ``/4`` before screening, ``/3`` before numbers in
-fixed units, ``/2`` before explanations, ``/1`` before account risk): what one sealed decision binds.
+"""The decision record (``sealtrail.decision/6``; ``/5`` before the score's precision, ``/4`` before
+screening, ``/3`` before numbers in fixed units, ``/2`` before explanations, ``/1`` before account
+risk): what one sealed decision binds.
 
 The ledger envelope adds ``trace_id`` (UUIDv7), ``recorded_at`` and ``payload_sha256`` (the raw
 message, kept apart so that it can be purged); this body binds the rest of DESIGN.md
@@ -33,6 +34,13 @@ payment's parties and free text were screened against, the hits (list, entry, li
 score, basis, where in the payment) and findings on the screening (a stale list), and its features
 follow ``sealtrail.features/5``, whose screening columns those hits give. A pipeline without a
 screener still seals version 5, naming no list.
+
+Version 6 is version 5 with ``model.precision``: the arithmetic the score was computed at
+(``inference.precision``: ``fp32`` for the numpy reference, onnxruntime and CuPy, ``fp16`` or
+``int8`` for a TensorRT engine built so, ``fp64`` or ``fp16`` for numpy asked to). Replay holds a
+score at the reference's own precision to the fixed tolerance, and one at another precision to the
+bound the model card states for it (``audit.bundle.replay``). A scorer that states no precision
+still seals version 5.
 
 This module owns the record's layout: ``decision_body`` states it, and ``decision_bodies`` makes
 a whole batch's canonical bodies from columns (spliced into one template per batch, with the
@@ -83,9 +91,13 @@ __all__ = [
     "DECISION_SCHEMA_V2",
     "DECISION_SCHEMA_V3",
     "DECISION_SCHEMA_V4",
+    "DECISION_SCHEMA_V5",
+    "DECISION_SCHEMA_V6",
     "FAIL_SAFE_DECISION",
     "FIXED_SCHEMAS",
+    "PRECISION_SCHEMAS",
     "RISK_SCHEMAS",
+    "SCREENED_SCHEMAS",
     "SLOTS",
     "BodyTemplate",
     "DecisionBatch",
@@ -112,12 +124,19 @@ DECISION_SCHEMA_V1 = "sealtrail.decision/1"  # before account risk
 DECISION_SCHEMA_V2 = "sealtrail.decision/2"  # version 1 and ``account_risk``
 DECISION_SCHEMA_V3 = "sealtrail.decision/3"  # version 2 and ``explanation``
 DECISION_SCHEMA_V4 = FIXED_SCHEMA  # version 3 with numbers in fixed units
-DECISION_SCHEMA = FIXED_SCHEMAS[1]  # what is sealed: version 4 and ``screening`` (5)
+DECISION_SCHEMA_V5 = FIXED_SCHEMAS[1]  # version 4 and ``screening``
+DECISION_SCHEMA_V6 = FIXED_SCHEMAS[2]  # version 5 and ``model.precision``
+DECISION_SCHEMA = DECISION_SCHEMA_V6  # what is sealed
 # every version read and replayed
 DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA_V4,
-                    DECISION_SCHEMA)
+                    DECISION_SCHEMA_V5, DECISION_SCHEMA_V6)
 # those stating ``account_risk``
-RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA_V4, DECISION_SCHEMA)
+RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA_V4, DECISION_SCHEMA_V5,
+                DECISION_SCHEMA_V6)
+# those stating ``screening`` (the lists and hits)
+SCREENED_SCHEMAS = (DECISION_SCHEMA_V5, DECISION_SCHEMA_V6)
+# those stating ``model.precision``
+PRECISION_SCHEMAS = (DECISION_SCHEMA_V6,)
 FAIL_SAFE_DECISION = "HOLD"
 
 
@@ -183,6 +202,7 @@ class DecisionInputs:
     explanation: Explanation | None = None  # None: no "explanation" field (version 1 or 2, or 4 unattributed)
     fixed_point: bool = False  # version 4: feature values and score in fixed units (no float)
     screening: ScreeningEvidence | None = None  # version 5 (with fixed_point): the lists and hits
+    precision: str | None = None  # version 6 (with screening): the precision the score was computed at
 
 
 class DecisionBatch(Sequence[DecisionInputs]):
@@ -237,12 +257,17 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         if d.account_risk is None:
             raise ValueError("a version 4 decision record states account risk")
         digits = feature_digits(d.feature_schema)
-        schema = DECISION_SCHEMA_V4 if d.screening is None else DECISION_SCHEMA
+        if d.screening is None:
+            if d.precision is not None:
+                raise ValueError("only a record that states its screening (version 6) states its precision")
+            schema = DECISION_SCHEMA_V4
+        else:
+            schema = DECISION_SCHEMA_V5 if d.precision is None else DECISION_SCHEMA_V6
         numbers: dict[str, Any] = {"digits": list(digits), "scaled": scaled_row(d.feature_values, digits)}
         score: tuple[str, Any] = ("score_ppm", scaled_score(d.score))
     else:
-        if d.screening is not None:
-            raise ValueError("only a record in fixed units (version 5) states its screening")
+        if d.screening is not None or d.precision is not None:
+            raise ValueError("only a record in fixed units (versions 5 and 6) states screening or precision")
         schema = _schema(d)
         numbers = {"values": [_num(v) for v in d.feature_values]}
         score = ("score", _num(d.score))
@@ -253,7 +278,8 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         "input": {"format": d.message_format, "message_type": d.message_type, "reference": d.reference,
                   "raw_sha256": d.raw_sha256, "transaction_sha256": d.transaction_sha256},
         "features": {"schema": d.feature_schema, **numbers, "sha256": d.features_sha256, "tables": d.tables},
-        "model": {"sha256": d.model_sha256, "backend": d.backend},
+        "model": ({"sha256": d.model_sha256, "backend": d.backend} if d.precision is None
+                  else {"sha256": d.model_sha256, "backend": d.backend, "precision": d.precision}),
         score[0]: score[1],
         "rules": {"module_sha256": d.module_sha256, "ruleset_id": d.ruleset_id,
                   "version": d.ruleset_version},
@@ -308,7 +334,7 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
     f = body["features"]
     if body.get("schema") in FIXED_SCHEMAS:
         if "values" in f or "score" in body:  # in place of scaled and score_ppm: never beside them
-            raise ValueError("a version 4 or 5 body states features.values or score beside its fixed units")
+            raise ValueError("a version 4 to 6 body states features.values or score beside its fixed units")
         digits = f["digits"]
         try:
             want = feature_digits(f["schema"])
@@ -319,7 +345,7 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
             raise ValueError(f"features.digits is not that of {f['schema']}")
         return decode(f["scaled"], digits), decode_score(body["score_ppm"])
     if "scaled" in f or "score_ppm" in body:
-        raise ValueError(f"a {body.get('schema')} body states features.scaled or score_ppm (versions 4 and 5 "
+        raise ValueError(f"a {body.get('schema')} body states features.scaled or score_ppm (versions 4 to 6 "
                          "only)")
     values = [math.nan if v is None else float(v) for v in f["values"]]
     score = body["score"]
@@ -336,7 +362,7 @@ def features_from_body(body: dict[str, Any]) -> tuple[list[float], float]:
 # batches. Every other field is a per-record slot or a per-batch number (tests/audit/test_record.py
 # holds the three lists to the dataclass's fields).
 _TEMPLATE_KEY = ("feature_schema", "model_sha256", "backend", "module_sha256", "ruleset_id",
-                 "ruleset_version", "parser", "fixed_point")
+                 "ruleset_version", "parser", "fixed_point", "precision")
 _TEMPLATE_KEYED_OTHERWISE = ("tables", "idempotency", "account_risk", "explanation", "screening")
 _TEMPLATE_PER_BATCH = ("fuel", "batch_size", "latency_us")
 _TEMPLATES: dict[tuple[Any, ...], object] = {}

@@ -26,7 +26,7 @@ from wasm_rules import RuleModule
 if TYPE_CHECKING:  # a signature only: the offline bundle verifier imports this module without SQLAlchemy
     from sqlalchemy import Connection
 
-__all__ = ["ActiveRules", "Decision", "DecisionIndex", "Scorer", "Submission"]
+__all__ = ["ActiveRules", "Decision", "DecisionIndex", "Scorer", "Submission", "scorer_precision"]
 
 
 class DecisionIndex(Protocol):
@@ -38,12 +38,23 @@ class DecisionIndex(Protocol):
 
 
 class Scorer(Protocol):
-    """What the pipeline needs of a model backend (``inference.backends.Backend``)."""
+    """What the pipeline needs of a model backend (``inference.backends.Backend``). A scorer may
+    also state ``precision`` (``inference.precision``), which the record then seals
+    (``scorer_precision``); one that does not has its records sealed as version 5."""
 
     name: str
     model_sha256: str
 
     def predict(self, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
+
+
+def scorer_precision(scorer: object) -> str | None:
+    """The precision ``scorer`` states it computes at (None: it states none); ValueError for one
+    that is not a non-empty string."""
+    got = getattr(scorer, "precision", None)
+    if got is not None and (type(got) is not str or not got):
+        raise ValueError(f"a scorer's precision is a name such as fp32 or fp16, not {got!r}")
+    return got
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from sqlalchemy import Engine, select
 
 from audit.decide.account_secret import load_keyer
 from audit.decide.principal import Principal
-from audit.decide.record import DECISION_KIND, DECISION_SCHEMA
+from audit.decide.record import DECISION_KIND, SCREENED_SCHEMAS
 from audit.errors import ClearanceError, ClearanceNotFoundError
 from audit.governance.state import same_person
 from audit.officer_words import signed_act
@@ -106,7 +106,7 @@ def propose_clearance(ledger: Ledger, trace_id: str, where: str, list_name: str,
     today = today or date.today()
     until = _when(until, today)
     seq, body, data = _decision(ledger.engine, trace_id)
-    if body.get("schema") != DECISION_SCHEMA:
+    if body.get("schema") not in SCREENED_SCHEMAS:
         raise ClearanceError("trace_id", f"decision {trace_id} was not screened ({body.get('schema')})")
     hits = [h for h in body["screening"]["hits"] if h["list"] == list_name and h["entry_id"] == entry_id
             and h["where"] == where]

@@ -31,7 +31,7 @@ from audit.cases.store import catch_up
 from audit.cases.tables import alerts
 from audit.decide.account_secret import load_keyer
 from audit.decide.principal import Principal
-from audit.decide.record import DECISION_SCHEMA
+from audit.decide.record import SCREENED_SCHEMAS
 from audit.query.index import trace_annotations
 from audit.screening.clearance import party_of
 from audit.screening.screener import Screener
@@ -126,7 +126,7 @@ def rescreen_held(ledger: Ledger, principal: Principal | Mapping[str, Any], *,
             continue
         report.screened += 1
         known: set[tuple[str, str]] = set()
-        if body.get("schema") == DECISION_SCHEMA:
+        if body.get("schema") in SCREENED_SCHEMAS:
             scr = body["screening"]
             known = {(h["list"], h["entry_id"]) for h in [*scr["hits"], *scr.get("cleared", ())]}
         new: list[Hit] = []

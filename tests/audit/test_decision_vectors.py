@@ -30,6 +30,8 @@ from audit.decide.record import (
     DECISION_SCHEMA_V2,
     DECISION_SCHEMA_V3,
     DECISION_SCHEMA_V4,
+    DECISION_SCHEMA_V5,
+    DECISION_SCHEMA_V6,
     features_from_body,
 )
 from audit.query.index import record_rows
@@ -221,7 +223,7 @@ def test_version_5_records_re_encode_replay_and_name_the_list_they_were_screened
     got = _v5()
     list_sha = hashlib.sha256((VECTORS / "decision-v5" / "list.csv").read_bytes()).hexdigest()
     for line, body in got:
-        assert body["schema"] == DECISION_SCHEMA == "sealtrail.decision/5"
+        assert body["schema"] == DECISION_SCHEMA_V5 == "sealtrail.decision/5"
         assert body["features"]["schema"] == "sealtrail.features/5" and _floats(body) == []
         assert canonical_bytes(body) == line == rfc8785.dumps(body)
         assert body["screening"]["lists"] == [{"name": "bank-exits", "published": "2026-11-30", "seq": 1,
@@ -243,3 +245,87 @@ def test_a_version_5_hit_removed_or_a_screening_column_changed_is_named(sandbox:
     body["features"]["scaled"][-1] = 1  # screen_hits 1 with no hit stated
     rp = _v5_replayer(sandbox)
     assert "replay.screening" in [e.kind for e in rp.add(1, "t0", body) + rp.flush()]
+
+
+def _v6() -> list[tuple[bytes, dict[str, Any]]]:
+    lines = (VECTORS / "decision-v6" / "records.jsonl").read_bytes().splitlines()
+    return [(line, orjson.loads(line)) for line in lines]
+
+
+def _v6_replayer(sandbox: Sandbox, card: bytes | None = None, *, given: bool = True) -> Replayer:
+    here = VECTORS / "decision-v6"
+    module, weights = (here / "pack.wasm").read_bytes(), (here / "weights.npz").read_bytes()
+    card = (here / "card.json").read_bytes() if card is None else card
+    return Replayer(sandbox, lambda sha: module, lambda sha: weights,
+                    fetch_card=(lambda sha: card) if given else None)
+
+
+def _replay(rp: Replayer, bodies: list[dict[str, Any]]) -> list[Any]:
+    return [e for i, b in enumerate(bodies) for e in rp.add(i + 1, f"t{i}", b)] + rp.flush()
+
+
+def test_version_6_records_state_their_precision_re_encode_and_replay(sandbox: Sandbox) -> None:
+    got = _v6()
+    v5 = [b for _, b in _v5()]
+    for (line, body), old in zip(got, v5, strict=True):
+        assert body["schema"] == DECISION_SCHEMA == DECISION_SCHEMA_V6 == "sealtrail.decision/6"
+        assert canonical_bytes(body) == line == rfc8785.dumps(body) and _floats(body) == []
+        # version 5 and model.precision: nothing else in the layout moved
+        assert set(body) == set(old) and set(body["model"]) == {"sha256", "backend", "precision"}
+        assert body["model"]["backend"] == "numpy" and body["decision"] == old["decision"]
+    assert [b["model"]["precision"] for _, b in got] == ["fp32"] * 3 + ["fp16"] * 3
+    rp = _v6_replayer(sandbox)
+    assert _replay(rp, [b for _, b in got]) == [] and rp.replayed == rp.rescored == 6
+
+
+def test_a_version_6_precision_without_a_bound_in_the_card_fails_naming_it(sandbox: Sandbox) -> None:
+    bodies = [b for _, b in _v6()]
+    card = orjson.loads((VECTORS / "decision-v6" / "card.json").read_bytes())
+    del card["score_precision"]["max_abs_diff"]["fp16"]
+    for rp in (_v6_replayer(sandbox, orjson.dumps(card)), _v6_replayer(sandbox, given=False),
+               _v6_replayer(sandbox, b"not json")):
+        errs = _replay(rp, bodies)
+        assert [(e.kind, e.seq) for e in errs] == [("replay.precision", s) for s in (4, 5, 6)]
+        assert all("precision fp16 on numpy" in str(e) and "42106ee7fee2" in str(e) for e in errs)
+    # at the reference's precision no bound is needed: fp32 replays with no card at all
+    rp = _v6_replayer(sandbox, given=False)
+    assert _replay(rp, bodies[:3]) == []
+
+
+def _off(body: dict[str, Any], by: int) -> dict[str, Any]:
+    """``body`` with its score moved ``by`` millionths."""
+    return {**body, "score_ppm": body["score_ppm"] + by}
+
+
+def test_the_tolerance_is_the_cards_bound_for_the_precision_and_never_below_1e_4(sandbox: Sandbox) -> None:
+    got = [b for _, b in _v6()]
+    v5 = [b for _, b in _v5()]
+    card = orjson.loads((VECTORS / "decision-v6" / "card.json").read_bytes())
+    bound = card["score_precision"]["max_abs_diff"]["fp16"]["numpy"]
+    assert bound > 1e-3
+    # versions 5 and 6 at fp32: 1e-4, as ever (the score 200 ppm off fails, 50 holds)
+    for body in (v5[0], got[0]):
+        assert _replay(_v6_replayer(sandbox), [_off(body, 50)]) == []
+        errs = _replay(_v6_replayer(sandbox), [_off(body, 200)])
+        assert [e.kind for e in errs] == ["replay.score"] and "> 0.0001" in str(errs[0])
+    # fp16: the card's bound plus 1e-6
+    inside = round(bound * 1e6) - 40  # the recorded fp16 scores lie within 30 ppm of the reference
+    assert _replay(_v6_replayer(sandbox), [_off(got[4], inside)]) == []
+    errs = _replay(_v6_replayer(sandbox), [_off(got[4], round(bound * 1e6) + 40)])
+    assert [e.kind for e in errs] == ["replay.score"]
+    assert "computed at fp16 on numpy" in str(errs[0]) and f"> {bound + 1e-6:.3g}" in str(errs[0])
+    # a smaller bound than 1e-4 does not tighten the fixed tolerance
+    card["score_precision"]["max_abs_diff"]["fp16"]["numpy"] = 1e-7
+    assert _replay(_v6_replayer(sandbox, orjson.dumps(card)), [_off(got[4], 50)]) == []
+
+
+def test_precision_is_stated_in_version_6_only(sandbox: Sandbox) -> None:
+    v5 = _v5()[0][1]
+    v5["model"] = {**v5["model"], "precision": "fp16"}
+    v6 = [b for _, b in _v6()]
+    missing = {**v6[0], "model": {k: v for k, v in v6[0]["model"].items() if k != "precision"}}
+    empty = {**v6[0], "model": {**v6[0]["model"], "precision": ""}}
+    number = {**v6[0], "model": {**v6[0]["model"], "precision": 16}}
+    for body in (v5, missing, empty, number):
+        errs = _replay(_v6_replayer(sandbox), [body])
+        assert [e.kind for e in errs] == ["replay.precision"], body["model"]

@@ -28,7 +28,7 @@ def _explained(decisions: list[Decision]) -> list[int]:
 def test_recorded_reason_codes_are_recomputed_and_hold(world: tuple[list[Decision], bytes], sandbox: Sandbox,
                                                       batch: int) -> None:
     decisions, module = world
-    assert {b["schema"] for _, _, b in decisions} == {"sealtrail.decision/5"}
+    assert {b["schema"] for _, _, b in decisions} == {"sealtrail.decision/6"}
     assert _explained(decisions), "the simulated laundering has reasons"
     rp = replayer(sandbox, _modules(module), batch=batch)
     assert run(rp, decisions) == []

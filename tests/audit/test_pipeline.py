@@ -91,7 +91,7 @@ def test_a_batch_is_sealed_with_everything_invariant_3_asks(db: Db, signer, sand
         assert raw == sub.raw and env["payload_sha256"] == hashlib.sha256(sub.raw).hexdigest()
         assert body["schema"] == DECISION_SCHEMA and body["principal"] == PRINCIPAL
         assert body["input"]["transaction_sha256"] == sub.transaction.sha256
-        assert body["model"] == {"sha256": files.model_sha256, "backend": "numpy"}
+        assert body["model"] == {"sha256": files.model_sha256, "backend": "numpy", "precision": "fp32"}
         assert body["rules"] == {"module_sha256": module.sha256, "ruleset_id": "aml_core",
                                  "version": module.manifest.version}
         assert body["decision"] == d.decision and [h["id"] for h in body["fired"]] == [h.id for h in d.fired]
