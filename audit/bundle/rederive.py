@@ -170,6 +170,7 @@ class Rederiver:
         self._least_origin: int | None = None  # the earliest origin the decisions' carried deltas name
         self.rederived = 0
         self.not_rederived: Counter[str] = Counter()
+        self.unsealed = 0  # decisions no delta speaks for, or whose delta names no origin
 
     def line(self, seq: int, trace_id: str) -> BundleError | None:
         """Every ``records.jsonl`` line: a state line must not stand at the seq of a record line
@@ -191,6 +192,7 @@ class Rederiver:
         i = bisect_right(self._starts, seq) - 1
         d = self._deltas[i] if i >= 0 and seq < self._starts[i] + len(self._deltas[i].entries) else None
         self._last_decision = seq
+        self.unsealed += d is None or d.state_from is None
         if d is not None and d.state_from is not None and (
                 self._least_origin is None or d.state_from < self._least_origin):
             self._least_origin = d.state_from

@@ -307,6 +307,11 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
                                  rederiver)
             if rederiver is not None:
                 found.extend(rederiver.finish())
+                if manifest.state is not None and rederiver.unsealed != manifest.state.unsealed_origin:
+                    found.add(BundleTampered(
+                        f"manifest.state states unsealed_origin = {manifest.state.unsealed_origin}; "
+                        f"{rederiver.unsealed} exported decisions have no delta naming their state's origin",
+                        kind="manifest.state", file=MANIFEST))
             if doc is not None and case is not None:
                 completeness = _case_completeness(doc)
                 case_report = case.finish()
