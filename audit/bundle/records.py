@@ -160,6 +160,7 @@ class RecordTally:
     decision_seqs: SeqSet = field(default_factory=SeqSet)
     first_decision: dict[str, int] = field(default_factory=dict)  # module -> first decision seq naming it
     hashes: dict[str, str | None] = field(default_factory=dict)  # file -> SHA-256 as streamed
+    purged_by: int | None = None  # the line's payload, first named by it: the purge record it says erased it
 
 
 def _fail(cls: type[BundleError], kind: str, detail: str, file: str = RECORDS, seq: int | None = None,
@@ -326,6 +327,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                             seq=seq, trace_id=tid))
         ps = env.get("payload_sha256")
         data = None
+        t.purged_by = None
         if ps is not None and not (kind == LIST_KIND and rescreener is not None):
             try:
                 key = bytes.fromhex(ps)
@@ -347,7 +349,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             elif (off := rescreener.decision(seq, tid, body, data, str(env.get("recorded_at")))) is not None:
                 found.add(off)
         if kind == "decision" and rederiver is not None and (
-                off := rederiver.decision(seq, tid, body, data)) is not None:
+                off := rederiver.decision(seq, tid, body, data, t.purged_by)) is not None:
             found.add(off)
         if kind == "decision" and check is not None:
             check.decision(seq, tid, env, data)
@@ -439,6 +441,7 @@ def _payload(t: RecordTally, line: bytes | None, sha: str, seq: int, tid: str,
             fail("payload.purge", f"payload {sha} is said purged by seq {pseq}, before it was named")
             return None
         pending.setdefault(pseq, []).append((sha, seq, tid))
+        t.purged_by = pseq
         return None
     fail("payload.line", f"payload {sha}: state {state!r} / purge_seq {doc.get('purge_seq')!r}")
     return None

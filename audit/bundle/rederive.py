@@ -186,9 +186,11 @@ class Rederiver:
         with contextlib.suppress(SummaryError):
             self._summaries[seq] = (parse_summary(seq, body), leaf)
 
-    def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None) -> BundleError | None:
-        """Re-derive the decision at ``seq`` from its payload ``data`` (None: purged, or passed
-        with an earlier decision of the same payload)."""
+    def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None,
+                 purged_by: int | None = None) -> BundleError | None:
+        """Re-derive the decision at ``seq`` from its payload ``data`` (None: purged, by the purge
+        record at ``purged_by`` where the bundle says so, or passed with an earlier decision of the
+        same payload)."""
         i = bisect_right(self._starts, seq) - 1
         d = self._deltas[i] if i >= 0 and seq < self._starts[i] + len(self._deltas[i].entries) else None
         self._last_decision = seq
@@ -198,7 +200,7 @@ class Rederiver:
             self._least_origin = d.state_from
         inp = body.get("input")
         held = self._held(inp) if data is None and isinstance(inp, dict) else None
-        why = self._why_not(body, data is not None or held is not None, d)
+        why = self._why_not(body, data is not None or held is not None, d, purged_by)
         if why is not None:
             self.not_rederived[why] += 1
             return None
@@ -238,7 +240,8 @@ class Rederiver:
         self.rederived += 1
         return None
 
-    def _why_not(self, body: dict[str, Any], held: bool, d: Delta | None) -> str | None:
+    def _why_not(self, body: dict[str, Any], held: bool, d: Delta | None,
+                 purged_by: int | None) -> str | None:
         if body.get("schema") not in FIXED_SCHEMAS:
             return f"a {body.get('schema')} record (re-derived from sealtrail.decision/4 on)"
         if d is None:
@@ -250,7 +253,7 @@ class Rederiver:
         if d.state_from < self.from_seq:  # a failure too (``finish``: ``state.origin``)
             return f"its state's origin, seq {d.state_from}, is before the state the bundle carries"
         if not held:
-            return "payload purged under retention"
+            return "payload purged under retention" + ("" if purged_by is None else f" at seq {purged_by}")
         inp, f = body.get("input"), body.get("features")
         try:
             names = feature_names(str(f.get("schema"))) if isinstance(f, dict) else ()

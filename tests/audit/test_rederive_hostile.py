@@ -59,6 +59,11 @@ EVER = ("2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z")
 FIN = Path(__file__).parents[1] / "vectors" / "messages" / "mt" / "rje_two.fin"  # two MT103 in one file
 PER_BATCH = 10
 PURGED = "payload purged under retention"
+
+
+def _purged(counts: dict[str, int]) -> int:
+    """The decisions counted as not re-derived for a purged payload (whatever purge record)."""
+    return sum(n for why, n in counts.items() if why.startswith(PURGED))
 COLUMN = "log_amount_usd"  # the feature a forger nudges
 
 
@@ -318,7 +323,7 @@ def _kinds(err: BundleFailed) -> set[str]:
 def test_an_unforged_copy_verifies_so_the_forgeries_below_fail_on_their_edit(
         honest: World, window: Path, sandbox: Sandbox) -> None:
     report = honest.verify(forge(honest, window, "same.zip", lambda r, i, s: None), sandbox)
-    assert report.rederived == report.decisions - 1 > 0 and report.not_rederived == {PURGED: 1}
+    assert report.rederived == report.decisions - 1 > 0 and _purged(report.not_rederived) == 1
 
 
 def test_decisions_of_two_deciders_with_different_origins_all_re_derive(
@@ -329,7 +334,7 @@ def test_decisions_of_two_deciders_with_different_origins_all_re_derive(
     assert {d["state_from"] for d in deltas} == {0, honest.marks["b_from"]}
     assert orjson.loads(members(full)["manifest.json"])["state"]["from_seq"] == 0
     assert report.decisions == sum(map(len, honest.seqs))
-    assert report.not_rederived == {PURGED: 1}  # the purged payload is counted, not failed
+    assert _purged(report.not_rederived) == 1  # the purged payload is counted, not failed
     assert report.rederived == report.decisions - 1
 
 
@@ -358,7 +363,7 @@ def test_every_message_of_a_payload_of_two_re_derives(honest: World, full: Path,
     payloads = [orjson.loads(x) for x in lines(members(full)["payloads.jsonl"])]
     fin = _envelope(honest, honest.marks["fin_second"])
     assert sum(p["sha256"] == fin["payload_sha256"] for p in payloads) == 1
-    assert honest.verify(full, sandbox).not_rederived.get(PURGED) == 1  # the purged one only
+    assert _purged(honest.verify(full, sandbox).not_rederived) == 1  # the purged one only
 
 
 def test_a_window_re_derives_on_the_state_carried_from_before_it(
@@ -367,7 +372,7 @@ def test_a_window_re_derives_on_the_state_carried_from_before_it(
     kinds = [_kind_of(r) for r in lines(members(window)["state/records.jsonl"])]
     assert kinds.count("decision.summary") == 2 and kinds.count("state.delta") >= 6  # batches 0 and 1 on
     assert report.decisions == sum(len(s) for s in honest.seqs[3:6])
-    assert report.rederived == report.decisions - 1 and report.not_rederived == {PURGED: 1}
+    assert report.rederived == report.decisions - 1 and _purged(report.not_rederived) == 1
     assert report.state_records == len(kinds)
 
 
@@ -387,7 +392,7 @@ def test_a_window_cut_to_one_account_re_derives_on_every_accounts_deltas(
                for e in orjson.loads(r)["record"]["entries"]]
     assert report.decisions < len(entries)  # the state holds other accounts' payments
     assert report.rederived == report.decisions - sum(report.not_rederived.values()) >= 1
-    assert set(report.not_rederived) <= {PURGED}
+    assert all(k.startswith(PURGED) for k in report.not_rederived)
 
 
 def test_a_state_that_ends_at_the_last_decisions_delta_verifies(
