@@ -91,10 +91,12 @@ def features_state_bytes(extractor: FeatureExtractor) -> bytes:
     return head + b"\n" + velocity + extractor.graph.state_bytes()
 
 
-def read_features_state(data: bytes, key: bytes | None = None) -> tuple[VelocityState, GraphFeatures | None]:
+def read_features_state(data: bytes, key: bytes | None = None, *,
+                        as_held: bool = False) -> tuple[VelocityState, GraphFeatures | None]:
     """The velocity state and graph of ``features_state_bytes`` output (``FeatureError`` naming what is
     wrong); bytes of velocity state alone give it and None. With ``key``, both hold accounts keyed
-    under it, the accounts of a state saved in clear hashed as they load (``VelocityState.restore``)."""
+    under it, the accounts of a state saved in clear hashed as they load (``VelocityState.restore``).
+    With ``as_held``, a keyed state loads without its key, its identifiers as they are."""
     line, nl, rest = data.partition(b"\n")
     head = None
     if nl and line.startswith(b'{"format":'):
@@ -103,12 +105,12 @@ def read_features_state(data: bytes, key: bytes | None = None) -> tuple[Velocity
         except orjson.JSONDecodeError:
             head = None
     if not isinstance(head, dict) or head.get("format") != FEATURE_STATE_FORMAT:
-        return VelocityState.restore(data, key), None
+        return VelocityState.restore(data, key, as_held=as_held), None
     size = head.get("velocity")
     if type(size) is not int or not 0 < size <= len(rest):
         raise FeatureError("feature state: the velocity part's length is missing or wrong")
     velocity = rest[:size]
-    state = VelocityState.restore(velocity, key)
+    state = VelocityState.restore(velocity, key, as_held=as_held)
     clear = velocity.startswith(b'{"format":"sealtrail.velocity/1"')  # accounts in clear: key them too
     rename = state.account_id if key is not None and clear else None
     try:

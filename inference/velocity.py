@@ -456,23 +456,26 @@ class VelocityState:
                              "accounts": accounts})
 
     @classmethod
-    def restore(cls, data: bytes, key: bytes | None = None) -> VelocityState:
+    def restore(cls, data: bytes, key: bytes | None = None, *, as_held: bool = False) -> VelocityState:
         """Rebuild from ``snapshot()`` bytes; anything malformed raises ``FeatureError``.
 
         With ``key``, the state is keyed: a ``sealtrail.velocity/2`` document must name that key,
         and the clear accounts of a ``sealtrail.velocity/1`` one are hashed as they load.
-        Without it, only a ``sealtrail.velocity/1`` document restores."""
+        Without it, only a ``sealtrail.velocity/1`` document restores, unless ``as_held``: then a
+        keyed document loads too, its identifiers taken as they are, into a state that holds no
+        key (one that is only ever advanced by identifiers, ``observe_ids_into``: what a holder of
+        sealed state deltas but not of the state key does)."""
         try:
             doc = orjson.loads(data)
             fmt = doc.get("format") if isinstance(doc, dict) else None
             if fmt not in (VELOCITY_FORMAT, VELOCITY_FORMAT_KEYED):
                 raise FeatureError(f"velocity snapshot: not a {VELOCITY_FORMAT} or "
                                    f"{VELOCITY_FORMAT_KEYED} document")
-            if fmt == VELOCITY_FORMAT_KEYED and key is None:
+            if fmt == VELOCITY_FORMAT_KEYED and key is None and not as_held:
                 raise FeatureError("velocity snapshot: its accounts are keyed hashes; give its key")
-            if fmt == VELOCITY_FORMAT_KEYED and doc.get("key_id") != key_id(key or b""):
+            if fmt == VELOCITY_FORMAT_KEYED and key is not None and doc.get("key_id") != key_id(key):
                 raise FeatureError("velocity snapshot: its accounts are hashed under key "
-                                   f"{doc.get('key_id')!r}, not the one given ({key_id(key or b'')})")
+                                   f"{doc.get('key_id')!r}, not the one given ({key_id(key)})")
             state = cls(key)
             ids = state._id if fmt == VELOCITY_FORMAT and key is not None else None  # clear: hash them
             state.watermark = _int(doc["watermark"])

@@ -210,6 +210,9 @@ class StateSection:
     deltas: int
     summaries: int
     unsealed_origin: int  # exported decisions whose state origin is not sealed (earlier releases)
+    snapshot_seq: int | None = None  # the sealed state snapshot carried (its state in ``snapshot_file``)
+    snapshot_covers: int | None = None
+    snapshot_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -303,11 +306,16 @@ class BundleManifest:
 
 
 def _state(s: _Obj) -> StateSection:
+    snap = None if s.doc.get("snapshot") is None else s.obj("snapshot")
+    seq, covers, file = (None, None, None) if snap is None else (
+        snap.num("seq"), snap.num("covers_seq"), snap.text("file"))
     got = StateSection(s.num("from_seq"), s.num("records"), s.num("deltas"), s.num("summaries"),
-                       s.num("unsealed_origin"))
-    if got.deltas + got.summaries != got.records:
-        raise _bad(f"manifest.state: {got.deltas} deltas and {got.summaries} summaries are not its "
-                   f"{got.records} records")
+                       s.num("unsealed_origin"), seq, covers, file)
+    if got.snapshot_file is not None:
+        _check_name(got.snapshot_file)
+    if got.deltas + got.summaries + (snap is not None) != got.records:
+        raise _bad(f"manifest.state: {got.deltas} deltas, {got.summaries} summaries and "
+                   f"{int(snap is not None)} snapshot are not its {got.records} records")
     return got
 
 

@@ -58,13 +58,17 @@ from audit.errors import (
     BundleTampered,
     ReplayMismatch,
     StateDeltaError,
+    StateSnapshotError,
     SummaryError,
 )
 from audit.state.delta import DELTA_KIND, Delta, parse_delta
+from audit.state.sealed import SNAPSHOT_KIND, SealedSnapshot, parse_snapshot
+from audit.state.tree import state_tree
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor
 from inference.messages import PARSER, MessageError, Transaction, parse_messages, transaction_schema_of
 from inference.schema import EXTRACTED_NAMES, UnknownFeatureSchemaError, feature_digits, feature_names
+from inference.state_store import read_features_state
 from inference.velocity import VelocityState
 
 __all__ = ["STATE_INDEX", "STATE_RECORDS", "Rederiver", "StateLines", "read_state"]
@@ -74,7 +78,7 @@ SHIPPED_PARSERS = (PARSER,)  # the parser versions this verifier re-parses with 
 _EXTRACTED = {n: i for i, n in enumerate(EXTRACTED_NAMES)}
 _MAX_COLUMNS_NAMED = 6
 _LIMIT = float(LIMIT)
-_STATE_KINDS = (SUMMARY_KIND, DELTA_KIND)
+_STATE_KINDS = (SUMMARY_KIND, DELTA_KIND, SNAPSHOT_KIND)
 
 
 @dataclass
@@ -84,6 +88,7 @@ class StateLines:
     leaves: list[tuple[int, bytes]] = field(default_factory=list)  # (seq, leaf hash), ascending
     deltas: list[Delta] = field(default_factory=list)
     summaries: list[tuple[Summary, bytes]] = field(default_factory=list)  # with its leaf hash
+    snapshots: list[SealedSnapshot] = field(default_factory=list)
 
 
 def _fail(cls: type[BundleError], kind: str, detail: str, seq: int | None = None,
@@ -130,13 +135,15 @@ def read_state(records: bytes, index: bytes, size: int, found: Any) -> StateLine
             env = orjson.loads(line)
             if env.get("kind") != kind or env.get("trace_id") != tid or kind not in _STATE_KINDS:
                 raise ValueError(f"the entry is {env.get('kind')!r}, the index says {kind!r}: a state line "
-                                 "is a decision summary or a state delta")
+                                 "is a decision summary, a state delta or a state snapshot")
             if kind == DELTA_KIND:
                 out.deltas.append(parse_delta(seq, env["record"]))
+            elif kind == SNAPSHOT_KIND:
+                out.snapshots.append(parse_snapshot(seq, env["record"]))
             else:
                 out.summaries.append((parse_summary(seq, env["record"]), leaf))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, StateDeltaError,
-                SummaryError) as exc:
+                SummaryError, StateSnapshotError) as exc:
             found.add(_fail(BundleMalformed, "state.record", str(exc), seq, tid))
             continue
         out.leaves.append((seq, leaf))
@@ -155,8 +162,17 @@ class _Origin:
 class Rederiver:
     """Fed the bundle's records in seq order (``audit.bundle.records``), after ``read_state``."""
 
-    def __init__(self, state: StateLines, from_seq: int) -> None:
+    def __init__(self, state: StateLines, from_seq: int,
+                 snapshot: tuple[int, int, bytes | None] | None = None) -> None:
+        """``snapshot``: the sealed state snapshot the manifest names (its seq, the seq it covers,
+        its state's bytes; None where the bundle lacks them), standing in for the deltas up to it."""
         self.from_seq = from_seq
+        self._early: list[BundleError] = []
+        self._snapshot: bytes | None = None
+        self._start = from_seq  # where the carried summaries must begin to leave no commit out
+        self._snapshot_broken = False
+        if snapshot is not None or state.snapshots:
+            self._take_snapshot(state, snapshot)
         self._deltas = sorted(state.deltas, key=lambda d: d.first_seq)
         self._starts = [d.first_seq for d in self._deltas]
         self._summaries: dict[int, tuple[Summary, bytes]] = {s.seq: (s, leaf) for s, leaf in state.summaries}
@@ -171,6 +187,33 @@ class Rederiver:
         self.rederived = 0
         self.not_rederived: Counter[str] = Counter()
         self.unsealed = 0  # decisions no delta speaks for, or whose delta names no origin
+
+    def _take_snapshot(self, state: StateLines, named: tuple[int, int, bytes | None] | None) -> None:
+        """Check the snapshot the manifest names against its sealed line: the same seq, covering
+        that seq, caught up from the bundle's origin, and its state's tree giving the sealed root."""
+        def broken(detail: str, seq: int | None = None) -> None:
+            self._snapshot_broken = True
+            self._early.append(_fail(BundleTampered, "state.snapshot", detail, seq))
+
+        lines = {s.seq: s for s in state.snapshots}
+        if named is None or len(lines) != 1 or named[0] not in lines:
+            return broken(f"the manifest names snapshot {None if named is None else named[0]}; the state "
+                          f"lines hold snapshots at {sorted(lines)}")
+        seq, covers, data = named
+        sealed = lines[seq]
+        if sealed.covers_seq != covers or sealed.from_seq != self.from_seq:
+            return broken(f"the snapshot sealed at seq {seq} covers seq {sealed.covers_seq} caught up from "
+                          f"seq {sealed.from_seq}; the manifest says {covers} from {self.from_seq}", seq)
+        if data is None:
+            return broken("the manifest names a snapshot file the bundle lacks", seq)
+        try:
+            tree = state_tree(data, sealed.state_key_id)
+        except StateSnapshotError as exc:
+            return broken(f"the snapshot's state does not read: {exc}", seq)
+        if (off := sealed.matches(tree, self.from_seq)) is not None:
+            return broken(f"the snapshot's state is not the one sealed at seq {seq}: {off}", seq)
+        self._snapshot, self._start = data, covers + 1
+        return None
 
     def line(self, seq: int, trace_id: str) -> BundleError | None:
         """Every ``records.jsonl`` line: a state line must not stand at the seq of a record line
@@ -252,6 +295,8 @@ class Rederiver:
             return "its state delta names no state origin (its decider was handed a state of unknown origin)"
         if d.state_from < self.from_seq:  # a failure too (``finish``: ``state.origin``)
             return f"its state's origin, seq {d.state_from}, is before the state the bundle carries"
+        if self._snapshot_broken and d.state_from == self.from_seq:  # a failure too (``state.snapshot``)
+            return "the state snapshot it was to be re-derived on does not hold"
         if not held:
             return "payload purged under retention" + ("" if purged_by is None else f" at seq {purged_by}")
         inp, f = body.get("input"), body.get("features")
@@ -301,10 +346,17 @@ class Rederiver:
         """The state of ``origin`` brought up to just before ``seq``."""
         o = self._origins.get(origin)
         if o is None:
-            o = self._origins[origin] = _Origin(FeatureExtractor(state=VelocityState()))
-            o.delta = max(0, bisect_right(self._starts, origin) - 1)
+            start = origin
+            if origin == self.from_seq and self._snapshot is not None:  # the sealed state stands in
+                velocity, graph = read_features_state(self._snapshot, as_held=True)
+                o = _Origin(FeatureExtractor(state=velocity, graph=graph))
+                start = self._start
+            else:
+                o = _Origin(FeatureExtractor(state=VelocityState()))
+            self._origins[origin] = o
+            o.delta = max(0, bisect_right(self._starts, start) - 1)
             d = self._deltas[o.delta] if self._deltas else None
-            o.entry = 0 if d is None else max(0, origin - d.first_seq)
+            o.entry = 0 if d is None else max(0, start - d.first_seq)
         deltas, ex = self._deltas, o.extractor
         while o.delta < len(deltas):
             d = deltas[o.delta]
@@ -334,20 +386,20 @@ class Rederiver:
     def finish(self) -> list[BundleError]:
         """The summaries leave no commit out from the state's origin on, each up to the last
         decision is followed by its decisions' delta, and the origin is the decisions' earliest."""
-        out: list[BundleError] = []
+        out: list[BundleError] = list(self._early)
         if self._least_origin != self.from_seq:
             named = "none names one" if self._least_origin is None else f"seq {self._least_origin}"
             out.append(_fail(BundleTampered, "state.origin", "manifest.state gives the state's origin as "
                              f"seq {self.from_seq}; of the origins the exported decisions' deltas name, the "
                              f"earliest is {named}", file="manifest.json"))
         chain = sorted(self._summaries.values(), key=lambda x: x[0].seq)
-        first = next((i for i, (s, _) in enumerate(chain) if s.seq >= self.from_seq), None)
+        first = next((i for i, (s, _) in enumerate(chain) if s.seq >= self._start), None)
         if first is None:
             out.append(_fail(BundleTampered, "state.chain", "no decision summary at or after the state's "
-                             f"origin, seq {self.from_seq}"))
+                             f"origin (or its snapshot), seq {self._start}"))
             return out
         head = chain[first][0]
-        if head.prev is not None and head.prev[0] >= self.from_seq:
+        if head.prev is not None and head.prev[0] >= self._start:
             out.append(_fail(BundleTampered, "state.chain", f"the summary at seq {head.prev[0]} (before the "
                              f"first carried, {head.seq}) is after the state's origin and is not carried",
                              head.seq))

@@ -253,7 +253,11 @@ def _rederiver(bundle: BundleArchive, manifest: BundleManifest, found: Findings)
         found.add(BundleTampered(f"manifest.state states (records, deltas, summaries) = "
                                  f"{(sec.records, sec.deltas, sec.summaries)}, {STATE_RECORDS} gives {got}",
                                  kind="manifest.state", file=MANIFEST))
-    return Rederiver(lines, sec.from_seq)
+    snapshot = None
+    if sec.snapshot_seq is not None and sec.snapshot_covers is not None and sec.snapshot_file is not None:
+        data = bundle.read(sec.snapshot_file, cap) if sec.snapshot_file in bundle.sizes else None
+        snapshot = (sec.snapshot_seq, sec.snapshot_covers, data)
+    return Rederiver(lines, sec.from_seq, snapshot)
 
 
 @contextmanager

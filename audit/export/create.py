@@ -64,7 +64,7 @@ from audit.export.files import VERIFY_MD, BundleZip, index_line, payload_line, p
 from audit.export.report import ReportStats, csv_header, csv_line, csv_row, render_report
 from audit.export.select import ExportFilters, count_selected, refusal_rows
 from audit.export.spool import Progress, Spools, deflate_spools, read_selection
-from audit.export.state import STATE_INDEX, STATE_RECORDS, select_state
+from audit.export.state import STATE_INDEX, STATE_RECORDS, STATE_SNAPSHOT, select_state
 from audit.screening.lists import LIST_KIND
 from ledger import NoteSigner, Record
 from ledger.append import Ledger
@@ -156,14 +156,16 @@ def _refuse_early(ledger: Ledger, signer: NoteSigner, out_path: Path) -> None:
 def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, filters: ExportFilters,
                   creator: Principal, *, now: datetime | None = None, progress: Progress | None = None,
                   model_dirs: Iterable[Path] = (), page_size: int = 5000, compresslevel: int = 1,
-                  bundle_id: str | None = None) -> BundleSummary:
+                  bundle_id: str | None = None, state_snapshot: bool | None = None) -> BundleSummary:
     """Write the bundle of ``filters`` to ``out_path`` and seal its ``export.created`` record.
 
     Refuses (``ExportFilterError``, field ``filters``) a selection with no decision, (field
     ``out``) an ``out_path`` that exists, and (``DerivedRowError``, naming the table and seq) a
     selection through a trace-index row that disagrees with its sealed record; nothing is written.
     ``signer`` must be the ledger's active key. ``bundle_id`` (a UUIDv7 made from ``now`` by
-    default) lets a caller name the file after it."""
+    default) lets a caller name the file after it. ``state_snapshot``: whether a sealed state
+    snapshot stands in for the state deltas before it (``audit.export.state``; default: where
+    that is smaller)."""
     _refuse_early(ledger, signer, out_path)
     out_path = Path(out_path)
     now = now or datetime.now(UTC)
@@ -176,7 +178,7 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
     tmp = Path(tempfile.mkdtemp(dir=out_path.parent, prefix=f".{out_path.name}."))
     try:
         return _create(engine, ledger, signer, out_path, tmp, filters, creator, bundle_id, created_at,
-                       total, progress, list(model_dirs), page_size, compresslevel)
+                       total, progress, list(model_dirs), page_size, compresslevel, state_snapshot)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -184,7 +186,7 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
 def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
             filters: ExportFilters, creator: Principal, bundle_id: str, created_at: str, total: int,
             progress: Progress | None, model_dirs: list[Path], page_size: int,
-            compresslevel: int) -> BundleSummary:
+            compresslevel: int, state_snapshot: bool | None = None) -> BundleSummary:
     stats = ReportStats()
     sp = Spools(tmp, compresslevel)
     # one snapshot for the selection: what was checked is what is written
@@ -209,7 +211,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
     extra = sorted(ctx.entries, key=lambda r: r.seq)
     seqs = array("q", heapq.merge(sp.seqs, (r.seq for r in extra)))
     with engine.connect() as conn:
-        state = select_state(conn, got.decision_seqs, seqs)
+        state = select_state(conn, got.decision_seqs, seqs, engine, state_snapshot)
     counts = {"records": len(seqs), "decisions": got.decisions, "annotations": got.annotations,
               "context": len(ctx.entries), "summaries": summaries.count, "refusals": got.refusals,
               "payloads_present": got.present,
@@ -226,6 +228,8 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
             z.write(STATE_RECORDS, b"".join(r.record + b"\n" for r in state.rows))
             z.write(STATE_INDEX, b"".join(index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash)
                                           for r in state.rows))
+            if state.snapshot_data is not None:
+                z.write(STATE_SNAPSHOT, state.snapshot_data)
 
     head: dict[str, Any] = {"schema": SCREENED_BUNDLE_SCHEMA if got.screened else BUNDLE_SCHEMA,
                             "filters": filters.to_json(), "completeness": summaries.manifest()}

@@ -25,18 +25,27 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
+from audit.decide.account_secret import load_state_key
 from audit.decide.summary import SUMMARY_KIND
+from audit.errors import StateSnapshotError
 from audit.export.select import EntryRow
 from audit.state.delta import DELTA_KIND, Delta, parse_delta
+from audit.state.replay import catch_up
+from audit.state.sealed import SNAPSHOT_KIND, SealedSnapshot, parse_snapshot
+from audit.state.snapshot import keyed_state_bytes
+from audit.state.tree import state_tree
+from inference.features import FeatureExtractor
+from inference.velocity import VelocityState
 from ledger import store
 
-__all__ = ["STATE_INDEX", "STATE_RECORDS", "StateSelection", "select_state"]
+__all__ = ["STATE_INDEX", "STATE_RECORDS", "STATE_SNAPSHOT", "StateSelection", "select_state"]
 
-STATE_RECORDS, STATE_INDEX = "state/records.jsonl", "state/index.jsonl"
+STATE_RECORDS, STATE_INDEX, STATE_SNAPSHOT = "state/records.jsonl", "state/index.jsonl", "state/snapshot.bin"
 _COLS = "seq, kind, record, leaf_hash, chain_hash, trace_id"
 _PAGE = 5000
 
@@ -51,10 +60,14 @@ class StateSelection:
     deltas: int = 0
     summaries: int = 0
     unsealed: int = 0  # exported decisions whose state origin no delta states (sealed by earlier releases)
+    snapshot: tuple[int, int] | None = None  # (seq, covers_seq) of the sealed snapshot carried, if one is
+    snapshot_data: bytes | None = None  # its state (``sealtrail.feature-state/1``, keyed)
 
-    def manifest(self) -> dict[str, int | None]:
+    def manifest(self) -> dict[str, Any]:
+        snap = None if self.snapshot is None else {"covers_seq": self.snapshot[1], "file": STATE_SNAPSHOT,
+                                                   "seq": self.snapshot[0]}
         return {"from_seq": self.from_seq, "records": len(self.rows), "deltas": self.deltas,
-                "summaries": self.summaries, "unsealed_origin": self.unsealed}
+                "summaries": self.summaries, "snapshot": snap, "unsealed_origin": self.unsealed}
 
 
 def _page(conn: Connection, kind: str, lo: int, hi: int | None) -> list[EntryRow]:
@@ -79,10 +92,43 @@ def _delta(row: EntryRow) -> Delta:
     return parse_delta(row.seq, orjson.loads(row.record)["record"])
 
 
-def select_state(conn: Connection, decisions: array[int], carried: array[int]) -> StateSelection:
+def _snapshot(conn: Connection, engine: Engine, origin: int, first: int,
+              end: int) -> tuple[EntryRow, SealedSnapshot, bytes] | None:
+    """The latest sealed snapshot of the state caught up from ``origin`` that covers less than
+    ``first``, with that state's bytes recomputed from the deltas and checked against its root
+    (None: there is none, or the deltas alone do not give it)."""
+    best: tuple[EntryRow, SealedSnapshot] | None = None
+    for e in _rows(conn, SNAPSHOT_KIND, origin, end):
+        try:
+            s = parse_snapshot(e.seq, orjson.loads(e.record)["record"])
+        except (StateSnapshotError, KeyError, TypeError, orjson.JSONDecodeError):
+            continue  # ``ledger verify`` names it
+        if s.from_seq == origin and s.covers_seq < first and (
+                best is None or s.covers_seq > best[1].covers_seq):
+            best = (e, s)
+    if best is None:
+        return None
+    row, sealed = best
+    extractor = FeatureExtractor(state=VelocityState(load_state_key(engine)))
+    r = catch_up(engine, extractor, origin, sealed.covers_seq + 1)
+    if r.replayed != r.from_deltas or r.missing_payload or r.foreign_deltas:
+        return None
+    data = keyed_state_bytes(engine, extractor)
+    if sealed.matches(state_tree(data, sealed.state_key_id), origin) is not None:
+        return None
+    return row, sealed, data
+
+
+def select_state(conn: Connection, decisions: array[int], carried: array[int], engine: Engine | None = None,
+                 snapshot: bool | None = None) -> StateSelection:
     """The state entries a bundle of the exported ``decisions`` (ascending seqs) carries, leaving
     out the seqs of ``carried`` (ascending: what ``records.jsonl`` holds). ``StateDeltaError``
-    where a sealed delta does not follow its schema (``ledger verify`` names it too)."""
+    where a sealed delta does not follow its schema (``ledger verify`` names it too).
+
+    With ``engine``, where every exported decision's state has one origin and a snapshot of that
+    state was sealed before the first of them, the snapshot's state (its bytes, checked against
+    its sealed root) stands in for the deltas before it when it is smaller (``snapshot`` True:
+    whenever there is one; False: never)."""
     if not decisions:
         return StateSelection(None)
     first, last = decisions[0], decisions[-1]
@@ -111,14 +157,24 @@ def select_state(conn: Connection, decisions: array[int], carried: array[int]) -
     # up to the delta of the last exported decision: nothing after it feeds a state re-derived on
     end = next((d.seq + 1 for d in covering if d.first_seq <= last < d.first_seq + len(d.entries)), last + 1)
     out = StateSelection(origin, unsealed=unsealed)
-    for r in heapq.merge(_rows(conn, SUMMARY_KIND, origin, end), _rows(conn, DELTA_KIND, origin, end),
-                         key=lambda r: r.seq):
-        at = bisect_left(carried, r.seq)
-        if at < len(carried) and carried[at] == r.seq:  # a line of records.jsonl already
-            continue
-        out.rows.append(r)
-        if r.kind == DELTA_KIND:
-            out.deltas += 1
-        else:
-            out.summaries += 1
+    both = heapq.merge(_rows(conn, SUMMARY_KIND, origin, end), _rows(conn, DELTA_KIND, origin, end),
+                       key=lambda r: r.seq)
+    rows = [r for r in both if not _held(carried, r.seq)]
+    snap = None if engine is None or snapshot is False or len(set(origins)) != 1 else \
+        _snapshot(conn, engine, origin, first, end)
+    if snap is not None:
+        row, sealed, data = snap
+        before = [r for r in rows if r.seq <= sealed.covers_seq]
+        if snapshot or len(data) < sum(len(r.record) for r in before):
+            rows = sorted([row, *(r for r in rows if r.seq > sealed.covers_seq)], key=lambda r: r.seq)
+            out.snapshot, out.snapshot_data = (sealed.seq, sealed.covers_seq), data
+    out.rows = rows
+    out.deltas = sum(r.kind == DELTA_KIND for r in rows)
+    out.summaries = sum(r.kind == SUMMARY_KIND for r in rows)
     return out
+
+
+def _held(carried: array[int], seq: int) -> bool:
+    """Whether ``seq`` is a line of ``records.jsonl`` already."""
+    at = bisect_left(carried, seq)
+    return at < len(carried) and carried[at] == seq

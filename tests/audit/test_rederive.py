@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -17,9 +18,14 @@ from audit.bundle.rederive import _fixed
 from audit.bundle.verify import verify_bundle
 from audit.decide.fixed_point import LIMIT, quantise_rows
 from audit.errors import BundleFailed
-from ledger import NoteSigner
+from audit.export.create import ExportFilters, create_bundle
+from audit.state import snapshot as state_snapshot
+from ledger import NoteSigner, store
+from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
 from tests.audit.bundle_fixture import created_bundle, make_source, members, rewrite
+from tests.audit.test_export import OFFICER, governed_pipeline
+from tests.audit.test_pipeline import submissions
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox
 
@@ -59,3 +65,66 @@ def test_a_manifest_miscounting_the_decisions_without_a_sealed_origin_is_refused
         verify_bundle(forged, [signer.verifier], sandbox=sandbox)
     (err,) = [e for e in caught.value.failures if e.kind == "manifest.state"]
     assert "unsealed_origin = 3" in str(err) and "0 exported decisions" in str(err)
+
+
+def _snapshotted(db: Db, signer: NoteSigner, sandbox: Sandbox) -> tuple[Ledger, list[Any]]:
+    """A ledger decided by one pipeline from its start: 60 payments, a sealed snapshot of its state
+    (caught up from seq 0), then the rest."""
+    ledger = make_ledger(db, signer)
+    pipe = governed_pipeline(ledger, sandbox)
+    subs = submissions(120, seed=41)
+    pipe.decide(subs[:60])
+    with ledger.engine.connect() as conn:
+        covered = store.tail(conn)[0]
+    state_snapshot.seal(ledger, state_snapshot.keyed_state_bytes(ledger.engine, pipe.extractor), covered, 0,
+                        pipe.decider)
+    later = pipe.decide(subs[60:])
+    return ledger, later
+
+
+def test_a_sealed_snapshot_stands_in_for_the_deltas_before_it_and_the_decisions_still_re_derive(
+        sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
+    ledger, later = _snapshotted(sqlite_db, signer, sandbox)
+    window = ExportFilters.of(later[0].recorded_at, "2100-01-01T00:00:00Z")
+    with_snap = create_bundle(ledger.engine, ledger, signer, tmp_path / "s.zip", window, OFFICER,
+                              state_snapshot=True).path
+    without = create_bundle(ledger.engine, ledger, signer, tmp_path / "d.zip", window, OFFICER,
+                            state_snapshot=False).path
+    m = orjson.loads(members(with_snap)["manifest.json"])["state"]
+    snap = m["snapshot"]
+    assert snap is not None and snap["covers_seq"] < later[0].seq and m["from_seq"] == 0
+    # the first commit's summary brackets the window (a line of records.jsonl); its delta, before the
+    # snapshot, is left out with it
+    assert [k for _, k in _state_kinds(with_snap)] == ["state.snapshot", "state.delta"]
+    assert [k for _, k in _state_kinds(without)] == ["state.delta", "state.delta"]
+    for path in (with_snap, without):
+        report = verify_bundle(path, [signer.verifier], sandbox=sandbox)
+        assert report.rederived == len(later) and report.not_rederived == {}
+
+
+def test_a_snapshot_whose_state_is_not_the_sealed_one_is_refused_and_its_decisions_not_re_derived(
+        sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
+    ledger, later = _snapshotted(sqlite_db, signer, sandbox)
+    window = ExportFilters.of(later[0].recorded_at, "2100-01-01T00:00:00Z")
+    path = create_bundle(ledger.engine, ledger, signer, tmp_path / "s.zip", window, OFFICER,
+                         state_snapshot=True).path
+    head, _, rest = members(path)["state/snapshot.bin"].partition(b"\n")
+    n = orjson.loads(head)["velocity"]
+    velocity = orjson.loads(rest[:n])
+    velocity["accounts"][0][1] += 1  # one account's last activity a microsecond later
+    new = orjson.dumps(velocity)
+    forged_state = orjson.dumps({**orjson.loads(head), "velocity": len(new)}) + b"\n" + new + rest[n:]
+    forged = rewrite(path, tmp_path / "f.zip", change={"state/snapshot.bin": forged_state}, rehash=True,
+                     resign=signer)
+    with pytest.raises(BundleFailed) as caught:
+        verify_bundle(forged, [signer.verifier], sandbox=sandbox)
+    (err,) = [e for e in caught.value.failures if e.kind == "state.snapshot"]
+    assert "not the one sealed" in str(err) and err.seq == orjson.loads(
+        members(path)["manifest.json"])["state"]["snapshot"]["seq"]
+    report = caught.value.report
+    assert report is not None and report.rederived == 0
+    assert report.not_rederived == {"the state snapshot it was to be re-derived on does not hold": len(later)}
+
+
+def _state_kinds(path: Path) -> list[tuple[int, str]]:
+    return [(i["seq"], i["kind"]) for i in map(orjson.loads, members(path)["state/index.jsonl"].splitlines())]
