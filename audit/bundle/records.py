@@ -33,7 +33,7 @@ from audit.bundle.rederive import Rederiver
 from audit.bundle.replay import Replayer
 from audit.bundle.rescreen import CLEARANCE_KIND, LIST_KIND, Rescreener
 from audit.decide.account_risk import AccountRiskError, check_account_risk
-from audit.decide.record import DECISION_SCHEMA, RISK_SCHEMAS
+from audit.decide.record import RISK_SCHEMAS, SCREENED_SCHEMAS
 from audit.decide.refusal import REFUSAL_KIND, RefusalBody, parse_refusal_body, replay_refusal
 from audit.decide.summary import SUMMARY_KIND
 from audit.errors import BundleError, BundleMalformed, BundleTampered, ReplayMismatch
@@ -340,12 +340,13 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 if case is not None and kind == CASE_EVENT:
                     by = next((p for p, items in pending_purges.items() for x in items if x[1] == seq), None)
                     case.payload(str(ps), data, by if t.payloads_purged > purged else None)
-        if kind == "decision" and body.get("schema") == DECISION_SCHEMA:
+        if kind == "decision" and body.get("schema") in SCREENED_SCHEMAS:  # version 5 on: screening stated
             if rescreener is None:
                 if _names_lists(body):
-                    found.add(_fail(BundleTampered, "record.version", f"a {DECISION_SCHEMA} record screened "
-                                    f"against sanctions lists in a format {manifest.version} bundle (format "
-                                    "6 carries such records, with their lists)", seq=seq, trace_id=tid))
+                    found.add(_fail(BundleTampered, "record.version", f"a {body.get('schema')} record "
+                                    f"screened against sanctions lists in a format {manifest.version} bundle "
+                                    "(format 6 carries such records, with their lists)", seq=seq,
+                                    trace_id=tid))
             elif (off := rescreener.decision(seq, tid, body, data, str(env.get("recorded_at")))) is not None:
                 found.add(off)
         if kind == "decision" and rederiver is not None and (
