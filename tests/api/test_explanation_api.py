@@ -16,7 +16,7 @@ def test_every_answer_states_the_explanation_its_record_seals(served: Served) ->
     answers = batch.json()["decisions"]
     for a in answers:
         record = record_at(served, a["ledger"]["seq"])
-        assert record["schema"] == "sealtrail.decision/5"
+        assert record["schema"] == "sealtrail.decision/6"
         assert a["explanation"] == record["explanation"]
         assert (a["explanation"] is not None) == is_explained(a["score"], a["decision"])
         assert "explain" in a["latency_us"]

@@ -21,7 +21,7 @@ from audit.decide.account_risk import (
     event_hour,
 )
 from audit.decide.pipeline import Pipeline
-from audit.decide.record import DECISION_SCHEMA
+from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMA_V5
 from audit.decide.types import ActiveRules, Submission
 from audit.state.account_risk_replay import apply_records, rebuild_account_risk
 from inference.backends import load_backend
@@ -94,8 +94,10 @@ def test_allow_payments_with_high_scores_cross_the_threshold_and_alert(  # type:
     assert alerts[11] == ("originator",)  # 54,000 >= 50,000: the twelfth payment crosses
     assert [i for i, a in enumerate(alerts) if a] == [11]  # once, on the crossing only
     sealed = [env["record"] for _, env, _ in bodies(ledger.engine)]
-    # a scorer that carries no model to attribute to: version 4 without the explanation field
-    assert all(b["schema"] == DECISION_SCHEMA and "explanation" not in b for b in sealed)
+    # a scorer that carries no model to attribute to: version 4 without the explanation field; one
+    # that states no precision: version 5, its model naming none
+    assert all(b["schema"] == DECISION_SCHEMA_V5 and "explanation" not in b and "precision" not in b["model"]
+               for b in sealed)
     assert sealed[11]["account_risk"]["alerts"] == ["originator"] and sealed[11]["decision"] == "ALLOW"
     assert sealed[11]["account_risk"]["max_milli"] == 54_000
     assert IBAN_A not in orjson.dumps(sealed).decode()  # keyed, never in clear
