@@ -62,7 +62,7 @@ from audit.errors import (
     SummaryError,
 )
 from audit.state.delta import DELTA_KIND, Delta, parse_delta
-from audit.state.sealed import SNAPSHOT_KIND, SealedSnapshot, parse_snapshot
+from audit.state.snapshot_body import SNAPSHOT_KIND, SealedSnapshot, parse_snapshot
 from audit.state.tree import state_tree
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor

@@ -301,7 +301,8 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         case_report: CaseReport | None = None
         try:
             replayer = Replayer(sb, lambda sha: bundle.read(f"rules/{sha}.wasm"),
-                                lambda sha: bundle.read(f"models/{sha}/weights.npz"))
+                                lambda sha: bundle.read(f"models/{sha}/weights.npz"),
+                                fetch_card=lambda sha: bundle.read(f"models/{sha}/card.json"))
             check = CompletenessCheck(manifest, found) if manifest.version >= 2 and doc is None else None
             case = None if doc is None else _case_check(doc, found)
             rescreener = None if manifest.version < 6 else Rescreener(

@@ -124,8 +124,6 @@ def test_the_bundle_without_the_fp16_bound_fails_verification_naming_the_precisi
     assert "context.model" in kinds
 
 
-@pytest.mark.xfail(strict=True, reason="audit/bundle/verify.py does not yet hand the bundle's model card to "
-                   "the replay: Replayer(..., fetch_card=lambda sha: bundle.read(f'models/{sha}/card.json'))")
 def test_the_fp16_bundle_verifies_with_the_cards_bound(fp16_bundle: Path, signer: NoteSigner,
                                                      sandbox: Sandbox) -> None:
     report = verify_bundle(fp16_bundle, [signer.verifier], sandbox=sandbox)
