@@ -110,7 +110,7 @@ class Report:
                f"  files hashed         {c.get('files', 0)}",
                f"  checkpoint           size {cp.get('size')} root {cp.get('root')}",
                f"  records proved       {c.get('records', 0)} (+{c.get('withheld', 0)} withheld leaves, "
-               f"{c.get('nodes', 0)} multiproof nodes)",
+               f"+{c.get('state', 0)} state lines, {c.get('nodes', 0)} multiproof nodes)",
                f"  chain links checked  {c.get('links', 0)}",
                f"  payloads             {c.get('payloads_present', 0)} present, "
                f"{c.get('payloads_purged', 0)} purged"]
