@@ -131,23 +131,28 @@ def _peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def create(db: str, keys: str, out: str) -> dict[str, Any]:
+    """The bundle of every decision of the ledger at ``db`` written to ``out``: records and bytes."""
+    from api import ops
+    from api.config import Settings
+    from audit.decide.principal import Principal
+    from audit.export.create import ExportFilters, create_bundle
+    from ledger.keys import load_signer
+
+    s = Settings.model_validate({"db": f"sqlite:///{db}", "keys": Path(keys)})
+    ledger = ops.open_ledger(s)
+    summary = create_bundle(ledger.engine, ledger, load_signer(s.key_file), Path(out),
+                            ExportFilters.of(FROM, TO), Principal.local("bench"))
+    return {"records": summary.counts["records"], "bytes": summary.size_bytes}
+
+
 def child(args: list[str]) -> None:
     """One measurement in this fresh process; prints JSON."""
     what, db, keys, out = args
     t0 = time.perf_counter()
     doc: dict[str, Any] = {}
     if what == "create":
-        from api import ops
-        from api.config import Settings
-        from audit.decide.principal import Principal
-        from audit.export.create import ExportFilters, create_bundle
-        from ledger.keys import load_signer
-
-        s = Settings.model_validate({"db": f"sqlite:///{db}", "keys": Path(keys)})
-        ledger = ops.open_ledger(s)
-        summary = create_bundle(ledger.engine, ledger, load_signer(s.key_file), Path(out),
-                                ExportFilters.of(FROM, TO), Principal.local("bench"))
-        doc = {"records": summary.counts["records"], "bytes": summary.size_bytes}
+        doc = create(db, keys, out)
     elif what == "verify":
         from audit.bundle.verify import verify_bundle
         from ledger.keys import load_signer

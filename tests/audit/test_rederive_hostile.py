@@ -48,6 +48,7 @@ from ledger.merkle import root_of
 from ledger.multiproof import encode_nodes, frontier
 from ledger.retention import purge_payloads
 from tests.audit.bundle_fixture import joined, lines, members, rewrite
+from tests.audit.test_bundle_completeness import Steps
 from tests.audit.test_export import governed_pipeline
 from tests.audit.test_pipeline import PRINCIPAL, submissions
 from tests.conftest import ORIGIN, Db, make_ledger
@@ -65,17 +66,6 @@ def _purged(counts: dict[str, int]) -> int:
     """The decisions counted as not re-derived for a purged payload (whatever purge record)."""
     return sum(n for why, n in counts.items() if why.startswith(PURGED))
 COLUMN = "log_amount_usd"  # the feature a forger nudges
-
-
-class _Steps:
-    """A clock one second later at every call: one commit, one second."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self) -> datetime:
-        self.n += 1
-        return T0 + timedelta(seconds=self.n)
 
 
 @dataclass
@@ -114,7 +104,7 @@ def _world(tmp_path_factory: pytest.TempPathFactory, name: str) -> World:
     d = tmp_path_factory.mktemp(name)
     signer = NoteSigner.generate(ORIGIN)
     ledger = make_ledger(Db(f"sqlite:///{d / 'ledger.db'}", "sqlite"), signer)
-    ledger.clock = _Steps()
+    ledger.clock = Steps()  # one commit, one second, from a day ahead
     return World(ledger, signer, d)
 
 
