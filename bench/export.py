@@ -118,7 +118,7 @@ def fill(db: Path, keys: Path, n: int) -> float:
     return time.perf_counter() - t0
 
 
-def _peak_rss_kib() -> int:
+def peak_rss_kib() -> int:
     """This process's peak RSS. ``ru_maxrss`` of a process started by fork and exec counts the
     parent's peak at the fork (Linux keeps the old memory map's high-water mark across exec),
     here the fill's; ``VmHWM`` is the high-water mark of this program's own memory map."""
@@ -166,12 +166,13 @@ def child(args: list[str]) -> None:
                     while chunk := r.read(1 << 20):
                         w.write(chunk)
     doc["seconds"] = time.perf_counter() - t0
-    doc["rss_mb"] = _peak_rss_kib() / 1024
+    doc["rss_mb"] = peak_rss_kib() / 1024
     print(json.dumps(doc))
 
 
-def measure(what: str, *args: str) -> dict[str, Any]:
-    res = subprocess.run([sys.executable, "-m", "bench.export", "--child", what, *args],
+def measure(what: str, *args: str, module: str = "bench.export") -> dict[str, Any]:
+    """Run ``python -m module --child what args`` in a fresh process; the JSON it printed last."""
+    res = subprocess.run([sys.executable, "-m", module, "--child", what, *args],
                          capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise SystemExit(f"{what} failed:\n{res.stderr[-4000:]}")

@@ -26,28 +26,17 @@ if not __package__:
 
 import argparse
 import json
-import resource
-import subprocess
 import tempfile
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from bench import export as export_bench
 from bench.export import create
 from bench.machine import host_info
 
 BATCH = 1024
-
-
-def _peak_rss_mib() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def fill(db: Path, keys: Path, n: int) -> dict[str, Any]:
@@ -121,16 +110,12 @@ def child(args: list[str]) -> None:
         doc = {"rederived": report.rederived, "not_rederived": report.not_rederived,
                "rederive_s": spent[0], "decisions": report.decisions}
     doc["seconds"] = time.perf_counter() - t0
-    doc["rss_mib"] = _peak_rss_mib()
+    doc["rss_mib"] = export_bench.peak_rss_kib() / 1024
     print(json.dumps(doc))
 
 
 def measure(what: str, *args: str) -> dict[str, Any]:
-    res = subprocess.run([sys.executable, "-m", "bench.rederive", "--child", what, *args],
-                         capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"{what} failed:\n{res.stderr[-4000:]}")
-    return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+    return export_bench.measure(what, *args, module="bench.rederive")
 
 
 def main() -> None:
