@@ -41,9 +41,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -96,22 +98,24 @@ def _fail(cls: type[BundleError], kind: str, detail: str, seq: int | None = None
     return cls(detail[:600], kind=kind, file=file, seq=seq, trace_id=trace_id)
 
 
-def read_state(records: bytes, index: bytes, size: int, found: Any) -> StateLines:
-    """``state/records.jsonl`` and ``state/index.jsonl``: each line's leaf hash is its index
-    line's, seqs ascend inside the tree of ``size``, chain hashes link where seqs are consecutive,
-    and each line is a summary or a state delta that follows its schema. Failures go to ``found``;
-    the lines that passed come back (their leaves are proved with the records')."""
+def read_state(records: Iterable[bytes], index: Iterable[bytes], size: int, found: Any) -> StateLines:
+    """The lines of ``state/records.jsonl`` and ``state/index.jsonl`` (streamed: a million deltas
+    are ~150 MB of text): each line's leaf hash is its index line's, seqs ascend inside the tree of
+    ``size``, chain hashes link where seqs are consecutive, and each line is a summary, a state
+    delta or a state snapshot that follows its schema. Failures go to ``found``; the lines that
+    passed come back (their leaves are proved with the records'). The deltas' account identifiers
+    are held once each, however many entries name them."""
     out = StateLines()
-    lines, idx = records.split(b"\n"), index.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if idx and idx[-1] == b"":
-        idx.pop()
-    if len(lines) != len(idx):
-        found.add(_fail(BundleTampered, "state.index", f"{len(lines)} state record lines, {len(idx)} index "
-                        "lines", file=STATE_INDEX))
+    ids: dict[str, str] = {}
     prev_seq, prev_chain = -1, b""
-    for n, (line, ix_line) in enumerate(zip(lines, idx, strict=False)):
+    n = -1
+    for n, (line, ix_line) in enumerate(itertools.zip_longest(records, index)):
+        if line is None or ix_line is None:
+            found.add(_fail(BundleTampered, "state.index", f"{STATE_RECORDS} and {STATE_INDEX} differ in "
+                            f"length (from line {n + 1})", file=STATE_INDEX))
+            for _ in records if line is not None else index:
+                pass  # read to the end: the file's hash is checked
+            break
         leaf = hashlib.sha256(b"\x00" + line).digest()
         try:
             ix = orjson.loads(ix_line)
@@ -137,7 +141,11 @@ def read_state(records: bytes, index: bytes, size: int, found: Any) -> StateLine
                 raise ValueError(f"the entry is {env.get('kind')!r}, the index says {kind!r}: a state line "
                                  "is a decision summary, a state delta or a state snapshot")
             if kind == DELTA_KIND:
-                out.deltas.append(parse_delta(seq, env["record"]))
+                d = parse_delta(seq, env["record"])
+                held = ids.setdefault
+                out.deltas.append(replace(d, entries=tuple(
+                    (None if o is None else held(o, o), None if b is None else held(b, b), t, c)
+                    for o, b, t, c in d.entries)))
             elif kind == SNAPSHOT_KIND:
                 out.snapshots.append(parse_snapshot(seq, env["record"]))
             else:

@@ -35,7 +35,7 @@ from audit.bundle.case_doc import CASE_FILE, CaseDoc
 from audit.bundle.completeness import CompletenessCheck, CompletenessReport, not_proven_v1
 from audit.bundle.context import check_context
 from audit.bundle.proofs import check_previous, start_tree_check, verify_checkpoint
-from audit.bundle.reader import MANIFEST, SIGNATURE, BundleArchive, BundleManifest, Limits
+from audit.bundle.reader import MANIFEST, SIGNATURE, BundleArchive, BundleManifest, Limits, LineStream
 from audit.bundle.records import INDEX, PAYLOADS, RECORDS, Findings, RecordTally, scan_records
 from audit.bundle.rederive import STATE_INDEX, STATE_RECORDS, Rederiver, read_state
 from audit.bundle.replay import Replayer
@@ -246,7 +246,7 @@ def _rederiver(bundle: BundleArchive, manifest: BundleManifest, found: Findings)
     if sec is None:
         return None
     cap = bundle.limits.max_manifest
-    lines = read_state(bundle.read(STATE_RECORDS, cap), bundle.read(STATE_INDEX, cap),
+    lines = read_state(LineStream(bundle, STATE_RECORDS), LineStream(bundle, STATE_INDEX),
                        manifest.checkpoint_size, found)
     got = (len(lines.leaves), len(lines.deltas), len(lines.summaries))
     if got != (sec.records, sec.deltas, sec.summaries):
