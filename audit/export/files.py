@@ -246,8 +246,11 @@ def read_chunks(path: Path, size: int = 1 << 20) -> Iterable[bytes]:
 VERIFY_MD = """\
 # Verifying this bundle
 
-This is a sealtrail export bundle, format `sealtrail.bundle/4` (a time window) or
-`sealtrail.bundle/5` (one case: see "A bundle cut for one case" below). It holds sealed AML
+This is a sealtrail export bundle, format `sealtrail.bundle/4` (a time window),
+`sealtrail.bundle/5` (one case: see "A bundle cut for one case" below), `sealtrail.bundle/6`
+(either, with the sanctions lists its decisions were screened against) or `sealtrail.bundle/7` (a
+time window that also carries the feature state its decisions were made on: see "Decisions made
+again from their messages" below). It holds sealed AML
 decision records exactly as the bank's ledger stores them, with the proofs that they are in that
 ledger, everything needed to re-derive each decision (rule modules, model weights), the sealed
 decision summaries around its time window that prove no decision matching its filters was left out,
@@ -261,6 +264,8 @@ that window, which the same summaries prove complete.
 `VKEY` is the bank's checkpoint verifier key, obtained from the bank through a channel you
 trust (not from this bundle: `manifest.json` lists keys, but a forger would list his own).
 Exit code 0 means every check below held; any failure names the record (seq, trace id) and why.
+Steps 1 to 8 can also be checked without sealtrail's code by `tools/verify_bundle.py` in
+sealtrail's source (one file: the Python standard library and `cryptography`).
 
 ## By hand, or in an independent verifier
 
@@ -304,6 +309,19 @@ The normative description is the bundle format page shipped with sealtrail
    now parses is a replay mismatch (`replay.refusal`).
 
 `report.html` and `records.csv` are for reading; they are covered by the file hashes only.
+
+## Decisions made again from their messages (format 7)
+
+`manifest.state` names the seq `F` the decisions' feature state was caught up from.
+`state/records.jsonl` and `state/index.jsonl` are ledger entries as in step 4 (the decision
+summaries and state deltas from `F` on, and a `state.snapshot` with `state/snapshot.bin` when
+`manifest.state.snapshot` is set); their leaves are proved in step 5 with the records. The summaries
+form one chain from `F` (or the snapshot) on, and each summary of decisions is followed by its state
+delta: no state was left out. For each decision whose payload is present, parse the payload again,
+catch a feature state up from its delta's `state_from` through the deltas (or start from the
+snapshot's state, whose tree must give the sealed root), compute the features with the accounts
+as the delta's keyed identifiers, and require the record's `features.scaled` exactly; replay (step
+9) and the screening done again then check the score, rules and hits on those very features.
 
 ## A bundle cut for one case (format 5)
 
