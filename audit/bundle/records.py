@@ -183,6 +183,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
     payloads = LineStream(bundle, PAYLOADS)
     pay_iter: Iterator[bytes] = iter(payloads)
     seen_payloads: set[bytes] = set()
+    purged_by: dict[bytes, int] = {}  # payloads said purged: the purge record's seq
     pending_purges: dict[int, list[tuple[str, int, str]]] = {}  # purge seq -> (sha, decision seq, tid)
     idx_iter = iter(index)
     size, total = manifest.checkpoint_size, manifest.counts.records
@@ -337,6 +338,10 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 seen_payloads.add(key)
                 purged = t.payloads_purged
                 data = _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
+                if t.purged_by is not None:
+                    purged_by[key] = t.purged_by
+            else:  # a payload of several messages, named again: purged (or not) as when first named
+                t.purged_by = purged_by.get(key)
                 if case is not None and kind == CASE_EVENT:
                     by = next((p for p, items in pending_purges.items() for x in items if x[1] == seq), None)
                     case.payload(str(ps), data, by if t.payloads_purged > purged else None)
