@@ -150,5 +150,9 @@ def _same_card(got: object, want: object, where: str) -> None:
             _same_card(g, w, f"{where}[{i}]")
     elif where.endswith(".roc_auc") and isinstance(want, float):
         assert isinstance(got, float) and abs(got - want) <= 2e-4, (where, got, want)
+    elif ".score_precision.max_abs_diff." in where and isinstance(want, float):
+        # a measured distance between two float kernels (numpy at fp16 or fp64, onnxruntime): the
+        # kernels differ by CPU too, so the figure may move in its last digits from machine to machine
+        assert isinstance(got, float) and abs(got - want) <= max(1e-7, 0.05 * want), (where, got, want)
     else:
         assert got == want, (where, got, want)
