@@ -340,11 +340,11 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
                 data = _payload(t, next(pay_iter, None), str(ps), seq, tid, pending_purges, found)
                 if t.purged_by is not None:
                     purged_by[key] = t.purged_by
-            else:  # a payload of several messages, named again: purged (or not) as when first named
-                t.purged_by = purged_by.get(key)
                 if case is not None and kind == CASE_EVENT:
                     by = next((p for p, items in pending_purges.items() for x in items if x[1] == seq), None)
                     case.payload(str(ps), data, by if t.payloads_purged > purged else None)
+            else:  # a payload of several messages, named again: purged (or not) as when first named
+                t.purged_by = purged_by.get(key)
         if kind == "decision" and body.get("schema") in SCREENED_SCHEMAS:  # version 5 on: screening stated
             if rescreener is None:
                 if _names_lists(body):
