@@ -47,7 +47,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -158,6 +158,20 @@ def read_state(records: Iterable[bytes], index: Iterable[bytes], size: int, foun
     return out
 
 
+class _Link(NamedTuple):
+    """Of a decision summary, what the chain check reads."""
+
+    seq: int
+    first_seq: int
+    prev: tuple[int, str] | None
+    leaf: bytes
+    decisions: bool  # it speaks for a decision (not refusals only): a state delta follows it
+
+
+def _link(s: Summary, leaf: bytes) -> _Link:
+    return _Link(s.seq, s.first_seq, s.prev, leaf, any(e.refusal is None for e in s.entries))
+
+
 @dataclass
 class _Origin:
     """The state caught up from one origin, and the next delta entry it has not applied."""
@@ -183,7 +197,9 @@ class Rederiver:
             self._take_snapshot(state, snapshot)
         self._deltas = sorted(state.deltas, key=lambda d: d.first_seq)
         self._starts = [d.first_seq for d in self._deltas]
-        self._summaries: dict[int, tuple[Summary, bytes]] = {s.seq: (s, leaf) for s, leaf in state.summaries}
+        # what the chain check needs of each summary, not its entries: a million decisions' summaries
+        # parsed whole held ~500 MB
+        self._summaries: dict[int, _Link] = {s.seq: _link(s, leaf) for s, leaf in state.summaries}
         self.leaves = state.leaves  # proved beside the records
         self._state_seqs = {seq for seq, _ in state.leaves}
         self._delta_seqs = {d.seq for d in self._deltas}
@@ -235,7 +251,7 @@ class Rederiver:
         """A ``decision.summary`` line of ``records.jsonl`` (the completeness check reports one
         that does not parse)."""
         with contextlib.suppress(SummaryError):
-            self._summaries[seq] = (parse_summary(seq, body), leaf)
+            self._summaries[seq] = _link(parse_summary(seq, body), leaf)
 
     def decision(self, seq: int, tid: str, body: dict[str, Any], data: bytes | None,
                  purged_by: int | None = None) -> BundleError | None:
@@ -400,26 +416,26 @@ class Rederiver:
             out.append(_fail(BundleTampered, "state.origin", "manifest.state gives the state's origin as "
                              f"seq {self.from_seq}; of the origins the exported decisions' deltas name, the "
                              f"earliest is {named}", file="manifest.json"))
-        chain = sorted(self._summaries.values(), key=lambda x: x[0].seq)
-        first = next((i for i, (s, _) in enumerate(chain) if s.seq >= self._start), None)
+        chain = sorted(self._summaries.values())
+        first = next((i for i, s in enumerate(chain) if s.seq >= self._start), None)
         if first is None:
             out.append(_fail(BundleTampered, "state.chain", "no decision summary at or after the state's "
                              f"origin (or its snapshot), seq {self._start}"))
             return out
-        head = chain[first][0]
+        head = chain[first]
         if head.prev is not None and head.prev[0] >= self._start:
             out.append(_fail(BundleTampered, "state.chain", f"the summary at seq {head.prev[0]} (before the "
                              f"first carried, {head.seq}) is after the state's origin and is not carried",
                              head.seq))
-        for (a, leaf), (b, _) in zip(chain[first:], chain[first + 1:], strict=False):
-            if b.prev != (a.seq, leaf.hex()):
+        for a, b in zip(chain[first:], chain[first + 1:], strict=False):
+            if b.prev != (a.seq, a.leaf.hex()):
                 out.append(_fail(BundleTampered, "state.chain", f"the summary at seq {b.seq} links to "
                                  f"{b.prev}, not to the summary carried before it at seq {a.seq}", b.seq))
         last = -1 if self._last_decision is None else self._last_decision
-        for s, _ in chain[first:]:
+        for s in chain[first:]:
             if s.first_seq > last:
                 break  # its decisions come after the bundle's: no state it re-derives on holds them
-            if any(e.refusal is None for e in s.entries) and s.seq + 1 not in self._delta_seqs:
+            if s.decisions and s.seq + 1 not in self._delta_seqs:
                 out.append(_fail(BundleTampered, "state.delta_missing", "the commit summarised at seq "
                                  f"{s.seq} speaks for decisions, but the bundle carries no state delta after "
                                  "it",
