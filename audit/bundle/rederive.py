@@ -42,12 +42,13 @@ import contextlib
 import functools
 import hashlib
 import itertools
+from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast, overload
 
 import numpy as np
 import orjson
@@ -67,7 +68,7 @@ from audit.state.delta import DELTA_KIND, Delta, parse_delta
 from audit.state.snapshot_body import SNAPSHOT_KIND, SealedSnapshot, parse_snapshot
 from audit.state.tree import state_tree
 from inference.errors import FeatureError
-from inference.features import FeatureExtractor
+from inference.features import FeatureExtractor, StateDelta
 from inference.messages import PARSER, MessageError, Transaction, parse_messages, transaction_schema_of
 from inference.schema import EXTRACTED_NAMES, UnknownFeatureSchemaError, feature_digits, feature_names
 from inference.state_store import read_features_state
@@ -106,7 +107,7 @@ def read_state(records: Iterable[bytes], index: Iterable[bytes], size: int, foun
     passed come back (their leaves are proved with the records'). The deltas' account identifiers
     are held once each, however many entries name them."""
     out = StateLines()
-    ids: dict[str, str] = {}
+    accounts = _Accounts()
     prev_seq, prev_chain = -1, b""
     n = -1
     for n, (line, ix_line) in enumerate(itertools.zip_longest(records, index)):
@@ -142,20 +143,69 @@ def read_state(records: Iterable[bytes], index: Iterable[bytes], size: int, foun
                                  "is a decision summary, a state delta or a state snapshot")
             if kind == DELTA_KIND:
                 d = parse_delta(seq, env["record"])
-                held = ids.setdefault
-                out.deltas.append(replace(d, entries=tuple(
-                    (None if o is None else held(o, o), None if b is None else held(b, b), t, c)
-                    for o, b, t, c in d.entries)))
+                packed = _Packed(d.entries, accounts)  # OverflowError: an integer past 64 bits
+                out.deltas.append(replace(d, entries=cast(tuple[StateDelta, ...], packed)))
             elif kind == SNAPSHOT_KIND:
                 out.snapshots.append(parse_snapshot(seq, env["record"]))
             else:
                 out.summaries.append((parse_summary(seq, env["record"]), leaf))
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, StateDeltaError,
-                SummaryError, StateSnapshotError) as exc:
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, OverflowError,
+                StateDeltaError, SummaryError, StateSnapshotError) as exc:
             found.add(_fail(BundleMalformed, "state.record", str(exc), seq, tid))
             continue
         out.leaves.append((seq, leaf))
     return out
+
+
+class _Accounts:
+    """The keyed account identifiers the deltas name, each held once, by number."""
+
+    def __init__(self) -> None:
+        self.names: list[str | None] = [None]  # 0: no account
+        self._numbers: dict[str, int] = {}
+
+    def number(self, name: str | None) -> int:
+        if name is None:
+            return 0
+        n = self._numbers.get(name)
+        if n is None:
+            n = self._numbers[name] = len(self.names)
+            self.names.append(name)
+        return n
+
+
+class _Packed:
+    """A delta's entries in 24 bytes each (two account numbers, the time, the cents), given back as
+    the tuples ``FeatureExtractor.advance`` reads: a million entries as tuples held ~150 MB."""
+
+    _NONE = -(2**63)  # cents of a currency the FX table lacks
+
+    def __init__(self, entries: Sequence[StateDelta], accounts: _Accounts) -> None:
+        self._accounts = accounts.names
+        number = accounts.number
+        self._who = array("i", [x for o, b, _, _ in entries for x in (number(o), number(b))])
+        self._at = array("q", [t for _, _, t, _ in entries])
+        self._cents = array("q", [self._NONE if c is None else c for _, _, _, c in entries])
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def _one(self, i: int) -> StateDelta:
+        names, c = self._accounts, self._cents[i]
+        who = self._who
+        return names[who[2 * i]], names[who[2 * i + 1]], self._at[i], None if c == self._NONE else c
+
+    @overload
+    def __getitem__(self, i: int) -> StateDelta: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[StateDelta]: ...
+
+    def __getitem__(self, i: int | slice) -> StateDelta | list[StateDelta]:
+        if isinstance(i, slice):
+            return [self._one(j) for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._one(i % len(self))
 
 
 class _Link(NamedTuple):

@@ -128,3 +128,25 @@ def test_a_snapshot_whose_state_is_not_the_sealed_one_is_refused_and_its_decisio
 
 def _state_kinds(path: Path) -> list[tuple[int, str]]:
     return [(i["seq"], i["kind"]) for i in map(orjson.loads, members(path)["state/index.jsonl"].splitlines())]
+
+
+def test_a_delta_whose_integers_pass_signed_64_bits_is_refused_as_malformed_never_a_crash() -> None:
+    import hashlib
+
+    from audit.bundle.records import Findings
+    from audit.bundle.rederive import read_state
+    from audit.state.delta import delta_body, entries_bytes
+
+    a, b = "a" * 64, "b" * 64
+    for bad in ((a, b, 5, 2**63 + 5), (a, b, 2**64 - 1, 7)):  # JSON reads them (unsigned 64 bits)
+        body = orjson.loads(delta_body("0123456789abcdef", 10, entries_bytes([(a, b, 5, 7), bad]),
+                                       "host/1/abcd0123", 0))
+        line = orjson.dumps({"kind": "state.delta", "record": body,
+                             "recorded_at": "2026-12-05T00:00:00.000000Z", "trace_id": "t", "v": 1})
+        leaf = hashlib.sha256(b"\x00" + line).digest()
+        index = orjson.dumps({"chain_hash": "00" * 32, "kind": "state.delta", "leaf_hash": leaf.hex(),
+                              "seq": 13, "trace_id": "t"})
+        found = Findings(10)
+        got = read_state([line], [index], 100, found)
+        assert got.deltas == [] and [e.kind for e in found.items] == ["state.record"]
+        assert "seq 13" in str(found.items[0]) or found.items[0].seq == 13
