@@ -70,6 +70,7 @@ from audit.state.tree import state_tree
 from inference.errors import FeatureError
 from inference.features import FeatureExtractor, StateDelta
 from inference.messages import PARSER, MessageError, Transaction, parse_messages, transaction_schema_of
+from inference.reference_tables import default_tables
 from inference.schema import EXTRACTED_NAMES, UnknownFeatureSchemaError, feature_digits, feature_names
 from inference.state_store import read_features_state
 from inference.velocity import VelocityState
@@ -239,6 +240,7 @@ class Rederiver:
         """``snapshot``: the sealed state snapshot the manifest names (its seq, the seq it covers,
         its state's bytes; None where the bundle lacks them), standing in for the deltas up to it."""
         self.from_seq = from_seq
+        self._tables = default_tables()  # read once: every state re-derived on shares them
         self._early: list[BundleError] = []
         self._snapshot: bytes | None = None
         self._start = from_seq  # where the carried summaries must begin to leave no commit out
@@ -385,13 +387,9 @@ class Rederiver:
         if parser not in SHIPPED_PARSERS:
             return f"parser {parser} is not shipped with this verifier"
         tables = f.get("tables")  # type: ignore[union-attr]
-        if tables != self._tables():
+        if tables != self._tables.ids:
             return f"reference tables {tables} are not those shipped with this verifier"
         return None
-
-    def _tables(self) -> dict[str, str]:
-        o = next(iter(self._origins.values()), None)
-        return (o.extractor if o is not None else FeatureExtractor()).tables.ids
 
     def _transaction(self, data: bytes, inp: dict[str, Any]) -> Transaction | None:
         """The transaction of ``data`` the record names (a payload of many messages parsed once)."""
@@ -423,10 +421,10 @@ class Rederiver:
             start = origin
             if origin == self.from_seq and self._snapshot is not None:  # the sealed state stands in
                 velocity, graph = read_features_state(self._snapshot, as_held=True)
-                o = _Origin(FeatureExtractor(state=velocity, graph=graph))
+                o = _Origin(FeatureExtractor(self._tables, velocity, graph))
                 start = self._start
             else:
-                o = _Origin(FeatureExtractor(state=VelocityState()))
+                o = _Origin(FeatureExtractor(self._tables, VelocityState()))
             self._origins[origin] = o
             o.delta = max(0, bisect_right(self._starts, start) - 1)
             d = self._deltas[o.delta] if self._deltas else None
