@@ -1,5 +1,6 @@
-"""``sealtrail init`` and ``sealtrail ledger verify|checkpoint|prove|consistency``: create the
-ledger, check it end to end, and print the proofs an examiner checks against a checkpoint.
+"""``sealtrail init`` and ``sealtrail ledger verify|checkpoint|prove|consistency|backup|backup-verify``:
+create the ledger, check it end to end, print the proofs an examiner checks against a checkpoint,
+and back it up (docs/backups.md).
 
 ``api.ops`` (the database layer, Alembic) is imported in the command bodies so that
 ``sealtrail --help`` does not load it.
@@ -7,10 +8,11 @@ ledger, check it end to end, and print the proofs an examiner checks against a c
 
 from __future__ import annotations
 
+import base64
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,6 +29,9 @@ from api.cli.common import (
     setting_option,
     settings,
 )
+
+if TYPE_CHECKING:
+    from api.ops import FullVerifyReport
 
 __all__ = ["init", "ledger_app"]
 
@@ -187,5 +192,146 @@ def ledger_consistency(
         out.print(f"old size {old_size}  root {doc['old_root']}")
         out.print(f"new size {new_size}  root {doc['new_root']}")
         print_hashes(doc["hashes"])
+
+    emit(doc, as_json, human)
+
+
+TrustedKeyOpt = Annotated[list[str] | None, typer.Option(
+    "--trusted-key", help=f"pin a verifier key (repeatable) {env_note('SEALTRAIL_TRUSTED_KEY')}",
+    show_default="the public key of --keys")]
+WorkersOpt = Annotated[int | None, typer.Option(min=1, help="processes", show_default="cores")]
+
+
+def _verify_copy(url: str, keys: Path | None, trusted_key: list[str] | None,
+                 workers: int | None) -> FullVerifyReport:
+    """``ledger verify`` in full (entries, checkpoints, derived tables) on the ledger at ``url``;
+    a derived row that does not match exits 1 with its findings, as ``ledger verify`` does."""
+    from api import ops
+    from audit.errors import DerivedRowError
+    from ledger import NoteVerifier
+
+    pinned = [NoteVerifier.from_vkey(k) for k in trusted_key or []]
+    try:
+        return ops.verify(settings(url, keys), pinned, workers)
+    except DerivedRowError as exc:
+        raise CliError(f"the backup does not verify: {exc}", code=1, error=exc.kind, seq=exc.seq,
+                       table=exc.table, total=exc.total,
+                       findings=[{"table": t, "seq": q, "detail": d} for t, q, d in exc.findings]) from exc
+
+
+def _mismatch(exc: Exception) -> CliError:
+    """A ``BackupMismatchError`` as exit 1 with both sides in the JSON (``held``, ``ledger``)."""
+    from ledger.backup import BackupMismatchError
+
+    assert isinstance(exc, BackupMismatchError)
+    b64 = base64.b64encode
+    newest = None if exc.newest is None else {"size": exc.newest.size, "root": b64(exc.newest.root).decode()}
+    held = {"origin": exc.held.origin, "size": exc.held.size, "root": b64(exc.held.root).decode()}
+    return CliError(str(exc), code=1, error="backup mismatch", held=held,
+                    ledger={"size": exc.size, "newest_checkpoint": newest})
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+@ledger_app.command("backup")
+def ledger_backup(
+    to: Annotated[Path, typer.Option("--to", help="the backup file to write; an existing file is refused")],
+    force: Annotated[bool, typer.Option("--force", help="replace an existing file at --to")] = False,
+    db: DbOpt = None,
+    keys: KeysOpt = None,
+    trusted_key: TrustedKeyOpt = None,
+    workers: WorkersOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy a live SQLite ledger while appends go on, verify the copy in full, prove it extends the
+    live ledger's checkpoint, and only then put it at --to (PostgreSQL: docs/backups.md)."""
+    from api import ops
+    from ledger.backup import BackupMismatchError, backup_sqlite
+
+    s = settings(db, keys)
+    verified: list[FullVerifyReport] = []
+    engine = ops.engine_for(s)
+    def check(url: str) -> None:
+        verified.append(_verify_copy(url, keys, trusted_key, workers))
+
+    try:
+        report = backup_sqlite(engine, to, force=force, check=check)
+    except BackupMismatchError as exc:
+        raise _mismatch(exc) from exc
+    finally:
+        engine.dispose()
+    full = verified[0]
+    doc = {**report.to_json(), "verify": full.to_json()}
+
+    def human() -> None:
+        e = report.extension
+        out.print(f"[green]backed up[/]: {report.path} ({_mib(report.bytes)}, sha256 {report.sha256})")
+        out.print(f"records     {e.size} ({e.size - e.newest.size} newer than its newest checkpoint)")
+        out.print(f"checkpoint  size {e.newest.size}  root {doc['checkpoint']['root']}", markup=False)
+        out.print(f"consistent  with the live checkpoint at size {e.held.size} (RFC 9162 proof, "
+                  f"{len(e.proof)} hashes)")
+        out.print(f"verified    {full.size} entries, {full.checkpoints} checkpoints, derived tables")
+        out.print(f"took        {report.seconds:.2f}s (copy {report.copy_seconds:.2f}s, "
+                  f"verify {report.check_seconds:.2f}s)")
+        for w in full.warnings:
+            err.print(f"warning: {w}", markup=False)
+
+    emit(doc, as_json, human)
+
+
+@ledger_app.command("backup-verify")
+def ledger_backup_verify(
+    backup: Annotated[str, typer.Argument(
+        metavar="PATH|URL", help="a backup file, or the database URL of a restored ledger")],
+    checkpoint: Annotated[Path | None, typer.Option(
+        "--checkpoint", help="a signed checkpoint note held from before: the backup must extend it")] = None,
+    keys: KeysOpt = None,
+    trusted_key: TrustedKeyOpt = None,
+    workers: WorkersOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Verify a backup offline (full ``ledger verify``) and, given a checkpoint held from before,
+    prove by RFC 9162 consistency proof that the backup extends it."""
+    import time
+
+    from api import ops
+    from ledger.backup import BackupMismatchError, inspect_sqlite_backup, prove_extends, sha256_file
+
+    started = time.perf_counter()
+    held = None if checkpoint is None else checkpoint.read_text(encoding="utf-8")
+    path = None if "://" in backup else Path(backup)
+    url = backup if path is None else inspect_sqlite_backup(path)
+    full = _verify_copy(url, keys, trusted_key, workers)
+    extension = None
+    if held is not None:
+        engine = ops.engine_for(settings(url, keys))
+        try:
+            extension = prove_extends(engine, held)
+        except BackupMismatchError as exc:
+            raise _mismatch(exc) from exc
+        finally:
+            engine.dispose()
+    doc: dict[str, Any] = {
+        "verified": True, "backup": backup, "records": full.size,
+        "latest_checkpoint_size": full.latest_checkpoint_size,
+        "sha256": None if path is None else sha256_file(path),
+        "bytes": None if path is None else path.stat().st_size,
+        "extends": None if extension is None else extension.to_json(),
+        "verify": full.to_json(), "seconds": round(time.perf_counter() - started, 3),
+    }
+
+    def human() -> None:
+        out.print(f"[green]verified[/]: {backup}: {full.size} entries, {full.checkpoints} checkpoints, "
+                  f"latest at size {full.latest_checkpoint_size}, derived tables", highlight=False)
+        if path is not None:
+            out.print(f"file        {_mib(doc['bytes'])}, sha256 {doc['sha256']}")
+        out.print(f"trusted key {full.trusted_key or 'none pinned'}", markup=False)
+        if extension is not None:
+            out.print(f"extends     the held checkpoint of size {extension.held.size} (RFC 9162 proof to "
+                      f"size {extension.target_size}, {len(extension.proof)} hashes)")
+        for w in full.warnings:
+            err.print(f"warning: {w}", markup=False)
 
     emit(doc, as_json, human)
