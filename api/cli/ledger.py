@@ -269,7 +269,8 @@ def ledger_backup(
         e = report.extension
         out.print(f"[green]backed up[/]: {report.path} ({_mib(report.bytes)}, sha256 {report.sha256})")
         out.print(f"records     {e.size} ({e.size - e.newest.size} newer than its newest checkpoint)")
-        out.print(f"checkpoint  size {e.newest.size}  root {doc['checkpoint']['root']}", markup=False)
+        out.print(f"checkpoint  size {e.newest.size}  root {base64.b64encode(e.newest.root).decode()}",
+                  markup=False)
         out.print(f"consistent  with the live checkpoint at size {e.held.size} (RFC 9162 proof, "
                   f"{len(e.proof)} hashes)")
         out.print(f"verified    {full.size} entries, {full.checkpoints} checkpoints, derived tables")
