@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -20,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from ledger.errors import KeyFileError, NoteError
 
-__all__ = ["NoteSigner", "NoteVerifier", "Signature", "open_note", "parse_note", "sign_note"]
+__all__ = ["NoteSigner", "NoteVerifier", "Signature", "SigningBackend", "SoftwareKey", "open_note",
+           "parse_note", "sign_note"]
 
 ALG_ED25519 = 0x01
 _DASH = "\u2014 "
@@ -80,16 +82,61 @@ class NoteVerifier:
         return True
 
 
+@runtime_checkable
+class SigningBackend(Protocol):
+    """Where an Ed25519 private key is kept and used: a file's key in this process
+    (``SoftwareKey``), a PKCS#11 token (``ledger.pkcs11.Pkcs11Key``), anything that signs.
+
+    ``sign`` MUST return the 64-byte Ed25519 signature (RFC 8032, pure Ed25519) of ``message``
+    by the key whose raw 32-byte public key is ``public_key``, or raise ``KeyFileError``."""
+
+    @property
+    def public_key(self) -> bytes:
+        """The raw 32-byte Ed25519 public key."""
+        ...
+
+    @property
+    def location(self) -> str:
+        """Where the private key is (for messages), never the key or a PIN."""
+        ...
+
+    def sign(self, message: bytes) -> bytes:
+        """The Ed25519 signature of ``message``."""
+        ...
+
+
+class SoftwareKey:
+    """An Ed25519 private key held in this process's memory (read from a 0600 key file)."""
+
+    __slots__ = ("_private", "location", "public_key")
+
+    def __init__(self, private: Ed25519PrivateKey, location: str = "memory") -> None:
+        self._private = private
+        self.location = location
+        self.public_key = private.public_key().public_bytes_raw()
+
+    def sign(self, message: bytes) -> bytes:
+        return self._private.sign(message)
+
+    def seed_unsafe(self) -> bytes:
+        """The 32-byte private seed: what a key file holds. Never log or send it."""
+        return self._private.private_bytes_raw()
+
+
 class NoteSigner:
-    """A named Ed25519 private key. Keep it in a 0600 file, never in the database."""
+    """A named Ed25519 signing key: a 0600 file's key or one kept in a PKCS#11 token (a
+    ``SigningBackend``); never in the database."""
 
-    __slots__ = ("_private", "name", "verifier")
+    __slots__ = ("backend", "name", "verifier")
 
-    def __init__(self, name: str, private: Ed25519PrivateKey) -> None:
+    def __init__(self, name: str, private: Ed25519PrivateKey | SigningBackend) -> None:
         _check_name(name)
         self.name = name
-        self._private = private
-        public = private.public_key().public_bytes_raw()
+        backend = SoftwareKey(private) if isinstance(private, Ed25519PrivateKey) else private
+        public = backend.public_key
+        if not isinstance(public, bytes) or len(public) != 32:
+            raise KeyFileError(f"the key at {backend.location} is not an Ed25519 key (32-byte public key)")
+        self.backend: SigningBackend = backend
         self.verifier = NoteVerifier(name, _key_id(name, public), public)
 
     @classmethod
@@ -112,13 +159,22 @@ class NoteSigner:
         return signer
 
     @property
+    def extractable(self) -> bool:
+        """Whether ``skey`` can give the private key (a software key), or it never leaves its token."""
+        return isinstance(self.backend, SoftwareKey)
+
+    @property
     def skey(self) -> str:
-        seed = self._private.private_bytes_raw()
-        b64 = base64.b64encode(bytes([ALG_ED25519]) + seed).decode()
+        """The C2SP signer-key text of a software key; ``KeyFileError`` for a key that cannot leave
+        its token (PKCS#11)."""
+        if not isinstance(self.backend, SoftwareKey):
+            raise KeyFileError(f"the private key of {self.verifier.vkey} is kept at "
+                               f"{self.backend.location} and cannot be extracted (no signer-key text)")
+        b64 = base64.b64encode(bytes([ALG_ED25519]) + self.backend.seed_unsafe()).decode()
         return f"PRIVATE+KEY+{self.name}+{self.verifier.key_id.hex()}+{b64}"
 
     def sign(self, message: bytes) -> bytes:
-        return self._private.sign(message)
+        return self.backend.sign(message)
 
 
 @dataclass(frozen=True)

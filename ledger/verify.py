@@ -23,7 +23,9 @@ from ledger import store
 from ledger.append import ROTATION_CONTEXT
 from ledger.checkpoint import Checkpoint, SignedCheckpoint
 from ledger.errors import DamageError, KeyFileError, NoteError
+from ledger.keys import KeyValidity
 from ledger.note import NoteVerifier, open_note
+from ledger.revocation import REVOCATION_KIND, KeyRevocation, RevokedKeyError, verify_checkpoint_note
 from ledger.scan import CHUNK, ScanResult, scan_range, scan_range_at
 
 __all__ = ["PurgedPayload", "VerifyReport", "verify_ledger"]
@@ -46,6 +48,7 @@ class VerifyReport:
     latest_checkpoint_size: int = 0
     unsealed_entries: int = 0
     keys: list[str] = field(default_factory=list)
+    revoked_keys: list[dict[str, Any]] = field(default_factory=list)
     trusted_key: str | None = None
     payloads_present: int = 0
     purged: list[PurgedPayload] = field(default_factory=list)
@@ -61,6 +64,7 @@ class VerifyReport:
             "latest_checkpoint_size": self.latest_checkpoint_size,
             "unsealed_entries": self.unsealed_entries,
             "keys": self.keys,
+            "revoked_keys": self.revoked_keys,
             "trusted_key": self.trusted_key,
             "payloads_present": self.payloads_present,
             "payloads_purged": [p.__dict__ for p in self.purged],
@@ -84,12 +88,26 @@ class _History:
         self.keys: list[tuple[int, NoteVerifier]] = []  # (valid from size, key)
         self.purge_listed: dict[str, int] = {}
         self.rotations: list[tuple[int, NoteVerifier, NoteVerifier]] = []
+        self.revocations: list[KeyRevocation] = []
 
     def active(self, size: int) -> NoteVerifier:
         for valid_from, v in reversed(self.keys):
             if valid_from <= size:
                 return v
         raise DamageError("forged checkpoint", None, f"no ledger key is valid at size {size}")
+
+    def revoked(self, note: str, size: int, where: int | None) -> None:
+        """``DamageError("revoked key")`` if ``note`` is vouched for only by a key revoked at
+        ``size`` (or signed by a revoked key instead of the key in force there)."""
+        if not self.revocations:
+            return
+        periods = [KeyValidity(v.vkey, f) for f, v in self.keys]
+        try:
+            verify_checkpoint_note(note, periods, self.revocations)
+        except RevokedKeyError as exc:
+            raise DamageError("revoked key", where, str(exc)) from exc
+        except NoteError:
+            return  # not a revocation matter: the caller's own check names it
 
     def replay(self, seq: int, kind: str, body: dict[str, Any]) -> None:
         try:
@@ -115,12 +133,35 @@ class _History:
                 raise DamageError("bad key rotation", seq, "the old key did not endorse the new")
             self.keys.append((seq + 1, new))
             self.rotations.append((seq, old, new))
+        elif kind == REVOCATION_KIND:
+            self._revocation(seq, body)
         elif kind == "ledger.payload_purge":
             listed = body["payloads"]
             if not isinstance(listed, list):
                 raise TypeError("payloads is not a list")
             for sha in listed:
                 self.purge_listed.setdefault(str(sha), seq)  # the first purge is the one
+
+
+    def _revocation(self, seq: int, body: dict[str, Any]) -> None:
+        try:
+            rev = KeyRevocation.from_record(body, seq)
+        except KeyFileError as exc:
+            raise DamageError("bad key revocation", seq, str(exc)) from exc
+        vkeys = [v.vkey for _, v in self.keys]
+        if not vkeys or rev.endorser_vkey != vkeys[-1]:
+            raise DamageError("bad key revocation", seq,
+                              f"endorsed by {rev.endorser_vkey}, not by the active key {vkeys[-1:]}")
+        if rev.revoked_vkey not in vkeys[:-1]:
+            raise DamageError("bad key revocation", seq,
+                              f"revokes {rev.revoked_vkey}, not a key the ledger rotated away from")
+        i = vkeys.index(rev.revoked_vkey)
+        start, until = self.keys[i][0], self.keys[i + 1][0]
+        if not start <= rev.from_size <= until:
+            raise DamageError("bad key revocation", seq,
+                              f"revocation point {rev.from_size} lies outside the key's period "
+                              f"({start}..{until})")
+        self.revocations.append(rev)
 
 
 def _pieces(size: int) -> list[tuple[int, int]]:
@@ -219,6 +260,7 @@ def verify_ledger(
             raise DamageError("truncated log", size,
                               f"a signed checkpoint covers {cp_size} entries, {size} are stored")
         key = history.active(cp_size)
+        history.revoked(note, cp_size, cp_size - 1)
         try:
             text, _ = open_note(note, [key])
             cp = Checkpoint.from_text(text)
@@ -304,6 +346,7 @@ def _check_witnessed(witnessed: Sequence[str], history: _History, roots: dict[in
             raise DamageError("forged checkpoint", None,
                               f"witnessed checkpoint is for {claimed.origin!r}, not this log")
         key = history.active(claimed.size)
+        history.revoked(note, claimed.size, None)
         try:
             text, _ = open_note(note, [key])
             cp = Checkpoint.from_text(text)
@@ -324,6 +367,9 @@ def _conclude(report: VerifyReport, history: _History, size: int, last: int,
     report.origin = history.origin
     report.size = size
     report.keys = [v.vkey for _, v in history.keys]
+    report.revoked_keys = [{"vkey": r.revoked_vkey, "from_size": r.from_size, "seq": r.seq,
+                            "reason": r.reason, "endorser_vkey": r.endorser_vkey}
+                           for r in history.revocations]
     report.latest_checkpoint_size = last
     report.unsealed_entries = size - last
     if report.unsealed_entries:
