@@ -5,9 +5,11 @@ The SQLite copy uses SQLite's online backup API (``sqlite3.Connection.backup``) 
 the whole copy is read inside one read transaction, so it is the database as it stood at one
 commit, and under WAL the appends of other connections go on meanwhile (a stepwise copy would
 restart at every commit and might never finish under load). It copies pages as they are, with
-their B-trees and indexes, so the copy opens as the ledger does and nothing is rebuilt;
-``VACUUM INTO`` would rebuild every table and index (CPU and time in proportion to the whole
-ledger, for a smaller file), and does not sync what it writes.
+their B-trees and indexes, so the copy opens as the ledger does and nothing is rebuilt.
+``VACUUM INTO`` rebuilds every table and index for a slightly smaller file (measured on a
+100,001-entry, 97 MiB ledger on 2 cores: 0.45 s for the backup API, 0.50-0.61 s for VACUUM INTO,
+2 % smaller), and SQLite does not sync what it writes; the page copy is also byte-for-byte what
+``ledger verify`` reads on the live side.
 
 A copy is written beside its destination under a temporary name, synced, checked (the caller's
 ``check``, then this module's proof that it extends the live ledger's checkpoint) and only then
