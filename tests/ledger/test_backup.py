@@ -255,3 +255,34 @@ def test_a_checkpoint_file_that_is_no_note_is_refused(live: Live) -> None:
     junk.write_text("not a checkpoint\n", encoding="utf-8")
     doc = verify_backup(backup, "--checkpoint", str(junk), keys=live.keys, code=1)
     assert "not a signed checkpoint" in doc["message"]
+
+
+def test_a_file_that_appears_at_the_destination_meanwhile_is_not_overwritten(live: Live) -> None:
+    """The destination is checked first and again when the copy is linked into place."""
+    from ledger.backup import BackupError, backup_sqlite
+
+    dest = live.tmp / "b.db"
+
+    def someone_writes_there(url: str) -> None:
+        dest.write_bytes(b"another job's file")
+
+    engine = ops.engine_for(live.settings())
+    try:
+        with pytest.raises(BackupError, match="exists"):
+            backup_sqlite(engine, dest, check=someone_writes_there)
+    finally:
+        engine.dispose()
+    assert dest.read_bytes() == b"another job's file" and leftovers(live.tmp) == []
+
+
+def test_the_human_output_names_the_file_records_and_checkpoint(live: Live) -> None:
+    backup = live.tmp / "b.db"
+    live.run("ledger", "checkpoint")
+    res = runner.invoke(app, ["ledger", "backup", "--to", str(backup), "--db", live.url,
+                              "--keys", str(live.keys)])
+    assert res.exit_code == 0, res.output
+    assert f"backed up: {backup}" in res.stdout and "records     201" in res.stdout
+    assert "consistent  with the live checkpoint at size 201" in res.stdout
+    res = runner.invoke(app, ["ledger", "backup-verify", str(backup), "--keys", str(live.keys)])
+    assert res.exit_code == 0, res.output
+    assert "201 entries" in res.stdout and "sha256" in res.stdout
