@@ -36,6 +36,7 @@ FULL := $(SEALTRAIL_FULL_SUITE)$(SEALTRAIL_FUZZ_LONG)
 
 test: lint
 	bash .ci/browser
+	bash .ci/softhsm
 	$(BIN)/pytest $(if $(FULL),,-m "not slow and not fuzz_long")
 
 test-all:

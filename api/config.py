@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from ledger.keys import KeyStore
 
 DEFAULT_DB = "sqlite:///./sealtrail.db"
 
@@ -38,6 +42,13 @@ class Settings(BaseSettings):
 
     db: str = Field(DEFAULT_DB, description="SQLAlchemy URL of the ledger database")
     keys: Path = Field(Path("./keys"), description="directory holding signing.key (0600)")
+    key_store: str | None = Field(
+        None, description="where the checkpoint signing key is: a key file's path, or an RFC 7512 "
+                          "pkcs11: URI (pkcs11:token=LABEL;object=LABEL?module-path=/path/to/module.so"
+                          "[&pin-source=file:/path]) for a key kept in an HSM (docs/signing-keys.md) "
+                          "[default: KEYS/signing.key]")
+    pkcs11_pin: SecretStr | None = Field(
+        None, description="the PKCS#11 token's user PIN (or pin-source= in the URI); never on a command line")
     origin: str = Field("sealtrail.local/ledger", description="log origin in checkpoints")
     checkpoint_every: int = Field(1000, ge=1, description="sign after this many entries")
     checkpoint_seconds: float = Field(60.0, gt=0, description="... or after this long")
@@ -109,6 +120,14 @@ class Settings(BaseSettings):
     @property
     def key_file(self) -> Path:
         return self.keys / "signing.key"
+
+    @property
+    def signing_key_store(self) -> KeyStore:
+        """The key store ``key_store`` names (default: the key file), opened with the PIN."""
+        from ledger.keys import open_key_store
+
+        pin = self.pkcs11_pin.get_secret_value() if self.pkcs11_pin is not None else None
+        return open_key_store(self.key_store or self.key_file, pin=pin)
 
     @property
     def velocity_snapshot_file(self) -> Path:

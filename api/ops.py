@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
@@ -20,8 +21,8 @@ from audit.query.verify import IndexReport, verify_index
 from ledger import database
 from ledger.append import CheckpointPolicy, Ledger
 from ledger.errors import NotCoveredError, VerificationError
-from ledger.keys import key_history, load_signer, rotate_key_file
-from ledger.note import NoteVerifier
+from ledger.keys import FileKeyStore, KeyStore, key_history, load_signer, open_key_store, revoke_key
+from ledger.note import NoteSigner, NoteVerifier
 from ledger.proofs import InclusionProof, prove_consistency, prove_inclusion
 from ledger.retention import (
     current_holds,
@@ -38,9 +39,12 @@ __all__ = [
     "consistency",
     "engine_for",
     "erase",
+    "export_signer",
     "hold",
     "holds",
     "initialise",
+    "key_store",
+    "keys_revoke",
     "keys_rotate",
     "keys_show",
     "open_ledger",
@@ -63,9 +67,23 @@ def require_schema(engine: Engine) -> None:
     database.require_schema(engine)
 
 
+def key_store(s: Settings) -> KeyStore:
+    """The checkpoint signing key's store: ``SEALTRAIL_KEY_STORE`` (a pkcs11: URI, a key file), else
+    the key file ``KEYS/signing.key``."""
+    return s.signing_key_store
+
+
 def open_ledger(s: Settings, engine: Engine | None = None) -> Ledger:
     policy = CheckpointPolicy(s.checkpoint_every, s.checkpoint_seconds)
-    return database.open_ledger(engine or engine_for(s), s.key_file, policy)
+    keys = key_store(s)
+    return database.open_ledger(engine or engine_for(s), keys.path if isinstance(keys, FileKeyStore)
+                                else keys, policy)
+
+
+def export_signer(s: Settings, ledger: Ledger) -> NoteSigner:
+    """The key that signs an export bundle's manifest: the ledger's active key, from the key store."""
+    keys = key_store(s)
+    return database.active_signer(ledger, keys.path if isinstance(keys, FileKeyStore) else keys)
 
 
 def ledger_size(s: Settings) -> int:
@@ -80,19 +98,22 @@ def ledger_size(s: Settings) -> int:
 def initialise(s: Settings) -> dict[str, Any]:
     engine = engine_for(s, create=True)
     migrations.upgrade(engine, app_role=s.app_role)
-    done = database.initialise(engine, s.key_file, s.origin)
+    keys = key_store(s)
+    done = database.initialise(engine, keys, s.origin)
     return {"created": done.created, "db": s.db, "origin": done.ledger.origin,
-            "vkey": done.signer.verifier.vkey, "key_file": str(s.key_file)}
+            "vkey": done.signer.verifier.vkey, "key_file": str(s.key_file), "key_store": keys.location}
 
 
 def trusted_keys(s: Settings, pinned: list[NoteVerifier]) -> list[NoteVerifier]:
-    """Pinned keys: --trusted-key, else SEALTRAIL_TRUSTED_KEY, else the local key file."""
+    """Pinned keys: --trusted-key, else SEALTRAIL_TRUSTED_KEY, else the local key file (a PKCS#11
+    key store pins nothing of itself: set SEALTRAIL_TRUSTED_KEY)."""
     if pinned:
         return pinned
     if s.trusted_key:
         return [NoteVerifier.from_vkey(s.trusted_key)]
-    if s.key_file.exists():
-        return [load_signer(s.key_file).verifier]
+    keys = s.key_store or s.key_file
+    if not str(keys).startswith("pkcs11:") and Path(keys).exists():
+        return [load_signer(Path(keys)).verifier]
     return []
 
 
@@ -182,15 +203,33 @@ def keys_show(s: Settings) -> dict[str, Any]:
             "history": [{"vkey": k.vkey, "valid_from_size": k.valid_from_size} for k in history]}
 
 
-def keys_rotate(s: Settings) -> dict[str, Any]:
-    """A new signing key, its rotation sealed in the ledger, the old key file retired."""
+def keys_rotate(s: Settings, to: str | None = None) -> dict[str, Any]:
+    """A new signing key, its rotation sealed in the ledger: in the same key store (a key file's
+    old key retired; a PKCS#11 token's new pair generated inside it), or in the store ``to`` (a
+    pkcs11: URI: moving a file key into an HSM; point SEALTRAIL_KEY_STORE at it afterwards)."""
+    pin = s.pkcs11_pin.get_secret_value() if s.pkcs11_pin is not None else None
+    target = key_store(s) if to is None else open_key_store(to, pin=pin)
     ledger = open_ledger(s)
     try:
-        r = rotate_key_file(ledger, s.key_file)
+        r = target.rotate(ledger)
     finally:
         ledger.engine.dispose()
     return {"seq": r.seq, "old_vkey": r.old_vkey, "new_vkey": r.new_vkey,
-            "retired_file": str(r.retired_file)}
+            "retired_file": None if r.retired_file is None else str(r.retired_file),
+            "key_store": r.new_location}
+
+
+def keys_revoke(s: Settings, vkey: str, reason: str, from_size: int | None) -> dict[str, Any]:
+    """Seal a ``ledger.key_revocation`` of a retired key, endorsed by the active key: checkpoints
+    it signed from ``from_size`` on (default: where it was rotated away) no longer verify."""
+    ledger = open_ledger(s)
+    try:
+        done = revoke_key(ledger, key_store(s), vkey, reason, from_size)
+    finally:
+        ledger.engine.dispose()
+    r = done.revocation
+    return {"seq": r.seq, "revoked_vkey": r.revoked_vkey, "from_size": r.from_size, "reason": r.reason,
+            "endorser_vkey": r.endorser_vkey, "disowned_checkpoints": done.disowned_checkpoints}
 
 
 def purge_old_payloads(s: Settings, days: int | None) -> dict[str, Any]:

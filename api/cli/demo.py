@@ -509,10 +509,9 @@ def _export_and_verify(s: Any, first_at: str) -> dict[str, Any]:
     from audit.decide.principal import Principal
     from audit.export.create import create_bundle
     from audit.export.select import ExportFilters
-    from ledger.keys import load_signer
 
     ledger = ops.open_ledger(s)
-    signer = load_signer(s.key_file)
+    signer = ops.export_signer(s, ledger)
     # every decision of this run was recorded by now; the summary the export seals at the window's
     # end is recorded after it, so the bundle proves the whole window complete
     until = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -108,7 +108,6 @@ def export_create(
     from audit.decide.principal import Principal
     from audit.errors import ExportError, ExportFilterError, QueryError
     from audit.export.create import ExportFilters, create_bundle, create_case_bundle
-    from ledger.keys import load_signer
 
     f = None
     if case is not None:
@@ -129,7 +128,7 @@ def export_create(
     s = settings(db, keys)
     ledger = ops.open_ledger(s)
     try:
-        signer = load_signer(s.key_file)
+        signer = ops.export_signer(s, ledger)
         creator = Principal.local(getpass.getuser())
         show = err.is_terminal and not as_json
         try:

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
+from api import ops
 from api.auth import Caller
 from api.console.forms import form_time, read_form
 from api.console.render import page_caller, render
@@ -23,7 +24,6 @@ from api.deps import RuntimeDep
 from audit.decide.runtime import Runtime
 from audit.errors import ExportError, ExportFilterError, QueryError
 from audit.export.create import ExportFilters, create_bundle, list_exports, uuid7
-from ledger.keys import load_signer
 from ledger.records import now_utc
 from wasm_rules import OUTCOMES
 
@@ -102,7 +102,7 @@ async def exports_create(request: Request, rt: RuntimeDep) -> Response:
         now = now_utc()
         bundle_id = uuid7(now)
         path = rt.settings.exports_dir / f"{bundle_id}.zip"
-        signer = await run_in_threadpool(load_signer, rt.settings.key_file)
+        signer = await run_in_threadpool(ops.export_signer, rt.settings, rt.ledger)
         summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
                                           caller.principal, now=now, bundle_id=bundle_id)
     except ExportFilterError as exc:

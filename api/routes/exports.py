@@ -17,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from api import ops
 from api.auth import Caller
 from api.bodies import json_model
 from api.deps import RuntimeDep, allow
@@ -26,7 +27,6 @@ from audit.cases.reads import record_reads
 from audit.cases.state import is_seq
 from audit.errors import ExportFilterError
 from audit.export.create import ExportFilters, create_bundle, create_case_bundle, list_exports, uuid7
-from ledger.keys import load_signer
 from ledger.records import now_utc
 
 __all__ = ["router"]
@@ -74,7 +74,7 @@ async def create(request: Request, response: Response, rt: RuntimeDep,
     now = now_utc()
     bundle_id = uuid7(now)
     path = rt.settings.exports_dir / f"{bundle_id}.zip"
-    signer = await run_in_threadpool(load_signer, rt.settings.key_file)
+    signer = await run_in_threadpool(ops.export_signer, rt.settings, rt.ledger)
     if f is None:
         assert body.case_id is not None
         summary = await run_in_threadpool(create_case_bundle, rt.engine, rt.ledger, signer, path,
