@@ -18,7 +18,7 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from ledger import store
-from ledger.errors import KeyFileError, LedgerError
+from ledger.errors import KeyFileError, LedgerError, RefusedError
 from ledger.note import NoteSigner
 from ledger.records import Record
 from ledger.revocation import REVOCATION_KIND, KeyRevocation, check_reason, revocation_message
@@ -301,8 +301,9 @@ def revoke_key(ledger: Ledger, keys: KeyStore, revoked_vkey: str, reason: str,
     ``keys``): checkpoints it signed from tree size ``from_size`` on (default: the size at which it
     was rotated away) are refused by ``ledger verify`` and ``verify_checkpoint_note``.
 
-    ``KeyFileError`` for a key not in the history, the active key (rotate it away first), a
-    ``from_size`` outside the key's period, or a key already revoked from that size or earlier."""
+    ``RefusedError`` for a key not in the history, the active key (rotate it away first), a
+    ``from_size`` outside the key's period, or a key already revoked from that size or earlier;
+    ``KeyFileError`` if the key store cannot sign with the active key."""
     from ledger.note import NoteVerifier
 
     reason = check_reason(reason)
@@ -319,12 +320,12 @@ def revoke_key(ledger: Ledger, keys: KeyStore, revoked_vkey: str, reason: str,
     def recheck(conn: Connection) -> None:  # under the sequencer lock: the log as it is now
         head = store.head(conn)[2]
         if head != active:
-            raise KeyFileError(f"the active key changed to {head} meanwhile; revoke again")
+            raise RefusedError(f"the active key changed to {head} meanwhile; revoke again")
         hist = store.key_history(conn)
         _revocation_point(hist, revoked_vkey, active, point)
         for earlier in _revocations(conn):
             if earlier.revoked_vkey == revoked_vkey and earlier.from_size <= point:
-                raise KeyFileError(f"{revoked_vkey} is already revoked from size {earlier.from_size} "
+                raise RefusedError(f"{revoked_vkey} is already revoked from size {earlier.from_size} "
                                    f"(seq {earlier.seq})")
         upto = hist[[v for v, _ in hist].index(revoked_vkey) + 1][1]  # where it was rotated away
         p = store.param(conn)
@@ -343,16 +344,16 @@ def _revocation_point(history: list[tuple[str, int]], revoked: str, active: str,
     history, or, if None, the size at which it was rotated away."""
     vkeys = [v for v, _ in history]
     if revoked not in vkeys:
-        raise KeyFileError(f"{revoked} is not one of the ledger's keys ({', '.join(vkeys)})")
+        raise RefusedError(f"{revoked} is not one of the ledger's keys ({', '.join(vkeys)})")
     if revoked == active or revoked == vkeys[-1]:
-        raise KeyFileError(f"{revoked} is the active signing key: rotate it away first "
+        raise RefusedError(f"{revoked} is the active signing key: rotate it away first "
                            "('sealtrail keys rotate'), then revoke it")
     i = vkeys.index(revoked)
     start, rotated_away = history[i][1], history[i + 1][1]
     if from_size is None:
         return rotated_away
     if type(from_size) is not int or not start <= from_size <= rotated_away:
-        raise KeyFileError(f"the revocation point must be a tree size from {start} (where {revoked} "
+        raise RefusedError(f"the revocation point must be a tree size from {start} (where {revoked} "
                            f"started signing) to {rotated_away} (where it was rotated away), not "
                            f"{from_size}")
     return from_size

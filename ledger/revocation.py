@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledger.checkpoint import Checkpoint
-from ledger.errors import KeyFileError, NoteError
+from ledger.errors import KeyFileError, NoteError, RefusedError
 from ledger.note import NoteVerifier, open_note, parse_note
 
 __all__ = [
@@ -68,11 +68,12 @@ def revocation_message(revoked_vkey: str, from_size: int, reason: str) -> bytes:
 
 
 def check_reason(reason: str) -> str:
-    """A revocation reason: one non-empty line of at most ``MAX_REASON`` characters."""
+    """A revocation reason: one non-empty line of at most ``MAX_REASON`` characters (else
+    ``RefusedError``)."""
     if not isinstance(reason, str) or not reason.strip():
-        raise KeyFileError("a revocation needs a reason (one line of text)")
+        raise RefusedError("a revocation needs a reason (one line of text)")
     if len(reason) > MAX_REASON or any(ord(c) < 0x20 for c in reason):
-        raise KeyFileError(f"the revocation reason must be one line of at most {MAX_REASON} characters")
+        raise RefusedError(f"the revocation reason must be one line of at most {MAX_REASON} characters")
     return reason
 
 
@@ -101,7 +102,10 @@ class KeyRevocation:
             raise KeyFileError(f"key revocation at seq {seq}: endorsement is not base64") from exc
         if type(from_size) is not int or from_size < 1:
             raise KeyFileError(f"key revocation at seq {seq}: from_size must be a tree size >= 1")
-        rev = cls(revoked, from_size, check_reason(reason), endorser, sig, seq)
+        try:
+            rev = cls(revoked, from_size, check_reason(reason), endorser, sig, seq)
+        except RefusedError as exc:
+            raise KeyFileError(f"key revocation at seq {seq}: {exc}") from exc
         rev.verify_endorsement()
         return rev
 
