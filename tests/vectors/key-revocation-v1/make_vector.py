@@ -47,7 +47,8 @@ with tempfile.TemporaryDirectory() as tmp:
                     for k in key_history(lg.engine)],
         "checkpoints": [
             {"note": early.note, "acceptable": True, "why": "old key, before the revocation point"},
-            {"note": late.note, "acceptable": False, "why": "old key alone, at or after the revocation point"},
+            {"note": late.note, "acceptable": False,
+             "why": "old key alone, at or after the revocation point"},
             {"note": new.note, "acceptable": True, "why": "the active key"},
             {"note": forged, "acceptable": False, "why": "the stolen key, past its rotation"},
         ],
