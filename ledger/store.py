@@ -46,6 +46,7 @@ __all__ = [
     "TABLES",
     "checkpoints",
     "connect",
+    "cosignatures",
     "entries",
     "keys",
     "metadata",
@@ -57,7 +58,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STRATUM = 4
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0009"
 
 metadata = MetaData()
 # On SQLite a 64-bit INTEGER PRIMARY KEY is the rowid itself: no second index to maintain.
@@ -94,6 +95,16 @@ checkpoints = Table(
     Column("note", Text, nullable=False),
     Column("key_id", String(8), nullable=False),
     Column("created_at", BigInteger, nullable=False),
+)
+
+cosignatures = Table(  # revision 0009: witness cosignatures of checkpoints (ledger.cosign)
+    "ledger_cosignatures",
+    metadata,
+    Column("size", SeqType, primary_key=True, autoincrement=False),
+    Column("witness", Text, primary_key=True),
+    Column("timestamp", BigInteger, nullable=False),
+    Column("line", Text, nullable=False),
+    Column("received_at", BigInteger, nullable=False),
 )
 
 payloads = Table(

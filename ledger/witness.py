@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.checkpoint import Checkpoint
-from ledger.cosignature import Cosigner
+from ledger.cosignature import Cosigner, add_lines
 from ledger.errors import ConsistencyError, NoteError
 from ledger.merkle import HASH_SIZE, verify_consistency
 from ledger.note import NoteVerifier, Signature, parse_note
@@ -264,6 +264,10 @@ class Witness:
 
     def _evidence(self, cp: Checkpoint, kind: str, detail: str, note: str, cosigned_note: str,
                   now: int) -> None:
+        """Keep a contradicting checkpoint once (a log retrying it is not new evidence)."""
+        if self._db.execute("SELECT 1 FROM evidence WHERE origin = ? AND kind = ? AND submitted_note = ?",
+                            (cp.origin, kind, note)).fetchone() is not None:
+            return
         self._db.execute(
             "INSERT INTO evidence (origin, kind, size, detail, submitted_note, cosigned_note, received_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)", (cp.origin, kind, cp.size, detail, note, cosigned_note, now))
@@ -271,11 +275,14 @@ class Witness:
     # -- reading ------------------------------------------------------------------------------
 
     def latest(self, origin: str) -> str | None:
-        """The note of the newest checkpoint of ``origin`` this witness cosigned, or None."""
+        """The newest checkpoint of ``origin`` this witness cosigned, its cosignature added, or None."""
         with self._lock:
-            row = self._db.execute("SELECT note FROM cosigned WHERE origin = ? ORDER BY size DESC LIMIT 1",
-                                   (origin,)).fetchone()
-        return None if row is None else str(row[0])
+            row = self._db.execute("SELECT note, cosigned_at FROM cosigned WHERE origin = ? "
+                                   "ORDER BY size DESC LIMIT 1", (origin,)).fetchone()
+        if row is None:
+            return None
+        note = str(row[0])
+        return add_lines(note, [self.cosigner.cosign(parse_note(note)[0], int(row[1]))])
 
     def evidence(self, origin: str | None = None) -> list[Evidence]:
         """Every refused, validly signed checkpoint that contradicts a cosigned one, oldest first."""

@@ -57,6 +57,7 @@ HEAD: Grants = {
     "audit_case_watermark": (*_APPEND, "UPDATE"),
     "audit_case_events": _APPEND,
     "audit_payment_outcomes": _APPEND,
+    "ledger_cosignatures": _APPEND,  # revision 0009: witness cosignatures, append-only
 }
 
 

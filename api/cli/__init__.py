@@ -29,6 +29,7 @@ from api.cli.clearances import clearances_app
 from api.cli.common import ContractGroup, out
 from api.cli.demo import demo
 from api.cli.export import export_app
+from api.cli.follow import follow
 from api.cli.keys import keys_app
 from api.cli.ledger import init, ledger_app
 from api.cli.lists import lists_app
@@ -40,6 +41,7 @@ from api.cli.rules import rules_app
 from api.cli.score import score
 from api.cli.serve import serve
 from api.cli.traces import traces_app
+from api.cli.witness import cosign, witness_app
 
 __all__ = ["app", "main", "package_version"]
 
@@ -71,6 +73,9 @@ def _root(
 
 app.command("init")(init)
 app.add_typer(ledger_app, name="ledger")
+ledger_app.command("cosign")(cosign)
+app.add_typer(witness_app, name="witness")
+app.command("follow")(follow)
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(reports_app, name="reports")

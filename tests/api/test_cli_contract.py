@@ -83,6 +83,14 @@ def bad_inputs(e: Env) -> dict[tuple[str, ...], list[tuple[list[str], int]]]:
         ("ledger", "backup"): [(["--to", str(e.tmp / "ledger.db"), *e.db], 2),
                                (["--to", str(e.tmp / "b.db"), *e.absent], 2)],
         ("ledger", "backup-verify"): [([junk], 1), ([str(e.tmp / "no-backup.db")], 2)],
+        ("ledger", "cosign"): [([*e.db, "--witnesses", junk], 2), ([*e.absent, "--witnesses", junk], 2)],
+        ("witness", "init"): [(["--config", junk, "--name", "w", "--log-key", "x"], 2),
+                              (["--config", str(e.tmp / "w.toml"), "--name", "w", "--log-key", "x"], 2)],
+        ("witness", "serve"): [(["--config", junk], 2)],
+        ("follow",): [(["--once"], 2),
+                      (["--standby-db", "sqlite:////nonexistent.db", "--primary-db", "sqlite:////nonexistent.db",
+                        "--trusted-key", "not-a-key", "--state-dir", str(e.tmp / "follow"), "--once"], 2)],
+        ("witness", "evidence"): [(["--config", junk], 2), (["--config", str(e.tmp / "no.toml")], 2)],
         ("keys", "show"): [(e.absent, 2)],
         ("keys", "rotate"): [(e.absent, 2)],
         ("retention", "purge"): [(e.absent, 2), ([*e.db, "--days", "0"], 2)],
@@ -237,7 +245,10 @@ SETTINGS_OPTIONS = {"--db": "db", "--keys": "keys", "--origin": "origin", "--day
 
 NOT_SETTINGS = {(("demo",), "--exports-dir"),  # an alias, shown with --exports
                 (("certs", "dev"), "--host"), (("certs", "dev"), "--days"),  # what a certificate names
-                (("certs", "show"), "--roles")}  # a role map to evaluate, not the server's
+                (("certs", "show"), "--roles"),  # a role map to evaluate, not the server's
+                # the witness is another service: its address and TLS files are its own (SEALTRAIL_WITNESS_*)
+                *((("witness", "serve"), o) for o in ("--host", "--port", "--tls-cert", "--tls-key",
+                                                      "--client-ca"))}
 
 
 def test_settings_backed_options_show_their_variable_and_default_in_help() -> None:
