@@ -19,6 +19,7 @@ ACCESS: MappingProxyType[str, frozenset[str]] = MappingProxyType({
     "traces.get": frozenset({"officer", "regulator", "admin"}),
     "traces.annotate": frozenset({"officer"}),
     "ledger.checkpoint": frozenset({"scorer", "officer", "approver", "regulator", "admin"}),
+    "ledger.checkpoint_cosigned": frozenset({"scorer", "officer", "approver", "regulator", "admin"}),
     "ledger.consistency": frozenset({"scorer", "officer", "approver", "regulator", "admin"}),
     "ledger.verify": frozenset({"officer", "admin"}),
     "rulesets.list": frozenset({"officer", "approver", "regulator", "admin"}),

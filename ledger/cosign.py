@@ -29,7 +29,7 @@ from ledger.note import parse_note
 from ledger.proofs import consistency_proof
 
 __all__ = ["CosignOutcome", "Post", "WitnessEndpoint", "collect", "cosigned_note", "newest_cosigned",
-           "witness_sizes"]
+           "newest_witnessed", "witness_sizes"]
 
 Post = Callable[[str, bytes], tuple[int, str, bytes]]
 """POST ``body`` to a witness's add-checkpoint URL; returns (status, content type, body). Raises
@@ -168,3 +168,9 @@ def newest_cosigned(conn: Connection, min_witnesses: int = 1, at_least: int = 0)
         return None
     note = cosigned_note(conn, int(size))
     return None if note is None else (int(size), note)
+
+
+def newest_witnessed(engine: Engine, min_witnesses: int = 1, at_least: int = 0) -> tuple[int, str] | None:
+    """``newest_cosigned`` on its own connection (for callers that hold an engine, not a connection)."""
+    with engine.connect() as conn:
+        return newest_cosigned(conn, min_witnesses, at_least)

@@ -1,4 +1,5 @@
-"""GET /v1/ledger/checkpoint, GET /v1/ledger/consistency, POST /v1/ledger/verify."""
+"""GET /v1/ledger/checkpoint (and /checkpoint/cosigned), GET /v1/ledger/consistency,
+POST /v1/ledger/verify."""
 
 from __future__ import annotations
 
@@ -32,6 +33,25 @@ def checkpoint(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.checkpoin
     if latest is None:
         latest = rt.ledger.checkpoint()
     return PlainTextResponse(latest.note, media_type="text/plain; charset=utf-8")
+
+
+@router.get("/checkpoint/cosigned", response_class=PlainTextResponse,
+            summary="The newest checkpoint witnesses cosigned, with their cosignatures (tlog-cosignature)",
+            responses={**problems(404, 503, notes={404: "No checkpoint has that many cosignatures yet"}),
+                       200: {"content": {"text/plain": {"example":
+                           "sealtrail.local/ledger\n5001\nZulFEnR8742JQ1C5X2vlx3CuZn8dyWLWlt5hB+/OF5g=\n\n"
+                           "— sealtrail.local/ledger A7ru...\n— audit.bank.example/witness Mq1x...\n"}}}})
+def checkpoint_cosigned(rt: RuntimeDep, caller: Annotated[Caller, allow("ledger.checkpoint_cosigned")],
+                        min_witnesses: int = Query(1, ge=1, le=100,
+                                                   description="cosignatures the checkpoint must carry"),
+                        ) -> PlainTextResponse:
+    from ledger.cosign import newest_witnessed
+
+    got = newest_witnessed(rt.ledger.engine, min_witnesses)
+    if got is None:
+        raise Problem(404, "not_found", f"no checkpoint has {min_witnesses} witness cosignature(s) yet "
+                      "(sealtrail ledger cosign collects them)")
+    return PlainTextResponse(got[1], media_type="text/plain; charset=utf-8")
 
 
 @router.get("/consistency", summary="RFC 9162 consistency proof between two tree sizes",

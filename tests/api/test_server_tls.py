@@ -127,6 +127,7 @@ OPERATIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "traces.annotate": ("POST", "/v1/traces/00000000-0000-7000-8000-000000000000/annotations",
                         {"json": {"disposition": "NOTE", "note": "x"}}),
     "ledger.checkpoint": ("GET", "/v1/ledger/checkpoint", {}),
+    "ledger.checkpoint_cosigned": ("GET", "/v1/ledger/checkpoint/cosigned", {}),
     "ledger.consistency": ("GET", "/v1/ledger/consistency?old=1&new=1", {}),
     "ledger.verify": ("POST", "/v1/ledger/verify", {}),
     "rulesets.list": ("GET", "/v1/rulesets", {}),
