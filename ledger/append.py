@@ -32,6 +32,7 @@ from ledger.errors import (
     LedgerUnavailableError,
     RecordError,
 )
+from ledger.fencing import Fence
 from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record, format_time, now_utc, seal, seal_many
@@ -106,6 +107,8 @@ class Ledger:
             key_row = conn.exec_driver_sql(
                 "SELECT vkey FROM ledger_keys ORDER BY valid_from_size DESC LIMIT 1"
             ).scalar()
+            # after a failover, writers of the old primary must not append (ledger.fencing)
+            self.fence = Fence.at_open(conn)
         if genesis is None or key_row is None:
             raise LedgerError("ledger has no genesis record (run 'sealtrail init')")
 
@@ -172,6 +175,7 @@ class Ledger:
             conn.begin(),
         ):
             store.lock_sequencer(conn, lease_ms)
+            self.fence.check(conn)  # FencedError, nothing written: a standby, or an old primary's writer
             yield conn
 
     def _read(self) -> Connection:

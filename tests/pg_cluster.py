@@ -16,6 +16,17 @@ directory that user owns.
         pg.stop(mode="immediate")  # a crash: connections cut, recovery on the next start
         pg.start()  # the same data, the same port
 
+Streaming replication (a hot standby on another port of the same machine):
+
+    with pg_cluster.Cluster.create(replication=True) as primary:  # wal_level=replica, senders, slots
+        with primary.standby("site_b") as standby:  # slot site_b, pg_basebackup -R -S site_b, started
+            primary.set_synchronous("site_b")  # synchronous_standby_names, reloaded ("" turns it off)
+            primary.wait_streaming("site_b", sync=True)
+            primary.replication()  # pg_stat_replication rows: state, sync_state, LSNs, replay lag
+            standby.replay_lag_bytes()  # received but not yet replayed, from pg_last_wal_*_lsn()
+            primary.stop(mode="immediate")
+            standby.promote()  # pg_ctl promote: the standby is a primary on the next timeline
+
 Every command's output goes to ``log`` (the server log included) and is quoted in the error
 (``ClusterError``) when a step fails.
 """
@@ -25,17 +36,33 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["Cluster", "ClusterError", "bindir", "unavailable"]
+import psycopg
+from psycopg import sql as pgsql
+
+__all__ = ["Cluster", "ClusterError", "Replica", "bindir", "unavailable"]
 
 SYSTEM_USER = "postgres"  # whom the cluster runs as when the test runs as root
 START_TIMEOUT_S = 30
+# a primary that streams to standbys: WAL for them, a few senders and slots, hints for pg_rewind
+REPLICATION_CONF = """
+wal_level = replica
+max_wal_senders = 8
+max_replication_slots = 8
+wal_keep_size = 256MB
+hot_standby = on
+wal_log_hints = on
+hot_standby_feedback = on
+wal_receiver_status_interval = 1s
+"""
 
 
 class ClusterError(RuntimeError):
@@ -80,31 +107,44 @@ class Cluster:
     bin: Path
     port: int
     as_user: str | None  # run through runuser as this user (the test runs as root); None: as ourselves
+    name: str = "primary"  # cluster_name: the application_name its WAL receiver reports upstream
+    standbys: list[Cluster] = field(default_factory=list, repr=False)  # made by standby(), closed with us
 
     @classmethod
-    def create(cls) -> Cluster:
-        """initdb in a new temporary directory, then start; ``close()`` removes it all."""
+    def create(cls, *, replication: bool = False, name: str = "primary") -> Cluster:
+        """initdb in a new temporary directory, then start; ``close()`` removes it all.
+
+        ``replication``: configured as a streaming primary (``REPLICATION_CONF``); initdb's
+        pg_hba.conf already trusts replication connections from 127.0.0.1."""
         reason = unavailable()
         if reason:
             raise ClusterError(reason)
-        d = bindir()
-        assert d is not None
-        directory = Path(tempfile.mkdtemp(prefix="sealtrail-pg-"))
-        as_user = None
-        if os.geteuid() == 0:
-            as_user = SYSTEM_USER
-            user = pwd.getpwnam(SYSTEM_USER)
-            os.chown(directory, user.pw_uid, user.pw_gid)
-        c = cls(directory, d, 0, as_user)
+        c = cls._new(name)
         try:
             c._run("initdb", "-D", str(c.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
                    "--no-instructions")
+            if replication:
+                with (c.data / "postgresql.conf").open("a", encoding="utf-8") as f:
+                    f.write(REPLICATION_CONF)
             c.port = _free_port()
             c.start()
         except BaseException:
             c.close()
             raise
         return c
+
+    @classmethod
+    def _new(cls, name: str) -> Cluster:
+        """An empty temporary directory the cluster's user owns (nothing started)."""
+        d = bindir()
+        assert d is not None
+        directory = Path(tempfile.mkdtemp(prefix=f"sealtrail-pg-{name}-"))
+        as_user = None
+        if os.geteuid() == 0:
+            as_user = SYSTEM_USER
+            user = pwd.getpwnam(SYSTEM_USER)
+            os.chown(directory, user.pw_uid, user.pw_gid)
+        return cls(directory, d, 0, as_user, name)
 
     @property
     def data(self) -> Path:
@@ -119,10 +159,15 @@ class Cluster:
         """The SQLAlchemy URL of the cluster's ``postgres`` database, as its superuser."""
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
+    @property
+    def conninfo(self) -> str:
+        """The libpq connection string of the ``postgres`` database (what psycopg connects with)."""
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+
     def start(self) -> None:
         """Start (or start again) on the same data and port; returns once it accepts connections."""
         opts = (f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                f"-c unix_socket_directories={self.directory}")
+                f"-c unix_socket_directories={self.directory} -c cluster_name={self.name}")
         self._run("pg_ctl", "start", "-D", str(self.data), "-l", str(self.log), "-w",
                   "-t", str(START_TIMEOUT_S), "-o", opts)
 
@@ -134,8 +179,138 @@ class Cluster:
     def running(self) -> bool:
         return self._pg_ctl_status() == 0
 
+    # -- replication ---------------------------------------------------------------------
+
+    def sql(self, statement: str | pgsql.Composable, *args: Any) -> list[tuple[Any, ...]]:
+        """Run one statement (autocommit, as the superuser) and return its rows ([] for none)."""
+        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10) as conn:
+            cur = conn.execute(statement, args or None)  # type: ignore[arg-type]
+            return list(cur.fetchall()) if cur.description is not None else []
+
+    def create_slot(self, slot: str) -> None:
+        """A physical replication slot: the primary keeps the WAL its standby has not received."""
+        self.sql("SELECT pg_create_physical_replication_slot(%s)", slot)
+
+    def standby(self, name: str = "standby", *, slot: str | None = None) -> Cluster:
+        """A hot standby of this primary on a free port: a replication slot (``slot``, default
+        ``name``), ``pg_basebackup -R -S <slot> -X stream`` into a new directory (``-R`` writes
+        ``primary_conninfo`` and ``standby.signal``), started with ``cluster_name`` ``name``.
+        Closed (and removed) with this cluster, or by its own ``close()``."""
+        slot = slot or name
+        self.create_slot(slot)
+        s = type(self)._new(name)
+        try:
+            s._run("pg_basebackup", "-D", str(s.data), "-h", "127.0.0.1", "-p", str(self.port),
+                   "-U", "postgres", "-R", "-S", slot, "-X", "stream", "-c", "fast", "--no-sync")
+            s.port = _free_port()
+            s.start()
+        except BaseException:
+            s.close()
+            raise
+        self.standbys.append(s)
+        return s
+
+    def follow(self, primary: Cluster, *, slot: str | None = None) -> None:
+        """Make this stopped cluster (an old primary) a standby of ``primary``: its data taken
+        afresh by ``pg_basebackup -R`` (what it wrote after the fork is gone, as it must be), then
+        started; it can never come back as a primary on its old timeline."""
+        if self.running():
+            self.stop(mode="fast")
+        slot = slot or self.name
+        primary.create_slot(slot)
+        shutil.rmtree(self.data)
+        self._run("pg_basebackup", "-D", str(self.data), "-h", "127.0.0.1", "-p", str(primary.port),
+                  "-U", "postgres", "-R", "-S", slot, "-X", "stream", "-c", "fast", "--no-sync")
+        self.start()
+
+    def set_synchronous(self, names: str) -> None:
+        """``synchronous_standby_names`` (``""``: asynchronous), then a reload: a commit waits
+        for (returns after) the named standby's flush of its WAL from the next commit on."""
+        self.sql(pgsql.SQL("ALTER SYSTEM SET synchronous_standby_names = {}").format(pgsql.Literal(names)))
+        self.sql("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.sql("SHOW synchronous_standby_names")[0][0] != names:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"synchronous_standby_names did not become {names!r} after a reload")
+            time.sleep(0.02)
+
+    def replication(self) -> list[Replica]:
+        """This primary's standbys as ``pg_stat_replication`` shows them now."""
+        rows = self.sql(
+            "SELECT application_name, state, sync_state, pid, "
+            "pg_wal_lsn_diff(pg_current_wal_lsn(), sent_lsn), "
+            "pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn), "
+            "pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), "
+            "extract(epoch FROM replay_lag) FROM pg_stat_replication ORDER BY application_name")
+        return [Replica(str(a), str(st), str(sy), int(pid), int(sent or 0), int(fl or 0), int(rp or 0),
+                        None if lag is None else float(lag))
+                for a, st, sy, pid, sent, fl, rp, lag in rows]
+
+    def wait_streaming(self, name: str, *, sync: bool | None = None, caught_up: bool = False,
+                       timeout_s: float = START_TIMEOUT_S) -> Replica:
+        """Wait until standby ``name`` streams (``sync``: with sync_state ``sync`` / ``async``;
+        ``caught_up``: having replayed every byte of WAL written so far)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            got = [r for r in self.replication() if r.name == name and r.state == "streaming"]
+            if got and (sync is None or (got[0].sync_state == "sync") == sync) and (
+                    not caught_up or got[0].replay_lag_bytes == 0):
+                return got[0]
+            if time.monotonic() > deadline:
+                raise ClusterError(f"standby {name!r} not streaming as asked within {timeout_s} s: "
+                                   f"{self.replication()}")
+            time.sleep(0.02)
+
+    def in_recovery(self) -> bool:
+        return bool(self.sql("SELECT pg_is_in_recovery()")[0][0])
+
+    def replay_lag_bytes(self) -> int:
+        """On a standby: WAL received but not yet replayed (``pg_last_wal_receive_lsn()`` minus
+        ``pg_last_wal_replay_lsn()``)."""
+        row = self.sql("SELECT pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())")
+        return int(row[0][0] or 0)
+
+    def replay_lsn(self) -> str | None:
+        """On a standby: the last WAL position replayed (None on a primary)."""
+        return self.sql("SELECT pg_last_wal_replay_lsn()::text")[0][0]  # type: ignore[no-any-return]
+
+    def timeline(self) -> int:
+        """The timeline of the newest checkpoint (``pg_control_checkpoint()``)."""
+        return int(self.sql("SELECT timeline_id FROM pg_control_checkpoint()")[0][0])
+
+    def promote(self) -> None:
+        """``pg_ctl promote -w``: the standby ends recovery and accepts writes on a new timeline."""
+        self._run("pg_ctl", "promote", "-D", str(self.data), "-w", "-t", str(START_TIMEOUT_S))
+
+    def walsender_pid(self, name: str) -> int:
+        """On a primary: the pid of the WAL sender serving standby ``name``."""
+        for r in self.replication():
+            if r.name == name:
+                return r.pid
+        raise ClusterError(f"no WAL sender for standby {name!r}: {self.replication()}")
+
+    def walreceiver_pid(self) -> int:
+        """On a standby: the pid of its WAL receiver."""
+        rows = self.sql("SELECT pid FROM pg_stat_wal_receiver")
+        if not rows:
+            raise ClusterError("no WAL receiver runs on this cluster")
+        return int(rows[0][0])
+
+    @staticmethod
+    def freeze(pid: int) -> None:
+        """SIGSTOP a server process (a WAL sender or receiver): replication stalls, the rest runs."""
+        os.kill(pid, signal.SIGSTOP)
+
+    @staticmethod
+    def thaw(pid: int) -> None:
+        os.kill(pid, signal.SIGCONT)
+
     def close(self) -> None:
-        """Stop the server if it runs (immediate: nothing is kept) and remove the directory."""
+        """Stop the server if it runs (immediate: nothing is kept) and remove the directory; its
+        standbys first."""
+        for s in self.standbys:
+            s.close()
+        self.standbys.clear()
         if self.data.exists() and self._pg_ctl_status() == 0:
             self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w", check=False)
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -167,6 +342,21 @@ class Cluster:
             return self.log.read_text(errors="replace")[-limit:]
         except OSError:
             return ""
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One row of a primary's ``pg_stat_replication``; the lags in bytes of WAL behind the
+    primary's current position (sent, flushed to the standby's disk, replayed there)."""
+
+    name: str  # application_name (the standby's cluster_name)
+    state: str  # streaming, catchup, ...
+    sync_state: str  # sync | async | potential | quorum
+    pid: int  # the WAL sender's
+    sent_lag_bytes: int
+    flush_lag_bytes: int
+    replay_lag_bytes: int
+    replay_lag_s: float | None
 
 
 def _free_port() -> int:
