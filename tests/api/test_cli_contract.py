@@ -93,6 +93,8 @@ def bad_inputs(e: Env) -> dict[tuple[str, ...], list[tuple[list[str], int]]]:
         ("witness", "evidence"): [(["--config", junk], 2), (["--config", str(e.tmp / "no.toml")], 2)],
         ("keys", "show"): [(e.absent, 2)],
         ("keys", "rotate"): [(e.absent, 2)],
+        ("keys", "revoke"): [(["--vkey", "x+00000000+AQ==", "--reason", "r", *e.absent], 2),
+                             (["--reason", "no vkey", *e.absent], 2)],
         ("retention", "purge"): [(e.absent, 2), ([*e.db, "--days", "0"], 2)],
         ("retention", "erase"): [(["ab" * 32, "--reason", "order 1", *e.db], 1)],
         ("retention", "hold"): [(["h1", "--from", "0", "--to", "1", *e.db], 2)],  # no --reason
