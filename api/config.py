@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     checkpoint_seconds: float = Field(60.0, gt=0, description="... or after this long")
     retention_days: int = Field(5 * 365 + 1, ge=1, description="payload retention (FATF R.11)")
     trusted_key: str | None = Field(None, description="verifier key pinned for verification")
+    witnesses_file: Path | None = Field(
+        None, description="the witnesses the log asks to cosign its checkpoints (TOML, docs/witness.md); "
+                          "set: every export has them cosign its checkpoint first (sealtrail.bundle/8)")
     app_role: str | None = Field(None, description="PostgreSQL role granted INSERT/SELECT only")
     exports_dir: Path = Field(Path("./exports"), description="where POST /v1/exports writes bundles "
                               "(<bundle_id>.zip) and GET /v1/exports/{id} reads them; keep it: the "

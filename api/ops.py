@@ -7,6 +7,8 @@ here, and no ledger tables: those are ``ledger``'s own business.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from pathlib import Path
@@ -39,6 +41,7 @@ __all__ = [
     "consistency",
     "engine_for",
     "erase",
+    "export_cosign",
     "export_signer",
     "hold",
     "holds",
@@ -56,6 +59,8 @@ __all__ = [
     "verify",
     "verify_now",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def engine_for(s: Settings, *, create: bool = False) -> Engine:
@@ -84,6 +89,29 @@ def export_signer(s: Settings, ledger: Ledger) -> NoteSigner:
     """The key that signs an export bundle's manifest: the ledger's active key, from the key store."""
     keys = key_store(s)
     return database.active_signer(ledger, keys.path if isinstance(keys, FileKeyStore) else keys)
+
+
+def export_cosign(s: Settings, engine: Engine) -> Callable[[], object] | None:
+    """What an export calls to have the configured witnesses cosign its checkpoint, or None when no
+    witness list is set. The list is read now, so a bad one is refused before anything is written; a
+    witness that does not answer leaves that bundle without its cosignature, never without a bundle."""
+    if s.witnesses_file is None:
+        return None
+    from api.witness import http_post, load_witness_list
+    from ledger.cosign import collect
+
+    wl = load_witness_list(s.witnesses_file)
+
+    def cosign() -> object:
+        with http_post(wl) as post:
+            outcomes = collect(engine, wl.endpoints, post)
+        for o in outcomes:
+            if not o.ok:
+                log.warning("witness %s did not cosign checkpoint %d for an export: %s",
+                            o.witness.split("+")[0], o.size, o.detail)
+        return outcomes
+
+    return cosign
 
 
 def ledger_size(s: Settings) -> int:

@@ -29,7 +29,7 @@ from ledger.note import parse_note
 from ledger.proofs import consistency_proof
 
 __all__ = ["CosignOutcome", "Post", "WitnessEndpoint", "collect", "cosigned_note", "newest_cosigned",
-           "newest_witnessed", "witness_sizes"]
+           "newest_witnessed", "witness_sizes", "witnesses_of"]
 
 Post = Callable[[str, bytes], tuple[int, str, bytes]]
 """POST ``body`` to a witness's add-checkpoint URL; returns (status, content type, body). Raises
@@ -174,3 +174,10 @@ def newest_witnessed(engine: Engine, min_witnesses: int = 1, at_least: int = 0) 
     """``newest_cosigned`` on its own connection (for callers that hold an engine, not a connection)."""
     with engine.connect() as conn:
         return newest_cosigned(conn, min_witnesses, at_least)
+
+
+def witnesses_of(conn: Connection, size: int) -> list[tuple[str, int]]:
+    """``(witness vkey, cosignature timestamp)`` of every cosignature collected for ``size``, by vkey."""
+    p = store.param(conn)
+    return [(str(w), int(t)) for w, t in conn.exec_driver_sql(
+        f"SELECT witness, timestamp FROM ledger_cosignatures WHERE size = {p} ORDER BY witness", (size,))]

@@ -129,13 +129,14 @@ def export_create(
     ledger = ops.open_ledger(s)
     try:
         signer = ops.export_signer(s, ledger)
+        cosign = ops.export_cosign(s, ledger.engine)  # SEALTRAIL_WITNESSES_FILE: a witnessed bundle
         creator = Principal.local(getpass.getuser())
         show = err.is_terminal and not as_json
         try:
             if f is None:
                 assert case is not None
                 summary = create_case_bundle(ledger.engine, ledger, signer, out_file, case, creator,
-                                             model_dirs=model_dir or ())
+                                             model_dirs=model_dir or (), cosign=cosign)
             elif show:
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -143,11 +144,11 @@ def export_create(
                               console=err, transient=True) as bar:
                     task = bar.add_task("export", total=None)
                     summary = create_bundle(ledger.engine, ledger, signer, out_file, f, creator,
-                                            model_dirs=model_dir or (),
+                                            model_dirs=model_dir or (), cosign=cosign,
                                             progress=lambda d, t: bar.update(task, completed=d, total=t))
             else:
                 summary = create_bundle(ledger.engine, ledger, signer, out_file, f, creator,
-                                        model_dirs=model_dir or ())
+                                        model_dirs=model_dir or (), cosign=cosign)
         except ExportFilterError as exc:
             _refused(exc)
         except ExportError as exc:  # something the bundle must hold is missing: configuration
@@ -206,12 +207,17 @@ def _print_report(r: Any) -> None:
         gone = f", {r.not_rescreened} not (payment purged)" if r.not_rescreened else ""
         out.print(f"screened    {r.rescreened} decisions screened again against the {r.lists} sanctions list "
                   f"versions they name, the same hits found{gone}", markup=False)
-    if r.format >= 7:
+    if r.format >= 7 and (r.state_records or r.rederived or r.not_rederived):
         out.print(f"re-derived  {r.rederived} decisions made again from their messages: parsed again, "
                   f"features recomputed on the sealed state ({r.state_records} state records carried), "
                   "the same found", markup=False)
         for why, n in getattr(r, "not_rederived", {}).items():
             out.print(f"            {n} not re-derivable: {why} (checked by replay as before)", markup=False)
+    witnesses = getattr(r, "witnesses", ())
+    if witnesses or getattr(r, "min_witnesses", 0):
+        pinned = f", {r.witnesses_pinned} of them pinned (at least {r.min_witnesses} required)"
+        out.print(f"witnesses   {len(witnesses)} cosigned the checkpoint{pinned}: "
+                  f"{', '.join(w.split('+')[0] for w in witnesses) or 'none'}", markup=False)
     out.print(f"payloads    {r.payloads_present} present, {r.payloads_purged} purged", markup=False)
     prev = r.previous
     shown = "none" if prev is None else f"{prev['bundle_id']} (size {prev['checkpoint_size']}), consistent"
@@ -232,18 +238,33 @@ def export_verify(
     trusted_key: Annotated[list[str] | None, typer.Option(
         "--trusted-key", help="the ledger's verifier key, name+keyid+key (repeatable); without one "
                               "only the bundle's own keys are checked")] = None,
+    witness_key: Annotated[list[str] | None, typer.Option(
+        "--witness-key", help="a witness you trust, its verifier key name+keyid+key (repeatable)")] = None,
+    min_witnesses: Annotated[int, typer.Option(
+        "--min-witnesses", min=0, help="fail unless this many --witness-key witnesses cosigned the bundle's "
+                                       "checkpoint")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a bundle offline: signatures, file hashes, every record's proof, and a replay of
-    every decision. Exit 0 verified, 1 not verified, 2 unreadable file or bad key."""
+    every decision; with --witness-key and --min-witnesses, the witnesses' cosignatures of its
+    checkpoint too. Exit 0 verified, 1 not verified, 2 unreadable file or bad key."""
     from audit.bundle.verify import UNPINNED_WARNING, verify_bundle
     from audit.errors import BundleError, BundleFailed, BundleUnreadable
     from ledger import KeyFileError, NoteVerifier
+    from ledger.cosignature import CosignerVerifier
 
     try:
         keys = [NoteVerifier.from_vkey(k) for k in trusted_key or ()]
     except KeyFileError as exc:
         _unreadable(f"--trusted-key: {exc}")
+    try:
+        witnesses = [CosignerVerifier.from_vkey(k) for k in witness_key or ()]
+    except KeyFileError as exc:
+        _unreadable(f"--witness-key: {exc}")
+    if min_witnesses > len(witnesses):
+        raise CliError(f"--min-witnesses {min_witnesses} needs at least as many --witness-key (given "
+                       f"{len(witnesses)}): only cosignatures by witnesses you trust count", code=2,
+                       error="usage", field="--min-witnesses")
     if not keys:
         err.print(f"WARNING: {UNPINNED_WARNING}", style="bold red", markup=False)
     report: Any = None
@@ -256,10 +277,10 @@ def export_verify(
             with Progress("verifying", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                           console=err, transient=True) as bar:
                 task = bar.add_task("verify", total=None)
-                report = verify_bundle(file, keys,
+                report = verify_bundle(file, keys, witness_keys=witnesses, min_witnesses=min_witnesses,
                                        progress=lambda d, t: bar.update(task, completed=d, total=t))
         else:
-            report = verify_bundle(file, keys)
+            report = verify_bundle(file, keys, witness_keys=witnesses, min_witnesses=min_witnesses)
     except BundleUnreadable as exc:
         _unreadable(str(exc))
     except BundleError as exc:

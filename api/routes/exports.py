@@ -75,13 +75,15 @@ async def create(request: Request, response: Response, rt: RuntimeDep,
     bundle_id = uuid7(now)
     path = rt.settings.exports_dir / f"{bundle_id}.zip"
     signer = await run_in_threadpool(ops.export_signer, rt.settings, rt.ledger)
+    cosign = ops.export_cosign(rt.settings, rt.engine)
     if f is None:
         assert body.case_id is not None
         summary = await run_in_threadpool(create_case_bundle, rt.engine, rt.ledger, signer, path,
-                                          body.case_id, caller.principal, now=now, bundle_id=bundle_id)
+                                          body.case_id, caller.principal, now=now, bundle_id=bundle_id,
+                                          cosign=cosign)
     else:
         summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
-                                          caller.principal, now=now, bundle_id=bundle_id)
+                                          caller.principal, now=now, bundle_id=bundle_id, cosign=cosign)
     response.headers["Location"] = f"/v1/exports/{summary.bundle_id}"
     doc = summary.to_json()
     del doc["file"]  # a server path is nobody's business

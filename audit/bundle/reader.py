@@ -26,10 +26,10 @@ from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 __all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "CaseSelection",
            "Completeness", "Counts", "Limits", "LineStream", "Previous", "StateSection"]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/7"
+BUNDLE_SCHEMA = "sealtrail.bundle/8"
 # every version this verifier reads
 BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", "sealtrail.bundle/3", "sealtrail.bundle/4",
-                  "sealtrail.bundle/5", "sealtrail.bundle/6", BUNDLE_SCHEMA)
+                  "sealtrail.bundle/5", "sealtrail.bundle/6", "sealtrail.bundle/7", BUNDLE_SCHEMA)
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -251,6 +251,7 @@ class BundleManifest:
     filters: dict[str, Any] = field(default_factory=dict)  # empty for a case bundle
     case: CaseSelection | None = None  # format 5: the case the bundle is cut for
     state: StateSection | None = None  # format 7: the state its decisions were made on
+    witnesses: tuple[tuple[str, int], ...] = ()  # format 8: (vkey, timestamp) of each cosignature carried
 
     @classmethod
     def parse(cls, data: bytes) -> BundleManifest:
@@ -302,7 +303,22 @@ class BundleManifest:
             files=listed, raw=doc, version=version,
             completeness=_completeness(m.obj("completeness")) if version >= 2 and case is None else None,
             filters={} if case is not None else _filters(m.obj("filters")), case=case,
-            state=_state(m.obj("state")) if version >= 7 and case is None else None)
+            state=_state(m.obj("state")) if case is None and (
+                version == 7 or (version >= 8 and doc.get("state") is not None)) else None,
+            witnesses=_witnesses(doc.get("witnesses")) if version >= 8 else ())
+
+
+def _witnesses(doc: Any) -> tuple[tuple[str, int], ...]:
+    """``manifest.witnesses`` (format 8): ``[{vkey, timestamp}]``, at least one, each vkey once."""
+    if not isinstance(doc, list) or not doc:
+        raise _bad("witnesses must be a non-empty list in format 8")
+    out: list[tuple[str, int]] = []
+    for i, item in enumerate(doc):
+        w = _Obj(item, f"witnesses[{i}]")
+        out.append((w.text("vkey"), w.num("timestamp")))
+    if len({v for v, _ in out}) != len(out):
+        raise _bad("witnesses names a witness twice")
+    return tuple(out)
 
 
 def _state(s: _Obj) -> StateSection:

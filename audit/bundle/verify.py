@@ -40,12 +40,14 @@ from audit.bundle.records import INDEX, PAYLOADS, RECORDS, Findings, RecordTally
 from audit.bundle.rederive import STATE_INDEX, STATE_RECORDS, Rederiver, read_state
 from audit.bundle.replay import Replayer
 from audit.bundle.rescreen import Rescreener
+from audit.bundle.witnesses import check_witnesses
 from audit.errors import (
     BundleFailed,
     BundleMalformed,
     BundleTampered,
     BundleUntrusted,
 )
+from ledger.cosignature import CosignerVerifier
 from ledger.errors import KeyFileError, NoteError
 from ledger.jcs import CanonicalError, canonical_bytes
 from ledger.note import NoteVerifier, open_note
@@ -108,6 +110,9 @@ class BundleReport:
     rederived: int = 0  # format 7: decisions made again from their message and state, same features found
     not_rederived: dict[str, int] = field(default_factory=dict)  # format 7: those not re-derived, by reason
     state_records: int = 0  # format 7: summaries and state deltas carried for the state
+    witnesses: tuple[str, ...] = ()  # format 8: witnesses whose cosignature on the checkpoint verified
+    witnesses_pinned: int = 0  # of them, those the examiner pinned (--witness-key)
+    min_witnesses: int = 0  # the quorum asked for
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -276,12 +281,15 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, progress: Progress | None = None,
                   now: Callable[[], datetime] | None = None, limits: Limits | None = None,
-                  sandbox: Sandbox | None = None, parallel: bool | None = None) -> BundleReport:
+                  sandbox: Sandbox | None = None, parallel: bool | None = None,
+                  witness_keys: Sequence[CosignerVerifier] = (), min_witnesses: int = 0) -> BundleReport:
     """Verify the bundle at ``path`` offline; return what held, or raise a ``BundleError``.
 
     With no ``trusted_keys`` the bundle's own keys are used and the report carries
     ``UNPINNED_WARNING``: that shows the bundle is consistent, not who made it. The Merkle
-    checks run in a second process unless ``parallel`` is false (see ``audit.bundle.proofs``)."""
+    checks run in a second process unless ``parallel`` is false (see ``audit.bundle.proofs``).
+    ``witness_keys``: the witnesses the examiner trusts; the bundle fails unless ``min_witnesses`` of
+    them cosigned its checkpoint (format 8, ``audit.bundle.witnesses``)."""
     limits = limits or Limits()
     with _cyclic_gc_paused(), BundleArchive(path, limits) as bundle:
         manifest, keys, good = _open_manifest(bundle, trusted_keys)
@@ -289,6 +297,9 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         _check_files(bundle, manifest, found)
         cp = verify_checkpoint(bundle, manifest.checkpoint_file, keys, manifest.origin,
                                manifest.checkpoint_size, manifest.checkpoint_root, "manifest.checkpoint")
+        witnessed, witness_failures = check_witnesses(manifest, cp.note, manifest.checkpoint_file,
+                                                      witness_keys, min_witnesses)
+        found.extend(witness_failures)
         doc = _case_doc(bundle, manifest)
         rederiver = _rederiver(bundle, manifest, found)
         extra: Sequence[tuple[int, bytes]] = () if doc is None else doc.withheld
@@ -353,7 +364,9 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         not_rescreened=0 if rescreener is None else rescreener.not_rescreened,
         rederived=0 if rederiver is None else rederiver.rederived,
         not_rederived={} if rederiver is None else dict(sorted(rederiver.not_rederived.items())),
-        state_records=0 if rederiver is None else len(rederiver.leaves))
+        state_records=0 if rederiver is None else len(rederiver.leaves),
+        witnesses=tuple(v for v, _ in witnessed.cosigned), witnesses_pinned=witnessed.pinned,
+        min_witnesses=min_witnesses)
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

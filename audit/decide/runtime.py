@@ -288,7 +288,8 @@ class Runtime(Generic[S]):
             raise ValueError(f"screening_max_age_days is a number of days (0: no limit), not {max_age!r}")
         engine = database.open_engine(s.db)
         try:
-            ledger = database.open_ledger(engine, s.key_file,
+            # the key store the settings name (a pkcs11: token, or the key file), where they name one
+            ledger = database.open_ledger(engine, getattr(s, "signing_key_store", s.key_file),
                                           CheckpointPolicy(s.checkpoint_every, s.checkpoint_seconds))
             local = Principal.local(operator)
             model = ModelFiles.open()

@@ -69,11 +69,13 @@ from audit.screening.lists import LIST_KIND
 from ledger import NoteSigner, Record
 from ledger.append import Ledger
 from ledger.checkpoint import SignedCheckpoint
+from ledger.cosign import newest_cosigned, witnesses_of
+from ledger.cosignature import CosignerVerifier, cosignatures
 from ledger.jcs import canonical_bytes
 from ledger.merkle import verify_consistency
 from ledger.multiproof import encode_nodes, frontier
 from ledger.multiproof_store import subtree_hashes
-from ledger.note import sign_note
+from ledger.note import NoteVerifier, sign_note
 from ledger.proofs import consistency_proof
 from ledger.records import format_time
 from wasm_rules import OUTCOMES
@@ -88,6 +90,9 @@ BUNDLE_SCHEMA = "sealtrail.bundle/4"  # a window bundle
 CASE_BUNDLE_SCHEMA = "sealtrail.bundle/5"  # a bundle cut for one case
 SCREENED_BUNDLE_SCHEMA = "sealtrail.bundle/6"  # either, with decisions that state their screening
 STATE_BUNDLE_SCHEMA = "sealtrail.bundle/7"  # a window bundle that carries its decisions' feature state
+WITNESSED_BUNDLE_SCHEMA = "sealtrail.bundle/8"  # any of them, its checkpoint cosigned by witnesses
+Cosign = Callable[[], object]
+"""Have the witnesses cosign the ledger's newest checkpoint (what ``ledger.cosign.collect`` does)."""
 EXPORT_KIND = "export.created"
 EXPORT_SCHEMA = "sealtrail.export.created/1"  # the record of a window bundle
 CASE_EXPORT_SCHEMA = "sealtrail.export.created/2"  # of a case bundle: ``case`` set, ``filters`` null
@@ -138,6 +143,31 @@ def _checkpoint(ledger: Ledger, signer: NoteSigner, last_seq: int) -> SignedChec
     return SignedCheckpoint.verify(cp.note, [signer.verifier], ledger.origin)
 
 
+def _witnessed(conn: Connection, ledger: Ledger, cp: SignedCheckpoint, last_seq: int,
+               prev: dict[str, Any] | None, vkeys: list[str]
+               ) -> tuple[SignedCheckpoint, list[dict[str, Any]]]:
+    """The newest checkpoint witnesses cosigned that can stand for ``cp`` (covering ``last_seq`` and
+    no older than the previous export's), its note carrying their cosignature lines, and the
+    manifest's ``witnesses``; or ``cp`` and no witnesses when none was cosigned (``sealtrail ledger
+    cosign`` collects them)."""
+    floor = max(last_seq + 1, int(prev["checkpoint_size"]) if prev is not None else 0)
+    got = newest_cosigned(conn, 1, floor)
+    if got is None:
+        return cp, []
+    size, note = got
+    rows = witnesses_of(conn, size)
+    # the log's own signature, by the key of the history that signed it, and each cosignature, checked
+    # before they leave: never hand out a line that does not verify
+    signed = SignedCheckpoint.verify(note, [NoteVerifier.from_vkey(v) for v in vkeys], ledger.origin)
+    found = {c.witness.vkey: c.timestamp for c in
+             cosignatures(note, [CosignerVerifier.from_vkey(w) for w, _ in rows])}
+    witnesses = [{"vkey": w, "timestamp": t} for w, t in rows]
+    if {w["vkey"]: w["timestamp"] for w in witnesses} != found:
+        raise ExportUnavailableError(f"the cosignatures stored for the checkpoint of size {size} do not "
+                                     "verify (run 'sealtrail ledger verify')")
+    return signed, witnesses
+
+
 def _nodes_bin(conn: Connection, size: int, exported: array[int]) -> bytes:
     """``proofs/nodes.bin``: the frontier subtrees of the exported seqs, with their hashes."""
     ranges = frontier(size, exported)
@@ -156,14 +186,18 @@ def _refuse_early(ledger: Ledger, signer: NoteSigner, out_path: Path) -> None:
 def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, filters: ExportFilters,
                   creator: Principal, *, now: datetime | None = None, progress: Progress | None = None,
                   model_dirs: Iterable[Path] = (), page_size: int = 5000, compresslevel: int = 1,
-                  bundle_id: str | None = None, state_snapshot: bool | None = None) -> BundleSummary:
+                  bundle_id: str | None = None, state_snapshot: bool | None = None,
+                  cosign: Cosign | None = None) -> BundleSummary:
     """Write the bundle of ``filters`` to ``out_path`` and seal its ``export.created`` record.
 
     Refuses (``ExportFilterError``, field ``filters``) a selection with no decision, (field
     ``out``) an ``out_path`` that exists, and (``DerivedRowError``, naming the table and seq) a
     selection through a trace-index row that disagrees with its sealed record; nothing is written.
     ``signer`` must be the ledger's active key. ``bundle_id`` (a UUIDv7 made from ``now`` by
-    default) lets a caller name the file after it. ``state_snapshot``: whether a sealed state
+    default) lets a caller name the file after it. ``cosign``, if given, is called once the bundle's
+    checkpoint is signed, to have witnesses cosign it (``ledger.cosign.collect``); the bundle carries
+    the cosignatures of the newest cosigned checkpoint that covers it (``sealtrail.bundle/8``), if
+    any. ``state_snapshot``: whether a sealed state
     snapshot stands in for the state deltas before it (``audit.export.state``; default: where
     that is smaller)."""
     _refuse_early(ledger, signer, out_path)
@@ -178,7 +212,7 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
     tmp = Path(tempfile.mkdtemp(dir=out_path.parent, prefix=f".{out_path.name}."))
     try:
         return _create(engine, ledger, signer, out_path, tmp, filters, creator, bundle_id, created_at,
-                       total, progress, list(model_dirs), page_size, compresslevel, state_snapshot)
+                       total, progress, list(model_dirs), page_size, compresslevel, state_snapshot, cosign)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -186,7 +220,8 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
 def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
             filters: ExportFilters, creator: Principal, bundle_id: str, created_at: str, total: int,
             progress: Progress | None, model_dirs: list[Path], page_size: int,
-            compresslevel: int, state_snapshot: bool | None = None) -> BundleSummary:
+            compresslevel: int, state_snapshot: bool | None = None, cosign: Cosign | None = None
+            ) -> BundleSummary:
     stats = ReportStats()
     sp = Spools(tmp, compresslevel)
     # one snapshot for the selection: what was checked is what is written
@@ -244,7 +279,7 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
                            lines=lines, ctx=ctx,
                            render=lambda m: render_report(m, stats, ctx.purge_reasons),
                            rules=sorted(set(got.rulesets.values())), models=sorted(got.models),
-                           compresslevel=compresslevel, last_seq=seqs[-1])
+                           compresslevel=compresslevel, last_seq=seqs[-1], cosign=cosign)
 
 
 @contextmanager
@@ -261,16 +296,24 @@ def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path
                     record_head: dict[str, Any], counts: dict[str, Any], seqs: array[int],
                     withheld: Sequence[tuple[int, bytes]], lines: Callable[[BundleZip], None], ctx: Context,
                     render: Callable[[dict[str, Any]], bytes], rules: list[str], models: list[str],
-                    compresslevel: int, last_seq: int, files: Sequence[tuple[str, bytes]] = ()
-                    ) -> BundleSummary:
+                    compresslevel: int, last_seq: int, files: Sequence[tuple[str, bytes]] = (),
+                    cosign: Cosign | None = None) -> BundleSummary:
     """The part of creation every selection shares (``head``: the manifest's schema and selection
     fields; ``record_head``: the ``export.created`` body's): the checkpoint (of a size past ``last_seq``),
     the multiproof of ``seqs`` and the ``withheld`` leaves, the consistency proof from the previous
     export, the ZIP (``lines`` writes the line members), the manifest and its signature; then the
     ``export.created`` record, and the file renamed into place."""
+    own = _checkpoint(ledger, signer, last_seq)
+    if cosign is not None:
+        cosign()  # the witnesses are asked about the newest checkpoint, which covers the bundle
     with engine.connect() as conn:
         prev = previous_export(conn)
-    cp = _checkpoint(ledger, signer, last_seq)
+        vkeys = [str(v) for (v,) in conn.exec_driver_sql(
+            "SELECT vkey FROM ledger_keys ORDER BY valid_from_size")]
+        cp, witnesses = _witnessed(conn, ledger, own, last_seq, prev, vkeys)
+    if witnesses:
+        head = {**head, "schema": WITNESSED_BUNDLE_SCHEMA, "case": head.get("case"),
+                "state": head.get("state"), "witnesses": witnesses}
     size, root = cp.checkpoint.size, cp.checkpoint.root
     b64 = base64.b64encode
     proved = array("q", heapq.merge(seqs, (s for s, _ in withheld))) if withheld else seqs
@@ -289,8 +332,6 @@ def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path
             if prev_note is None:
                 raise ExportUnavailableError(f"the checkpoint of size {old_size} the previous export used is "
                                              "not stored")
-        vkeys = [str(v) for (v,) in conn.exec_driver_sql(
-            "SELECT vkey FROM ledger_keys ORDER BY valid_from_size")]
     manifest: dict[str, Any] = {
         "bundle_id": bundle_id, "created_at": created_at,
         "creator": creator.to_json(), **head, "log": {"origin": ledger.origin, "verifier_keys": vkeys},
@@ -333,7 +374,8 @@ def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path
 
 def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, case_id: int,
                        creator: Principal, *, now: datetime | None = None, model_dirs: Iterable[Path] = (),
-                       compresslevel: int = 1, bundle_id: str | None = None) -> BundleSummary:
+                       compresslevel: int = 1, bundle_id: str | None = None,
+                       cosign: Cosign | None = None) -> BundleSummary:
     """Write the bundle of case ``case_id`` to ``out_path`` and seal its ``export.created`` record.
 
     The bundle (``sealtrail.bundle/5``, docs/bundle-format.md "Case bundles"; its record
@@ -373,7 +415,8 @@ def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_p
             upto = max((r.seq for r in sel.decisions), default=-1) + 1
             ctx = gather_context(conn, rulesets, models, purges, list(model_dirs), lists, cleared, upto)
         return _write_case(engine, ledger, signer, out_path, tmp, sel, ctx, creator, bundle_id, created_at,
-                           sorted(set(rulesets.values())), sorted(models), compresslevel, bool(screenings))
+                           sorted(set(rulesets.values())), sorted(models), compresslevel, bool(screenings),
+                           cosign)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -381,7 +424,7 @@ def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_p
 def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
                 sel: CaseSelection, ctx: Context, creator: Principal, bundle_id: str, created_at: str,
                 rules: list[str], models: list[str], compresslevel: int,
-                screened: bool = False) -> BundleSummary:
+                screened: bool = False, cosign: Cosign | None = None) -> BundleSummary:
     rows = sorted({r.seq: r for r in (*sel.rows, *ctx.entries)}.values(), key=lambda r: r.seq)
     stats = ReportStats()
     for gone in sel.payloads.values():
@@ -438,7 +481,8 @@ def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Pa
                            counts=counts, seqs=seqs, withheld=sel.doc.withheld, lines=lines, ctx=ctx,
                            render=lambda m: render_report(m, stats, ctx.purge_reasons, case=sel.report),
                            rules=rules, models=models, compresslevel=compresslevel,
-                           last_seq=max(seqs[-1], sel.upto), files=[(CASE_FILE, sel.doc.to_bytes())])
+                           last_seq=max(seqs[-1], sel.upto), files=[(CASE_FILE, sel.doc.to_bytes())],
+                           cosign=cosign)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -11,6 +11,7 @@ import sqlite3
 import ssl
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from api.certs import create_dev_pki
 from api.cli import app
 from ledger import Record
 from ledger.cosign import cosigned_note, newest_cosigned
-from ledger.cosignature import CosignerVerifier, cosignatures
+from ledger.cosignature import Cosigner, CosignerVerifier, cosignatures
 from ledger.database import open_engine, open_ledger
 
 runner = CliRunner()
@@ -225,3 +226,32 @@ def test_witness_config_errors_name_the_field(tmp_path: Path) -> None:
     assert "witness[0].vkey" in str(doc["message"])
     doc = cli("witness", "serve", "--config", str(bad), code=2)
     assert "--client-ca are required" in str(doc["message"])
+
+
+def test_an_export_is_witnessed_and_verify_checks_the_quorum(
+        world: tuple[Site, WitnessProcess, Path, str], tmp_path: Path) -> None:
+    """With SEALTRAIL_WITNESSES_FILE set, ``export create`` has the witness cosign the bundle's
+    checkpoint (sealtrail.bundle/8); ``export verify --witness-key --min-witnesses`` holds it to that."""
+    site, _, wl, w_vkey = world
+    samples = sorted((Path(__file__).parents[1] / "vectors" / "messages" / "pacs008").glob("*.xml"))[:3]
+    cli("score", *map(str, samples), "--db", site.db, "--keys", str(site.keys))
+    log_vkey = str(cli("keys", "show", "--db", site.db, "--keys", str(site.keys))["active"])
+    out = tmp_path / "witnessed.zip"
+    res = runner.invoke(app, ["export", "create", "--from", "2000-01-01", "--to", "2100-01-01",
+                              "--out", str(out), "--db", site.db, "--keys", str(site.keys), "--json"],
+                        env={"SEALTRAIL_WITNESSES_FILE": str(wl)})
+    assert res.exit_code == 0, res.output
+    with zipfile.ZipFile(out) as z:
+        manifest = json.loads(z.read("manifest.json"))
+    assert manifest["schema"] == "sealtrail.bundle/8"
+    assert [w["vkey"] for w in manifest["witnesses"]] == [w_vkey]
+    ok = cli("export", "verify", str(out), "--trusted-key", log_vkey, "--witness-key", w_vkey,
+             "--min-witnesses", "1")
+    report = ok["report"]
+    assert ok["verified"] is True and report["witnesses_pinned"] == 1 and report["witnesses"] == [w_vkey]
+    stranger = Cosigner.generate("stranger.example/witness").verifier.vkey
+    refused = cli("export", "verify", str(out), "--trusted-key", log_vkey, "--witness-key", stranger,
+                  "--min-witnesses", "1", code=1)
+    assert "witness.quorum" in json.dumps(refused)
+    usage = cli("export", "verify", str(out), "--trusted-key", log_vkey, "--min-witnesses", "1", code=2)
+    assert "--witness-key" in str(usage["message"])
