@@ -4,7 +4,7 @@
 Written from those two pages alone: it imports nothing of sealtrail, only the Python standard
 library and the ``cryptography`` package, so an examiner can read it in one sitting and run it
 beside (or instead of) ``sealtrail export verify``. It checks the cryptographic evidence of a
-bundle of any format 1 to 7:
+bundle of any format 1 to 8:
 
 1. ``manifest.sig``: a C2SP signed note (Ed25519) by a pinned key over the manifest's SHA-256;
 2. every file's SHA-256 against ``manifest.files`` (nothing unlisted, nothing missing), and the
@@ -16,7 +16,8 @@ bundle of any format 1 to 7:
    case bundle's withheld leaves, and format 7's state lines, ``state/records.jsonl``);
 5. the chain hashes of records whose seqs are consecutive; payload hashes and purge records;
    the consistency proof from the previous export's checkpoint;
-6. witness cosignatures on the checkpoint (C2SP tlog-cosignature, Ed25519), where given.
+6. witness cosignatures on the checkpoint (C2SP tlog-cosignature, Ed25519): those of the witnesses
+   given, and (format 8) each one ``manifest.witnesses`` lists, by the key and at the time it states.
 
 It does not replay or re-derive decisions or prove the completeness of a selection: that needs
 the parsers, the feature code, the rule sandbox and the model, which ``sealtrail export verify``
@@ -49,7 +50,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 __all__ = ["Failure", "Report", "Vkey", "leaf_hash", "main", "node_hash", "open_note", "subtree_roots",
            "verify_bundle", "verify_consistency", "verify_cosignature", "verify_inclusion"]
 
-SCHEMAS = {f"sealtrail.bundle/{v}": v for v in range(1, 8)}
+SCHEMAS = {f"sealtrail.bundle/{v}": v for v in range(1, 9)}
 SIG_TITLE = "sealtrail bundle manifest v1"
 NOTE_KEY, COSIGNATURE_KEY = 0x01, 0x04  # C2SP signed-note and tlog-cosignature key types
 UNPINNED = ("NO TRUSTED KEY PINNED: the signatures were checked against the keys the bundle itself "
@@ -372,7 +373,7 @@ def _verify(z: zipfile.ZipFile, trusted: list[Vkey], witnesses: list[Vkey], repo
     m = _json(mbytes)
     report.bundle_id, report.format = m["bundle_id"], SCHEMAS.get(m["schema"])
     if report.format is None:
-        report.fail("manifest", "manifest.json", f"unknown schema {m['schema']!r} (this verifier reads 1-7)")
+        report.fail("manifest", "manifest.json", f"unknown schema {m['schema']!r} (this verifier reads 1-8)")
     # RFC 8785 for a manifest (integers, string keys of the Basic Multilingual Plane) is sorted keys,
     # no white space, UTF-8 and JSON's minimal escapes: what json.dumps writes with these options
     if json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() != mbytes:
@@ -411,6 +412,7 @@ def _verify(z: zipfile.ZipFile, trusted: list[Vkey], witnesses: list[Vkey], repo
     if cp["file"] != "checkpoint.txt":
         report.fail("manifest", "manifest.json", f"checkpoint.file is {cp['file']!r}, not checkpoint.txt")
     _checkpoint(z, cp["file"], keys, m["log"]["origin"], size, root, report, witnesses)
+    _listed_witnesses(z, m, report)
     # 4. and 5. records, index, chain, multiproof, payloads
     leaves = _records(z, size, report)
     withheld = _withheld(z, m, leaves, report) | _state(z, m, leaves, size, report)
@@ -453,6 +455,34 @@ def _checkpoint(z: zipfile.ZipFile, name: str, keys: list[Vkey], origin: str, si
         if not any(e["vkey"] == w.text for e in report.witnesses):
             report.witnesses.append({"name": w.name, "key_id": w.key_id.hex(), "vkey": w.text,
                                      "status": "no cosignature by this witness"})
+
+
+def _listed_witnesses(z: zipfile.ZipFile, m: dict[str, Any], report: Report) -> None:
+    """Format 8: every cosignature ``manifest.witnesses`` lists is on the checkpoint and verifies."""
+    listed = m.get("witnesses")
+    if listed is None:
+        return
+    name = m["checkpoint"]["file"]
+    try:
+        body, others = _split_note(z.read(name).decode())
+    except (VerifyError, UnicodeDecodeError, KeyError) as exc:
+        report.fail("witness", name, f"cannot read its signature lines: {exc}")
+        return
+    for item in listed:
+        try:
+            key = Vkey.parse(item["vkey"], COSIGNATURE_KEY)
+        except (VerifyError, KeyError, TypeError) as exc:
+            report.fail("manifest", "manifest.json", f"witnesses: {exc}")
+            continue
+        blobs = [b for n, b in others if n == key.name and b[:4] == key.key_id]
+        try:
+            stamps = [verify_cosignature(body, key, b) for b in blobs]
+        except VerifyError as exc:
+            report.fail("witness", name, f"the cosignature of {key.text} does not hold: {exc}")
+            continue
+        if item.get("timestamp") not in stamps:
+            report.fail("witness", name, f"manifest.witnesses lists {key.text} at {item.get('timestamp')}; "
+                        f"the checkpoint carries {stamps if stamps else 'no cosignature by it'}")
 
 
 def _records(z: zipfile.ZipFile, size: int, report: Report, rec: str = "records.jsonl",

@@ -179,3 +179,22 @@ def test_version_7_records_and_state_lines_re_encode_to_the_sealed_bytes_and_lea
             assert hashlib.sha256(b"\x00" + line).hexdigest() == entry["leaf_hash"], entry["seq"]
     kinds = [orjson.loads(x)["kind"] for x in _member(V7 / "bundle.zip", "state/index.jsonl").splitlines()]
     assert kinds == ["decision.summary", "state.delta", "state.delta", "state.delta", "state.delta"]
+
+
+V8 = VECTORS / "bundle-v8"
+
+
+def test_a_version_8_bundle_carries_two_witnesses_cosignatures(sandbox: Sandbox) -> None:
+    from audit.errors import BundleError
+    from ledger.cosignature import CosignerVerifier
+
+    key = NoteVerifier.from_vkey((V8 / "trusted.vkey").read_text().strip())
+    witnesses = [CosignerVerifier.from_vkey(v) for v in (V8 / "witnesses.vkey").read_text().split()]
+    report = verify_bundle(V8 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed, witness_keys=witnesses,
+                           min_witnesses=2)
+    doc = report.to_json()
+    assert (doc["format"], doc["witnesses_pinned"], len(doc["witnesses"])) == (8, 2, 2)
+    assert doc["decisions"] == doc["rederived"] == 49  # its state travels too, as in format 7
+    with pytest.raises(BundleError, match="witness"):
+        verify_bundle(V8 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed, witness_keys=witnesses[:1],
+                      min_witnesses=2)

@@ -214,7 +214,7 @@ def both_reject(path: Path, source: Source, sandbox: Sandbox) -> vb.Report:
     return report
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 7, 8])
 def test_the_bundle_vectors_of_every_format_verify_with_their_pinned_key(version: int) -> None:
     d = VECTORS / f"bundle-v{version}"
     report = check(d / "bundle.zip", (d / "trusted.vkey").read_text().strip())
@@ -463,3 +463,12 @@ def test_it_imports_only_the_standard_library_and_cryptography() -> None:
             found.add(node.module.split(".")[0])
     assert found - set(sys.stdlib_module_names) == {"cryptography"}, found
     assert found & {"audit", "ledger", "api", "inference", "wasm_rules", "orjson"} == set()
+
+
+def test_the_version_8_vector_s_witnesses_verify_and_a_quorum_is_held() -> None:
+    d = VECTORS / "bundle-v8"
+    vkeys = (d / "witnesses.vkey").read_text().split()
+    argv = [str(d / "bundle.zip"), "--trusted-key", (d / "trusted.vkey").read_text().strip(), "--json"]
+    wit = [a for v in vkeys for a in ("--witness-key", v)]
+    assert vb.main([*argv, *wit, "--min-witnesses", "2"]) == 0
+    assert vb.main([*argv, *wit[:2], "--min-witnesses", "2"]) == 1
