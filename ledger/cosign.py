@@ -24,12 +24,12 @@ from sqlalchemy import Connection, Engine
 from ledger import store
 from ledger.checkpoint import Checkpoint
 from ledger.cosignature import CosignerVerifier, add_lines, cosignatures
-from ledger.errors import LedgerError, NoteError
+from ledger.errors import DamageError, KeyFileError, LedgerError, NoteError
 from ledger.note import parse_note
 from ledger.proofs import consistency_proof
 
-__all__ = ["CosignOutcome", "Post", "WitnessEndpoint", "collect", "cosigned_note", "newest_cosigned",
-           "newest_witnessed", "witness_sizes", "witnesses_of"]
+__all__ = ["CosignOutcome", "Post", "WitnessEndpoint", "check_cosignature_rows", "collect", "cosigned_note",
+           "newest_cosigned", "newest_witnessed", "witness_sizes", "witnesses_of"]
 
 Post = Callable[[str, bytes], tuple[int, str, bytes]]
 """POST ``body`` to a witness's add-checkpoint URL; returns (status, content type, body). Raises
@@ -181,3 +181,28 @@ def witnesses_of(conn: Connection, size: int) -> list[tuple[str, int]]:
     p = store.param(conn)
     return [(str(w), int(t)) for w, t in conn.exec_driver_sql(
         f"SELECT witness, timestamp FROM ledger_cosignatures WHERE size = {p} ORDER BY witness", (size,))]
+
+
+def check_cosignature_rows(rows: Sequence[tuple[int, str, int, str]],
+                           notes: dict[int, str]) -> dict[str, int]:
+    """``ledger verify``'s check of ``ledger_cosignatures``: every row ``(size, witness vkey, timestamp,
+    line)`` is a valid cosignature by that witness, at that time, of the stored checkpoint of that size.
+    Returns the largest size each witness cosigned; ``DamageError`` names the first bad row."""
+    newest: dict[str, int] = {}
+    for size, vkey, timestamp, line in rows:
+        note = notes.get(size)
+        if note is None:
+            raise DamageError("forged cosignature", size - 1 if size else None,
+                              f"a cosignature by {vkey} is for size {size}, which has no stored checkpoint")
+        try:
+            witness = CosignerVerifier.from_vkey(vkey)
+            found = cosignatures(add_lines(note, [line]), [witness])
+        except (KeyFileError, NoteError) as exc:
+            raise DamageError("forged cosignature", size - 1 if size else None,
+                              f"the cosignature by {vkey} of size {size} does not verify: {exc}") from exc
+        if len(found) != 1 or found[0].timestamp != timestamp or found[0].line != line:
+            raise DamageError("forged cosignature", size - 1 if size else None,
+                              f"the row of {vkey} at size {size} does not hold its own line "
+                              f"(time {timestamp})")
+        newest[vkey] = max(size, newest.get(vkey, 0))
+    return newest

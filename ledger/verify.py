@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from ledger import store
 from ledger.append import ROTATION_CONTEXT
 from ledger.checkpoint import Checkpoint, SignedCheckpoint
+from ledger.cosign import check_cosignature_rows
 from ledger.errors import DamageError, KeyFileError, NoteError
 from ledger.keys import KeyValidity
 from ledger.note import NoteVerifier, open_note
@@ -49,6 +50,8 @@ class VerifyReport:
     unsealed_entries: int = 0
     keys: list[str] = field(default_factory=list)
     revoked_keys: list[dict[str, Any]] = field(default_factory=list)
+    cosignatures: int = 0  # witness cosignatures stored (ledger_cosignatures), each checked
+    witnesses: dict[str, int] = field(default_factory=dict)  # witness vkey -> largest size it cosigned
     trusted_key: str | None = None
     payloads_present: int = 0
     purged: list[PurgedPayload] = field(default_factory=list)
@@ -65,6 +68,8 @@ class VerifyReport:
             "unsealed_entries": self.unsealed_entries,
             "keys": self.keys,
             "revoked_keys": self.revoked_keys,
+            "cosignatures": self.cosignatures,
+            "witnesses": self.witnesses,
             "trusted_key": self.trusted_key,
             "payloads_present": self.payloads_present,
             "payloads_purged": [p.__dict__ for p in self.purged],
@@ -219,6 +224,8 @@ def verify_ledger(
             "SELECT size, root, note FROM ledger_checkpoints ORDER BY size")]
         stored_keys = [(int(f), str(v)) for f, v in conn.exec_driver_sql(
             "SELECT valid_from_size, vkey FROM ledger_keys ORDER BY valid_from_size")]
+        cosigned = [(int(s), str(w), int(t), str(ln)) for s, w, t, ln in conn.exec_driver_sql(
+            "SELECT size, witness, timestamp, line FROM ledger_cosignatures ORDER BY size, witness")]
         node_extent = conn.exec_driver_sql(
             "SELECT level, max(idx) FROM ledger_nodes GROUP BY level").fetchall()
         p = store.param(conn)
@@ -280,6 +287,8 @@ def verify_ledger(
         last = cp_size
         report.checkpoints += 1
     _check_key_handovers(history, {c: n for c, _, n in cps})
+    report.witnesses = check_cosignature_rows(cosigned, {c: n for c, _, n in cps if c <= size})
+    report.cosignatures = len(cosigned)
     _check_witnessed(witnessed, history, roots, size)
     for level, max_idx in node_extent:
         if (int(max_idx) + 1) << int(level) > size:
