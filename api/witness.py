@@ -20,8 +20,6 @@ cosignature.
 
 from __future__ import annotations
 
-import os
-import stat
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +35,7 @@ from starlette.routing import Route
 from ledger.cosign import WitnessEndpoint
 from ledger.cosignature import Cosigner, CosignerVerifier
 from ledger.errors import KeyFileError
+from ledger.keys import read_private, write_private
 from ledger.note import NoteVerifier
 from ledger.witness import MAX_BODY_BYTES, LogPolicy, Witness
 
@@ -115,30 +114,15 @@ def generate_witness_key(path: Path, name: str) -> Cosigner:
     """A new witness key at ``path`` (mode 0600); never overwrites."""
     cosigner = Cosigner.generate(name)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError as exc:
-        raise KeyFileError(f"{path} already exists; refusing to overwrite a witness key") from exc
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(cosigner.skey + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    write_private(path, cosigner.skey, exclusive=True, what="a witness key")
     return cosigner
 
 
 def load_cosigner(path: Path, name: str) -> Cosigner:
     """The witness key at ``path``, refused when others may read it or its name is not ``name``."""
+    text = read_private(path, "witness key", "run 'sealtrail witness init'")
     try:
-        st = path.stat()
-    except FileNotFoundError as exc:
-        raise KeyFileError(f"witness key file {path} does not exist (run 'sealtrail witness init')") from exc
-    if st.st_mode & 0o077:
-        raise KeyFileError(f"witness key {path} has mode {stat.S_IMODE(st.st_mode):04o}; "
-                           "it must be readable by its owner only (chmod 600)")
-    try:
-        cosigner = Cosigner.from_skey(path.read_text(encoding="ascii"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"cannot read witness key {path}: {exc}") from exc
+        cosigner = Cosigner.from_skey(text)
     except KeyFileError as exc:
         raise KeyFileError(f"{path}: {exc}") from exc
     if cosigner.name != name:

@@ -38,21 +38,25 @@ __all__ = [
     "key_revocations",
     "load_signer",
     "open_key_store",
+    "read_private",
     "replace_key_file",
     "revoke_key",
     "rotate_key_file",
     "signer_for",
+    "write_private",
 ]
 
 KEY_FILE_NAME = "signing.key"
 
 
-def _write_private(path: Path, text: str, *, exclusive: bool) -> None:
+def write_private(path: Path, text: str, *, exclusive: bool, what: str = "a signing key") -> None:
+    """Write ``text`` and a newline to ``path`` with mode 0600, synced; with ``exclusive``, refuse
+    (``KeyFileError``) to overwrite an existing file. For every secret sealtrail keeps in a file."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
     try:
         fd = os.open(path, flags, 0o600)
     except FileExistsError as exc:
-        raise KeyFileError(f"{path} already exists; refusing to overwrite a signing key") from exc
+        raise KeyFileError(f"{path} already exists; refusing to overwrite {what}") from exc
     with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(text + "\n")
         f.flush()
@@ -64,7 +68,7 @@ def generate_key_file(path: Path, name: str) -> NoteSigner:
     """Create a new key named ``name`` at ``path`` (mode 0600); never overwrites."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     signer = NoteSigner.generate(name)
-    _write_private(path, signer.skey, exclusive=True)
+    write_private(path, signer.skey, exclusive=True)
     return signer
 
 
@@ -73,30 +77,39 @@ def replace_key_file(path: Path, signer: NoteSigner) -> Path:
     retired_dir = path.parent / "retired"
     retired_dir.mkdir(mode=0o700, exist_ok=True)
     tmp = path.with_suffix(".new")
-    _write_private(tmp, signer.skey, exclusive=False)
+    write_private(tmp, signer.skey, exclusive=False)
     retired = retired_dir / f"{path.stem}-{load_signer(path).verifier.key_id.hex()}.key"
     os.replace(path, retired)
     os.replace(tmp, path)
     return retired
 
 
-def load_signer(path: Path) -> NoteSigner:
-    """Load the key at ``path``; refuse a file that group or others may read."""
+def read_private(path: Path, what: str, missing: str, encoding: str = "ascii") -> str:
+    """The text of the secret file ``path`` (``what``: "signing key", "PIN file", ...), refused
+    (``KeyFileError``) when it is missing (``missing``: what to run), not a regular file, or
+    readable by group or others."""
     try:
         st = path.stat()
     except FileNotFoundError as exc:
-        raise KeyFileError(f"signing key file {path} does not exist (run 'sealtrail init')") from exc
+        raise KeyFileError(f"{what} file {path} does not exist ({missing})") from exc
+    except OSError as exc:
+        raise KeyFileError(f"{what} file {path} cannot be read: {exc.strerror}") from exc
     if not stat.S_ISREG(st.st_mode):
-        raise KeyFileError(f"signing key {path} is not a regular file")
+        raise KeyFileError(f"{what} {path} is not a regular file")
     if st.st_mode & 0o077:
         raise KeyFileError(
-            f"signing key {path} has mode {stat.S_IMODE(st.st_mode):04o}; "
+            f"{what} {path} has mode {stat.S_IMODE(st.st_mode):04o}; "
             "it must be readable by its owner only (chmod 600)"
         )
     try:
-        text = path.read_text(encoding="ascii")
+        return path.read_text(encoding=encoding)
     except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"cannot read signing key {path}: {exc}") from exc
+        raise KeyFileError(f"cannot read {what} {path}: {exc}") from exc
+
+
+def load_signer(path: Path) -> NoteSigner:
+    """Load the key at ``path``; refuse a file that group or others may read."""
+    text = read_private(path, "signing key", "run 'sealtrail init'")
     try:
         return NoteSigner.from_skey(text)
     except KeyFileError as exc:

@@ -22,7 +22,6 @@ is the application's, not the session's), each use of it under a lock.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -117,17 +116,10 @@ def rotated_label(base: str, verifier: NoteVerifier) -> str:
 
 def read_pin_file(path: Path) -> str:
     """The PIN in ``path`` (first line), refusing a file group or others may read."""
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise KeyFileError(f"PIN file {path} cannot be read: {exc.strerror}") from exc
-    if st.st_mode & 0o077:
-        raise KeyFileError(f"PIN file {path} has mode {stat.S_IMODE(st.st_mode):04o}; it must be "
-                           "readable by its owner only (chmod 600)")
-    try:
-        pin = path.read_text(encoding="utf-8").split("\n", 1)[0].rstrip("\r")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"PIN file {path} cannot be read: {exc}") from exc
+    from ledger.keys import read_private  # ledger.keys imports this module when a pkcs11: URI is used
+
+    pin = read_private(path, "PIN file", "write the token's user PIN there, mode 0600",
+                       encoding="utf-8").split("\n", 1)[0].rstrip("\r")
     if not pin:
         raise KeyFileError(f"PIN file {path} is empty")
     return pin
