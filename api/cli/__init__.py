@@ -40,6 +40,7 @@ from api.cli.retention import retention_app
 from api.cli.rules import rules_app
 from api.cli.score import score
 from api.cli.serve import serve
+from api.cli.standby import standby_app
 from api.cli.traces import traces_app
 from api.cli.witness import cosign, witness_app
 
@@ -76,6 +77,7 @@ app.add_typer(ledger_app, name="ledger")
 ledger_app.command("cosign")(cosign)
 app.add_typer(witness_app, name="witness")
 app.command("follow")(follow)
+app.add_typer(standby_app, name="standby")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
 app.add_typer(reports_app, name="reports")

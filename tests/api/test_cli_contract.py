@@ -87,6 +87,8 @@ def bad_inputs(e: Env) -> dict[tuple[str, ...], list[tuple[list[str], int]]]:
         ("witness", "init"): [(["--config", junk, "--name", "w", "--log-key", "x"], 2),
                               (["--config", str(e.tmp / "w.toml"), "--name", "w", "--log-key", "x"], 2)],
         ("witness", "serve"): [(["--config", junk], 2)],
+        ("standby", "status"): [(e.absent, 2)],
+        ("standby", "promote"): [(e.db, 2), (e.absent, 2)],  # SQLite has no standby to promote
         ("follow",): [(["--once"], 2),
                       (["--standby-db", "sqlite:////nonexistent.db", "--primary-db", "sqlite:////nonexistent.db",
                         "--trusted-key", "not-a-key", "--state-dir", str(e.tmp / "follow"), "--once"], 2)],
