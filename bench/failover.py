@@ -22,7 +22,14 @@ move to the warm standby decider. Then:
   (``open_runtime`` rebuilding the state from the log, then one decision);
 - ``ledger.verify.verify_ledger`` on the promoted ledger, the warm decider's state digest against
   the cold rebuild's, and fencing: the old primary re-made a standby of the new one
-  (``pg_basebackup -R``), and its runtime's next decision refused (``FencedError``).
+  (``pg_basebackup -R``), and its runtime's next decision refused (``FencedError``);
+- the watchers: a follower beside the standby (``ledger.follow``, over the primary's and the
+  standby's databases, its state in a directory) and one witness (``ledger.witness``, its own key
+  and state file, asked as ``sealtrail ledger cosign`` asks it). Just before the kill the primary
+  signs a checkpoint, the witness cosigns it and the follower accepts it; after the promotion the
+  new primary signs one and both are asked again. With no acknowledged decision lost they accept it;
+  a lossy failover's new history does not extend what they saw, and they say so (the witness
+  refuses to cosign, the follower alarms), which is how the loss is noticed outside the drill.
 
 Latency: p50/p99 of the acknowledged calls during the steady phase; the asynchronous drill's is
 the synchronous one's same-run baseline. Run from the repository root:
@@ -62,9 +69,14 @@ from bench.machine import host_info
 from bench.pipeline import workload
 from bench.report import Row, format_table, percentile, write_json
 from ledger import NoteVerifier, database
+from ledger.cosign import WitnessEndpoint, collect
+from ledger.cosignature import Cosigner
 from ledger.errors import LedgerError
 from ledger.fencing import FencedError
+from ledger.follow import FollowState, follow_round
+from ledger.follow_io import DbPrimary, DbReplica
 from ledger.verify import verify_ledger
+from ledger.witness import LogPolicy, Witness
 from tests import pg_cluster
 
 __all__ = ["DrillResult", "Traffic", "drill", "main", "state_digest"]
@@ -190,6 +202,9 @@ class DrillResult:
     warm_state_matches_cold: bool
     cold_start_s: float  # open_runtime on the promoted primary and one decision: the warm path's baseline
     fenced: str  # what the old primary's runtime was told when it tried to decide again
+    witness_before: str  # the witness on the primary's last checkpoint before the kill
+    witness_after: str  # ... and on the promoted primary's first checkpoint
+    follower_after: str  # the follower's round on the promoted primary: accepted, or its alarms
     errors: dict[str, int] = field(default_factory=dict)
 
 
@@ -223,6 +238,48 @@ def _pair(mode: Mode) -> Iterator[tuple[pg_cluster.Cluster, pg_cluster.Cluster]]
 def _settings(url: str, root: Path, name: str) -> Settings:
     return Settings.model_validate({"db": url, "keys": root / "keys",
                                     "velocity_snapshot": root / f"{name}.velocity"})
+
+
+class Watchers:
+    """The follower beside the standby and one witness, both pinned to the log's genesis key."""
+
+    def __init__(self, root: Path, origin: str, verifier: NoteVerifier) -> None:
+        self.witness = Witness(Cosigner.generate("drill.example/witness"), [LogPolicy(origin, (verifier,))],
+                               root / "witness.db")
+        self.endpoint = WitnessEndpoint("https://witness.drill.example", self.witness.cosigner.verifier)
+        self.verifier = verifier
+        self.state: FollowState | None = None
+
+    def _post(self, url: str, body: bytes) -> tuple[int, str, bytes]:
+        del url
+        o = self.witness.add_checkpoint(body)
+        return o.status, o.content_type, o.body.encode()
+
+    def cosign(self, rt: Runtime) -> str:
+        """The log's newest checkpoint (signed now) as the witness answered it."""
+        rt.ledger.checkpoint()
+        (o,) = collect(rt.ledger.engine, [self.endpoint], self._post)
+        return (f"cosigned size {o.size}" if o.ok else
+                f"{'ALARM' if o.alarm else 'refused'} at size {o.size}: {o.detail}")
+
+    def follow(self, primary_url: str, standby_url: str) -> str:
+        """One follower round: the primary's newest checkpoint against the last accepted one and the
+        standby's records."""
+        pe, se = database.open_engine(primary_url), database.open_engine(standby_url)
+        try:
+            r = follow_round(self.state, DbPrimary(pe), DbReplica(se), [self.verifier], now=time.time(),
+                             stall_after=300.0)
+        finally:
+            pe.dispose()
+            se.dispose()
+        if r.state is not None:
+            self.state = r.state
+        if r.alarms:
+            return "ALARM " + "; ".join(f"{a.kind}: {a.detail}" for a in r.alarms)
+        return f"accepted size {r.state.accepted.checkpoint.size if r.state else None}, lag {r.lag}"
+
+    def close(self) -> None:
+        self.witness.close()
 
 
 def _kill(primary: pg_cluster.Cluster, frozen: int | None) -> None:
@@ -277,6 +334,14 @@ def _run(mode: Mode, subs: Sequence[Submission], primary: pg_cluster.Cluster, st
         time.sleep(freeze_s)
         frozen_s = time.monotonic() - t_frozen
     lag = next((r.flush_lag_bytes for r in primary.replication() if r.name == STANDBY), None)
+    engine = database.open_engine(primary.url)
+    try:
+        verifier = NoteVerifier.from_vkey(doc_vkey(engine))
+    finally:
+        engine.dispose()
+    watchers = Watchers(root, ra.ledger.origin, verifier)
+    witness_before = watchers.cosign(ra)  # the witness and the follower see the primary's last checkpoint
+    watchers.follow(primary.url, standby.url)
     t_kill = time.monotonic()
     traffic.switch(PRIMARY, None)  # new calls wait for the promoted primary (those in flight finish)
     _kill(primary, frozen)
@@ -286,6 +351,9 @@ def _run(mode: Mode, subs: Sequence[Submission], primary: pg_cluster.Cluster, st
     first = traffic.first_ack(STANDBY, t_kill)
     time.sleep(AFTER_PROMOTION_S)
     traffic.stop()
+    witness_after = watchers.cosign(rb)  # the promoted primary's first checkpoint, shown to both
+    follower_after = watchers.follow(standby.url, standby.url)
+    watchers.close()
 
     acks = traffic.acks
     sealed = sealed_trace_ids(standby.url)
@@ -324,6 +392,7 @@ def _run(mode: Mode, subs: Sequence[Submission], primary: pg_cluster.Cluster, st
         recovery_s=round(first.answered - t_kill, 3),
         acknowledged_by_standby=sum(a.site == STANDBY for a in acks), verified_size=report.size,
         warm_state_matches_cold=cold_matches, cold_start_s=round(cold_s, 3), fenced=fenced,
+        witness_before=witness_before, witness_after=witness_after, follower_after=follower_after,
         errors=dict(traffic.errors))
 
 
@@ -401,6 +470,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"ledger verified after promotion: {sync.verified_size} and {asyn.verified_size} entries; warm "
           f"state = cold rebuild: {sync.warm_state_matches_cold}/{asyn.warm_state_matches_cold}")
     print(f"the old primary, re-made a standby, its runtime deciding again: {sync.fenced}")
+    for r in (sync, asyn):
+        print(f"{r.mode}: witness before the kill: {r.witness_before}; on the promoted primary: "
+              f"{r.witness_after}; follower there: {r.follower_after}")
+    ok = ok and sync.witness_after.startswith("cosigned") and not sync.follower_after.startswith("ALARM")
+    if asyn.lost:  # a lossy failover must not pass unnoticed by the watchers
+        ok = ok and not asyn.witness_after.startswith("cosigned") and asyn.follower_after.startswith("ALARM")
     if args.json:
         write_json(args.json, {"machine": host, "results": {k: asdict(v) for k, v in results.items()}})
     return 0 if ok else 1

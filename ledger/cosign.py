@@ -117,6 +117,10 @@ def _ask(engine: Engine, post: Post, w: WitnessEndpoint, cp: Checkpoint, note: s
                 return refused(status, f"the witness moved from size {old} to {at} while asked; try again")
             old = at
             continue
+        if status == 422:  # the proof from where the witness stands fails: this log is not its history
+            return refused(status, f"the witness cannot connect its size {old} to size {cp.size}: this log "
+                                   "does not extend the history it cosigned (a fork): "
+                                   f"{text.strip()[:300]}", alarm=True)
         return refused(status, f"witness answered {status}: {text.strip()[:500]}")
     raise AssertionError("unreachable: the second attempt always returns")
 

@@ -53,6 +53,9 @@ def test_synchronous_replication_loses_no_acknowledged_decision(subs: list[Submi
     assert r.verified_size > r.acknowledged_by_primary + r.acknowledged_by_standby
     assert r.warm_state_matches_cold
     assert r.fenced.startswith("FencedError (standby)")
+    # nothing lost: the witness cosigns the promoted primary's checkpoint, the follower accepts it
+    assert r.witness_before.startswith("cosigned") and r.witness_after.startswith("cosigned"), r
+    assert r.follower_after.startswith("accepted"), r.follower_after
 
 
 def test_asynchronous_replication_with_a_frozen_sender_loses_what_it_acknowledged(
@@ -67,6 +70,12 @@ def test_asynchronous_replication_with_a_frozen_sender_loses_what_it_acknowledge
     assert r.verified_size > 0
     assert r.warm_state_matches_cold
     assert r.fenced.startswith("FencedError (standby)")
+    # the loss does not pass unnoticed: the witness saw a longer history than the promoted primary
+    # holds and refuses its checkpoint, and the follower beside the standby alarms
+    assert r.witness_before.startswith("cosigned")
+    # (smaller than what it cosigned: a rollback; larger by then: a fork its proof cannot connect)
+    assert r.witness_after.startswith("ALARM"), r.witness_after
+    assert r.follower_after.startswith(("ALARM ROLLBACK", "ALARM FORK")), r.follower_after
 
 
 def _settings(url: str, root: Path, name: str) -> Settings:

@@ -14,7 +14,7 @@ from ledger.cosign import Post, WitnessEndpoint, collect, cosigned_note, newest_
 from ledger.cosignature import Cosigner, cosignatures
 from ledger.verify import verify_ledger
 from ledger.witness import LogPolicy, Witness
-from tests.conftest import ORIGIN
+from tests.conftest import ORIGIN, Db, make_ledger
 
 
 def _post(w: Witness) -> Post:
@@ -89,3 +89,22 @@ def test_a_cosignature_of_a_size_never_signed_is_damage(witnessed: tuple[Ledger,
     with pytest.raises(DamageError, match="no stored checkpoint") as damage:
         verify_ledger(ledger.engine)
     assert damage.value.seq == 6
+
+
+def test_a_log_that_does_not_extend_what_the_witness_cosigned_is_an_alarm(
+        db: Db, signer: NoteSigner, tmp_path: Path) -> None:
+    """Two ledgers under one key and origin (a failover that lost entries, then grew past them):
+    the second's checkpoint cannot be connected to the witness's, and the log calls it a fork."""
+    first = make_ledger(db, signer)
+    policy = [LogPolicy(ORIGIN, (signer.verifier,))]
+    w = Witness(Cosigner.generate("w.example/witness"), policy, tmp_path / "w.db")
+    endpoint = [WitnessEndpoint("https://w", w.cosigner.verifier)]
+    first.append_many([Record("test.event", {"i": i}) for i in range(6)])
+    first.checkpoint()
+    assert collect(first.engine, endpoint, _post(w))[0].ok
+    second = make_ledger(Db(f"sqlite:///{tmp_path / 'second.db'}", "sqlite"), signer)
+    second.append_many([Record("test.event", {"j": i}) for i in range(12)])
+    second.checkpoint()
+    (o,) = collect(second.engine, endpoint, _post(w))
+    assert (o.ok, o.alarm, o.status) == (False, True, 422) and "a fork" in o.detail
+    assert [e.kind for e in w.evidence()] == ["inconsistent"]
