@@ -20,8 +20,10 @@ cosignature.
 
 from __future__ import annotations
 
+import json
+import os
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +41,8 @@ from ledger.keys import read_private, write_private
 from ledger.note import NoteVerifier
 from ledger.witness import MAX_BODY_BYTES, LogPolicy, Witness
 
-__all__ = ["ConfigError", "WitnessConfig", "WitnessList", "create_witness_app", "generate_witness_key",
-           "http_post", "load_config", "load_cosigner", "load_witness_list"]
+__all__ = ["ConfigError", "WitnessConfig", "WitnessList", "create_witness_app", "http_post", "init_witness",
+           "load_config", "load_cosigner", "load_witness_list", "open_witness"]
 
 
 class ConfigError(ValueError):
@@ -97,12 +99,13 @@ def load_config(path: Path) -> WitnessConfig:
         if not isinstance(revoked_doc, dict) or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in revoked_doc.values()):
             raise ConfigError(f"{path}: {where}revoked must map verifier keys to tree sizes (integers >= 0)")
-        for vkey in revoked_doc:
-            try:
-                NoteVerifier.from_vkey(vkey)
+        revoked: dict[str, int] = {}
+        for vkey, from_size in revoked_doc.items():
+            try:  # the canonical form, which the witness looks signatures' keys up by
+                revoked[NoteVerifier.from_vkey(vkey).vkey] = from_size
             except KeyFileError as exc:
                 raise ConfigError(f"{path}: {where}revoked: {exc}") from exc
-        logs.append(LogPolicy(origin, keys, dict(revoked_doc)))
+        logs.append(LogPolicy(origin, keys, revoked))
     origins = [p.origin for p in logs]
     if len(set(origins)) != len(origins):
         raise ConfigError(f"{path}: two [[log]] tables have the same origin")
@@ -110,11 +113,48 @@ def load_config(path: Path) -> WitnessConfig:
                          base / string_at(doc, "state", ""), tuple(logs))
 
 
-def generate_witness_key(path: Path, name: str) -> Cosigner:
-    """A new witness key at ``path`` (mode 0600); never overwrites."""
-    cosigner = Cosigner.generate(name)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_private(path, cosigner.skey, exclusive=True, what="a witness key")
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (JSON's escapes are TOML's: quotes, backslashes, controls)."""
+    return json.dumps(text)
+
+
+def init_witness(config: Path, name: str, log_keys: Sequence[NoteVerifier]) -> Cosigner:
+    """Create a witness: its key (``witness.key``, 0600), its empty state file (``witness.db``) and its
+    config at ``config``, witnessing the logs whose verifier keys are given (a key's name is its log's
+    origin). Everything is checked before anything is written, and nothing is left behind when a
+    step fails; an existing config, key or state file is refused (``ConfigError``)."""
+    cosigner = Cosigner.generate(name)  # refuses a name with '+' or white space (KeyFileError)
+    if not log_keys:
+        raise ConfigError("at least one log key is needed")
+    key_path, state_path = config.parent / "witness.key", config.parent / "witness.db"
+    for p in (config, key_path, state_path):
+        if p.exists() or p.is_symlink():
+            raise ConfigError(f"{p} already exists; refusing to overwrite a witness's file")
+    by_origin: dict[str, list[str]] = {}
+    for k in log_keys:
+        by_origin.setdefault(k.name, []).append(k.vkey)
+    head = f'name = {_toml_string(name)}\nkey = "witness.key"\nstate = "witness.db"\n'
+    logs = "".join(f"\n[[log]]\norigin = {_toml_string(origin)}\n"
+                   f"keys = [{', '.join(map(_toml_string, vkeys))}]\n" for origin, vkeys in by_origin.items())
+    text = head + logs
+    config.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = config.with_name(f".{config.name}.new")
+    made: list[Path] = [tmp]
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        cfg = load_config(tmp)  # what is written reads back as meant
+        if cfg.name != name or {p.origin for p in cfg.logs} != set(by_origin):
+            raise ConfigError(f"{config}: the config written does not read back as given")
+        made.append(key_path)
+        write_private(key_path, cosigner.skey, exclusive=True, what="a witness key")
+        made.append(state_path)
+        Witness(cosigner, cfg.logs, state_path).close()  # the state starts here, and only here
+        os.replace(tmp, config)
+    except BaseException:
+        for p in made:
+            for q in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")):
+                q.unlink(missing_ok=True)
+        raise
     return cosigner
 
 
@@ -130,13 +170,21 @@ def load_cosigner(path: Path, name: str) -> Cosigner:
     return cosigner
 
 
+def open_witness(config: Path) -> Witness:
+    """The witness ``config`` describes, its state file required (``WitnessStateError`` if gone)."""
+    cfg = load_config(config)
+    return Witness(load_cosigner(cfg.key, cfg.name), cfg.logs, cfg.state, create=False)
+
+
 def create_witness_app(witness: Witness) -> Starlette:
     """The witness's HTTP face; blocking work runs in the thread pool, never on the event loop."""
     from starlette.concurrency import run_in_threadpool
 
     async def add_checkpoint(request: Request) -> Response:
         declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+        if declared is not None and not (declared.isascii() and declared.isdigit() and len(declared) < 12):
+            return PlainTextResponse("content-length is not a number of bytes\n", status_code=400)
+        if declared is not None and int(declared) > MAX_BODY_BYTES:
             return PlainTextResponse(f"request body over {MAX_BODY_BYTES} bytes\n", status_code=413)
         body = bytearray()
         async for chunk in request.stream():

@@ -14,7 +14,17 @@ from ledger.errors import NoteError
 from ledger.merkle import HASH_SIZE
 from ledger.note import NoteSigner, NoteVerifier, open_note, sign_note
 
-__all__ = ["Checkpoint", "SignedCheckpoint"]
+__all__ = ["MAX_SIZE", "Checkpoint", "SignedCheckpoint", "is_decimal"]
+
+MAX_SIZE = 2**63 - 1  # a tree size (u64 in tlog-checkpoint; a signed 64-bit column in storage)
+
+
+def is_decimal(text: str) -> bool:
+    """``text`` is an ASCII decimal of at most 20 digits with no leading zero (``"0"`` itself is one):
+    what tlog-checkpoint and tlog-witness call a decimal. ``str.isdigit`` alone takes ``'²'`` and
+    ``'٥'``, and ``int()`` of thousands of digits is slow or refused."""
+    return (0 < len(text) <= 20 and text.isascii() and text.isdigit()
+            and (text == "0" or not text.startswith("0")))
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,11 @@ class Checkpoint:
         origin, size_s, root_s, *ext = lines
         if not origin:
             raise NoteError("checkpoint origin line is empty")
-        if not size_s.isdigit() or (size_s != "0" and size_s.startswith("0")):
-            raise NoteError(f"checkpoint size {size_s!r} is not a decimal number")
+        if not is_decimal(size_s):
+            raise NoteError(f"checkpoint size {size_s[:40]!r} is not an ASCII decimal number without "
+                            "leading zeroes")
+        if int(size_s) > MAX_SIZE:
+            raise NoteError(f"checkpoint size {size_s} is larger than a log can be (2^63 - 1)")
         try:
             root = base64.b64decode(root_s, validate=True)
         except (binascii.Error, ValueError) as exc:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 
 from ledger import store
-from ledger.checkpoint import Checkpoint
+from ledger.checkpoint import Checkpoint, is_decimal
 from ledger.cosignature import CosignerVerifier, add_lines, cosignatures
 from ledger.errors import DamageError, KeyFileError, LedgerError, NoteError
 from ledger.note import parse_note
@@ -31,6 +31,7 @@ from ledger.proofs import consistency_proof
 __all__ = ["CosignOutcome", "Post", "WitnessEndpoint", "check_cosignature_rows", "collect", "cosigned_note",
            "newest_cosigned", "newest_witnessed", "witness_sizes", "witnesses_of"]
 
+CLOCK_SKEW_S = 86_400  # a cosignature dated later than this past the log's clock is not stored
 Post = Callable[[str, bytes], tuple[int, str, bytes]]
 """POST ``body`` to a witness's add-checkpoint URL; returns (status, content type, body). Raises
 ``OSError`` (or any exception) when the witness cannot be reached."""
@@ -75,6 +76,7 @@ def _ask(engine: Engine, post: Post, w: WitnessEndpoint, cp: Checkpoint, note: s
          old: int) -> CosignOutcome:
     vkey = w.verifier.vkey
     url = w.url.rstrip("/") + "/add-checkpoint"
+    cosigned = old  # the largest size this witness cosigned for this log, as the log holds it
 
     def refused(status: int | None, detail: str, alarm: bool = False) -> CosignOutcome:
         return CosignOutcome(vkey, cp.size, False, status, detail, alarm)
@@ -94,6 +96,9 @@ def _ask(engine: Engine, post: Post, w: WitnessEndpoint, cp: Checkpoint, note: s
                 return refused(status, f"the witness's answer is not valid: {exc}")
             if not got:
                 return refused(status, "the witness answered 200 without a cosignature by its key")
+            if got[0].timestamp > time.time() + CLOCK_SKEW_S:  # 2^53 and up would not fit a bundle either
+                return refused(status, f"the witness's cosignature is dated {got[0].timestamp}, more than "
+                                       "a day ahead of this log's clock: not stored (check its clock)")
             with engine.begin() as conn:
                 p = store.param(conn)
                 conn.exec_driver_sql(
@@ -103,13 +108,18 @@ def _ask(engine: Engine, post: Post, w: WitnessEndpoint, cp: Checkpoint, note: s
             return CosignOutcome(vkey, cp.size, True, status, f"cosigned at {got[0].timestamp}")
         if status == 409 and ctype.split(";")[0].strip() == "text/x.tlog.size":
             stands = text.strip()
-            if not stands.isdigit():
-                return refused(status, f"409 with a size that is not a number: {stands!r}")
+            if not is_decimal(stands):
+                return refused(status, f"409 with a size that is not a decimal number: {stands[:40]!r}")
             at = int(stands)
             if at > cp.size:
                 return refused(status, f"the witness cosigned size {at}, past this log's newest checkpoint "
                                        f"(size {cp.size}): entries it saw are missing here, or another log "
                                        "signs under this origin", alarm=True)
+            if at < cosigned:  # it cosigned more of this log than it now knows of: its state rolled back
+                return refused(status, f"the witness stands at size {at}, below size {cosigned} it cosigned "
+                                       "for this log: it lost what it cosigned (its state restored from an "
+                                       "old copy, or a new one) and could cosign another history; not "
+                                       "counted until its state is restored", alarm=True)
             if at == old:  # the sizes agree, so the roots do not: it holds another tree of this log
                 return refused(status, f"the witness refuses size {cp.size} from its size {at}: it cosigned "
                                        "a checkpoint of that size with another root (split view)", alarm=True)

@@ -10,11 +10,11 @@ keys revoked from a tree size on). For each log it keeps, durably, every checkpo
   (403), of an unknown log (404), or a malformed request (400);
 - an ``old`` size other than the size of the last checkpoint it cosigned (409, body: that size,
   ``text/x.tlog.size``), the way a log learns where the witness stands;
-- a consistency proof that does not connect the two (422);
+- a consistency proof that does not connect the two (422). Not kept as evidence: the proof is not
+  signed, so a wrong one proves nothing against the log;
 - a **split view**: a checkpoint of a size it already cosigned, with another root (409). Both
-  signed notes are kept as evidence, also when the witness restarted in between: the history
-  lives in the state file, not in memory. An inconsistent proof over a validly signed checkpoint
-  is kept as evidence too.
+  signed notes are kept as evidence (once per contradicting root), also when the witness restarted
+  in between: the history lives in the state file, not in memory.
 
 Check and update happen in one ``BEGIN IMMEDIATE`` transaction of the state file (SQLite, WAL,
 ``synchronous=FULL``), so two requests racing can never roll the witness back
@@ -33,13 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.checkpoint import Checkpoint
+from ledger.checkpoint import MAX_SIZE, Checkpoint, is_decimal
 from ledger.cosignature import Cosigner, add_lines
-from ledger.errors import ConsistencyError, NoteError
+from ledger.errors import ConsistencyError, LedgerError, NoteError
 from ledger.merkle import HASH_SIZE, verify_consistency
 from ledger.note import NoteVerifier, Signature, parse_note
 
-__all__ = ["MAX_PROOF_LINES", "Evidence", "LogPolicy", "Outcome", "Witness", "parse_add_checkpoint"]
+__all__ = ["MAX_PROOF_LINES", "Evidence", "LogPolicy", "Outcome", "Witness", "WitnessStateError",
+           "parse_add_checkpoint"]
 
 MAX_PROOF_LINES = 63
 MAX_BODY_BYTES = 64 * 1024
@@ -98,7 +99,7 @@ class Evidence:
 
     id: int
     origin: str
-    kind: str  # "split-view" (same size, another root) or "inconsistent" (the proof fails)
+    kind: str  # "split-view": a checkpoint of a size it cosigned, with another root
     size: int
     detail: str
     submitted_note: str
@@ -109,6 +110,10 @@ class Evidence:
         return {"id": self.id, "origin": self.origin, "kind": self.kind, "size": self.size,
                 "detail": self.detail, "submitted_note": self.submitted_note,
                 "cosigned_note": self.cosigned_note, "received_at": self.received_at}
+
+
+class WitnessStateError(LedgerError):
+    """The witness's state file is missing or cannot be opened."""
 
 
 class BadRequest(ValueError):
@@ -131,8 +136,9 @@ def parse_add_checkpoint(body: bytes) -> tuple[int, list[bytes], str]:
     if not first.startswith("old "):
         raise BadRequest("request body does not start with an 'old <size>' line")
     old_s = first[4:]
-    if not old_s.isdigit() or (old_s != "0" and old_s.startswith("0")) or not old_s.isascii():
-        raise BadRequest(f"old size {old_s!r} is not a decimal number without leading zeroes")
+    if not is_decimal(old_s) or int(old_s) > MAX_SIZE:
+        raise BadRequest(f"old size {old_s[:40]!r} is not an ASCII decimal (at most 2^63 - 1) without "
+                         "leading zeroes")
     if len(lines) - 1 > MAX_PROOF_LINES:
         raise BadRequest(f"consistency proof has {len(lines) - 1} lines, at most {MAX_PROOF_LINES} allowed")
     proof: list[bytes] = []
@@ -156,7 +162,10 @@ class Witness:
     """The witness's logic over its state file; thread-safe, and safe across processes."""
 
     def __init__(self, cosigner: Cosigner, logs: Sequence[LogPolicy], state: Path, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, create: bool = True) -> None:
+        """``create=False`` refuses (``WitnessStateError``) a state file that is not there: a witness
+        that lost its state would cosign what contradicts what it cosigned before, so only the set-up
+        (``sealtrail witness init``) makes a new one."""
         self.cosigner = cosigner
         self.logs = {p.origin: p for p in logs}
         if len(self.logs) != len(logs):
@@ -164,9 +173,19 @@ class Witness:
         self.state = state
         self.clock = clock
         self._lock = threading.Lock()
+        if state.is_dir():
+            raise WitnessStateError(f"the witness state {state} is a directory, not its state file")
+        if not create and not state.exists():
+            raise WitnessStateError(
+                f"the witness state file {state} does not exist: a witness that lost its state would "
+                "cosign a history contradicting the one it cosigned; restore the file (or, for a new "
+                "witness, run 'sealtrail witness init')")
         state.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(state, isolation_level=None, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._db = sqlite3.connect(state, isolation_level=None, check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            raise WitnessStateError(f"the witness state file {state} cannot be opened: {exc}") from exc
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
 
@@ -192,8 +211,8 @@ class Witness:
             return Outcome(403, refusal + "\n")
         if old > cp.size:
             return Outcome(400, f"old size {old} is larger than the checkpoint's size {cp.size}\n")
-        if old == 0 and proof:
-            return Outcome(400, "a consistency proof from size 0 must be empty\n")
+        if (old == 0 or old == cp.size) and proof:
+            return Outcome(400, "a consistency proof from size 0, or between equal sizes, must be empty\n")
         with self._lock:
             return self._add(policy, old, proof, note, cp)
 
@@ -231,8 +250,7 @@ class Witness:
                 return _size_outcome(latest)
             row = db.execute("SELECT size, root, note FROM cosigned WHERE origin = ? "
                              "ORDER BY size DESC LIMIT 1", (cp.origin,)).fetchone()
-            latest, latest_root, latest_note = (0, b"", "") if row is None else (
-                int(row[0]), bytes(row[1]), str(row[2]))
+            latest, latest_root = (0, b"") if row is None else (int(row[0]), bytes(row[1]))
             if old != latest:
                 db.execute("ROLLBACK")
                 return _size_outcome(latest)
@@ -240,8 +258,9 @@ class Witness:
                 try:
                     verify_consistency(latest, cp.size, proof, latest_root, cp.root)
                 except ConsistencyError as exc:
-                    self._evidence(cp, "inconsistent", f"from size {latest}: {exc}", note, latest_note, now)
-                    db.execute("COMMIT")
+                    # not evidence: the proof is not signed, anyone can send a wrong one for a good
+                    # checkpoint; only two signed checkpoints that contradict each other are
+                    db.execute("ROLLBACK")
                     return Outcome(422, f"consistency proof from size {latest} does not verify: {exc}\n")
             stamp = max(now, self._last_stamp(cp.origin))  # never older than a cosignature given
             if cp.size != latest or row is None:
@@ -264,10 +283,13 @@ class Witness:
 
     def _evidence(self, cp: Checkpoint, kind: str, detail: str, note: str, cosigned_note: str,
                   now: int) -> None:
-        """Keep a contradicting checkpoint once (a log retrying it is not new evidence)."""
-        if self._db.execute("SELECT 1 FROM evidence WHERE origin = ? AND kind = ? AND submitted_note = ?",
-                            (cp.origin, kind, note)).fetchone() is not None:
-            return
+        """Keep a contradicting checkpoint once per (size, root): a log retrying it, or the same note with
+        other signature lines added, is not new evidence."""
+        root_line = cp.to_text().split("\n")[2]
+        for (kept,) in self._db.execute("SELECT submitted_note FROM evidence WHERE origin = ? AND kind = ? "
+                                        "AND size = ?", (cp.origin, kind, cp.size)):
+            if str(kept).split("\n")[2] == root_line:
+                return
         self._db.execute(
             "INSERT INTO evidence (origin, kind, size, detail, submitted_note, cosigned_note, received_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)", (cp.origin, kind, cp.size, detail, note, cosigned_note, now))

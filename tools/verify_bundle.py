@@ -445,9 +445,10 @@ def _checkpoint(z: zipfile.ZipFile, name: str, keys: list[Vkey], origin: str, si
         else:
             try:
                 stamp = verify_cosignature(body, key, blob)
-                entry["time"] = datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                entry["time"] = _when(stamp)
+                entry["key"] = key.public.hex()  # the public key: what makes witnesses distinct
                 entry["status"] = f"cosigned, verified (at {entry['time']})"
-            except (VerifyError, OverflowError, OSError, ValueError) as exc:
+            except VerifyError as exc:
                 entry["status"] = f"FAILED: {exc}"
                 report.fail("witness", name, f"the cosignature of {key.text} does not hold: {exc}")
         report.witnesses.append(entry)
@@ -457,10 +458,23 @@ def _checkpoint(z: zipfile.ZipFile, name: str, keys: list[Vkey], origin: str, si
                                      "status": "no cosignature by this witness"})
 
 
+def _when(stamp: int) -> str:
+    """A cosignature's POSIX time as UTC, or the number itself past what a calendar shows."""
+    try:
+        return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{stamp} (POSIX seconds)"
+
+
 def _listed_witnesses(z: zipfile.ZipFile, m: dict[str, Any], report: Report) -> None:
     """Format 8: every cosignature ``manifest.witnesses`` lists is on the checkpoint and verifies."""
     listed = m.get("witnesses")
-    if listed is None:
+    if report.format is None or report.format < 8:
+        if listed is not None:
+            report.fail("manifest", "manifest.json", "witnesses before format 8")
+        return
+    if not isinstance(listed, list) or not listed:
+        report.fail("manifest", "manifest.json", "format 8 needs a non-empty witnesses list")
         return
     name = m["checkpoint"]["file"]
     try:
@@ -663,7 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, zipfile.BadZipFile) as exc:
         print(f"error: cannot read {args.bundle}: {exc}", file=sys.stderr)
         return 2
-    cosigned = sum(1 for w in report.witnesses if "time" in w)
+    # distinct witnesses: a line repeated, a key given twice or one key under two names is one witness
+    cosigned = len({w["key"] for w in report.witnesses if "time" in w})
     if cosigned < args.min_witnesses:
         report.fail("witness", "checkpoint.txt",
                     f"{cosigned} witness cosignature(s) verified, {args.min_witnesses} required")

@@ -261,9 +261,10 @@ def export_verify(
         witnesses = [CosignerVerifier.from_vkey(k) for k in witness_key or ()]
     except KeyFileError as exc:
         _unreadable(f"--witness-key: {exc}")
-    if min_witnesses > len(witnesses):
-        raise CliError(f"--min-witnesses {min_witnesses} needs at least as many --witness-key (given "
-                       f"{len(witnesses)}): only cosignatures by witnesses you trust count", code=2,
+    distinct = len({w.public_key for w in witnesses})  # one key given twice, or under two names, is one
+    if min_witnesses > distinct:
+        raise CliError(f"--min-witnesses {min_witnesses} needs at least as many distinct --witness-key "
+                       f"(given {distinct}): only cosignatures by witnesses you trust count", code=2,
                        error="usage", field="--min-witnesses")
     if not keys:
         err.print(f"WARNING: {UNPINNED_WARNING}", style="bold red", markup=False)

@@ -34,38 +34,26 @@ def witness_init(
         "--log-key", help="a verifier key of the log to witness (repeatable); its name is the log's origin")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a witness: a new key (witness.key, 0600) and a config beside it. Prints the witness's
-    verifier key, which the log and examiners pin."""
-    from api.witness import generate_witness_key, load_config
+    """Create a witness: a new key (witness.key, 0600), its empty state (witness.db) and a config
+    beside them. Prints the witness's verifier key, which the log and examiners pin."""
+    from api.witness import init_witness
     from ledger.note import NoteVerifier
 
-    if config.exists():
-        raise CliError(f"{config} already exists; refusing to overwrite a witness config", code=2,
-                       error="exists")
     try:
         keys = [NoteVerifier.from_vkey(k) for k in log_key]
-    except ValueError as exc:
-        raise CliError(f"--log-key: {exc}", code=2, error="usage") from None
-    by_origin: dict[str, list[str]] = {}
-    for k in keys:
-        by_origin.setdefault(k.name, []).append(k.vkey)
-    key_path = config.parent / "witness.key"
-    cosigner = generate_witness_key(key_path, name)
-    logs = "".join(f'\n[[log]]\norigin = "{origin}"\nkeys = [{", ".join(repr(v) for v in vkeys)}]\n'
-                   for origin, vkeys in by_origin.items())
-    config.write_text(f'name = "{name}"\nkey = "witness.key"\nstate = "witness.db"\n{logs}', encoding="utf-8")
-    load_config(config)  # what was written reads back
-    doc = {"vkey": cosigner.verifier.vkey, "config": str(config), "key_file": str(key_path),
-           "logs": sorted(by_origin)}
+        cosigner = init_witness(config, name, keys)
+    except ValueError as exc:  # KeyFileError is a LedgerError: classified as configuration (exit 2)
+        raise CliError(f"{exc}", code=2, error="usage") from None
+    doc = {"vkey": cosigner.verifier.vkey, "config": str(config),
+           "key_file": str(config.parent / "witness.key"), "state": str(config.parent / "witness.db"),
+           "logs": sorted({k.name for k in keys})}
     emit(doc, as_json, lambda: out.print(cosigner.verifier.vkey, markup=False))
 
 
 def _open(config: Path) -> Any:
-    from api.witness import load_config, load_cosigner
-    from ledger.witness import Witness
+    from api.witness import open_witness
 
-    cfg = load_config(config)
-    return Witness(load_cosigner(cfg.key, cfg.name), cfg.logs, cfg.state)
+    return open_witness(config)
 
 
 @witness_app.command("serve")
@@ -121,7 +109,7 @@ def witness_serve(
 
 @witness_app.command("evidence")
 def witness_evidence(config: ConfigOpt, as_json: JsonOpt = False) -> None:
-    """The split views and failed proofs the witness kept (each with both signed notes). Exit 1 when
+    """The split views the witness refused and kept (each with both signed notes). Exit 1 when
     there is any: a log showed this witness two histories."""
     witness = _open(config)
     try:

@@ -55,9 +55,10 @@ def check_witnesses(manifest: BundleManifest, note: str, checkpoint_file: str,
                 f"manifest.witnesses lists {v.vkey} at {timestamp}; {checkpoint_file} carries "
                 + ("no cosignature by it" if v not in found else f"its cosignature at {found[v]}"),
                 kind="witness.missing", file=checkpoint_file))
-    count = sum(1 for v in pinned if v in found)
+    # distinct witnesses: a key pinned twice, or one public key under two names, is one witness
+    count = len({v.public_key for v in pinned if v in found})
     if min_witnesses > count:
-        shown = ", ".join(v.vkey.split("+")[0] for v in pinned) or "none pinned"
+        shown = ", ".join(dict.fromkeys(v.vkey.split("+")[0] for v in pinned)) or "none pinned"
         failures.append(BundleUntrusted(
             f"{count} of the {min_witnesses} witness cosignatures required by pinned witnesses ({shown}) "
             f"are on the checkpoint" + ("" if manifest.version >= 8 else
