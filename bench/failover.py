@@ -250,15 +250,10 @@ class Watchers:
         self.verifier = verifier
         self.state: FollowState | None = None
 
-    def _post(self, url: str, body: bytes) -> tuple[int, str, bytes]:
-        del url
-        o = self.witness.add_checkpoint(body)
-        return o.status, o.content_type, o.body.encode()
-
     def cosign(self, rt: Runtime) -> str:
         """The log's newest checkpoint (signed now) as the witness answered it."""
         rt.ledger.checkpoint()
-        (o,) = collect(rt.ledger.engine, [self.endpoint], self._post)
+        (o,) = collect(rt.ledger.engine, [self.endpoint], self.witness.post)
         return (f"cosigned size {o.size}" if o.ok else
                 f"{'ALARM' if o.alarm else 'refused'} at size {o.size}: {o.detail}")
 

@@ -294,6 +294,13 @@ class Witness:
             "INSERT INTO evidence (origin, kind, size, detail, submitted_note, cosigned_note, received_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)", (cp.origin, kind, cp.size, detail, note, cosigned_note, now))
 
+    def post(self, url: str, body: bytes) -> tuple[int, str, bytes]:
+        """This witness answering ``body`` in process: a ``ledger.cosign.Post`` (drills, tests, a log
+        and a witness in one process). ``url`` is not read."""
+        del url
+        o = self.add_checkpoint(body)
+        return o.status, o.content_type, o.body.encode()
+
     # -- reading ------------------------------------------------------------------------------
 
     def latest(self, origin: str) -> str | None:

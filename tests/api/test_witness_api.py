@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.checkpoint import SignedCheckpoint
-from ledger.cosign import Post, WitnessEndpoint, collect
+from ledger.cosign import WitnessEndpoint, collect
 from ledger.cosignature import Cosigner, cosignatures
 from ledger.note import NoteVerifier
 from ledger.witness import LogPolicy, Witness
@@ -23,16 +23,10 @@ def test_cosigned_checkpoint_is_served_with_its_cosignatures(served: Served, tmp
     witnesses = [Witness(Cosigner.generate(f"w{i}.bank.example/witness"), policy, tmp_path / f"w{i}.db")
                  for i in (1, 2)]
 
-    def post_to(w: Witness) -> Post:
-        def post(url: str, body: bytes) -> tuple[int, str, bytes]:
-            o = w.add_checkpoint(body)
-            return o.status, o.content_type, o.body.encode()
-        return post
-
     served.post(b'{"not": "a payment"}')  # a sealed refusal grows the log
     size = ledger.checkpoint().checkpoint.size
     out = collect(ledger.engine, [WitnessEndpoint("https://w1", witnesses[0].cosigner.verifier)],
-                  post_to(witnesses[0]))
+                  witnesses[0].post)
     assert [o.ok for o in out] == [True]
     r = served.client.get("/v1/ledger/checkpoint/cosigned", headers=HEADERS)
     assert r.status_code == 200
@@ -43,7 +37,7 @@ def test_cosigned_checkpoint_is_served_with_its_cosignatures(served: Served, tmp
     r2 = served.client.get("/v1/ledger/checkpoint/cosigned?min_witnesses=2", headers=HEADERS)
     assert r2.status_code == 404 and "2 witness cosignature" in r2.json()["detail"]
     second = WitnessEndpoint("https://w2", witnesses[1].cosigner.verifier)
-    collect(ledger.engine, [second], post_to(witnesses[1]))
+    collect(ledger.engine, [second], witnesses[1].post)
     r2 = served.client.get("/v1/ledger/checkpoint/cosigned?min_witnesses=2", headers=HEADERS)
     assert r2.status_code == 200
     assert len(cosignatures(r2.text, [w.cosigner.verifier for w in witnesses])) == 2

@@ -15,7 +15,7 @@ from audit.bundle.verify import verify_bundle
 from audit.errors import BundleError
 from audit.export.create import ExportFilters, create_bundle
 from ledger import NoteSigner
-from ledger.cosign import Post, WitnessEndpoint, collect
+from ledger.cosign import WitnessEndpoint, collect
 from ledger.cosignature import Cosigner, cosignatures
 from ledger.witness import LogPolicy, Witness
 from tests.audit.bundle_fixture import OFFICER, members, now_fixed, rewrite
@@ -23,13 +23,6 @@ from tests.audit.test_export import governed_pipeline
 from tests.audit.test_pipeline import submissions
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox
-
-
-def _post(w: Witness) -> Post:
-    def post(url: str, body: bytes) -> tuple[int, str, bytes]:
-        o = w.add_checkpoint(body)
-        return o.status, o.content_type, o.body.encode()
-    return post
 
 
 @pytest.fixture
@@ -46,7 +39,7 @@ def world(sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -
     def cosign() -> None:  # two of the three cosign, when the exporter asks
         for w in witnesses[:2]:
             endpoint = WitnessEndpoint("https://w", w.cosigner.verifier)
-            outcomes.extend(collect(ledger.engine, [endpoint], _post(w)))
+            outcomes.extend(collect(ledger.engine, [endpoint], w.post))
 
     out = tmp_path / "b.zip"
     filters = ExportFilters.of("2000-01-01T00:00:00Z", datetime.now(UTC).isoformat().replace("+00:00", "Z"))

@@ -10,18 +10,11 @@ from sqlalchemy.exc import DBAPIError
 
 from ledger import DamageError, NoteSigner, Record
 from ledger.append import Ledger
-from ledger.cosign import Post, WitnessEndpoint, collect, cosigned_note, newest_cosigned, witness_sizes
+from ledger.cosign import WitnessEndpoint, collect, cosigned_note, newest_cosigned, witness_sizes
 from ledger.cosignature import Cosigner, cosignatures
 from ledger.verify import verify_ledger
 from ledger.witness import LogPolicy, Witness
 from tests.conftest import ORIGIN, Db, make_ledger
-
-
-def _post(w: Witness) -> Post:
-    def post(url: str, body: bytes) -> tuple[int, str, bytes]:
-        o = w.add_checkpoint(body)
-        return o.status, o.content_type, o.body.encode()
-    return post
 
 
 @pytest.fixture
@@ -32,7 +25,7 @@ def witnessed(ledger: Ledger, signer: NoteSigner, tmp_path: Path) -> tuple[Ledge
     for n in (5, 9):
         ledger.append_many([Record("test.event", {"i": i}) for i in range(n)])
         ledger.checkpoint()
-        (o,) = collect(ledger.engine, endpoint, _post(w))
+        (o,) = collect(ledger.engine, endpoint, w.post)
         assert o.ok, o.detail
     return ledger, w
 
@@ -49,7 +42,7 @@ def test_collected_cosignatures_verify_and_are_served(witnessed: tuple[Ledger, W
     report = verify_ledger(ledger.engine)
     assert (report.cosignatures, report.witnesses) == (2, {vkey: 15})
     # nothing new to cosign: the witness is not asked again
-    (o,) = collect(ledger.engine, [WitnessEndpoint("https://w", w.cosigner.verifier)], _post(w))
+    (o,) = collect(ledger.engine, [WitnessEndpoint("https://w", w.cosigner.verifier)], w.post)
     assert o.ok and o.status is None and "already cosigned" in o.detail
 
 
@@ -101,10 +94,10 @@ def test_a_log_that_does_not_extend_what_the_witness_cosigned_is_an_alarm(
     endpoint = [WitnessEndpoint("https://w", w.cosigner.verifier)]
     first.append_many([Record("test.event", {"i": i}) for i in range(6)])
     first.checkpoint()
-    assert collect(first.engine, endpoint, _post(w))[0].ok
+    assert collect(first.engine, endpoint, w.post)[0].ok
     second = make_ledger(Db(f"sqlite:///{tmp_path / 'second.db'}", "sqlite"), signer)
     second.append_many([Record("test.event", {"j": i}) for i in range(12)])
     second.checkpoint()
-    (o,) = collect(second.engine, endpoint, _post(w))
+    (o,) = collect(second.engine, endpoint, w.post)
     assert (o.ok, o.alarm, o.status) == (False, True, 422) and "a fork" in o.detail
     assert w.evidence() == []  # a failed proof is no signed contradiction: the log's alarm says it

@@ -27,7 +27,7 @@ from audit.errors import BundleError
 from audit.export.create import ExportFilters, create_bundle
 from ledger import Record
 from ledger.checkpoint import Checkpoint
-from ledger.cosign import Post, WitnessEndpoint, collect
+from ledger.cosign import WitnessEndpoint, collect
 from ledger.cosignature import Cosigner, cosignatures
 from ledger.keys import write_private
 from ledger.merkle import consistency_ranges, leaf_hash, root_of
@@ -87,12 +87,6 @@ def witness(log_key: NoteSigner, tmp_path: Path) -> Iterator[Witness]:
     yield w
     w.close()
 
-
-def _post(w: Witness) -> Post:
-    def post(url: str, body: bytes) -> tuple[int, str, bytes]:
-        o = w.add_checkpoint(body)
-        return o.status, o.content_type, o.body.encode()
-    return post
 
 
 # --- the witness service ---------------------------------------------------------------------------
@@ -242,7 +236,7 @@ def test_bug_one_witness_409_with_a_bad_size_crashes_collect(sqlite_db: Db, sign
     def post(url: str, body: bytes) -> tuple[int, str, bytes]:
         if url.startswith("https://bad"):
             return 409, "text/x.tlog.size", f"{answer}\n".encode()
-        return _post(honest)(url, body)
+        return honest.post(url, body)
 
     outcomes = collect(ledger.engine, [bad, good], post)  # raises ValueError today
     assert [o.ok for o in outcomes] == [False, True]
@@ -260,12 +254,12 @@ def test_bug_a_witness_that_forgot_what_it_cosigned_raises_no_alarm(sqlite_db: D
     ep = WitnessEndpoint("https://w", cos.verifier)
     ledger.checkpoint()
     w = Witness(cos, policy, tmp_path / "w.db")
-    assert [o.ok for o in collect(ledger.engine, [ep], _post(w))] == [True]
+    assert [o.ok for o in collect(ledger.engine, [ep], w.post)] == [True]
     w.close()
     ledger.append_many([Record("test.event", {"i": i}) for i in range(3)])
     ledger.checkpoint()
     forgot = Witness(cos, policy, tmp_path / "fresh.db")  # same key, its state gone
-    (outcome,) = collect(ledger.engine, [ep], _post(forgot))
+    (outcome,) = collect(ledger.engine, [ep], forgot.post)
     forgot.close()
     assert outcome.alarm, outcome
 
@@ -291,7 +285,7 @@ def world(sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -
 
     def cosign() -> None:
         assert [o.ok for o in collect(ledger.engine, [WitnessEndpoint("https://w1", w1.cosigner.verifier)],
-                                      _post(w1))] == [True]
+                                      w1.post)] == [True]
 
     out = tmp_path / "b.zip"
     filters = ExportFilters.of("2000-01-01T00:00:00Z", datetime.now(UTC).isoformat().replace("+00:00", "Z"))

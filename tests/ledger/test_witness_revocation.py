@@ -12,7 +12,7 @@ import migrations
 from ledger import Record
 from ledger.append import Ledger
 from ledger.checkpoint import Checkpoint
-from ledger.cosign import Post, WitnessEndpoint, collect
+from ledger.cosign import WitnessEndpoint, collect
 from ledger.cosignature import Cosigner
 from ledger.database import initialise, open_engine, open_ledger
 from ledger.keys import FileKeyStore, load_signer, revoke_key, rotate_key_file
@@ -22,15 +22,8 @@ from ledger.witness import LogPolicy, Witness
 from tests.conftest import ORIGIN, Db
 
 
-def _post(w: Witness) -> Post:
-    def post(url: str, body: bytes) -> tuple[int, str, bytes]:
-        o = w.add_checkpoint(body)
-        return o.status, o.content_type, o.body.encode()
-    return post
-
-
 def _cosign(ledger: Ledger, w: Witness) -> None:
-    (o,) = collect(ledger.engine, [WitnessEndpoint("https://w", w.cosigner.verifier)], _post(w))
+    (o,) = collect(ledger.engine, [WitnessEndpoint("https://w", w.cosigner.verifier)], w.post)
     assert o.ok, o.detail
 
 
