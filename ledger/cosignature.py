@@ -16,8 +16,6 @@ picks that witness's line out of a note and ignores every other line.
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ledger.errors import KeyFileError, NoteError
-from ledger.note import parse_note
+from ledger.note import key_id_of, parse_note, parse_skey, parse_vkey
 
 __all__ = [
     "ALG_COSIGNATURE_V1",
@@ -44,7 +42,7 @@ _MAX_TIMESTAMP = 2**63 - 1
 
 
 def _key_id(name: str, public: bytes) -> bytes:
-    return hashlib.sha256(name.encode() + b"\n" + bytes([ALG_COSIGNATURE_V1]) + public).digest()[:4]
+    return key_id_of(name, ALG_COSIGNATURE_V1, public)
 
 
 def _check_name(name: str) -> None:
@@ -70,21 +68,7 @@ class CosignerVerifier:
     @classmethod
     def from_vkey(cls, vkey: str) -> CosignerVerifier:
         """Parse ``name+hexkeyid+base64(0x04 || public key)``."""
-        parts = vkey.strip().split("+", 2)
-        if len(parts) != 3:
-            raise KeyFileError(f"witness key {vkey!r} is not name+keyid+key")
-        name, hex_id, b64 = parts
-        _check_name(name)
-        try:
-            raw = base64.b64decode(b64, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise KeyFileError(f"witness key {vkey!r} is not valid base64") from exc
-        if len(raw) != 33 or raw[0] != ALG_COSIGNATURE_V1:
-            raise KeyFileError(f"witness key {vkey!r} is not a cosignature/v1 key (0x04 || 32 bytes)")
-        key_id = _key_id(name, raw[1:])
-        if hex_id != key_id.hex():
-            raise KeyFileError(f"witness key id {hex_id} does not match its key ({key_id.hex()})")
-        return cls(name, key_id, raw[1:])
+        return cls(*parse_vkey(vkey, ALG_COSIGNATURE_V1, "witness key", "a cosignature/v1 key"))
 
     @property
     def vkey(self) -> str:
@@ -119,17 +103,8 @@ class Cosigner:
     @classmethod
     def from_skey(cls, skey: str) -> Cosigner:
         """Parse ``PRIVATE+KEY+name+hexkeyid+base64(0x04 || seed)``."""
-        parts = skey.strip().split("+", 4)
-        if len(parts) != 5 or parts[0] != "PRIVATE" or parts[1] != "KEY":
-            raise KeyFileError("witness key is not PRIVATE+KEY+name+keyid+key")
-        name, hex_id, b64 = parts[2:]
-        try:
-            raw = base64.b64decode(b64, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise KeyFileError("witness key is not valid base64") from exc
-        if len(raw) != 33 or raw[0] != ALG_COSIGNATURE_V1:
-            raise KeyFileError("witness key is not a cosignature/v1 seed (0x04 || 32 bytes)")
-        cosigner = cls(name, Ed25519PrivateKey.from_private_bytes(raw[1:]))
+        name, hex_id, seed = parse_skey(skey, ALG_COSIGNATURE_V1, "witness key", "a cosignature/v1 seed")
+        cosigner = cls(name, Ed25519PrivateKey.from_private_bytes(seed))
         if cosigner.verifier.key_id.hex() != hex_id:
             raise KeyFileError(f"witness key id {hex_id} does not match its key")
         return cosigner

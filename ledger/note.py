@@ -21,16 +21,51 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from ledger.errors import KeyFileError, NoteError
 
-__all__ = ["NoteSigner", "NoteVerifier", "Signature", "SigningBackend", "SoftwareKey", "open_note",
-           "parse_note", "sign_note"]
+__all__ = ["NoteSigner", "NoteVerifier", "Signature", "SigningBackend", "SoftwareKey", "key_id_of",
+           "open_note", "parse_note", "parse_skey", "parse_vkey", "sign_note"]
 
 ALG_ED25519 = 0x01
 _DASH = "\u2014 "
 _MAX_SIGNATURES = 100
 
 
+def key_id_of(name: str, alg: int, public: bytes) -> bytes:
+    """A signed-note key id: the first 4 bytes of SHA-256(name || 0x0A || alg || public key)."""
+    return hashlib.sha256(name.encode() + b"\n" + bytes([alg]) + public).digest()[:4]
+
+
 def _key_id(name: str, public: bytes) -> bytes:
-    return hashlib.sha256(name.encode() + b"\n" + bytes([ALG_ED25519]) + public).digest()[:4]
+    return key_id_of(name, ALG_ED25519, public)
+
+
+def parse_vkey(vkey: str, alg: int, what: str, kind: str) -> tuple[str, bytes, bytes]:
+    """``(name, key id, 32-byte public key)`` of a verifier key ``name+hexkeyid+base64(alg || key)``
+    (C2SP signed-note), its key id checked; ``KeyFileError`` naming ``what`` otherwise."""
+    parts = vkey.strip().split("+", 2)
+    if len(parts) != 3:
+        raise KeyFileError(f"{what} {vkey!r} is not name+keyid+key")
+    name, hex_id, b64 = parts
+    _check_name(name)
+    raw = _b64decode(b64, what)
+    if len(raw) != 33 or raw[0] != alg:
+        raise KeyFileError(f"{what} is not {kind} (0x{alg:02x} || 32 bytes)")
+    key_id = key_id_of(name, alg, raw[1:])
+    if hex_id != key_id.hex():
+        raise KeyFileError(f"{what} id {hex_id} does not match its key ({key_id.hex()})")
+    return name, key_id, raw[1:]
+
+
+def parse_skey(skey: str, alg: int, what: str, kind: str) -> tuple[str, str, bytes]:
+    """``(name, hex key id, 32-byte seed)`` of a signer key ``PRIVATE+KEY+name+hexkeyid+base64(alg ||
+    seed)``; the caller checks the key id against the key the seed makes."""
+    parts = skey.strip().split("+", 4)
+    if len(parts) != 5 or parts[0] != "PRIVATE" or parts[1] != "KEY":
+        raise KeyFileError(f"{what} is not PRIVATE+KEY+name+keyid+key")
+    name, hex_id, b64 = parts[2:]
+    raw = _b64decode(b64, what)
+    if len(raw) != 33 or raw[0] != alg:
+        raise KeyFileError(f"{what} is not {kind} (0x{alg:02x} || 32 bytes)")
+    return name, hex_id, raw[1:]
 
 
 def _check_name(name: str) -> None:
@@ -56,18 +91,7 @@ class NoteVerifier:
     @classmethod
     def from_vkey(cls, vkey: str) -> NoteVerifier:
         """Parse ``name+hexkeyid+base64(0x01 || public key)``."""
-        parts = vkey.strip().split("+", 2)
-        if len(parts) != 3:
-            raise KeyFileError(f"verifier key {vkey!r} is not name+keyid+key")
-        name, hex_id, b64 = parts
-        _check_name(name)
-        raw = _b64decode(b64, "verifier key")
-        if len(raw) != 33 or raw[0] != ALG_ED25519:
-            raise KeyFileError("verifier key is not an Ed25519 key (0x01 || 32 bytes)")
-        key_id = _key_id(name, raw[1:])
-        if hex_id != key_id.hex():
-            raise KeyFileError(f"verifier key id {hex_id} does not match its key ({key_id.hex()})")
-        return cls(name, key_id, raw[1:])
+        return cls(*parse_vkey(vkey, ALG_ED25519, "verifier key", "an Ed25519 key"))
 
     @property
     def vkey(self) -> str:
@@ -146,14 +170,8 @@ class NoteSigner:
     @classmethod
     def from_skey(cls, skey: str) -> NoteSigner:
         """Parse ``PRIVATE+KEY+name+hexkeyid+base64(0x01 || seed)``."""
-        parts = skey.strip().split("+", 4)
-        if len(parts) != 5 or parts[0] != "PRIVATE" or parts[1] != "KEY":
-            raise KeyFileError("signer key is not PRIVATE+KEY+name+keyid+key")
-        name, hex_id, b64 = parts[2:]
-        raw = _b64decode(b64, "signer key")
-        if len(raw) != 33 or raw[0] != ALG_ED25519:
-            raise KeyFileError("signer key is not an Ed25519 seed (0x01 || 32 bytes)")
-        signer = cls(name, Ed25519PrivateKey.from_private_bytes(raw[1:]))
+        name, hex_id, seed = parse_skey(skey, ALG_ED25519, "signer key", "an Ed25519 seed")
+        signer = cls(name, Ed25519PrivateKey.from_private_bytes(seed))
         if signer.verifier.key_id.hex() != hex_id:
             raise KeyFileError(f"signer key id {hex_id} does not match its key")
         return signer
