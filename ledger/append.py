@@ -37,7 +37,8 @@ from ledger.merkle import CompactRange, perfect_subtrees
 from ledger.note import NoteSigner, NoteVerifier
 from ledger.records import Receipt, Record, format_time, now_utc, seal, seal_many
 
-__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "KeySource", "Ledger", "LedgerStatus", "Tail"]
+__all__ = ["ROTATION_CONTEXT", "CheckpointPolicy", "KeySource", "Ledger", "LedgerStatus", "Tail",
+           "check_handover"]
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +338,7 @@ class Ledger:
                 raise KeyFileError(
                     f"the ledger's active signing key is now {active}; this process holds "
                     f"{held} (rotated elsewhere? reload the key file)")
-            _check_handover(conn, held, active)
+            check_handover(conn, held, active)
             signer = self._key_source(active)
             if signer.verifier.vkey != active:  # a key source that does not keep its contract
                 raise KeyFileError(f"the key store gave {signer.verifier.vkey}, not {active}")
@@ -460,7 +461,7 @@ class Ledger:
         return receipt
 
 
-def _check_handover(conn: Connection, held: str, active: str) -> None:
+def check_handover(conn: Connection, held: str, active: str) -> None:
     """``KeyFileError`` unless the ledger's key history runs from ``held`` to ``active`` through
     rotation records each endorsed by the key before it (what ``ledger verify`` checks in full)."""
     rows = [(str(v), int(s)) for v, s in conn.exec_driver_sql(

@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from ledger import store
-from ledger.append import _check_handover
+from ledger.append import check_handover
 from ledger.errors import ConsistencyError, KeyFileError, LedgerError, VerificationError
 from ledger.follow import Alarm, FollowState, SourceUnavailableError, StateError, UntrustedKeysError
 from ledger.note import NoteVerifier
@@ -148,7 +148,7 @@ class DbReplica:
         return self._origin
 
     def keys(self, pinned: Sequence[NoteVerifier]) -> list[tuple[int, NoteVerifier]]:
-        """Keys from the first pinned one on, each endorsed by the one before (``_check_handover``,
+        """Keys from the first pinned one on, each endorsed by the one before (``check_handover``,
         the check a signer makes before it adopts a key rotated elsewhere)."""
         try:
             with self.engine.connect() as conn:
@@ -158,7 +158,7 @@ class DbReplica:
                 if start is None:
                     raise UntrustedKeysError(f"none of the log's keys {vkeys} is a pinned key "
                                              f"({', '.join(p.vkey for p in pinned)})")
-                _check_handover(conn, vkeys[start], vkeys[-1])
+                check_handover(conn, vkeys[start], vkeys[-1])
         except KeyFileError as exc:
             raise UntrustedKeysError(str(exc)) from exc
         except DBAPIError as exc:
