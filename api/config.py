@@ -52,7 +52,8 @@ class Settings(BaseSettings):
     origin: str = Field("sealtrail.local/ledger", description="log origin in checkpoints")
     checkpoint_every: int = Field(1000, ge=1, description="sign after this many entries")
     checkpoint_seconds: float = Field(60.0, gt=0, description="... or after this long")
-    retention_days: int = Field(5 * 365 + 1, ge=1, description="payload retention (FATF R.11)")
+    retention_days: int = Field(3653, ge=1, description="payload retention in days: 10 years, OFAC's "
+                                "31 CFR 501.601 (FATF R.11 asks 5; docs/compliance.md)")
     trusted_key: str | None = Field(None, description="verifier key pinned for verification")
     witnesses_file: Path | None = Field(
         None, description="the witnesses the log asks to cosign its checkpoints (TOML, docs/witness.md); "

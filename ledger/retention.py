@@ -2,7 +2,8 @@
 
 Purges and holds are ledger records themselves. A purge empties the payload bytes but keeps
 their SHA-256 (inside the sealed record), so the chain and every proof still verify.
-Default period: 5 years (FATF Recommendation 11); FINRA 4511 firms set 6.
+Default period: 10 years (3,653 days), OFAC's record-keeping period (31 CFR 501.601), which is
+longer than FATF Recommendation 11's 5 years and FINRA 4511's 6 (docs/compliance.md).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ledger.records import Receipt, Record
 __all__ = ["DEFAULT_RETENTION", "Hold", "PurgeResult", "active_holds", "current_holds", "place_hold",
            "purge_expired", "purge_payloads", "release_hold"]
 
-DEFAULT_RETENTION = timedelta(days=5 * 365 + 1)
+DEFAULT_RETENTION = timedelta(days=3653)
 _HOLD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}")
 
 

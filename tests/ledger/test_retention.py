@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from api.config import Settings
 from ledger import LedgerError, LegalHoldError, NoteSigner, Record
 from ledger.append import CheckpointPolicy, Ledger
 from ledger.retention import (
+    DEFAULT_RETENTION,
     Hold,
     active_holds,
     current_holds,
@@ -20,6 +22,8 @@ from ledger.retention import (
 )
 from ledger.verify import verify_ledger
 from tests.conftest import Db, make_ledger
+
+FATF_FIVE_YEARS = timedelta(days=5 * 365 + 1)  # a bank that keeps FATF R.11's minimum
 
 
 class Clock:
@@ -56,7 +60,7 @@ def payload(lg: Ledger, digest: str) -> bytes | None:
 
 def test_expired_payloads_are_purged_and_verify_reports_them(aged: tuple[Ledger, Clock]) -> None:
     lg, _ = aged
-    res = purge_expired(lg, timedelta(days=5 * 365 + 1))
+    res = purge_expired(lg, FATF_FIVE_YEARS)
     assert sorted(res.purged) == sorted(sha(b"old %d" % i) for i in range(10))
     assert res.receipt is not None and res.held == []
     assert payload(lg, sha(b"old 3")) is None and payload(lg, sha(b"new 3")) == b"new 3"
@@ -66,6 +70,15 @@ def test_expired_payloads_are_purged_and_verify_reports_them(aged: tuple[Ledger,
     assert {p.purge_seq for p in report.purged} == {res.receipt.seq}
     assert report.payloads_present == 10
     assert purge_expired(lg).purged == []  # nothing left to do
+
+
+def test_the_default_period_is_ofac_s_ten_years_and_keeps_what_five_would_purge(
+        aged: tuple[Ledger, Clock]) -> None:
+    lg, _ = aged
+    assert DEFAULT_RETENTION.days == 3653
+    assert Settings.model_fields["retention_days"].default == 3653  # sealtrail's setting, the same
+    assert purge_expired(lg).purged == []  # the 2021 payloads are 5.5 years old: kept
+    assert payload(lg, sha(b"old 3")) == b"old 3"
 
 
 def test_finra_six_years_keeps_more(aged: tuple[Ledger, Clock]) -> None:
@@ -80,7 +93,7 @@ def test_legal_hold_blocks_purge_until_released(aged: tuple[Ledger, Clock]) -> N
         assert [h.hold_id for h in active_holds(conn)] == ["CASE-2026-17"]
     placed = lg.size() - 1
     assert current_holds(lg.engine) == [Hold("CASE-2026-17", 3, 5, "SAR investigation 2026-17", placed)]
-    res = purge_expired(lg)
+    res = purge_expired(lg, FATF_FIVE_YEARS)
     assert sorted(res.held) == sorted(sha(b"old %d" % i) for i in (2, 3, 4))
     assert len(res.purged) == 7 and payload(lg, sha(b"old 3")) == b"old 3"
     with pytest.raises(LegalHoldError, match="CASE-2026-17"):
@@ -90,7 +103,7 @@ def test_legal_hold_blocks_purge_until_released(aged: tuple[Ledger, Clock]) -> N
         place_hold(lg, "CASE-2026-17", 1, 2, "again")
     release_hold(lg, "CASE-2026-17", "case closed")
     assert current_holds(lg.engine) == []
-    assert len(purge_expired(lg).purged) == 3
+    assert len(purge_expired(lg, FATF_FIVE_YEARS).purged) == 3
     lg.checkpoint()
     assert len(verify_ledger(lg.engine, workers=1).purged) == 10
 
