@@ -29,6 +29,7 @@ from ledger.checkpoint import SignedCheckpoint
 from ledger.errors import LedgerError, NoteError, VerificationError
 from ledger.merkle import HASH_SIZE, CompactRange, verify_consistency
 from ledger.note import NoteVerifier, open_note, parse_note
+from ledger.revocation import KeyRevocation
 
 __all__ = [
     "STATE_VERSION",
@@ -170,6 +171,8 @@ class FollowState:
             leaves = CompactRange(_typed(leaves_doc, "size", int), hashes)
             if leaves.size > size:
                 raise StateError(f"leaves reach size {leaves.size}, past the accepted size {size}")
+            if leaves.size == size and size and leaves.root() != root:
+                raise StateError(f"the leaves kept for size {size} do not make the accepted root")
             behind = doc.get("behind_since")
             if behind is not None and not isinstance(behind, int | float):
                 raise StateError("behind_since is not a number")
@@ -223,6 +226,10 @@ class Replica(Protocol):
     def keys(self, pinned: Sequence[NoteVerifier]) -> list[tuple[int, NoteVerifier]]:
         """``(valid from size, key)`` of every key from the first pinned one on, oldest first, each
         endorsed by the one before through a sealed rotation record; ``UntrustedKeysError``."""
+        ...
+
+    def revocations(self) -> Sequence[KeyRevocation]:
+        """Every sealed ``ledger.key_revocation`` replicated so far (endorsements checked)."""
         ...
 
     def leaf_hashes(self, begin: int, end: int) -> Iterable[Sequence[bytes]]:
@@ -286,12 +293,25 @@ def _active(keys: Sequence[tuple[int, NoteVerifier]], size: int) -> NoteVerifier
 
 
 class _Rejected(Exception):
-    def __init__(self, alarm: Alarm | None = None, note: str | None = None) -> None:
-        self.alarm, self.note = alarm, note
+    def __init__(self, alarm: Alarm | None = None, note: str | None = None, size: int | None = None) -> None:
+        self.alarm, self.note, self.size = alarm, note, size
+
+
+def _revoked(keys: Sequence[tuple[int, NoteVerifier]], revocations: Sequence[KeyRevocation], vkey: str,
+             size: int) -> KeyRevocation | None:
+    """The revocation of ``vkey`` in force at tree size ``size``, counting only revocations endorsed by
+    the key the trusted history says was active when each was sealed (as ``ledger verify`` does)."""
+    for rev in revocations:
+        endorser = _active(keys, rev.seq)
+        if (rev.revoked_vkey == vkey and rev.from_size <= size and endorser is not None
+                and endorser.vkey == rev.endorser_vkey):
+            return rev
+    return None
 
 
 def _open_offered(note: str, keys: Sequence[tuple[int, NoteVerifier]], origin: str, replica_size: int,
-                  accepted: SignedCheckpoint | None) -> SignedCheckpoint:
+                  accepted: SignedCheckpoint | None,
+                  revocations: Sequence[KeyRevocation] = ()) -> SignedCheckpoint:
     """The offered note, signed by the key the history says signs its size; ``_Rejected`` with a
     ``BAD_SIGNATURE`` alarm, or with a note only where the standby has not replicated that key yet."""
     acc_head, acc_note = _head(accepted), None if accepted is None else accepted.note
@@ -317,13 +337,31 @@ def _open_offered(note: str, keys: Sequence[tuple[int, NoteVerifier]], origin: s
         # standby that does not catch up raises STALL)
         raise _Rejected(None, f"the checkpoint of size {cp.size} is not signed by {key.vkey}, the newest "
                               f"key the standby knows (at size {replica_size}): waiting for it to "
-                              "replicate a key rotation")
+                              "replicate a key rotation", cp.size)
     try:
         open_note(note, [key])
     except NoteError as exc:
         raise bad(f"the checkpoint of size {cp.size} is not signed by {key.vkey}, the key that signs "
                   f"that size: {exc}", offered) from exc
+    rev = _revoked(keys, revocations, key.vkey, cp.size)
+    if rev is not None:
+        raise bad(f"the checkpoint of size {cp.size} is signed by {key.vkey}, revoked from size "
+                  f"{rev.from_size} (seq {rev.seq}: {rev.reason})", offered)
     return claimed
+
+
+def _check_state(state: FollowState, keys: Sequence[tuple[int, NoteVerifier]]) -> None:
+    """``StateError`` unless the state's accepted checkpoint is signed by the key the trusted history
+    says signs its size: a state file is the follower's memory, and an edited one is no evidence."""
+    size = state.accepted.checkpoint.size
+    key = _active(keys, size)
+    try:
+        if key is None:
+            raise NoteError(f"no trusted key signs size {size}")
+        open_note(state.accepted.note, [key])
+    except NoteError as exc:
+        raise StateError(f"the state's accepted checkpoint (size {size}) does not verify: {exc}; the "
+                         "state file was edited or is of another log") from exc
 
 
 def follow_round(
@@ -341,14 +379,23 @@ def follow_round(
     its signature alone and checked against the replicated records as soon as they reach it.
     ``StateError`` if ``state`` is of another log than the standby's."""
     r = _Round(state, now)
+    keys: list[tuple[int, NoteVerifier]] | None = None
+    revocations: Sequence[KeyRevocation] = ()
     try:
         replica_size = replica.size()
         origin = replica.origin()
+        if state is not None and origin != state.origin:
+            raise StateError(f"the state is of log {state.origin!r}, the standby replicates {origin!r}")
+        try:
+            keys = replica.keys(pinned)
+            revocations = replica.revocations()
+        except UntrustedKeysError as exc:
+            r.alarm(AlarmKind.BAD_SIGNATURE, f"the replicated key history is not trusted: {exc}")
     except SourceUnavailableError as exc:
         r.stall(f"the standby does not answer: {exc}")
         return Round(state, False, tuple(r.alarms), (), None, None, None)
-    if state is not None and origin != state.origin:
-        raise StateError(f"the state is of log {state.origin!r}, the standby replicates {origin!r}")
+    if state is not None and keys is not None:
+        _check_state(state, keys)
 
     note: str | None = None
     primary_size: int | None = None
@@ -358,14 +405,18 @@ def follow_round(
     except SourceUnavailableError as exc:
         r.stall(f"the primary does not answer: {exc}")
     offered: SignedCheckpoint | None = None
-    if note is not None:
+    waiting: int | None = None  # the size of an offered checkpoint put off until the standby catches up
+    if note is not None and keys is not None:
         try:
-            offered = _open_offered(note, replica.keys(pinned), origin, replica_size, r.accepted)
-        except UntrustedKeysError as exc:
-            r.alarm(AlarmKind.BAD_SIGNATURE, f"the replicated key history is not trusted: {exc}", None, note)
+            offered = _open_offered(note, keys, origin, replica_size, r.accepted, revocations)
         except _Rejected as rej:
             r.alarms += [rej.alarm] if rej.alarm is not None else []
             r.notes += [rej.note] if rej.note is not None else []
+            waiting = rej.size
+    if offered is not None and primary_size is not None and offered.checkpoint.size > primary_size:
+        r.alarm(AlarmKind.FORK, f"the primary signed a checkpoint of size {offered.checkpoint.size}, but its "
+                                f"log holds {primary_size} entries", offered)
+        offered = None
 
     candidate = r.accepted if offered is None else r.against_accepted(offered, primary, replica, replica_size)
     leaves = state.leaves if state is not None else CompactRange()
@@ -377,6 +428,9 @@ def follow_round(
         else:
             leaves, checked = grown, candidate.checkpoint.size
     elif candidate is not None:
+        grown = r.prefix_against(candidate, primary, replica, leaves, replica_size)
+        if grown is not None:
+            leaves = grown
         r.notes.append(f"the standby lags: {replica_size} entries replicated, the checkpoint covers "
                        f"{candidate.checkpoint.size}; its root is checked once they are there")
     if candidate is None:
@@ -384,7 +438,7 @@ def follow_round(
 
     new = candidate is not r.accepted
     known = max(candidate.checkpoint.size, replica_size, primary_size or 0,
-                0 if offered is None else offered.checkpoint.size)
+                0 if offered is None else offered.checkpoint.size, waiting or 0)
     new_state = r.stalls(origin, candidate, new, known, replica_size, leaves, stall_after)
     return Round(new_state, new, tuple(r.alarms), tuple(r.notes), replica_size, known, checked)
 
@@ -452,6 +506,30 @@ class _Round:
             self.alarm(AlarmKind.FORK, f"the primary signed a tree the replicated records do not make: the "
                                        f"standby's first {size} entries hash to {root.hex()}", cp,
                        replicated=Head(size, root))
+            return None
+        return grown
+
+    def prefix_against(self, cp: SignedCheckpoint, primary: Primary, replica: Replica, leaves: CompactRange,
+                       replica_size: int) -> CompactRange | None:
+        """While the standby lags behind ``cp``: its replicated leaves folded as far as they go, proved
+        a prefix of ``cp``'s tree by a consistency proof from the primary; None (alarmed or stalled)
+        when they are not, or nothing new is there to fold."""
+        if replica_size <= leaves.size or replica_size == 0:
+            return None
+        size = cp.checkpoint.size
+        try:
+            grown = _fold(replica, leaves, replica_size)
+            proof = primary.consistency(replica_size, size)
+        except SourceUnavailableError as exc:
+            self.notes.append(f"the standby's first {replica_size} entries not checked this time: {exc}")
+            return None
+        root = grown.root()
+        try:
+            verify_consistency(replica_size, size, proof, root, cp.checkpoint.root)
+        except VerificationError as exc:
+            self.alarm(AlarmKind.FORK, f"the standby's first {replica_size} entries (root {root.hex()}) are "
+                                       f"not a prefix of the checkpoint of size {size}: {exc}", cp,
+                       replicated=Head(replica_size, root))
             return None
         return grown
 

@@ -27,8 +27,10 @@ from ledger import store
 from ledger.append import check_handover
 from ledger.errors import ConsistencyError, KeyFileError, LedgerError, VerificationError
 from ledger.follow import Alarm, FollowState, SourceUnavailableError, StateError, UntrustedKeysError
+from ledger.keys import key_revocations
 from ledger.note import NoteVerifier
 from ledger.proofs import consistency_proof, prove_consistency
+from ledger.revocation import KeyRevocation
 
 if TYPE_CHECKING:
     import httpx
@@ -164,6 +166,15 @@ class DbReplica:
         except DBAPIError as exc:
             raise _unavailable("the standby's database", exc) from exc
         return [(f, NoteVerifier.from_vkey(v)) for v, f in history[start:]]
+
+    def revocations(self) -> list[KeyRevocation]:
+        """Every sealed ``ledger.key_revocation`` replicated so far, endorsements checked."""
+        try:
+            return key_revocations(self.engine)
+        except KeyFileError as exc:
+            raise UntrustedKeysError(f"a key revocation on the standby is malformed: {exc}") from exc
+        except DBAPIError as exc:
+            raise _unavailable("the standby's database", exc) from exc
 
     def leaf_hashes(self, begin: int, end: int) -> Iterator[Sequence[bytes]]:
         p = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
