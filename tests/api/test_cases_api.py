@@ -352,6 +352,7 @@ def test_refused_actions_seal_nothing_and_name_their_field(desk: Desk) -> None:
     assert desk.entries() == before
 
 
+@pytest.mark.requirement("GDPR-22-human-review")
 def test_a_block_is_released_by_a_second_officer_and_only_its_scorer_reads_the_outcome(desk: Desk) -> None:
     every = desk.alerts(view="all", limit=500)
     scorer_fp = desk.who["scorer"]["fingerprint_sha256"]

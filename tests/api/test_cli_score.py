@@ -97,6 +97,7 @@ def assert_sealed_as_printed(cli: Cli, rows: list[dict[str, Any]]) -> Entries:
     return entries
 
 
+@pytest.mark.requirement("BSA-1010.410-records", "EU-TFR-26-retention")
 def test_a_fin_file_is_decided_and_sealed_as_the_local_operator(cli: Cli) -> None:
     doc = cli.json("score", str(FIN))
     (tx,) = parse_messages(FIN.read_bytes())

@@ -14,6 +14,7 @@ from tests.api.test_fail_closed import Served, txs
 REFERENCE = {"edges": [0.1 * i for i in range(1, 10)], "shares": [0.1] * 10}
 
 
+@pytest.mark.requirement("SR11-7-monitoring")
 def test_scores_like_the_reference_are_stable_and_a_shifted_population_is_not() -> None:
     rng = np.random.default_rng(4)
     like, shifted = ScoreDrift(REFERENCE), ScoreDrift(REFERENCE)

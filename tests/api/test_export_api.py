@@ -52,6 +52,7 @@ def served(db: Db, tmp_path: Path) -> Iterator[Served]:
         yield Served(client, rt, s)
 
 
+@pytest.mark.requirement("SEC-17a4f-download", "FATF-R11-available")
 def test_officer_creates_regulator_lists_and_downloads(served: Served) -> None:
     r = served.post("officer", ALL)
     assert r.status_code == 201, r.text

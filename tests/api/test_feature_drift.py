@@ -51,6 +51,7 @@ def feed(m: Metrics, rows: npt.NDArray[np.float64], batch: int = 512) -> None:
         m.feature_drift.observe(rows[i:i + batch])
 
 
+@pytest.mark.requirement("SR11-7-monitoring")
 def test_reference_like_traffic_is_stable_and_a_shifted_feature_is_not() -> None:
     rng = np.random.default_rng(11)
     m = metrics()

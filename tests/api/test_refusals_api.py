@@ -42,6 +42,7 @@ def unknown_currency() -> bytes:
     return orjson.dumps(doc)
 
 
+@pytest.mark.requirement("FATF-R20-str")
 def test_a_refused_message_answers_422_with_the_trace_id_of_its_sealed_refusal(served: Served) -> None:
     bad = unknown_currency()
     size = served.size()

@@ -113,6 +113,7 @@ def test_an_officer_drafts_files_and_amends_a_report_and_a_regulator_reads_it(de
     assert [i["held"] for i in call(desk, "GET", "regulator", base).json()["items"]] == [False, True]
 
 
+@pytest.mark.requirement("BSA-1020.320-confidential")
 def test_roles_scorers_and_admins_see_nothing_regulators_file_nothing(desk: Served) -> None:
     case = a_case(desk)
     base = f"/v1/cases/{case}/reports"

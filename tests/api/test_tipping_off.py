@@ -17,6 +17,7 @@ OFFICER = Principal(subject="CN=Officer,O=Example Bank", sans=(), issuer="CN=CA"
                     not_after="2027-01-01T00:00:00Z")
 
 
+@pytest.mark.requirement("BSA-1020.320-confidential", "FATF-R21-tipping-off", "EU-AMLR-73-disclosure")
 def test_case_state_in_the_trail_is_withheld_from_admins(served: Served) -> None:
     decided = [served.post(t).json() for t in txs(6)]
     target = decided[0]["trace_id"]
@@ -37,6 +38,7 @@ def test_case_state_in_the_trail_is_withheld_from_admins(served: Served) -> None
 
 
 @pytest.mark.parametrize("role", ["admin", "scorer"])
+@pytest.mark.requirement("BSA-1020.320-confidential", "FATF-R21-tipping-off", "EU-AMLR-73-disclosure")
 def test_case_event_and_case_read_records_are_forbidden_to_admins_and_scorers(served: Served,
                                                                              role: str) -> None:
     decided = [served.post(t).json() for t in txs(40)]

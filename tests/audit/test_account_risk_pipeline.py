@@ -80,6 +80,7 @@ def allow_pipeline(ledger: Ledger, sandbox: Sandbox, score: float, policy: Accou
     return Pipeline(ledger, ConstantScorer(score), rules, account_risk=AccountRiskState(policy))
 
 
+@pytest.mark.requirement("FATF-R10-monitoring")
 def test_allow_payments_with_high_scores_cross_the_threshold_and_alert(  # type: ignore[no-untyped-def]
         sqlite_db: Db, signer, sandbox) -> None:
     ledger = make_ledger(sqlite_db, signer)

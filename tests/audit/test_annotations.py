@@ -36,6 +36,7 @@ def decided(db: Db, signer: NoteSigner, sandbox: Sandbox, pack_wasm: bytes) -> t
     return ledger, [d.trace_id for d in decisions]
 
 
+@pytest.mark.requirement("SEC-17a4f-audit-trail")
 def test_an_annotation_is_sealed_and_listed_with_its_decision(decided: tuple[Ledger, list[str]],
                                                               signer: NoteSigner) -> None:
     ledger, tids = decided

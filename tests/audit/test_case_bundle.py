@@ -181,6 +181,7 @@ def _check_history(report: BundleReport, w: Worked) -> None:
     assert "NOT APPLIED" in text
 
 
+@pytest.mark.requirement("SEC-17a4f-download", "FATF-R11-available")
 def test_a_worked_case_exports_and_verifies_offline_with_its_whole_history(
         db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
     w = work_a_case(make_ledger(db, signer), signer, sandbox)
@@ -237,6 +238,7 @@ def test_opening_a_withheld_leaf_refuses_wrong_bytes_and_an_event_about_the_case
         open_withheld(hiding, close, record)
 
 
+@pytest.mark.requirement("SEC-17a4f-download")
 def test_the_report_page_shows_the_history_and_the_report_hash(worked: Worked, bundle: Path) -> None:
     page = members(bundle)["report.html"].decode()
     assert f'data-case="{worked.case_id}"' in page

@@ -25,6 +25,7 @@ def _explained(decisions: list[Decision]) -> list[int]:
 
 
 @pytest.mark.parametrize("batch", [5, 8192])
+@pytest.mark.requirement("GDPR-22-human-review")
 def test_recorded_reason_codes_are_recomputed_and_hold(world: tuple[list[Decision], bytes], sandbox: Sandbox,
                                                       batch: int) -> None:
     decisions, module = world

@@ -86,6 +86,7 @@ def entries(ledger: Ledger) -> list[tuple[int, str, dict]]:  # type: ignore[type
     return [(seq, kind, orjson.loads(bytes(rec))["record"]) for seq, kind, rec in rows]
 
 
+@pytest.mark.requirement("SEC-17a4f-audit-trail", "SR11-7-change-control")
 def test_full_lifecycle_two_principals_every_step_a_record(gov: Governance, ledger: Ledger,
                                                            signer: NoteSigner) -> None:
     boot = gov.bootstrap_default(principal=OPERATOR)
@@ -127,6 +128,7 @@ def test_full_lifecycle_two_principals_every_step_a_record(gov: Governance, ledg
     verify_ledger(ledger.engine, [signer.verifier])
 
 
+@pytest.mark.requirement("SR11-7-change-control")
 def test_self_approval_is_refused_same_certificate_or_same_subject(gov: Governance, ledger: Ledger) -> None:
     p = gov.propose(pack("2027.2.0"), OFFICER)
     size = ledger.size()

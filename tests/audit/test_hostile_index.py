@@ -180,6 +180,7 @@ def test_an_intact_index_verifies_and_says_what_it_checked(world: World) -> None
     assert report.rows["audit_trace_rules"] > 0 and report.rows["audit_trace_accounts"] >= 103
 
 
+@pytest.mark.requirement("SEC-17a4f-verify")
 def test_verify_names_every_deleted_and_rewritten_row(world: World) -> None:
     damage = tamper(world.ledger.engine)
     with pytest.raises(DerivedRowError) as caught:

@@ -56,6 +56,7 @@ def bodies(ledger: Ledger) -> list[dict]:  # type: ignore[type-arg]
             select(e.c.record).where(e.c.kind == MODEL_REGISTERED).order_by(e.c.seq)).scalars()]
 
 
+@pytest.mark.requirement("SR11-7-inventory")
 def test_register_records_the_card_and_lookups_follow(ledger: Ledger, signer: NoteSigner,
                                                       tmp_path: Path) -> None:
     engine = ledger.engine
@@ -92,6 +93,7 @@ def test_registering_the_same_model_again_returns_the_first_and_writes_nothing(l
     assert again == first and ledger.size() == size
 
 
+@pytest.mark.requirement("SR11-7-inventory")
 def test_the_same_sha_with_another_card_is_refused(ledger: Ledger, tmp_path: Path) -> None:
     files = ModelFiles.open()
     register_model(ledger, files, ADMIN, backends=["numpy"])

@@ -74,6 +74,7 @@ def bodies(engine: Engine) -> list[tuple[int, dict, bytes | None]]:  # type: ign
     return out
 
 
+@pytest.mark.requirement("BSA-1010.410-records")
 def test_a_batch_is_sealed_with_everything_invariant_3_asks(db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
     ledger = make_ledger(db, signer)
     pipe = make_pipeline(ledger, sandbox, pack_wasm)
@@ -108,6 +109,7 @@ def test_a_batch_is_sealed_with_everything_invariant_3_asks(db: Db, signer, sand
     verify_ledger(ledger.engine, [signer.verifier])
 
 
+@pytest.mark.requirement("FATF-R11-reconstruct")
 def test_replay_reproduces_every_outcome_and_score(sqlite_db: Db, signer, sandbox, pack_wasm) -> None:  # type: ignore[no-untyped-def]
     ledger = make_ledger(sqlite_db, signer)
     pipe = make_pipeline(ledger, sandbox, pack_wasm)
@@ -313,6 +315,7 @@ def test_a_purged_payload_is_reported_not_replayed(sqlite_db: Db, signer, sandbo
     assert (report.replayed, report.missing_payload) == (len(subs) - 1, 1)
 
 
+@pytest.mark.requirement("GDPR-17-erasure")
 def test_an_erased_payload_leaves_no_hole_in_the_state_caught_up_from_deltas(  # type: ignore[no-untyped-def]
         sqlite_db: Db, signer, sandbox, pack_wasm) -> None:
     from ledger.retention import purge_payloads

@@ -218,6 +218,7 @@ def test_each_filtered_page_is_an_index_range_scan_in_seq_order(db: Db, signer: 
         assert "Seq Scan" not in plan and " Sort " not in plan and "Index" in plan, plan
 
 
+@pytest.mark.requirement("BSA-1010.410-records")
 def test_get_trace_shows_the_sealed_bytes_the_payload_and_a_purge(world: World) -> None:
     from ledger.retention import purge_payloads
 

@@ -82,6 +82,7 @@ def _snapshotted(db: Db, signer: NoteSigner, sandbox: Sandbox) -> tuple[Ledger, 
     return ledger, later
 
 
+@pytest.mark.requirement("FATF-R11-reconstruct")
 def test_a_sealed_snapshot_stands_in_for_the_deltas_before_it_and_the_decisions_still_re_derive(
         sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
     ledger, later = _snapshotted(sqlite_db, signer, sandbox)

@@ -66,6 +66,7 @@ def _modules(module: bytes) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("batch", [7, 8192])
+@pytest.mark.requirement("FATF-R11-reconstruct")
 def test_real_decisions_replay_exactly_in_any_batching(world: tuple[list[Decision], bytes], sandbox: Sandbox,
                                                        batch: int) -> None:
     decisions, module = world
@@ -88,6 +89,7 @@ def test_a_module_with_another_threshold_gives_other_outcomes(world: tuple[list[
     assert [e.seq for e in errs] == sorted(e.seq for e in errs if e.seq is not None)
 
 
+@pytest.mark.requirement("SR11-7-validation")
 def test_another_model_gives_other_scores(world: tuple[list[Decision], bytes], sandbox: Sandbox) -> None:
     decisions, module = world
     weights = model_npz_bytes(MlpModel.init(np.random.default_rng(11)))

@@ -45,6 +45,7 @@ def clusters_can_start() -> None:
         pytest.skip(f"cannot start throwaway PostgreSQL clusters: {reason}")
 
 
+@pytest.mark.requirement("DORA-24-25-testing")
 def test_synchronous_replication_loses_no_acknowledged_decision(subs: list[Submission],
                                                                 tmp_path: Path) -> None:
     r = drill("sync", subs, tmp_path, seconds=1.5, threads=3)
@@ -58,6 +59,7 @@ def test_synchronous_replication_loses_no_acknowledged_decision(subs: list[Submi
     assert r.follower_after.startswith("accepted"), r.follower_after
 
 
+@pytest.mark.requirement("DORA-24-25-testing")
 def test_asynchronous_replication_with_a_frozen_sender_loses_what_it_acknowledged(
         subs: list[Submission], tmp_path: Path) -> None:
     r = drill("async", subs, tmp_path, seconds=1.0, freeze_s=1.0, threads=3)
@@ -91,6 +93,7 @@ def pair() -> Iterator[tuple[pg_cluster.Cluster, pg_cluster.Cluster]]:
         yield primary, standby
 
 
+@pytest.mark.requirement("DORA-24-25-testing")
 def test_the_standby_decider_is_warm_after_promotion(
         subs: list[Submission], tmp_path: Path, pair: tuple[pg_cluster.Cluster, pg_cluster.Cluster]) -> None:
     primary, standby = pair

@@ -98,6 +98,7 @@ def tiny() -> tuple[Scored, bytes]:
         return score(traffic, model, module, columns), pack_bytes
 
 
+@pytest.mark.requirement("SR11-7-validation")
 def test_loosening_a_threshold_never_alerts_fewer_payments_than_tightening_it(
         tiny: tuple[Scored, bytes]) -> None:
     scored, pack_bytes = tiny

@@ -88,6 +88,7 @@ def test_country_falls_back_to_iban_then_bank_bic() -> None:
     assert r["cross_border"] == 1.0  # FR (from the IBAN) -> CN (from the beneficiary's bank)
 
 
+@pytest.mark.requirement("BSA-1010.410f-travel", "FATF-R16-originator")
 def test_r16_flags_follow_the_message() -> None:
     fe = FeatureExtractor()
     r = one(fe, tx(iban(1), iban(2), o_name=None), T0)

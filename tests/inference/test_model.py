@@ -92,6 +92,7 @@ def reference_scores(model: MlpModel, rows: np.ndarray[Any, Any]) -> np.ndarray[
 # ---------------------------------------------------------------- maths
 
 @pytest.mark.parametrize("n", [0, 1, 7, 1024])
+@pytest.mark.requirement("SR11-7-validation")
 def test_forward_matches_an_independent_float64_reference(n: int) -> None:
     model = fitted_model()
     rows = hostile_rows(np.random.default_rng(n), n)

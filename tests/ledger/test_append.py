@@ -132,6 +132,7 @@ def test_payloads_are_stored_once_by_hash(ledger: Ledger) -> None:
 
 
 @pytest.mark.parametrize("table", ["ledger_entries", "ledger_nodes", "ledger_checkpoints", "ledger_keys"])
+@pytest.mark.requirement("SEC-17a4f-audit-trail")
 def test_database_refuses_update_and_delete(ledger: Ledger, table: str) -> None:
     ledger.append_many([Record("test.event", {"n": i}) for i in range(40)])
     ledger.checkpoint()

@@ -81,6 +81,7 @@ def live(tmp_path: Path) -> Live:
     return lv
 
 
+@pytest.mark.requirement("SEC-17a4f-backup", "DORA-11-12-recovery")
 def test_backup_while_appends_go_on_verifies_and_extends_the_live_checkpoint(live: Live) -> None:
     before = live.run("ledger", "checkpoint")
     appended = threading.Event()

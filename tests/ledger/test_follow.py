@@ -130,6 +130,7 @@ def test_a_lagging_standby_is_reported_and_the_proof_comes_from_the_primary(
     assert caught_up.ok and caught_up.checked_against_replica == size
 
 
+@pytest.mark.requirement("DORA-24-25-testing")
 def test_an_older_checkpoint_is_a_rollback(primary: Ledger, signer: NoteSigner) -> None:
     old_note = primary.latest_checkpoint()
     assert old_note is not None

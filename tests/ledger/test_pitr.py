@@ -43,6 +43,7 @@ def backup_verify(d: Drill, note: str, tmp_path: Path, code: int) -> Any:
     return json.loads(res.stdout)
 
 
+@pytest.mark.requirement("SEC-17a4f-backup", "DORA-11-12-recovery")
 def test_the_restored_ledger_is_exactly_the_one_at_the_restore_point(restored: Drill) -> None:
     held = SignedCheckpoint.parse_unverified(restored.held_note).checkpoint
     assert held.size == RECORDS + 1  # genesis and the first phase

@@ -58,6 +58,7 @@ def payload(lg: Ledger, digest: str) -> bytes | None:
     return None if got is None else bytes(got)
 
 
+@pytest.mark.requirement("FATF-R11-retention", "EU-AMLR-77-retention", "EU-TFR-26-retention")
 def test_expired_payloads_are_purged_and_verify_reports_them(aged: tuple[Ledger, Clock]) -> None:
     lg, _ = aged
     res = purge_expired(lg, FATF_FIVE_YEARS)
@@ -72,6 +73,7 @@ def test_expired_payloads_are_purged_and_verify_reports_them(aged: tuple[Ledger,
     assert purge_expired(lg).purged == []  # nothing left to do
 
 
+@pytest.mark.requirement("FINRA-4511-retention", "OFAC-501.601-records", "FATF-R11-retention")
 def test_the_default_period_is_ofac_s_ten_years_and_keeps_what_five_would_purge(
         aged: tuple[Ledger, Clock]) -> None:
     lg, _ = aged
@@ -81,11 +83,13 @@ def test_the_default_period_is_ofac_s_ten_years_and_keeps_what_five_would_purge(
     assert payload(lg, sha(b"old 3")) == b"old 3"
 
 
+@pytest.mark.requirement("FINRA-4511-retention")
 def test_finra_six_years_keeps_more(aged: tuple[Ledger, Clock]) -> None:
     lg, _ = aged
     assert purge_expired(lg, timedelta(days=6 * 365 + 2)).purged == []
 
 
+@pytest.mark.requirement("FATF-R11-retention", "EU-AMLR-77-retention", "GDPR-17-erasure")
 def test_legal_hold_blocks_purge_until_released(aged: tuple[Ledger, Clock]) -> None:
     lg, _ = aged
     place_hold(lg, "CASE-2026-17", 3, 5, "SAR investigation 2026-17")
@@ -108,6 +112,7 @@ def test_legal_hold_blocks_purge_until_released(aged: tuple[Ledger, Clock]) -> N
     assert len(verify_ledger(lg.engine, workers=1).purged) == 10
 
 
+@pytest.mark.requirement("GDPR-17-erasure")
 def test_erasure_order_purges_named_payloads(aged: tuple[Ledger, Clock]) -> None:
     lg, _ = aged
     res = purge_payloads(lg, [sha(b"new 1")], "erasure order 2026/44")

@@ -53,6 +53,7 @@ def created(url: str, signer: NoteSigner) -> Ledger:
 
 
 @pytest.mark.slow
+@pytest.mark.requirement("SEC-17a4f-backup")
 def test_the_standby_holds_the_primarys_log_by_proof(pair: tuple[pg_cluster.Cluster, pg_cluster.Cluster],
                                                       signer: NoteSigner) -> None:
     primary, standby = pair
@@ -77,6 +78,7 @@ def test_the_standby_holds_the_primarys_log_by_proof(pair: tuple[pg_cluster.Clus
 
 
 @pytest.mark.slow
+@pytest.mark.requirement("DORA-11-12-recovery")
 def test_after_a_promotion_writers_of_the_old_primary_are_fenced(
         pair: tuple[pg_cluster.Cluster, pg_cluster.Cluster], signer: NoteSigner) -> None:
     primary, standby = pair

@@ -82,6 +82,7 @@ def damage(lg: Ledger, signer: NoteSigner) -> DamageError:
     return info.value
 
 
+@pytest.mark.requirement("SEC-17a4f-verify")
 def test_updated_record(forged: tuple[Ledger, NoteSigner]) -> None:
     lg, signer = forged
     with lg.engine.connect() as conn:
@@ -117,6 +118,7 @@ def test_merkle_node_rewritten_as_text_is_damage_not_a_crash(
     assert d.kind == "altered Merkle node"
 
 
+@pytest.mark.requirement("SEC-17a4f-verify")
 def test_deleted_row(forged: tuple[Ledger, NoteSigner]) -> None:
     lg, signer = forged
     with lg.engine.connect() as conn:
@@ -159,6 +161,7 @@ def test_swapped_rows(forged: tuple[Ledger, NoteSigner]) -> None:
     assert (d.kind, d.seq) == ("broken chain", 20)
 
 
+@pytest.mark.requirement("SEC-17a4f-verify")
 def test_truncated_tail(forged: tuple[Ledger, NoteSigner]) -> None:
     lg, signer = forged
     with lg.engine.connect() as conn:
@@ -287,6 +290,7 @@ def test_altered_merkle_node(forged: tuple[Ledger, NoteSigner]) -> None:
     assert (d.kind, d.seq) == ("altered Merkle node", 32)
 
 
+@pytest.mark.requirement("GDPR-17-erasure")
 def test_altered_and_silently_erased_payloads(forged: tuple[Ledger, NoteSigner]) -> None:
     lg, signer = forged
     p = None

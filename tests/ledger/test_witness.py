@@ -133,6 +133,7 @@ def test_old_size_must_be_the_last_cosigned(tmp_path: Path, log_key: NoteSigner,
     assert w.add_checkpoint(log.request(10)).ok
 
 
+@pytest.mark.requirement("DORA-24-25-testing")
 def test_a_rollback_is_refused(tmp_path: Path, log_key: NoteSigner, cosigner: Cosigner) -> None:
     log = Log(log_key)
     w = make_witness(cosigner, tmp_path, [log_key])

@@ -224,6 +224,7 @@ def test_the_bundle_vectors_of_every_format_verify_with_their_pinned_key(version
         assert report.counts["withheld"] == 3
 
 
+@pytest.mark.requirement("SEC-17a4f-download", "FATF-R11-available")
 def test_a_created_bundle_verifies_with_a_pinned_key(bundle: Path, source: Source) -> None:
     report = check(bundle, pinned(source))
     assert report.verified, [f.text() for f in report.failures]

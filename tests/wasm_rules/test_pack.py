@@ -16,6 +16,7 @@ CASES = parse_cases((PACKS / "aml_core_cases.jsonl").read_bytes(), PACK.features
                     {r.id for r in PACK.rules})
 
 
+@pytest.mark.requirement("FATF-R16-originator", "EU-TFR-7-8-missing-info")
 def test_every_case_passes_in_the_sandbox() -> None:
     with Sandbox() as sb, sb.load(compile_ruleset(PACK)) as mod:
         results = check_cases(CASES, mod.evaluate(rows_of(CASES, PACK.features)), mod.manifest)

@@ -64,6 +64,10 @@ def first(engine: Engine, outcome: str) -> Any:
     return next(a for a in rows(engine, alerts) if a.outcome == outcome)
 
 
+@pytest.mark.requirement("FATF-R10-monitoring")
+@pytest.mark.requirement("FATF-R20-str")
+@pytest.mark.requirement("EU-AMLR-69-reporting")
+@pytest.mark.requirement("GDPR-22-human-review")
 def test_every_review_hold_block_and_account_alert_opens_one_alert(decided: Ledger) -> None:
     report = catch_up(decided.engine)
     want = {}
@@ -92,6 +96,7 @@ def test_every_review_hold_block_and_account_alert_opens_one_alert(decided: Ledg
     assert verify_index(decided.engine).case_view["alerts"] == len(want)
 
 
+@pytest.mark.requirement("SEC-17a4f-audit-trail")
 def test_an_alert_is_worked_from_new_to_closed_and_each_step_is_sealed(decided: Ledger) -> None:
     catch_up(decided.engine)
     a = first(decided.engine, "REVIEW")
@@ -148,6 +153,7 @@ def test_refused_actions_seal_nothing(decided: Ledger) -> None:
     assert rows(decided.engine, case_events) == []
 
 
+@pytest.mark.requirement("EU-TFR-7-8-missing-info", "GDPR-22-human-review")
 def test_a_hold_is_released_by_one_officer_and_a_block_by_two(decided: Ledger) -> None:
     catch_up(decided.engine)
     hold, block = first(decided.engine, "HOLD"), first(decided.engine, "BLOCK")
@@ -394,6 +400,7 @@ def test_a_forged_view_row_fails_verify_naming_table_and_seq(decided: Ledger) ->
     verify_index(decided.engine)
 
 
+@pytest.mark.requirement("SR11-7-monitoring")
 def test_rule_and_model_performance_from_worked_alerts(decided: Ledger) -> None:
     import csv
     import io
@@ -429,6 +436,7 @@ def test_rule_and_model_performance_from_worked_alerts(decided: Ledger) -> None:
     assert table[0][:4] == ["key", "group", "hits", "alerts"] and len(table) == len(perf) + 1
 
 
+@pytest.mark.requirement("FATF-R21-tipping-off")
 def test_reads_of_cases_and_reports_are_sealed_and_listed(decided: Ledger, signer: NoteSigner) -> None:
     from audit.cases.reads import list_reads, record_reads
     from ledger.verify import verify_ledger

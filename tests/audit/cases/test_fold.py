@@ -68,6 +68,7 @@ def test_alerts_cases_and_a_new_case_after_the_subjects_case_closed() -> None:
     assert [(e.seq, e.applied) for e in f.events] == [(6, True), (7, False), (8, True), (9, True), (11, True)]
 
 
+@pytest.mark.requirement("BSA-1020.320-deadline")
 def test_a_policy_applies_to_alerts_opened_after_it() -> None:
     policy = DeadlinePolicy(version="bank/2", review_business_days=2, filing_calendar_days=20,
                             holidays=("2026-12-07",))
@@ -168,6 +169,7 @@ def test_quality_assurance_samples_closed_alerts_and_needs_another_reviewer() ->
     assert not any(DEFAULT_POLICY.qa_sampled(f"t{i}") for i in range(1000))
 
 
+@pytest.mark.requirement("BSA-1020.320-deadline")
 def test_default_policy_and_bad_policies() -> None:
     assert DEFAULT_POLICY.to_json() == {"version": "sealtrail-default/1", "review_business_days": 5,
                                         "filing_calendar_days": 30, "continuing_review_days": 90,

@@ -99,6 +99,7 @@ def parse(xml: bytes) -> ET.Element:
 # -- a full report --------------------------------------------------------------------------------
 
 
+@pytest.mark.requirement("FATF-R20-str", "EU-AMLR-69-reporting")
 def test_a_full_report_drafts_validates_and_reads_back() -> None:
     xml = draft_report(draft())
     validate_report(xml)  # None: valid

@@ -85,6 +85,7 @@ def hold_ids(ledger: Ledger) -> set[str]:
 # -- drafting ----------------------------------------------------------------------------------
 
 
+@pytest.mark.requirement("FATF-R20-str", "EU-AMLR-69-reporting")
 def test_a_case_is_drafted_from_its_decisions_and_payloads(decided: Ledger) -> None:  # noqa: F811
     case = a_case(decided)
     d = draft(decided, case.case_id)
@@ -243,6 +244,7 @@ def test_what_goaml_cannot_carry_is_refused_naming_the_field() -> None:
 # -- filing -------------------------------------------------------------------------------------
 
 
+@pytest.mark.requirement("BSA-1020.320-records")
 def test_filing_holds_the_evidence_then_seals_the_report_then_holds_its_bytes(decided: Ledger) -> None:  # noqa: F811
     case = a_case(decided)
     d = draft(decided, case.case_id)

@@ -116,6 +116,7 @@ def test_history_of_a_list_never_loaded_is_not_found(ledger: Ledger) -> None:
         list_history(ledger.engine, "never")
 
 
+@pytest.mark.requirement("OFAC-501.601-records")
 def test_retention_keeps_the_bytes_of_a_list_as_long_as_decisions_of_the_period_used_it(
         ledger: Ledger) -> None:
     from datetime import UTC, datetime, timedelta

@@ -91,6 +91,7 @@ def fired(d: Decision) -> list[str]:
     return [h.id for h in d.fired]
 
 
+@pytest.mark.requirement("OFAC-501.601-records", "FATF-R16-sanctions")
 def test_listed_names_identifiers_and_bics_decide_and_the_record_names_the_list(
         ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes) -> None:
     seq = seal(ledger)
@@ -144,6 +145,7 @@ def test_without_lists_the_payment_is_not_screened_and_the_record_says_so(
         assert not any(f.startswith("SANCTIONS_") for f in fired(d))
 
 
+@pytest.mark.requirement("FATF-R16-sanctions")
 def test_a_list_sealed_while_deciding_is_used_from_a_later_batch_and_a_withdrawn_one_no_more(
         ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes) -> None:
     now = [0.0]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from inference.heldout import DOMAIN, HeldoutConfig, generate
 from inference.simulate import SimConfig, simulate
 
@@ -73,6 +75,7 @@ def test_training_code_never_imports_or_names_the_heldout_generator() -> None:
                 assert mention not in text, (m, mention)
 
 
+@pytest.mark.requirement("SR11-7-validation")
 def test_the_heldout_generator_does_not_import_the_training_simulator() -> None:
     for path in sorted((ROOT / "inference" / "heldout").glob("*.py")):
         assert not [n for n in _imports(path) if n.startswith("inference.simulate")], path.name

@@ -124,6 +124,7 @@ def test_organisation_with_bic_lei_tax_id_and_structured_remittance() -> None:
     assert t.remittance == "RF18539007547034"
 
 
+@pytest.mark.requirement("BSA-1010.410f-travel", "FATF-R16-originator")
 def test_missing_r16_fields_are_reported_not_refused() -> None:
     (t,) = parse_pacs008(read("missing_r16.xml"))
     assert t.r16 == R16(originator_name=True, originator_account=False, originator_address_or_id=False,
