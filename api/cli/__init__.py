@@ -27,6 +27,7 @@ from api.cli.cases import alerts_app, cases_app, outcomes
 from api.cli.certs import certs_app
 from api.cli.clearances import clearances_app
 from api.cli.common import ContractGroup, out
+from api.cli.compliance import compliance_app
 from api.cli.demo import demo
 from api.cli.export import export_app
 from api.cli.follow import follow
@@ -80,6 +81,7 @@ app.command("follow")(follow)
 app.add_typer(standby_app, name="standby")
 app.add_typer(keys_app, name="keys")
 app.add_typer(retention_app, name="retention")
+app.add_typer(compliance_app, name="compliance")
 app.add_typer(reports_app, name="reports")
 app.add_typer(rules_app, name="rules")
 app.add_typer(lists_app, name="lists")

@@ -149,6 +149,10 @@ def bad_inputs(e: Env) -> dict[tuple[str, ...], list[tuple[list[str], int]]]:
                       "--certs", str(e.tmp / "c"), "--exports", str(e.tmp / "x")], 2)],
         ("export", "create"): [(["--from", "yesterday", "--to", "today", "--out", out, *e.db], 1)],
         ("export", "verify"): [([junk], 2), ([wat], 2)],
+        ("compliance", "report"): [(["--from", "yesterday", "--to", "2026-12-01", *e.db], 1),
+                                   (["--from", "2026-12-02", "--to", "2026-12-01", *e.db], 1),
+                                   (["--from", "2026-12-01", "--to", "2026-12-02", *e.absent], 2),
+                                   (["--from", "2026-12-01", *e.db], 2)],
     }
 
 
