@@ -4,7 +4,7 @@
 Written from those two pages alone: it imports nothing of sealtrail, only the Python standard
 library and the ``cryptography`` package, so an examiner can read it in one sitting and run it
 beside (or instead of) ``sealtrail export verify``. It checks the cryptographic evidence of a
-bundle of any format 1 to 8:
+bundle of any format 1 to 9:
 
 1. ``manifest.sig``: a C2SP signed note (Ed25519) by a pinned key over the manifest's SHA-256;
 2. every file's SHA-256 against ``manifest.files`` (nothing unlisted, nothing missing), and the
@@ -17,9 +17,12 @@ bundle of any format 1 to 8:
 5. the chain hashes of records whose seqs are consecutive; payload hashes and purge records;
    the consistency proof from the previous export's checkpoint;
 6. witness cosignatures on the checkpoint (C2SP tlog-cosignature, Ed25519): those of the witnesses
-   given, and (format 8) each one ``manifest.witnesses`` lists, by the key and at the time it states.
+   given, and (format 8) each one ``manifest.witnesses`` lists, by the key and at the time it states;
+7. (format 9) each history record ``compliance/records.jsonl`` carries, by its RFC 9162 inclusion proof
+   (``compliance/proofs.json``) in the checkpoint's tree; ``compliance.json``'s hash is step 2's.
 
-It does not replay or re-derive decisions or prove the completeness of a selection: that needs
+It does not replay or re-derive decisions, prove the completeness of a selection or recompute the
+compliance facts of ``compliance.json`` from the records: that needs
 the parsers, the feature code, the rule sandbox and the model, which ``sealtrail export verify``
 does. Exit 0: all held; 1: a check
 failed (each failure names its file and seq); 2: usage error or unreadable file.
@@ -50,7 +53,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 __all__ = ["Failure", "Report", "Vkey", "leaf_hash", "main", "node_hash", "open_note", "subtree_roots",
            "verify_bundle", "verify_consistency", "verify_cosignature", "verify_inclusion"]
 
-SCHEMAS = {f"sealtrail.bundle/{v}": v for v in range(1, 9)}
+SCHEMAS = {f"sealtrail.bundle/{v}": v for v in range(1, 10)}
 SIG_TITLE = "sealtrail bundle manifest v1"
 NOTE_KEY, COSIGNATURE_KEY = 0x01, 0x04  # C2SP signed-note and tlog-cosignature key types
 UNPINNED = ("NO TRUSTED KEY PINNED: the signatures were checked against the keys the bundle itself "
@@ -373,7 +376,7 @@ def _verify(z: zipfile.ZipFile, trusted: list[Vkey], witnesses: list[Vkey], repo
     m = _json(mbytes)
     report.bundle_id, report.format = m["bundle_id"], SCHEMAS.get(m["schema"])
     if report.format is None:
-        report.fail("manifest", "manifest.json", f"unknown schema {m['schema']!r} (this verifier reads 1-8)")
+        report.fail("manifest", "manifest.json", f"unknown schema {m['schema']!r} (this verifier reads 1-9)")
     # RFC 8785 for a manifest (integers, string keys of the Basic Multilingual Plane) is sorted keys,
     # no white space, UTF-8 and JSON's minimal escapes: what json.dumps writes with these options
     if json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() != mbytes:
@@ -421,6 +424,31 @@ def _verify(z: zipfile.ZipFile, trusted: list[Vkey], witnesses: list[Vkey], repo
         report.fail("manifest", "manifest.json", f"counts.records is {m['counts']['records']}, "
                     f"records.jsonl holds {report.counts['records']}")
     _previous(z, m, keys, report)
+    _compliance(z, m, size, root, report)
+
+
+def _compliance(z: zipfile.ZipFile, m: dict[str, Any], size: int, root: bytes, report: Report) -> None:
+    """Format 9: the history records behind the compliance facts, each proved in the tree."""
+    sec = m.get("compliance")
+    if sec is None:
+        if (report.format or 0) >= 9 and m.get("case") is None:
+            report.fail("manifest", "manifest.json", "a format-9 window bundle needs manifest.compliance")
+        return
+    names = set(z.namelist())
+    if sec["records_file"] not in names or sec["proofs_file"] not in names:
+        return  # step 2 reported the missing file
+    proofs = _json(z.read(sec["proofs_file"]))
+    lines = list(_lines(z, sec["records_file"]))
+    if proofs["size"] != size or len(lines) != len(proofs["entries"]) or len(lines) != sec["records"]:
+        report.fail("compliance", sec["records_file"], f"{len(lines)} record(s), {len(proofs['entries'])} "
+                    f"proof(s) at size {proofs['size']}; the manifest says {sec['records']} at size {size}")
+        return
+    for line, proof in zip(lines, proofs["entries"], strict=True):
+        path = [_b64(h) for h in proof["hashes"]]
+        if not verify_inclusion(proof["seq"], size, leaf_hash(line), path, root):
+            report.fail("compliance", sec["records_file"], "the record is not in the checkpoint's tree",
+                        proof["seq"])
+    report.counts["compliance_records"] = len(lines)
 
 
 def _checkpoint(z: zipfile.ZipFile, name: str, keys: list[Vkey], origin: str, size: int, root: bytes,
@@ -473,6 +501,8 @@ def _listed_witnesses(z: zipfile.ZipFile, m: dict[str, Any], report: Report) -> 
         if listed is not None:
             report.fail("manifest", "manifest.json", "witnesses before format 8")
         return
+    if listed is None and report.format >= 9:
+        return  # format 9: a bundle without witnesses has no list
     if not isinstance(listed, list) or not listed:
         report.fail("manifest", "manifest.json", "format 8 needs a non-empty witnesses list")
         return

@@ -23,13 +23,26 @@ import orjson
 
 from audit.errors import BundleMalformed, BundleTampered, BundleUnreadable
 
-__all__ = ["BUNDLE_SCHEMA", "BUNDLE_SCHEMAS", "BundleArchive", "BundleManifest", "CaseSelection",
-           "Completeness", "Counts", "Limits", "LineStream", "Previous", "StateSection"]
+__all__ = [
+    "BUNDLE_SCHEMA",
+    "BUNDLE_SCHEMAS",
+    "BundleArchive",
+    "BundleManifest",
+    "CaseSelection",
+    "Completeness",
+    "ComplianceSection",
+    "Counts",
+    "Limits",
+    "LineStream",
+    "Previous",
+    "StateSection",
+]
 
-BUNDLE_SCHEMA = "sealtrail.bundle/8"
+BUNDLE_SCHEMA = "sealtrail.bundle/9"
 # every version this verifier reads
 BUNDLE_SCHEMAS = ("sealtrail.bundle/1", "sealtrail.bundle/2", "sealtrail.bundle/3", "sealtrail.bundle/4",
-                  "sealtrail.bundle/5", "sealtrail.bundle/6", "sealtrail.bundle/7", BUNDLE_SCHEMA)
+                  "sealtrail.bundle/5", "sealtrail.bundle/6", "sealtrail.bundle/7", "sealtrail.bundle/8",
+                  BUNDLE_SCHEMA)
 MANIFEST, SIGNATURE = "manifest.json", "manifest.sig"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -216,6 +229,21 @@ class StateSection:
 
 
 @dataclass(frozen=True)
+class ComplianceSection:
+    """``manifest.compliance`` (format 9): the period's compliance facts (``file``), the history records
+    they are derived from with the bundle's decisions and refusals (``records_file``), and those
+    records' inclusion proofs (``proofs_file``); ``audit.bundle.compliance`` checks them."""
+
+    file: str
+    records_file: str
+    proofs_file: str
+    records: int
+    scope: str  # "window" | "selection"
+    start: str
+    end: str
+
+
+@dataclass(frozen=True)
 class CaseSelection:
     """``manifest.case`` (format 5): the bundle is cut for one case (``case/case.json``)."""
 
@@ -252,6 +280,7 @@ class BundleManifest:
     case: CaseSelection | None = None  # format 5: the case the bundle is cut for
     state: StateSection | None = None  # format 7: the state its decisions were made on
     witnesses: tuple[tuple[str, int], ...] = ()  # format 8: (vkey, timestamp) of each cosignature carried
+    compliance: ComplianceSection | None = None  # format 9: the period's compliance facts
 
     @classmethod
     def parse(cls, data: bytes) -> BundleManifest:
@@ -305,7 +334,20 @@ class BundleManifest:
             filters={} if case is not None else _filters(m.obj("filters")), case=case,
             state=_state(m.obj("state")) if case is None and (
                 version == 7 or (version >= 8 and doc.get("state") is not None)) else None,
-            witnesses=_witnesses(doc.get("witnesses")) if version >= 8 else ())
+            witnesses=_witnesses(doc.get("witnesses")) if version == 8 or (
+                version >= 9 and doc.get("witnesses") is not None) else (),
+            compliance=_compliance(m.obj("compliance")) if version >= 9 and case is None else None)
+
+
+def _compliance(c: _Obj) -> ComplianceSection:
+    period = c.obj("period")
+    got = ComplianceSection(c.text("file"), c.text("records_file"), c.text("proofs_file"), c.num("records"),
+                            c.text("scope"), period.text("from"), period.text("to"))
+    for name in (got.file, got.records_file, got.proofs_file):
+        _check_name(name)
+    if got.scope not in ("window", "selection"):
+        raise _bad(f"compliance.scope is {got.scope!r}, not window or selection")
+    return got
 
 
 def _witnesses(doc: Any) -> tuple[tuple[str, int], ...]:

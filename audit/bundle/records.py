@@ -53,6 +53,10 @@ _INDEX_KEYS = ["chain_hash", "kind", "leaf_hash", "seq", "trace_id"]
 Progress = Callable[[int, int], None]
 
 
+FactSink = Callable[[int, dict[str, Any]], None]
+"""Where the record pass hands each decision and refusal for the compliance facts (format 9)."""
+
+
 class CaseSink(Protocol):
     """Where the record pass of a case bundle hands the case's records (``audit.bundle.cases``)."""
 
@@ -171,13 +175,14 @@ def _fail(cls: type[BundleError], kind: str, detail: str, file: str = RECORDS, s
 def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Replayer, found: Findings,
                  progress: Progress | None = None, check: CompletenessCheck | None = None,
                  case: CaseSink | None = None, rescreener: Rescreener | None = None,
-                 rederiver: Rederiver | None = None) -> RecordTally:
+                 rederiver: Rederiver | None = None, facts: FactSink | None = None) -> RecordTally:
     """Stream the three line files once; failures go to ``found``, the tally comes back. Decisions
     and summaries also go to ``check`` (format 2), in seq order; in a case bundle (format 5) the
     decisions, case records and report payloads go to ``case`` instead. In a format-6 bundle the
     ``sanctions_list`` context lines (whose payload is the file ``lists/<sha256>``, not a line of
     ``payloads.jsonl``) and the decisions go to ``rescreener`` too; in a format-7 bundle every line's
-    seq, the summaries and the decisions with their payload go to ``rederiver``."""
+    seq, the summaries and the decisions with their payload go to ``rederiver``; in a format-9 bundle the
+    decisions and refusals go to ``facts`` (``audit.bundle.compliance``)."""
     t = RecordTally()
     records, index = LineStream(bundle, RECORDS), LineStream(bundle, INDEX)
     payloads = LineStream(bundle, PAYLOADS)
@@ -254,6 +259,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             found.add(_fail(BundleTampered, "index.mismatch", f"the entry is {env.get('kind')!r} "
                             f"{env.get('trace_id')!r}, {INDEX} says {kind!r} {tid!r}", INDEX, seq, tid))
         kind = env.get("kind")
+        if facts is not None and (kind == "decision" or kind == REFUSAL_KIND):
+            facts(seq, env)
         if kind == "decision":
             t.decisions += 1
             t.decision_seqs.add(seq)

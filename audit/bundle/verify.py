@@ -1,4 +1,4 @@
-"""The offline bundle verifier: a ``sealtrail.bundle/5`` (or ``/4`` to ``/1``) ZIP in, a report or a
+"""The offline bundle verifier: a ``sealtrail.bundle/9`` (or ``/8`` to ``/1``) ZIP in, a report or a
 ``BundleError`` out.
 
 No database and no network: everything is checked from the ZIP and the keys the examiner pins
@@ -14,7 +14,8 @@ carries the refusal records of its window, replayed where their payload is prese
 bundle proves them complete too (their summaries, ``sealtrail.decision.summary/2``). A format-5
 bundle cut for one case carries no summaries: its case's history is re-derived instead, by the
 case fold the bank's view runs, against ``case/case.json`` (``audit.bundle.cases``), and the
-other cases' events of its range are proved as withheld leaves. Failures
+other cases' events of its range are proved as withheld leaves. A format-9 window bundle's compliance
+facts are recomputed from its records (``audit.bundle.compliance``). Failures
 that concern records are collected (up to ``Limits.max_failures``) and raised together as
 ``BundleFailed``; one that leaves nothing to trust (a bad signature, an unsafe ZIP) is raised at once.
 """
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from audit.bundle.case_doc import CASE_FILE, CaseDoc
 from audit.bundle.completeness import CompletenessCheck, CompletenessReport, not_proven_v1
+from audit.bundle.compliance import ComplianceCheck
 from audit.bundle.context import check_context
 from audit.bundle.proofs import check_previous, start_tree_check, verify_checkpoint
 from audit.bundle.reader import MANIFEST, SIGNATURE, BundleArchive, BundleManifest, Limits, LineStream
@@ -113,6 +115,7 @@ class BundleReport:
     witnesses: tuple[str, ...] = ()  # format 8: witnesses whose cosignature on the checkpoint verified
     witnesses_pinned: int = 0  # of them, those the examiner pinned (--witness-key)
     min_witnesses: int = 0  # the quorum asked for
+    compliance: dict[str, Any] | None = None  # format 9: the compliance facts, recomputed from the records
 
     def to_json(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -319,8 +322,9 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
             rescreener = None if manifest.version < 6 else Rescreener(
                 lambda sha: bundle.read(f"lists/{sha}", _MAX_LIST) if f"lists/{sha}" in bundle.sizes
                 else None)
+            compliance = None if manifest.compliance is None else ComplianceCheck(manifest, found)
             tally = scan_records(bundle, manifest, replayer, found, progress, check, case, rescreener,
-                                 rederiver)
+                                 rederiver, None if compliance is None else compliance.record)
             if rederiver is not None:
                 found.extend(rederiver.finish())
                 if manifest.state is not None and rederiver.unsealed != manifest.state.unsealed_origin:
@@ -346,6 +350,8 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         found.extend(prev_failures)
         _check_counts(manifest, tally, found)
         check_context(bundle, manifest, tally, found)
+        facts = None if compliance is None else compliance.finish(bundle, cp.checkpoint.size,
+                                                                  cp.checkpoint.root)
     report = BundleReport(
         path=str(path), bundle_id=manifest.bundle_id, origin=manifest.origin,
         checkpoint_size=cp.checkpoint.size, checkpoint_root=base64.b64encode(cp.checkpoint.root).decode(),
@@ -366,7 +372,7 @@ def verify_bundle(path: str | Path, trusted_keys: Sequence[NoteVerifier], *, pro
         not_rederived={} if rederiver is None else dict(sorted(rederiver.not_rederived.items())),
         state_records=0 if rederiver is None else len(rederiver.leaves),
         witnesses=tuple(v for v, _ in witnessed.cosigned), witnesses_pinned=witnessed.pinned,
-        min_witnesses=min_witnesses)
+        min_witnesses=min_witnesses, compliance=facts)
     if len(found):
         raise BundleFailed(found.items, found.dropped, report)
     return report

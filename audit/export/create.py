@@ -55,6 +55,8 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from audit.bundle.case_doc import CASE_FILE
+from audit.compliance.facts import FactsBuilder, Period
+from audit.compliance.store import history_entries, stated_facts
 from audit.decide.principal import Principal
 from audit.errors import ExportFilterError, ExportUnavailableError
 from audit.export.cases import CaseSelection, select_case
@@ -76,7 +78,7 @@ from ledger.merkle import verify_consistency
 from ledger.multiproof import encode_nodes, frontier
 from ledger.multiproof_store import subtree_hashes
 from ledger.note import NoteVerifier, sign_note
-from ledger.proofs import consistency_proof
+from ledger.proofs import consistency_proof, inclusion_proof
 from ledger.records import format_time
 from wasm_rules import OUTCOMES
 
@@ -91,6 +93,10 @@ CASE_BUNDLE_SCHEMA = "sealtrail.bundle/5"  # a bundle cut for one case
 SCREENED_BUNDLE_SCHEMA = "sealtrail.bundle/6"  # either, with decisions that state their screening
 STATE_BUNDLE_SCHEMA = "sealtrail.bundle/7"  # a window bundle that carries its decisions' feature state
 WITNESSED_BUNDLE_SCHEMA = "sealtrail.bundle/8"  # any of them, its checkpoint cosigned by witnesses
+COMPLIANCE_BUNDLE_SCHEMA = "sealtrail.bundle/9"  # a window bundle carrying its period's compliance facts
+COMPLIANCE_FILE, COMPLIANCE_RECORDS, COMPLIANCE_PROOFS = (
+    "compliance.json", "compliance/records.jsonl", "compliance/proofs.json")
+COMPLIANCE_SCHEMA = "sealtrail.compliance/1"
 Cosign = Callable[[], object]
 """Have the witnesses cosign the ledger's newest checkpoint (what ``ledger.cosign.collect`` does)."""
 EXPORT_KIND = "export.created"
@@ -187,7 +193,8 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
                   creator: Principal, *, now: datetime | None = None, progress: Progress | None = None,
                   model_dirs: Iterable[Path] = (), page_size: int = 5000, compresslevel: int = 1,
                   bundle_id: str | None = None, state_snapshot: bool | None = None,
-                  cosign: Cosign | None = None) -> BundleSummary:
+                  cosign: Cosign | None = None, retention_days: int | None = None,
+                  witnesses_configured: Sequence[str] | None = None) -> BundleSummary:
     """Write the bundle of ``filters`` to ``out_path`` and seal its ``export.created`` record.
 
     Refuses (``ExportFilterError``, field ``filters``) a selection with no decision, (field
@@ -197,7 +204,9 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
     default) lets a caller name the file after it. ``cosign``, if given, is called once the bundle's
     checkpoint is signed, to have witnesses cosign it (``ledger.cosign.collect``); the bundle carries
     the cosignatures of the newest cosigned checkpoint that covers it (``sealtrail.bundle/8``), if
-    any. ``state_snapshot``: whether a sealed state
+    any. ``retention_days`` and ``witnesses_configured`` (the settings, where the caller knows them) go
+    into the compliance facts as stated, not proven (``audit.compliance``). ``state_snapshot``: whether a
+    sealed state
     snapshot stands in for the state deltas before it (``audit.export.state``; default: where
     that is smaller)."""
     _refuse_early(ledger, signer, out_path)
@@ -211,8 +220,11 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_path.parent, prefix=f".{out_path.name}."))
     try:
+        configured = None if witnesses_configured is None else list(witnesses_configured)
+        stated = {"retention_days": retention_days, "witnesses_configured": configured}
         return _create(engine, ledger, signer, out_path, tmp, filters, creator, bundle_id, created_at,
-                       total, progress, list(model_dirs), page_size, compresslevel, state_snapshot, cosign)
+                       total, progress, list(model_dirs), page_size, compresslevel, state_snapshot, cosign,
+                       stated)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -220,9 +232,10 @@ def create_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: 
 def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
             filters: ExportFilters, creator: Principal, bundle_id: str, created_at: str, total: int,
             progress: Progress | None, model_dirs: list[Path], page_size: int,
-            compresslevel: int, state_snapshot: bool | None = None, cosign: Cosign | None = None
-            ) -> BundleSummary:
-    stats = ReportStats()
+            compresslevel: int, state_snapshot: bool | None = None, cosign: Cosign | None = None,
+            stated: dict[str, Any] | None = None) -> BundleSummary:
+    period = Period(filters.start, filters.end)
+    stats = ReportStats(facts=FactsBuilder(period))
     sp = Spools(tmp, compresslevel)
     # one snapshot for the selection: what was checked is what is written
     try:
@@ -272,14 +285,52 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
         head["case"] = None
     if state.from_seq is not None:  # the decisions' feature state travels too: re-derived from their messages
         head.update(schema=STATE_BUNDLE_SCHEMA, case=None, state=state.manifest())
+    assert stats.facts is not None
+    compliance = _Compliance(stats.facts, "window" if filters.whole_window else "selection", stated or {})
     return _write_and_seal(engine, ledger, signer, out_path, tmp, bundle_id=bundle_id, created_at=created_at,
                            creator=creator, head=head,
                            record_head={"schema": EXPORT_SCHEMA, "filters": filters.to_record()},
                            counts=counts, seqs=seqs, withheld=[(r.seq, r.leaf_hash) for r in state.rows],
-                           lines=lines, ctx=ctx,
-                           render=lambda m: render_report(m, stats, ctx.purge_reasons),
+                           lines=lines, ctx=ctx, compliance=compliance,
+                           render=lambda m: render_report(m, stats, ctx.purge_reasons,
+                                                          compliance=compliance.doc),
                            rules=sorted(set(got.rulesets.values())), models=sorted(got.models),
                            compresslevel=compresslevel, last_seq=seqs[-1], cosign=cosign)
+
+
+@dataclass
+class _Compliance:
+    """A window bundle's compliance facts (``audit.compliance``): ``facts`` is fed the decisions and
+    refusals as the selection streams, then (``seal``) the history records up to the period's end;
+    ``doc`` is ``compliance.json``, which ``report.html`` renders."""
+
+    facts: FactsBuilder
+    scope: str  # "window": every decision and refusal of the period; "selection": the filtered decisions
+    stated: dict[str, Any]
+    doc: dict[str, Any] | None = None
+
+    def seal(self, conn: Connection, history: list[tuple[int, bytes]], size: int) -> list[tuple[str, bytes]]:
+        """The members: ``compliance.json``, the history records and their inclusion proofs at ``size``."""
+        loads = orjson.loads
+        for seq, rec in history:
+            self.facts.add(seq, loads(rec))
+        period = self.facts.period
+        stated = stated_facts(conn, period, retention_days=self.stated.get("retention_days"),
+                              witnesses_configured=self.stated.get("witnesses_configured"))
+        self.doc = {"schema": COMPLIANCE_SCHEMA, "scope": self.scope, "facts": self.facts.facts(),
+                    "stated": stated}
+        b64 = base64.b64encode
+        proofs = {"size": size, "entries": [
+            {"seq": seq, "hashes": [b64(h).decode() for h in inclusion_proof(conn, seq, size)]}
+            for seq, _ in history]}
+        return [(COMPLIANCE_FILE, canonical_bytes(self.doc)),
+                (COMPLIANCE_RECORDS, b"".join(rec + b"\n" for _, rec in history)),
+                (COMPLIANCE_PROOFS, canonical_bytes(proofs))]
+
+    def manifest(self, records: int) -> dict[str, Any]:
+        """The manifest's ``compliance``."""
+        return {"file": COMPLIANCE_FILE, "records_file": COMPLIANCE_RECORDS, "proofs_file": COMPLIANCE_PROOFS,
+                "records": records, "scope": self.scope, "period": self.facts.period.to_json()}
 
 
 @contextmanager
@@ -297,12 +348,18 @@ def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path
                     withheld: Sequence[tuple[int, bytes]], lines: Callable[[BundleZip], None], ctx: Context,
                     render: Callable[[dict[str, Any]], bytes], rules: list[str], models: list[str],
                     compresslevel: int, last_seq: int, files: Sequence[tuple[str, bytes]] = (),
-                    cosign: Cosign | None = None) -> BundleSummary:
+                    cosign: Cosign | None = None, compliance: _Compliance | None = None) -> BundleSummary:
     """The part of creation every selection shares (``head``: the manifest's schema and selection
     fields; ``record_head``: the ``export.created`` body's): the checkpoint (of a size past ``last_seq``),
     the multiproof of ``seqs`` and the ``withheld`` leaves, the consistency proof from the previous
     export, the ZIP (``lines`` writes the line members), the manifest and its signature; then the
-    ``export.created`` record, and the file renamed into place."""
+    ``export.created`` record, and the file renamed into place. With ``compliance``, the period's history
+    records (``audit.compliance``) and their inclusion proofs, and the facts (``sealtrail.bundle/9``)."""
+    history: list[tuple[int, bytes]] = []
+    if compliance is not None:
+        with engine.connect() as conn:
+            history = history_entries(conn, compliance.facts.period.end)
+        last_seq = max(last_seq, history[-1][0] if history else -1)  # the checkpoint proves them too
     own = _checkpoint(ledger, signer, last_seq)
     if cosign is not None:
         cosign()  # the witnesses are asked about the newest checkpoint, which covers the bundle
@@ -315,6 +372,12 @@ def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path
         head = {**head, "schema": WITNESSED_BUNDLE_SCHEMA, "case": head.get("case"),
                 "state": head.get("state"), "witnesses": witnesses}
     size, root = cp.checkpoint.size, cp.checkpoint.root
+    extra_files = list(files)
+    if compliance is not None:
+        with engine.connect() as conn:
+            extra_files.extend(compliance.seal(conn, history, size))
+        head = {**head, "schema": COMPLIANCE_BUNDLE_SCHEMA, "case": head.get("case"),
+                "state": head.get("state"), "compliance": compliance.manifest(len(history))}
     b64 = base64.b64encode
     proved = array("q", heapq.merge(seqs, (s for s, _ in withheld))) if withheld else seqs
     with engine.connect() as conn:
@@ -349,7 +412,7 @@ def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path
         if consistency is not None and prev_note is not None:
             z.write("proofs/consistency.json", canonical_bytes(consistency))
             z.write("checkpoints/previous.txt", prev_note.encode())
-        for name, data in (*ctx.files, *files):
+        for name, data in (*ctx.files, *extra_files):
             z.write(name, data)
         z.write("report.html", render(manifest))
         z.write("VERIFY.md", VERIFY_MD.encode())

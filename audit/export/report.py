@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from audit.compliance.facts import FactsBuilder
 from audit.decide.fixed_point import body_score
 from wasm_rules import OUTCOMES
 
@@ -91,8 +94,11 @@ class ReportStats:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     purged: list[tuple[str, int]] = field(default_factory=list)
     purged_total: int = 0
+    facts: FactsBuilder | None = None  # the compliance facts, fed the same decisions and refusals
 
     def add(self, seq: int, env: dict[str, Any], annotations: int) -> None:
+        if self.facts is not None:
+            self.facts.add(seq, env)
         b = env["record"]
         self.decisions += 1
         self.annotations += annotations
@@ -107,6 +113,11 @@ class ReportStats:
                               tuple((h["id"], h["reason"]) for h in fired), b["fail_safe"],
                               b["principal"].get("subject", ""), b["principal"].get("fingerprint_sha256", ""),
                               annotations))
+
+    def add_refusal(self, seq: int, entry: bytes) -> None:
+        """A refusal record the bundle carries (only the compliance facts count them here)."""
+        if self.facts is not None:
+            self.facts.add(seq, orjson.loads(entry))
 
     def add_purged(self, sha256: str, purge_seq: int) -> None:
         self.purged_total += 1
@@ -204,8 +215,115 @@ def _case(report: CaseReport) -> str:
     return "".join(out)
 
 
+def _fact(path: str, value: object) -> str:
+    """One fact's cell: its path in ``compliance.json``'s ``facts`` and its value, which the verifier
+    reads back (``data-fact``) and compares with the facts it recomputed."""
+    shown = "-" if value is None else value
+    return f'<td data-fact="{_e(path)}">{_e(shown)}</td>'
+
+
+def _step_text(step: dict[str, Any] | None) -> str:
+    if step is None:
+        return "-"
+    return f"{step['subject'] or '(local)'}, {step['recorded_at']} (seq {step['seq']})"
+
+
+def _stated(st: dict[str, Any]) -> str:
+    """What the bank's system states and no sealed record proves (kept apart from the facts)."""
+    cp, w, ret = st["checkpoints"], st["witnesses"], st["retention"]
+    newest = cp["newest"]
+    rows = [("payload retention", "-" if ret is None else f"{ret['payload_retention_days']} days"),
+            ("checkpoints signed in the period", str(cp["signed_in_period"])),
+            ("newest checkpoint by the end",
+             "none" if newest is None else f"size {newest['size']}, {newest['created_at']}"),
+            ("entries not covered by it", str(cp["entries_not_covered"])),
+            ("witnesses configured", "-" if w["configured"] is None
+             else ", ".join(x.split("+")[0] for x in w["configured"]) or "none"),
+            ("cosignatures received in the period",
+             ", ".join(f"{vk.split('+')[0]}: {x['cosignatures']}"
+                       for vk, x in w["cosigned_in_period"].items()) or "none")]
+    body = "".join(f"<tr><th>{_e(k)}</th><td data-stated=\"{_e(k)}\">{_e(v)}</td></tr>" for k, v in rows)
+    return f'<h3>Stated, not proven</h3><p class="stated">{_e(st["note"])}.</p><table>{body}</table>'
+
+
+def _row(*cells: str) -> str:
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _td(value: object) -> str:
+    return f"<td>{_e(value)}</td>"
+
+
+def _compliance(doc: dict[str, Any]) -> str:
+    """The compliance section: the facts derived from sealed records (checked by ``export verify``),
+    then what is stated and not proven."""
+    f = doc["facts"]
+    p, d = f["period"], f["decisions"]
+    fs = d["fail_safe"]
+    out = ['<section id="compliance" data-compliance="1"><h2>Compliance facts</h2>',
+           f"<p>For the period from {_e(p['from'])} to {_e(p['to'])} (scope: {_e(doc['scope'])}). "
+           "Derived from the sealed records this bundle carries (<code>compliance.json</code>); "
+           "<code>sealtrail export verify</code> recomputes them and fails if this page or that file "
+           "disagrees.</p>", "<h3>Decisions, fail-safe outcomes and refusals</h3><table>",
+           _row("<th>decisions</th>", _fact("decisions.total", d["total"]))]
+    out += [_row(f"<th>{_e(o)}</th>", _fact(f"decisions.by_decision.{o}", n))
+            for o, n in d["by_decision"].items()]
+    out.append(_row("<th>fail-safe HOLDs</th>", _fact("decisions.fail_safe.total", fs["total"])))
+    out += [_row(f"<th>fail-safe: {_e(why)}</th>", _fact(f"decisions.fail_safe.by_reason.{why}", n))
+            for why, n in fs["by_reason"].items()]
+    out.append(_row("<th>refusals</th>", _fact("refusals.total", f["refusals"]["total"])))
+    out += [_row(f"<th>refused: {_e(kind)}</th>", _fact(f"refusals.by_kind.{kind}", n))
+            for kind, n in f["refusals"]["by_kind"].items()]
+    k = f["keys"]
+    out.append("</table><h3>Signing keys</h3><table><tr><th>key</th><th>from seq</th><th>until seq</th></tr>")
+    for i, key in enumerate(k["history"]):
+        at = f"keys.history[{i}]"
+        out.append(_row(_fact(f"{at}.vkey", key["vkey"]), _fact(f"{at}.from_seq", key["from_seq"]),
+                        _fact(f"{at}.until_seq", key["until_seq"])))
+    out.append("</table><p>Rotations in the period:</p><table><tr><th>seq</th><th>recorded at</th>"
+               "<th>old key</th><th>new key</th></tr>")
+    for i, r in enumerate(k["rotations"]):
+        at = f"keys.rotations[{i}]"
+        out.append(_row(_fact(f"{at}.seq", r["seq"]), _td(r["recorded_at"]), _td(r["old_vkey"]),
+                        _fact(f"{at}.new_vkey", r["new_vkey"])))
+    out.append("</table><p>Revocations sealed by the period's end:</p><table><tr><th>seq</th>"
+               "<th>revoked key</th><th>from size</th><th>reason</th></tr>")
+    for i, r in enumerate(k["revocations"]):
+        at = f"keys.revocations[{i}]"
+        out.append(_row(_fact(f"{at}.seq", r["seq"]), _fact(f"{at}.revoked_vkey", r["revoked_vkey"]),
+                        _fact(f"{at}.from_size", r["from_size"]), _td(r["reason"])))
+    h = f["legal_holds"]
+    out.append(f"</table><h3>Legal holds in force</h3><p>Placed in the period: {h['placed']}; released: "
+               f"{h['released']}.</p><table><tr><th>hold</th><th>seqs</th><th>placed (seq)</th>"
+               "<th>reason</th><th>released (seq)</th></tr>")
+    for i, x in enumerate(h["in_force"]):
+        at = f"legal_holds.in_force[{i}]"
+        out.append(_row(_fact(f"{at}.hold_id", x["hold_id"]), _td(f"{x['seq_from']} to {x['seq_to']}"),
+                        _fact(f"{at}.placed_seq", x["placed_seq"]), _td(x["reason"]),
+                        _fact(f"{at}.released_seq", x["released_seq"])))
+    pu = f["purges"]
+    out.append("</table><h3>Payload purges in the period</h3><table>"
+               + _row("<th>purge records</th>", _fact("purges.records", pu["records"]))
+               + _row("<th>payloads purged</th>", _fact("purges.payloads", pu["payloads"])) + "</table>")
+    out.append("<h3>Ruleset versions and their approvals</h3><table><tr><th>ruleset</th>"
+               "<th>module SHA-256</th><th>proposed</th><th>approved</th><th>activated</th>"
+               "<th>four-eyes</th></tr>")
+    for i, v in enumerate(f["rulesets"]):
+        acts = "<br>".join(_e(_step_text(a)) for a in v["activations"]) or "-"
+        approved = ("<td>-</td>" if v["approved"] is None
+                    else _fact(f"rulesets[{i}].approved.subject", v["approved"]["subject"]))
+        eyes = "bootstrapped by the operator" if v["bootstrapped"] else "yes" if v["four_eyes"] else "no"
+        sha = f"<td><code>{_e(v['module_sha256'][:16])}…</code></td>"
+        out.append(_row(_fact(f"rulesets[{i}].id", v["id"]), sha,
+                        _td(_step_text(v["proposed"])), approved, f"<td>{acts}</td>", _td(eyes)))
+    out.append("</table>")
+    out.append(_stated(doc["stated"]))
+    out.append("</section>")
+    return "".join(out)
+
+
 def render_report(manifest: dict[str, Any], stats: ReportStats, purge_reasons: dict[int, str], *,
-                  case: CaseReport | None = None) -> bytes:
+                  case: CaseReport | None = None, compliance: dict[str, Any] | None = None) -> bytes:
     """The report page for a bundle whose manifest (without ``files``) is ``manifest`` (and, for a
     bundle cut for one case, that case as the case check derived it)."""
     c, cp, f = manifest["counts"], manifest["checkpoint"], manifest["filters"]
@@ -264,6 +382,8 @@ def render_report(manifest: dict[str, Any], stats: ReportStats, purge_reasons: d
         out.append("</table>")
         if stats.purged_total > len(stats.purged):
             out.append(f"<p>First {len(stats.purged)} shown; all are in <code>payloads.jsonl</code>.</p>")
+    if compliance is not None:
+        out.append(_compliance(compliance))
     out.append(f"<h2>How to verify</h2><p>The records are proved against the signed checkpoint of size "
                f"{cp['size']} (root <code>{_e(cp['root'])}</code>). Run <code>sealtrail export verify "
                "BUNDLE.zip --trusted-key VKEY</code> with the bank's verifier key obtained out of band, "

@@ -192,6 +192,7 @@ def read_selection(conn: Connection, f: ExportFilters, sp: Spools, stats: Report
         sp.entry(row)
         if row.kind != "refusal":
             return
+        stats.add_refusal(row.seq, row.record)
         res.refusals += 1
         res.refusal_seqs.append(row.seq)
         sha = _payload_sha(row)

@@ -243,7 +243,7 @@ def test_an_export_is_witnessed_and_verify_checks_the_quorum(
     assert res.exit_code == 0, res.output
     with zipfile.ZipFile(out) as z:
         manifest = json.loads(z.read("manifest.json"))
-    assert manifest["schema"] == "sealtrail.bundle/8"
+    assert manifest["schema"] == "sealtrail.bundle/9"
     assert [w["vkey"] for w in manifest["witnesses"]] == [w_vkey]
     ok = cli("export", "verify", str(out), "--trusted-key", log_vkey, "--witness-key", w_vkey,
              "--min-witnesses", "1")

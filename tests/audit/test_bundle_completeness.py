@@ -137,10 +137,10 @@ def test_a_past_window_is_proven_complete_with_its_two_neighbours(world: World, 
     m = manifest(out)
     # format 7: the decisions' feature state travels too, from the start of the log (where the
     # deciding pipeline's state began) up to the window's last delta
-    assert m["schema"] == "sealtrail.bundle/7" and m["state"]["from_seq"] == 0
+    assert m["schema"] == "sealtrail.bundle/9" and m["state"]["from_seq"] == 0
     assert m["counts"]["summaries"] == 5 and m["completeness"]["left"] is not None
     report = verify_bundle(out, [signer.verifier])
-    assert report.format == 7 and report.summaries == 5
+    assert report.format == 9 and report.summaries == 5
     assert report.rederived == len(exported) and report.not_rederived == {}
     with zipfile.ZipFile(out) as z:  # the state stops at the last exported decision's delta
         state_seqs = [orjson.loads(x)["seq"] for x in z.read("state/index.jsonl").splitlines()]

@@ -53,13 +53,13 @@ def test_a_witnessed_bundle_carries_and_verifies_its_cosignatures(world: dict[st
     w1, w2, w3 = (w.cosigner.verifier for w in world["witnesses"])
     m = members(world["bundle"])
     manifest = orjson.loads(m["manifest.json"])
-    assert manifest["schema"] == "sealtrail.bundle/8"
+    assert manifest["schema"] == "sealtrail.bundle/9"
     assert sorted(x["vkey"] for x in manifest["witnesses"]) == sorted([w1.vkey, w2.vkey])
     assert len(cosignatures(m["checkpoint.txt"].decode(), [w1, w2, w3])) == 2
     key = [world["signer"].verifier]
     report = verify_bundle(world["bundle"], key, sandbox=sandbox, now=now_fixed, witness_keys=[w1, w2, w3],
                            min_witnesses=2)
-    assert (report.format, report.witnesses_pinned, len(report.witnesses)) == (8, 2, 2)
+    assert (report.format, report.witnesses_pinned, len(report.witnesses)) == (9, 2, 2)
     assert report.decisions == manifest["counts"]["decisions"] > 0
     with pytest.raises(BundleError) as failed:
         verify_bundle(world["bundle"], key, sandbox=sandbox, now=now_fixed, witness_keys=[w1, w2, w3],

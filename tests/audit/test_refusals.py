@@ -204,10 +204,10 @@ def test_a_bundle_carries_its_window_s_refusals_and_replays_them(db: Db, signer:
     with zipfile.ZipFile(path) as z:
         manifest = orjson.loads(z.read("manifest.json"))
         index = [orjson.loads(x) for x in z.read("index.jsonl").splitlines()]
-    assert manifest["schema"] == "sealtrail.bundle/7" and manifest["counts"]["refusals"] == 5
+    assert manifest["schema"] == "sealtrail.bundle/9" and manifest["counts"]["refusals"] == 5
     assert [e["trace_id"] for e in index if e["kind"] == "refusal"] == tids
     report = verify_bundle(path, [signer.verifier], sandbox=sandbox, now=now_fixed).to_json()
-    assert (report["format"], report["refusals"], report["refusals_replayed"]) == (7, 5, 5)
+    assert (report["format"], report["refusals"], report["refusals_replayed"]) == (9, 5, 5)
     with ledger.engine.connect() as conn:
         decided = conn.exec_driver_sql("SELECT count(*) FROM ledger_entries WHERE kind = 'decision'").scalar()
     assert report["decisions"] == decided and report["completeness"]["checked"] == decided

@@ -229,7 +229,7 @@ def test_a_created_bundle_verifies_with_a_pinned_key(bundle: Path, source: Sourc
     report = check(bundle, pinned(source))
     assert report.verified, [f.text() for f in report.failures]
     manifest = orjson.loads(members(bundle)["manifest.json"])
-    assert report.format == 7 and report.bundle_id == manifest["bundle_id"]
+    assert report.format == 9 and report.bundle_id == manifest["bundle_id"]
     assert report.counts["state"] == manifest["state"]["records"] > 0  # its state lines proved too
     assert report.signed_by == [pinned(source)] and report.counts["records"] == manifest["counts"]["records"]
     assert report.counts["payloads_purged"] == 1 and report.counts["links"] > 0
@@ -241,7 +241,7 @@ def test_a_bundle_of_screened_decisions_verifies(db: Db, signer: NoteSigner, san
     decide(ledger, sandbox, screened(ledger))
     report = check(export(ledger, signer, tmp_path / "b.zip"), signer.verifier.vkey)
     assert report.verified, [f.text() for f in report.failures]
-    assert report.format == 7  # screened (format 6's lists) and carrying its state
+    assert report.format == 9  # screened, carrying its state and its compliance facts
 
 
 def test_a_changed_state_line_fails_its_proof_naming_the_seq(bundle: Path, source: Source, sandbox: Sandbox,

@@ -71,12 +71,12 @@ def test_a_bundle_of_screened_decisions_is_screened_again_by_the_verifier(
         manifest = orjson.loads(z.read("manifest.json"))
         lists = [n for n in z.namelist() if n.startswith("lists/")]
         records = [orjson.loads(x) for x in z.read("records.jsonl").splitlines()]
-    assert manifest["schema"] == "sealtrail.bundle/7" and manifest["case"] is None
+    assert manifest["schema"] == "sealtrail.bundle/9" and manifest["case"] is None
     (sha,) = [r["record"]["sha256"] for r in records if r["kind"] == "sanctions_list"]
     assert lists == [f"lists/{sha}"]
     assert [r["kind"] for r in records if r["kind"] == "sanctions_list"] == ["sanctions_list"]
     report = verify_bundle(out, [signer.verifier], sandbox=sandbox)
-    assert (report.format, report.lists, report.rescreened, report.not_rescreened) == (7, 1, 5, 0)
+    assert (report.format, report.lists, report.rescreened, report.not_rescreened) == (9, 1, 5, 0)
     assert report.rederived == 5  # and each made again from its message: features, screening, model, rules
     assert report.decisions == 5
     decisions = [r for r in records if r["kind"] == "decision"]
