@@ -39,7 +39,7 @@ class _Cells(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        for key in ("data-count", "data-outcome", "data-rule", "data-rows-shown"):
+        for key in ("data-count", "data-outcome", "data-rule", "data-rows-shown", "data-fact"):
             if key in a:
                 self._open = (key, a[key] or "")
         if tag == "tr" and "data-seq" in a:
@@ -89,9 +89,11 @@ def test_the_report_shows_the_numbers_the_records_give(db: Db, signer: NoteSigne
     with zipfile.ZipFile(bundle.path) as z:
         (tmp_path / "report.html").write_bytes(z.read("report.html"))
         records = [orjson.loads(line) for line in z.read("records.jsonl").splitlines()]
+        facts = orjson.loads(z.read("compliance.json"))["facts"]
     decisions = [r["record"] for r in records if r["kind"] == "decision"]
     page = _Cells()
-    page.feed(rendered(tmp_path / "report.html", tmp_path / "profile"))
+    dom = rendered(tmp_path / "report.html", tmp_path / "profile")
+    page.feed(dom)
 
     outcomes = Counter(d["decision"] for d in decisions)
     shown_outcomes = {k: int(v) for k, v in page.cells["data-outcome"].items()}
@@ -108,3 +110,11 @@ def test_the_report_shows_the_numbers_the_records_give(db: Db, signer: NoteSigne
     for row in page.rows:
         seq, trace_id, _at, decision = row[:4]
         assert by_trace[trace_id]["decision"] == decision, (seq, trace_id)
+    # the compliance section (format 9): the facts the verifier recomputes, as a person reads them
+    assert "Compliance facts" in dom and "Stated, not proven" in dom
+    shown = page.cells["data-fact"]
+    assert shown["decisions.total"] == str(len(decisions)) == str(facts["decisions"]["total"])
+    assert shown["decisions.fail_safe.total"] == str(sum(d["fail_safe"] is not None for d in decisions))
+    assert shown["purges.records"] == "1" == str(facts["purges"]["records"])
+    assert shown["keys.history[0].vkey"] == signer.verifier.vkey
+    assert shown["rulesets[0].id"] == facts["rulesets"][0]["id"]
