@@ -198,3 +198,21 @@ def test_a_version_8_bundle_carries_two_witnesses_cosignatures(sandbox: Sandbox)
     with pytest.raises(BundleError, match="witness"):
         verify_bundle(V8 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed, witness_keys=witnesses[:1],
                       min_witnesses=2)
+
+
+V9 = VECTORS / "bundle-v9"
+
+
+def test_a_version_9_bundle_s_compliance_facts_are_recomputed(sandbox: Sandbox) -> None:
+    from ledger.cosignature import CosignerVerifier
+
+    key = NoteVerifier.from_vkey((V9 / "trusted.vkey").read_text().strip())
+    witnesses = [CosignerVerifier.from_vkey(v) for v in (V9 / "witnesses.vkey").read_text().split()]
+    report = verify_bundle(V9 / "bundle.zip", [key], sandbox=sandbox, now=now_fixed, witness_keys=witnesses,
+                           min_witnesses=1)
+    assert (report.format, report.witnesses_pinned, report.decisions) == (9, 1, 43)
+    facts = report.compliance
+    assert facts is not None and facts == orjson.loads(_member(V9 / "bundle.zip", "compliance.json"))["facts"]
+    assert (facts["decisions"]["total"], facts["refusals"]["by_kind"]) == (43, {"message_refused": 1})
+    assert [h["hold_id"] for h in facts["legal_holds"]["in_force"]] == ["order-7"]
+    assert [v["four_eyes"] for v in facts["rulesets"]] == [False, True]  # the bootstrapped pack, the approved

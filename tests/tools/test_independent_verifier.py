@@ -11,6 +11,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import orjson
@@ -473,3 +474,20 @@ def test_the_version_8_vector_s_witnesses_verify_and_a_quorum_is_held() -> None:
     wit = [a for v in vkeys for a in ("--witness-key", v)]
     assert vb.main([*argv, *wit, "--min-witnesses", "2"]) == 0
     assert vb.main([*argv, *wit[:2], "--min-witnesses", "2"]) == 1
+
+
+def test_the_version_9_vector_verifies_with_its_history_records_proved(tmp_path: Path) -> None:
+    d = VECTORS / "bundle-v9"
+    trusted = [vb.Vkey.parse((d / "trusted.vkey").read_text().strip())]
+    report = vb.verify_bundle(str(d / "bundle.zip"), trusted)
+    assert report.verified and report.format == 9 and report.counts["compliance_records"] > 0
+    # a history record changed (its manifest hash fixed up, re-signed by nobody): the proof fails too
+    with zipfile.ZipFile(d / "bundle.zip") as z:
+        m = {n: z.read(n) for n in z.namelist()}
+    m["compliance/records.jsonl"] = m["compliance/records.jsonl"].replace(b"order-7", b"order-8")
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as z:
+        for n, data in m.items():
+            z.writestr(n, data)
+    got = vb.verify_bundle(str(bad), trusted)
+    assert {f.check for f in got.failures} >= {"files", "compliance"}
