@@ -61,8 +61,9 @@ def check_witnesses(manifest: BundleManifest, note: str, checkpoint_file: str,
         shown = ", ".join(dict.fromkeys(v.vkey.split("+")[0] for v in pinned)) or "none pinned"
         failures.append(BundleUntrusted(
             f"{count} of the {min_witnesses} witness cosignatures required by pinned witnesses ({shown}) "
-            f"are on the checkpoint" + ("" if manifest.version >= 8 else
-                                        f"; a format-{manifest.version} bundle carries none"),
+            f"are on the checkpoint" + ("" if manifest.witnesses else
+                                        f"; a format-{manifest.version} bundle carries none"
+                                        if manifest.version < 8 else "; this bundle carries none"),
             kind="witness.quorum", file=checkpoint_file))
     cosigned = tuple(sorted((v.vkey, t) for v, t in found.items()))
     return WitnessReport(cosigned, count, min_witnesses), failures
