@@ -43,6 +43,7 @@ __all__ = [
     "erase",
     "export_cosign",
     "export_signer",
+    "export_stated",
     "hold",
     "holds",
     "initialise",
@@ -112,6 +113,17 @@ def export_cosign(s: Settings, engine: Engine) -> Callable[[], object] | None:
         return outcomes
 
     return cosign
+
+
+def export_stated(s: Settings) -> dict[str, Any]:
+    """The settings an export states in its compliance facts (stated, not proven): the payload
+    retention period and the witnesses configured (their verifier keys)."""
+    witnesses: list[str] | None = None
+    if s.witnesses_file is not None:
+        from api.witness import load_witness_list
+
+        witnesses = [e.verifier.vkey for e in load_witness_list(s.witnesses_file).endpoints]
+    return {"retention_days": s.retention_days, "witnesses_configured": witnesses}
 
 
 def ledger_size(s: Settings) -> int:

@@ -130,6 +130,7 @@ def export_create(
     try:
         signer = ops.export_signer(s, ledger)
         cosign = ops.export_cosign(s, ledger.engine)  # SEALTRAIL_WITNESSES_FILE: a witnessed bundle
+        stated = ops.export_stated(s)  # settings the compliance facts state (not proven)
         creator = Principal.local(getpass.getuser())
         show = err.is_terminal and not as_json
         try:
@@ -144,11 +145,11 @@ def export_create(
                               console=err, transient=True) as bar:
                     task = bar.add_task("export", total=None)
                     summary = create_bundle(ledger.engine, ledger, signer, out_file, f, creator,
-                                            model_dirs=model_dir or (), cosign=cosign,
+                                            model_dirs=model_dir or (), cosign=cosign, **stated,
                                             progress=lambda d, t: bar.update(task, completed=d, total=t))
             else:
                 summary = create_bundle(ledger.engine, ledger, signer, out_file, f, creator,
-                                        model_dirs=model_dir or (), cosign=cosign)
+                                        model_dirs=model_dir or (), cosign=cosign, **stated)
         except ExportFilterError as exc:
             _refused(exc)
         except ExportError as exc:  # something the bundle must hold is missing: configuration

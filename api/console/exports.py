@@ -105,7 +105,8 @@ async def exports_create(request: Request, rt: RuntimeDep) -> Response:
         signer = await run_in_threadpool(ops.export_signer, rt.settings, rt.ledger)
         summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
                                           caller.principal, now=now, bundle_id=bundle_id,
-                                          cosign=ops.export_cosign(rt.settings, rt.engine))
+                                          cosign=ops.export_cosign(rt.settings, rt.engine),
+                                          **ops.export_stated(rt.settings))
     except ExportFilterError as exc:
         where = exc.field if exc.field in FIELDS else "filters"
         return await again(422, {where: exc.message}, "The export was refused; nothing was written.")

@@ -83,7 +83,8 @@ async def create(request: Request, response: Response, rt: RuntimeDep,
                                           cosign=cosign)
     else:
         summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
-                                          caller.principal, now=now, bundle_id=bundle_id, cosign=cosign)
+                                          caller.principal, now=now, bundle_id=bundle_id, cosign=cosign,
+                                          **ops.export_stated(rt.settings))
     response.headers["Location"] = f"/v1/exports/{summary.bundle_id}"
     doc = summary.to_json()
     del doc["file"]  # a server path is nobody's business

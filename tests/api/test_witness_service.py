@@ -245,6 +245,9 @@ def test_an_export_is_witnessed_and_verify_checks_the_quorum(
         manifest = json.loads(z.read("manifest.json"))
     assert manifest["schema"] == "sealtrail.bundle/9"
     assert [w["vkey"] for w in manifest["witnesses"]] == [w_vkey]
+    stated = json.loads(zipfile.ZipFile(out).read("compliance.json"))["stated"]  # the settings, stated
+    assert stated["retention"]["payload_retention_days"] == 3653
+    assert stated["witnesses"]["configured"] == [w_vkey]
     ok = cli("export", "verify", str(out), "--trusted-key", log_vkey, "--witness-key", w_vkey,
              "--min-witnesses", "1")
     report = ok["report"]

@@ -100,6 +100,7 @@ def _check_facts(facts: dict[str, Any], world: dict[str, Any]) -> None:
     assert approved["approved"]["seq"] > approved["proposed"]["seq"]
 
 
+@pytest.mark.requirement("SR11-7-change-control")
 def test_the_command_reports_the_period_s_facts(world: dict[str, Any]) -> None:
     doc = json.loads(_cli(world, "--json").stdout)
     assert doc["ok"] is True and doc["period"] == {"from": START, "to": END}
@@ -112,6 +113,7 @@ def test_the_command_reports_the_period_s_facts(world: dict[str, Any]) -> None:
     assert "order-7" in text and "stated, not proven" in text and "approved by" in text
 
 
+@pytest.mark.requirement("SEC-17a4f-download")
 def test_the_bundle_carries_the_same_facts_and_the_verifier_recomputes_them(world: dict[str, Any],
                                                                             sandbox: Sandbox) -> None:
     m = members(world["bundle"])

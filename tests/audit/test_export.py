@@ -118,6 +118,7 @@ def entries(ledger: Ledger) -> dict[int, tuple[str, bytes, bytes, bytes]]:
             "SELECT seq, kind, record, leaf_hash, chain_hash FROM ledger_entries")}
 
 
+@pytest.mark.requirement("SEC-17a4f-download", "FATF-R11-available")
 def test_the_bundle_holds_exactly_what_the_ledger_holds(world: World, tmp_path: Path) -> None:
     out = tmp_path / "b.zip"
     summary = export(world, out)

@@ -76,6 +76,7 @@ def rendered(html: Path, profile: Path) -> str:
     return out.stdout
 
 
+@pytest.mark.requirement("SEC-17a4f-download")
 @pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
                     reason="chromium is not installed (make test installs it; CI requires it)")
 def test_the_report_shows_the_numbers_the_records_give(db: Db, signer: NoteSigner, sandbox: Sandbox,

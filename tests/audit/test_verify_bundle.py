@@ -79,6 +79,7 @@ def decision_lines(path: Path) -> list[tuple[int, dict]]:  # type: ignore[type-a
 # --- valid bundles --------------------------------------------------------------------------
 
 
+@pytest.mark.requirement("SEC-17a4f-download", "FATF-R11-reconstruct")
 def test_a_created_bundle_verifies_with_every_decision_replayed(db: Db, signer: NoteSigner, sandbox: Sandbox,
                                                                 tmp_path: Path) -> None:
     src = make_source(make_ledger(db, signer), signer, sandbox)
