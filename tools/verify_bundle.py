@@ -18,8 +18,9 @@ bundle of any format 1 to 9:
    the consistency proof from the previous export's checkpoint;
 6. witness cosignatures on the checkpoint (C2SP tlog-cosignature, Ed25519): those of the witnesses
    given, and (format 8) each one ``manifest.witnesses`` lists, by the key and at the time it states;
-7. (format 9) each history record ``compliance/records.jsonl`` carries, by its RFC 9162 inclusion proof
-   (``compliance/proofs.json``) in the checkpoint's tree; ``compliance.json``'s hash is step 2's.
+7. (format 9, a window or, with ``manifest.case``, one case) each history record
+   ``compliance/records.jsonl`` carries, by its RFC 9162 inclusion proof (``compliance/proofs.json``)
+   in the checkpoint's tree; ``compliance.json``'s hash is step 2's.
 
 It does not replay or re-derive decisions, prove the completeness of a selection or recompute the
 compliance facts of ``compliance.json`` from the records: that needs
@@ -431,8 +432,8 @@ def _compliance(z: zipfile.ZipFile, m: dict[str, Any], size: int, root: bytes, r
     """Format 9: the history records behind the compliance facts, each proved in the tree."""
     sec = m.get("compliance")
     if sec is None:
-        if (report.format or 0) >= 9 and m.get("case") is None:
-            report.fail("manifest", "manifest.json", "a format-9 window bundle needs manifest.compliance")
+        if (report.format or 0) >= 9:  # a window bundle, or (with manifest.case) a bundle cut for one case
+            report.fail("manifest", "manifest.json", "a format-9 bundle needs manifest.compliance")
         return
     names = set(z.namelist())
     if sec["records_file"] not in names or sec["proofs_file"] not in names:
@@ -615,7 +616,7 @@ def _payloads(z: zipfile.ZipFile, named: set[str], purges: dict[int, set[str]], 
 
 def _withheld(z: zipfile.ZipFile, m: dict[str, Any], leaves: dict[int, bytes], report: Report
               ) -> dict[int, bytes]:
-    """A case bundle's withheld leaves (format 5, or 6 with a case): proved beside the records."""
+    """A case bundle's withheld leaves (format 5, or 6, 8 or 9 with a case): proved beside the records."""
     if not m.get("case"):
         return {}
     out: dict[int, bytes] = {}

@@ -1,6 +1,9 @@
 """A bundle's compliance facts (format 9), recomputed offline.
 
-``compliance.json`` states the facts of the bundle's window (``audit.compliance.facts``); the
+``compliance.json`` states the facts of the bundle's window (``audit.compliance.facts``), or, in a
+bundle cut for one case, of the period its records span: from the earliest to the latest
+``recorded_at`` of the lines of ``records.jsonl`` in the case's search range ``[from_seq, to_seq]``
+(``audit.compliance.facts.covering``), its decisions being the case's. The
 verifier derives them again with the same function from the sealed records the bundle carries:
 the decisions and refusals of ``records.jsonl`` (handed over by the record pass) and the history
 records of ``compliance/records.jsonl`` (key genesis, rotations and revocations, legal holds,
@@ -30,10 +33,12 @@ import orjson
 from audit.bundle.reader import MANIFEST, BundleArchive, BundleManifest
 from audit.bundle.records import RECORDS, Findings
 from audit.compliance.facts import (
+    COUNTED_KINDS,
     HISTORY_KINDS,
     ComplianceFactsError,
     FactsBuilder,
     Period,
+    covering,
     first_difference,
 )
 from audit.errors import BundleError, BundleMalformed, BundleTampered
@@ -60,7 +65,8 @@ def _lookup(facts: Any, path: str) -> tuple[bool, Any]:
 
 
 class ComplianceCheck:
-    """Fed the bundle's decisions and refusals (``record``, the record pass's sink), then ``finish``."""
+    """Fed the bundle's decisions and refusals (``record``, the record pass's sink; in a case bundle
+    every line, to find the period the case's records span), then ``finish``."""
 
     def __init__(self, manifest: BundleManifest, found: Findings) -> None:
         sec = manifest.compliance
@@ -68,22 +74,57 @@ class ComplianceCheck:
         self.manifest, self.section, self.found = manifest, sec, found
         self.builder = FactsBuilder(Period(sec.start, sec.end))
         self.facts: dict[str, Any] | None = None
-        window = (manifest.filters.get("from"), manifest.filters.get("to"))
-        if window != (sec.start, sec.end):
-            found.add(BundleTampered(f"manifest.compliance.period is [{sec.start}, {sec.end}), the bundle's "
-                                     f"window [{window[0]}, {window[1]})", kind="compliance.period",
-                                     file=MANIFEST))
+        self._span: tuple[str, str] | None = None  # a case bundle: the first and last recorded_at in range
+        if manifest.case is None:
+            window = (manifest.filters.get("from"), manifest.filters.get("to"))
+            if window != (sec.start, sec.end):
+                self._period_differs(f"the bundle's window [{window[0]}, {window[1]})")
+
+    def _period_differs(self, what: str) -> None:
+        sec = self.section
+        self.found.add(BundleTampered(f"manifest.compliance.period is [{sec.start}, {sec.end}), {what}"[:600],
+                                      kind="compliance.period", file=MANIFEST))
 
     def record(self, seq: int, env: dict[str, Any]) -> None:
+        case = self.manifest.case
+        if case is not None and case.from_seq <= seq <= case.to_seq:
+            at = str(env["recorded_at"])  # a string: the record pass checked the envelope
+            lo, hi = self._span or (at, at)
+            self._span = (min(lo, at), max(hi, at))
+        if env.get("kind") not in COUNTED_KINDS:
+            return
         try:
             self.builder.add(seq, env)
         except ComplianceFactsError as exc:
             self.found.add(BundleMalformed(exc.detail, kind="compliance.record", file=RECORDS, seq=seq))
 
+    def _case_period(self) -> None:
+        """A case bundle's period starts at its earliest record in the case's range (the case's first
+        decision) and holds every record of that range it carries: a period cut short to leave facts
+        out fails. Its end is the exporter's (the last record's instant, included): a line dropped
+        from the bundle is the record checks' to name, not this one's."""
+        case, sec = self.manifest.case, self.section
+        assert case is not None
+        where = f"the records carried of seqs [{case.from_seq}, {case.to_seq}]"
+        if self._span is None:
+            self._period_differs(f"and {where} are none")
+            return
+        try:
+            span = covering(*self._span)
+            covering(sec.start, sec.end)  # a real period, in the ledger's form
+        except ValueError as exc:
+            self._period_differs(f"not a period of {where}: {exc}")
+            return
+        if sec.start != span.start or sec.end < span.end:
+            self._period_differs(f"{where} span [{span.start}, {span.end}): the period must start "
+                                 "with the first and hold the last")
+
     def finish(self, bundle: BundleArchive, size: int, root: bytes) -> dict[str, Any] | None:
         """Read and prove the history records, recompute the facts and compare them with
         ``compliance.json`` and ``report.html``; the recomputed facts, or None if they cannot be."""
         sec = self.section
+        if self.manifest.case is not None:
+            self._case_period()
         try:
             history = self._history(bundle, size, root)
             if history is None:

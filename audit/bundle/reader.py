@@ -238,7 +238,7 @@ class ComplianceSection:
     records_file: str
     proofs_file: str
     records: int
-    scope: str  # "window" | "selection"
+    scope: str  # "window" | "selection" | "case" (a bundle cut for one case)
     start: str
     end: str
 
@@ -309,8 +309,8 @@ class BundleManifest:
         if not _UUID.fullmatch(bundle_id):
             raise _bad(f"bundle_id {bundle_id!r} is not a lower-case UUIDv7")
         case = None
-        # a bundle cut for one case (format 5; format 6 when its manifest names a case): no window,
-        # no summaries
+        # a bundle cut for one case (format 5; format 6, 8 or 9 when its manifest names a case): no
+        # window, no summaries
         if version == 5 or (version >= 6 and doc.get("case") is not None):
             case = _case(m.obj("case"))
             for key in ("filters", "completeness"):
@@ -336,17 +336,21 @@ class BundleManifest:
                 version == 7 or (version >= 8 and doc.get("state") is not None)) else None,
             witnesses=_witnesses(doc.get("witnesses")) if version == 8 or (
                 version >= 9 and doc.get("witnesses") is not None) else (),
-            compliance=_compliance(m.obj("compliance")) if version >= 9 and case is None else None)
+            compliance=_compliance(m.obj("compliance"), case is not None) if version >= 9 else None)
 
 
-def _compliance(c: _Obj) -> ComplianceSection:
+def _compliance(c: _Obj, for_case: bool) -> ComplianceSection:
+    """``manifest.compliance``: of a window bundle (scope ``window`` or ``selection``) or, with a case
+    (scope ``case``), of the period the case's records span."""
     period = c.obj("period")
     got = ComplianceSection(c.text("file"), c.text("records_file"), c.text("proofs_file"), c.num("records"),
                             c.text("scope"), period.text("from"), period.text("to"))
     for name in (got.file, got.records_file, got.proofs_file):
         _check_name(name)
-    if got.scope not in ("window", "selection"):
-        raise _bad(f"compliance.scope is {got.scope!r}, not window or selection")
+    scopes = ("case",) if for_case else ("window", "selection")
+    if got.scope not in scopes:
+        raise _bad(f"compliance.scope is {got.scope!r}, not {' or '.join(scopes)}"
+                   f"{' in a bundle cut for a case' if for_case else ''}")
     return got
 
 

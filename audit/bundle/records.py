@@ -54,7 +54,8 @@ Progress = Callable[[int, int], None]
 
 
 FactSink = Callable[[int, dict[str, Any]], None]
-"""Where the record pass hands each decision and refusal for the compliance facts (format 9)."""
+"""Where the record pass hands each decision and refusal for the compliance facts (format 9); in a
+bundle cut for one case, every line (the facts' period is read off the case's records)."""
 
 
 class CaseSink(Protocol):
@@ -182,7 +183,7 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
     ``sanctions_list`` context lines (whose payload is the file ``lists/<sha256>``, not a line of
     ``payloads.jsonl``) and the decisions go to ``rescreener`` too; in a format-7 bundle every line's
     seq, the summaries and the decisions with their payload go to ``rederiver``; in a format-9 bundle the
-    decisions and refusals go to ``facts`` (``audit.bundle.compliance``)."""
+    decisions and refusals (in a case bundle, every line) go to ``facts`` (``audit.bundle.compliance``)."""
     t = RecordTally()
     records, index = LineStream(bundle, RECORDS), LineStream(bundle, INDEX)
     payloads = LineStream(bundle, PAYLOADS)
@@ -259,8 +260,8 @@ def scan_records(bundle: BundleArchive, manifest: BundleManifest, replayer: Repl
             found.add(_fail(BundleTampered, "index.mismatch", f"the entry is {env.get('kind')!r} "
                             f"{env.get('trace_id')!r}, {INDEX} says {kind!r} {tid!r}", INDEX, seq, tid))
         kind = env.get("kind")
-        if facts is not None and (kind == "decision" or kind == REFUSAL_KIND):
-            facts(seq, env)
+        if facts is not None and (kind == "decision" or kind == REFUSAL_KIND or case is not None):
+            facts(seq, env)  # a case bundle's every line: its period is the span of the case's records
         if kind == "decision":
             t.decisions += 1
             t.decision_seqs.add(seq)

@@ -14,8 +14,9 @@ carries the refusal records of its window, replayed where their payload is prese
 bundle proves them complete too (their summaries, ``sealtrail.decision.summary/2``). A format-5
 bundle cut for one case carries no summaries: its case's history is re-derived instead, by the
 case fold the bank's view runs, against ``case/case.json`` (``audit.bundle.cases``), and the
-other cases' events of its range are proved as withheld leaves. A format-9 window bundle's compliance
-facts are recomputed from its records (``audit.bundle.compliance``). Failures
+other cases' events of its range are proved as withheld leaves. A format-9 bundle's compliance facts (of
+its window, or of the period a case's records span) are recomputed from its records
+(``audit.bundle.compliance``). Failures
 that concern records are collected (up to ``Limits.max_failures``) and raised together as
 ``BundleFailed``; one that leaves nothing to trust (a bad signature, an unsafe ZIP) is raised at once.
 """

@@ -23,16 +23,18 @@ travel as "stated, not proven".
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from audit.errors import AuditError
 from wasm_rules import OUTCOMES
 
 __all__ = ["COUNTED_KINDS", "FACTS_SCHEMA", "HISTORY_KINDS", "ComplianceFactsError", "FactsBuilder", "Period",
-           "compute_facts", "first_difference"]
+           "compute_facts", "covering", "first_difference"]
 
 FACTS_SCHEMA = "sealtrail.compliance-facts/1"
 GENESIS, ROTATION, REVOCATION = "ledger.genesis", "ledger.key_rotation", "ledger.key_revocation"
@@ -67,6 +69,28 @@ class Period:
 
     def to_json(self) -> dict[str, str]:
         return {"from": self.start, "to": self.end}
+
+
+_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+_FORM = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def covering(first: str, last: str) -> Period:
+    """The shortest period that holds the instants ``first`` to ``last``, both included:
+    ``[first, last + 1 us)``. A bundle cut for one case states the facts of the period its records span
+    (docs/bundle-format.md); the exporter and the verifier both derive it here. ``ValueError`` where
+    either is not in the ledger's ``recorded_at`` form or ``last`` is before ``first``."""
+    for at in (first, last):
+        if not _AT.fullmatch(at):
+            raise ValueError(f"{at!r} is not a recorded_at (UTC, microseconds, Z)")
+    datetime.strptime(first, _FORM)  # a real instant, or ValueError
+    try:
+        end = datetime.strptime(last, _FORM) + timedelta(microseconds=1)
+    except OverflowError:
+        raise ValueError(f"{last} is the last instant a recorded_at can state") from None
+    if last < first:
+        raise ValueError(f"{last} is before {first}")
+    return Period(first, f"{end.year:04d}-{end:%m-%dT%H:%M:%S.%f}Z")
 
 
 def _step(seq: int, at: str, who: Mapping[str, Any] | None) -> dict[str, Any]:

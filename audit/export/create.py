@@ -28,12 +28,14 @@ the verifier of the previous release still reads it); one whose decisions were s
 sanctions lists (``sealtrail.decision/5`` naming a list) as ``sealtrail.bundle/6``, with the
 ``sanctions_list`` records those decisions name and each list's bytes (``lists/<sha256>``), so that
 the verifier screens them again.
-A case bundle with such decisions is ``sealtrail.bundle/6`` too (its manifest's ``case`` set).
 ``create_case_bundle`` cuts the bundle of
-one case instead, ``sealtrail.bundle/5`` (``audit.export.cases``: its
+one case instead (``audit.export.cases``: its
 decisions, events, policies, filed reports and holds, ``case/case.json``, and the other case
 events of its range as proved leaf hashes); a case is small, so its lines are built in memory.
-Both end in the same writing and sealing (``_write_and_seal``).
+Both end in the same writing and sealing (``_write_and_seal``), and both carry the compliance facts
+of their period (``audit.compliance``), so both are written as ``sealtrail.bundle/9`` (the window's
+``manifest.state``, ``manifest.case`` and ``manifest.witnesses`` saying which earlier format each
+extends); a case bundle's period is the span of the case's records (``_case_period``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from audit.bundle.case_doc import CASE_FILE
-from audit.compliance.facts import FactsBuilder, Period
+from audit.compliance.facts import FactsBuilder, Period, covering
 from audit.compliance.store import history_entries, stated_facts
 from audit.decide.principal import Principal
 from audit.errors import ExportFilterError, ExportUnavailableError
@@ -93,7 +95,7 @@ CASE_BUNDLE_SCHEMA = "sealtrail.bundle/5"  # a bundle cut for one case
 SCREENED_BUNDLE_SCHEMA = "sealtrail.bundle/6"  # either, with decisions that state their screening
 STATE_BUNDLE_SCHEMA = "sealtrail.bundle/7"  # a window bundle that carries its decisions' feature state
 WITNESSED_BUNDLE_SCHEMA = "sealtrail.bundle/8"  # any of them, its checkpoint cosigned by witnesses
-COMPLIANCE_BUNDLE_SCHEMA = "sealtrail.bundle/9"  # a window bundle carrying its period's compliance facts
+COMPLIANCE_BUNDLE_SCHEMA = "sealtrail.bundle/9"  # any bundle carrying its period's compliance facts
 COMPLIANCE_FILE, COMPLIANCE_RECORDS, COMPLIANCE_PROOFS = (
     "compliance.json", "compliance/records.jsonl", "compliance/proofs.json")
 COMPLIANCE_SCHEMA = "sealtrail.compliance/1"
@@ -300,12 +302,14 @@ def _create(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, 
 
 @dataclass
 class _Compliance:
-    """A window bundle's compliance facts (``audit.compliance``): ``facts`` is fed the decisions and
+    """A bundle's compliance facts (``audit.compliance``): ``facts`` is fed the decisions and
     refusals as the selection streams, then (``seal``) the history records up to the period's end;
     ``doc`` is ``compliance.json``, which ``report.html`` renders."""
 
     facts: FactsBuilder
-    scope: str  # "window": every decision and refusal of the period; "selection": the filtered decisions
+    # "window": every decision and refusal of the period; "selection": the filtered decisions; "case": the
+    # case's decisions (a bundle cut for one case carries no refusal)
+    scope: str
     stated: dict[str, Any]
     doc: dict[str, Any] | None = None
 
@@ -438,15 +442,18 @@ def _write_and_seal(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path
 def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, case_id: int,
                        creator: Principal, *, now: datetime | None = None, model_dirs: Iterable[Path] = (),
                        compresslevel: int = 1, bundle_id: str | None = None,
-                       cosign: Cosign | None = None) -> BundleSummary:
+                       cosign: Cosign | None = None, retention_days: int | None = None,
+                       witnesses_configured: Sequence[str] | None = None) -> BundleSummary:
     """Write the bundle of case ``case_id`` to ``out_path`` and seal its ``export.created`` record.
 
-    The bundle (``sealtrail.bundle/5``, docs/bundle-format.md "Case bundles"; its record
-    ``sealtrail.export.created/2``) holds the decisions
+    The bundle (``sealtrail.bundle/9`` with ``manifest.case`` set, docs/bundle-format.md "Case
+    bundles"; its record ``sealtrail.export.created/2``) holds the decisions
     of the case's alerts, every case event about it, the deadline policies its alerts were dated
     under, its filed reports' bytes, the legal holds over them, and ``case/case.json`` (the case
     as the alert and case view states it), all proved against one checkpoint, with every other
-    case event of the range proved as a leaf hash. Refuses (``ExportFilterError``, field
+    case event of the range proved as a leaf hash; and the compliance facts of the period the case's
+    records span (``_case_period``), ``retention_days`` and ``witnesses_configured`` stated in them as
+    for a window. Refuses (``ExportFilterError``, field
     ``case_id``) a case that does not exist, (field ``out``) an ``out_path`` that exists, and
     (``DerivedRowError``) a view that disagrees with the sealed records; nothing is written."""
     from audit.cases.store import catch_up  # the view current before its rows are read
@@ -477,29 +484,41 @@ def create_case_bundle(engine: Engine, ledger: Ledger, signer: NoteSigner, out_p
             cleared = {int(c["clearance_seq"]) for s in screenings for c in s.get("cleared", ())}
             upto = max((r.seq for r in sel.decisions), default=-1) + 1
             ctx = gather_context(conn, rulesets, models, purges, list(model_dirs), lists, cleared, upto)
+        configured = None if witnesses_configured is None else list(witnesses_configured)
+        stated = {"retention_days": retention_days, "witnesses_configured": configured}
         return _write_case(engine, ledger, signer, out_path, tmp, sel, ctx, creator, bundle_id, created_at,
-                           sorted(set(rulesets.values())), sorted(models), compresslevel, bool(screenings),
-                           cosign)
+                           sorted(set(rulesets.values())), sorted(models), compresslevel, cosign, stated)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _case_period(case_id: int, upto: int, rows: Sequence[tuple[int, dict[str, Any]]]) -> Period:
+    """The period of a case bundle's compliance facts: from the first to the last ``recorded_at`` of the
+    records it carries in the case's search range ``[case_id, upto]`` (the case's first decision, and its
+    last record as the view was current), that instant included. The verifier derives it again from the
+    same lines (``audit.bundle.compliance``); the entry at ``upto`` itself is not carried, so it could
+    not. Context entries outside the range (a purge sealed later) do not stretch it."""
+    ats = [str(env["recorded_at"]) for seq, env in rows if case_id <= seq <= upto]
+    return covering(min(ats), max(ats))  # the case's first decision is always carried
+
+
 def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Path, tmp: Path,
                 sel: CaseSelection, ctx: Context, creator: Principal, bundle_id: str, created_at: str,
-                rules: list[str], models: list[str], compresslevel: int,
-                screened: bool = False, cosign: Cosign | None = None) -> BundleSummary:
+                rules: list[str], models: list[str], compresslevel: int, cosign: Cosign | None = None,
+                stated: dict[str, Any] | None = None) -> BundleSummary:
     rows = sorted({r.seq: r for r in (*sel.rows, *ctx.entries)}.values(), key=lambda r: r.seq)
-    stats = ReportStats()
+    envs = [orjson.loads(r.record) for r in rows]
+    period = _case_period(sel.case_id, sel.upto, [(r.seq, env) for r, env in zip(rows, envs, strict=True)])
+    stats = ReportStats(facts=FactsBuilder(period))  # fed the case's decisions: a case has no refusal
     for gone in sel.payloads.values():
         if gone.data is None and gone.purge_seq is not None:
             stats.add_purged(gone.sha256, gone.purge_seq)
     records, index, pays, csv_rows = [], [], [], [csv_header()]
     named: set[str] = set()
     present = purged = 0
-    for r in rows:
+    for r, env in zip(rows, envs, strict=True):
         records.append(r.record + b"\n")
         index.append(index_line(r.seq, r.kind, r.trace_id, r.leaf_hash, r.chain_hash))
-        env = orjson.loads(r.record)
         sha = env.get("payload_sha256")
         if sha is not None and sha not in named and r.kind != LIST_KIND:  # a list's bytes: lists/<sha>
             named.add(sha)
@@ -535,17 +554,21 @@ def _write_case(engine: Engine, ledger: Ledger, signer: NoteSigner, out_path: Pa
         z.write("payloads.jsonl", b"".join(pays))
         z.write("records.csv", b"".join(csv_rows))
 
-    head = {"schema": SCREENED_BUNDLE_SCHEMA if screened else CASE_BUNDLE_SCHEMA, "filters": None,
-            "completeness": None, "case": case}
+    # written as format 9 (_write_and_seal sets the schema with the compliance facts); manifest.case says it
+    # extends format 5, or 6 where its decisions were screened (their lists travel as in format 6)
+    head = {"schema": COMPLIANCE_BUNDLE_SCHEMA, "filters": None, "completeness": None, "case": case}
+    assert stats.facts is not None
+    compliance = _Compliance(stats.facts, "case", stated or {})
     return _write_and_seal(engine, ledger, signer, out_path, tmp, bundle_id=bundle_id, created_at=created_at,
                            creator=creator, head=head,
                            record_head={"schema": CASE_EXPORT_SCHEMA, "filters": None,
                                         "case": {"case_id": sel.case_id, "to_seq": sel.upto}},
                            counts=counts, seqs=seqs, withheld=sel.doc.withheld, lines=lines, ctx=ctx,
-                           render=lambda m: render_report(m, stats, ctx.purge_reasons, case=sel.report),
+                           render=lambda m: render_report(m, stats, ctx.purge_reasons, case=sel.report,
+                                                          compliance=compliance.doc),
                            rules=rules, models=models, compresslevel=compresslevel,
                            last_seq=max(seqs[-1], sel.upto), files=[(CASE_FILE, sel.doc.to_bytes())],
-                           cosign=cosign)
+                           cosign=cosign, compliance=compliance)
 
 
 def _fsync_dir(directory: Path) -> None:

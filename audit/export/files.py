@@ -343,4 +343,16 @@ without their content, another case's rationale, being disclosed.
 13. That no withheld leaf is about the case is the bank's signed statement: ask the bank to open
    any of them (hand over the record bytes), and check that SHA-256(0x00 || bytes) is the leaf and
    that the record is a case event of another case.
+
+## Compliance facts (format 9)
+
+A `sealtrail.bundle/9` bundle (a time window, or one case with `manifest.case` set) carries the
+compliance facts of its period in `compliance.json` (keys and their rotations and revocations, legal
+holds in force, purges, ruleset approvals, the decisions' outcomes and refusals), shown in
+`report.html`. The period is the window, or for a case the span of its records: from the earliest to
+one microsecond after the latest `recorded_at` of the `records.jsonl` lines in the case's search
+range. `compliance/records.jsonl` holds the history records the facts are read from (seq 0 to the
+period's end), each proved by its inclusion proof in `compliance/proofs.json`; `sealtrail export
+verify` recomputes the facts from them and the decisions (and refusals) of `records.jsonl`, and
+fails where `compliance.json` or the page says otherwise.
 """

@@ -254,6 +254,10 @@ def _td(value: object) -> str:
     return f"<td>{_e(value)}</td>"
 
 
+_CASE_SCOPE = ("The period the case's records span, from its first decision to its last record; the "
+               "decisions counted are the case's, and a case carries no refusal. ")
+
+
 def _compliance(doc: dict[str, Any]) -> str:
     """The compliance section: the facts derived from sealed records (checked by ``export verify``),
     then what is stated and not proven."""
@@ -262,7 +266,8 @@ def _compliance(doc: dict[str, Any]) -> str:
     fs = d["fail_safe"]
     out = ['<section id="compliance" data-compliance="1"><h2>Compliance facts</h2>',
            f"<p>For the period from {_e(p['from'])} to {_e(p['to'])} (scope: {_e(doc['scope'])}). "
-           "Derived from the sealed records this bundle carries (<code>compliance.json</code>); "
+           + (_CASE_SCOPE if doc["scope"] == "case" else "")
+           + "Derived from the sealed records this bundle carries (<code>compliance.json</code>); "
            "<code>sealtrail export verify</code> recomputes them and fails if this page or that file "
            "disagrees.</p>", "<h3>Decisions, fail-safe outcomes and refusals</h3><table>",
            _row("<th>decisions</th>", _fact("decisions.total", d["total"]))]

@@ -1,7 +1,8 @@
-"""A bundle cut for one case (``sealtrail.bundle/5``): an examiner verifies offline the case's whole
-history, re-derived by the case fold from the sealed records it carries, and its filed report's
-hash; a rationale edited, an event dropped or a report swapped is caught and named, and no other
-case's rationale is in the bundle."""
+"""A bundle cut for one case (``sealtrail.bundle/5``, written now as ``/9`` with ``manifest.case`` set): an
+examiner verifies offline the case's whole history, re-derived by the case fold from the sealed records
+it carries, and its filed report's hash; a rationale edited, an event dropped or a report swapped is
+caught and named, and no other case's rationale is in the bundle. It carries the compliance facts of
+the period the case's records span, recomputed by the verifier; an edited fact or period fails."""
 
 from __future__ import annotations
 
@@ -189,7 +190,7 @@ def test_a_worked_case_exports_and_verifies_offline_with_its_whole_history(
     summary = create_case_bundle(w.ledger.engine, w.ledger, signer, out, w.case_id, OFFICER, now=now_fixed())
     report = verify(out, w, sandbox)
     _check_history(report, w)
-    assert report.format == 5 and report.decisions == len(report.case.alerts) > 0  # type: ignore[union-attr]
+    assert report.format == 9 and report.decisions == len(report.case.alerts) > 0  # type: ignore[union-attr]
     assert report.replayed == report.decisions and report.annotations == 1 and report.policies >= 1
     assert report.holds == 1 and report.payloads_present == report.decisions + 1  # the report's bytes
     assert report.completeness is not None and report.completeness.proven is False  # said, not failed
@@ -436,6 +437,150 @@ def test_malformed_case_content_signed_by_the_ledger_key_is_a_bundle_error_never
         path.unlink()
 
 
+# --- the compliance facts of the case's period (format 9) ----------------------------------------
+
+
+def _lines_in_range(m: dict[str, bytes]) -> list[dict[str, Any]]:
+    """The envelopes of ``records.jsonl`` whose seq lies in the case's search range."""
+    case = orjson.loads(m["manifest.json"])["case"]
+    envs = [orjson.loads(x) for x in lines(m["records.jsonl"])]
+    seqs = [orjson.loads(x)["seq"] for x in lines(m["index.jsonl"])]
+    return [e for s, e in zip(seqs, envs, strict=True) if case["from_seq"] <= s <= case["to_seq"]]
+
+
+def test_the_case_bundle_carries_the_facts_of_its_period_and_the_verifier_recomputes_them(
+        worked: Worked, bundle: Path, sandbox: Sandbox) -> None:
+    from audit.compliance.store import compliance_report
+
+    m = members(bundle)
+    manifest = orjson.loads(m["manifest.json"])
+    sec = manifest["compliance"]
+    assert manifest["schema"] == "sealtrail.bundle/9" and manifest["case"]["case_id"] == worked.case_id
+    assert (manifest["filters"], manifest["completeness"], sec["scope"]) == (None, None, "case")
+    # the period: the case's first decision to its last record carried, that instant included
+    first = orjson.loads(_entry(worked.ledger, worked.case_id))["recorded_at"]
+    last = max(e["recorded_at"] for e in _lines_in_range(m))
+    assert sec["period"]["from"] == first == min(e["recorded_at"] for e in _lines_in_range(m))
+    assert last < sec["period"]["to"] and sec["period"]["to"][:-8] == last[:-8]  # one microsecond on
+    carried = orjson.loads(m["compliance.json"])
+    facts = carried["facts"]
+    assert carried["scope"] == "case" and facts["period"] == sec["period"]
+    # the decisions counted are the case's; a case carries no refusal
+    assert facts["decisions"]["total"] == manifest["counts"]["decisions"] > 0
+    assert facts["decisions"]["by_decision"] == manifest["counts"]["by_decision"]
+    assert facts["refusals"] == {"total": 0, "by_kind": {}}
+    assert [h["hold_id"] for h in facts["legal_holds"]["in_force"]] == [f"STR-{worked.case_id}"]
+    assert facts["legal_holds"]["placed"] == 1
+    assert [k["vkey"] for k in facts["keys"]["history"]] == [worked.signer.verifier.vkey]
+    assert [v["active_at_start"] for v in facts["rulesets"]] == [True]
+    report = verify(bundle, worked, sandbox)
+    assert report.compliance == facts and report.format == 9
+    # the history facts are the ledger's for that period (its decisions are every case's, not one's)
+    from audit.compliance.facts import Period
+
+    ledger_facts = compliance_report(worked.ledger.engine, Period(sec["period"]["from"], sec["period"]["to"]))
+    for key in ("period", "keys", "legal_holds", "purges", "rulesets"):
+        assert ledger_facts.facts[key] == facts[key], key
+    assert ledger_facts.facts["decisions"]["total"] >= facts["decisions"]["total"]
+
+
+def test_the_case_bundle_s_report_page_shows_the_compliance_facts(worked: Worked, bundle: Path) -> None:
+    m = members(bundle)
+    page = m["report.html"].decode()
+    facts = orjson.loads(m["compliance.json"])["facts"]
+    assert '<section id="compliance" data-compliance="1">' in page and "scope: case" in page
+    assert f'<td data-fact="decisions.total">{facts["decisions"]["total"]}</td>' in page
+    assert f'<td data-fact="legal_holds.in_force[0].hold_id">STR-{worked.case_id}</td>' in page
+    assert f'<td data-fact="keys.history[0].vkey">{worked.signer.verifier.vkey}</td>' in page
+    assert page.index(f'data-case="{worked.case_id}"') < page.index('id="compliance"')  # the case, then them
+
+
+def test_an_edited_fact_of_the_case_bundle_fails_naming_it(worked: Worked, bundle: Path, sandbox: Sandbox,
+                                                           tmp_path: Path) -> None:
+    m = members(bundle)
+    doc = orjson.loads(m["compliance.json"])
+    doc["facts"]["legal_holds"]["in_force"] = []  # the STR hold said not to be in force
+    edited = rewrite(bundle, tmp_path / "edited.zip", change={"compliance.json": canonical_bytes(doc)},
+                     resign=worked.signer)
+    errs = failures(edited, worked, sandbox)
+    assert [(e.kind, e.file) for e in errs] == [("compliance.facts", "compliance.json")]
+    assert "legal_holds.in_force" in errs[0].detail
+    # the page edited, the file left alone
+    total = doc["facts"]["decisions"]["total"]
+    page = m["report.html"].decode().replace(f'data-fact="decisions.total">{total}<',
+                                             f'data-fact="decisions.total">{total + 1}<')
+    assert page != m["report.html"].decode()
+    shown = rewrite(bundle, tmp_path / "page.zip", change={"report.html": page.encode()},
+                    resign=worked.signer)
+    assert [e.kind for e in failures(shown, worked, sandbox)] == ["compliance.report"]
+
+
+def test_a_case_bundle_stating_another_period_fails_even_with_facts_that_agree(
+        worked: Worked, bundle: Path, sandbox: Sandbox, tmp_path: Path) -> None:
+    """An exporter that shortens the period (its facts recomputed for it, so that they agree) to leave
+    out a hold placed late in the case is caught: the period is the span of the case's records."""
+    from audit.compliance.facts import Period, compute_facts
+
+    m = members(bundle)
+    manifest = orjson.loads(m["manifest.json"])
+    hold_at = orjson.loads(_entry(worked.ledger, worked.seqs["file_report"]))["recorded_at"]
+    period = Period(manifest["compliance"]["period"]["from"], hold_at)
+    proofs = orjson.loads(m["compliance/proofs.json"])["entries"]
+    history = [(p["seq"], orjson.loads(x)) for p, x in zip(proofs, lines(m["compliance/records.jsonl"]),
+                                                           strict=True)]
+    decisions = [(orjson.loads(i)["seq"], orjson.loads(r)) for r, i in
+                 zip(lines(m["records.jsonl"]), lines(m["index.jsonl"]), strict=True)
+                 if orjson.loads(i)["kind"] == "decision"]
+    doc = orjson.loads(m["compliance.json"])
+    doc["facts"] = compute_facts(period, [*history, *decisions])
+    assert doc["facts"]["legal_holds"]["placed"] == 0  # what the shorter period hides
+
+    def fn(mm: dict[str, bytes], man: dict[str, Any]) -> None:
+        mm["compliance.json"] = canonical_bytes(doc)
+        man["compliance"]["period"] = period.to_json()
+
+    errs = failures(_edit(bundle, tmp_path / "t.zip", worked, fn), worked, sandbox)
+    kinds = [e.kind for e in errs]  # the page still shows the old facts: compliance.report too
+    assert "compliance.period" in kinds and "compliance.facts" not in kinds  # the facts agree with it
+    (period_err,) = [e for e in errs if e.kind == "compliance.period"]
+    assert manifest["compliance"]["period"]["to"] in period_err.detail
+
+
+def test_a_case_bundle_without_its_facts_or_with_a_window_scope_is_refused(
+        worked: Worked, bundle: Path, sandbox: Sandbox, tmp_path: Path) -> None:
+    def dropped(m: dict[str, bytes], manifest: dict[str, Any]) -> None:
+        del manifest["compliance"]
+        for name in ("compliance.json", "compliance/records.jsonl", "compliance/proofs.json"):
+            del m[name]
+
+    def windowed(m: dict[str, bytes], manifest: dict[str, Any]) -> None:
+        manifest["compliance"]["scope"] = "window"
+
+    for n, fn in enumerate((dropped, windowed)):
+        errs = failures(_edit(bundle, tmp_path / f"t{n}.zip", worked, fn), worked, sandbox)
+        assert [e.kind for e in errs] == ["manifest.field"], fn.__name__
+
+
+def test_the_independent_verifier_proves_the_case_bundle_s_history_records(
+        worked: Worked, bundle: Path, tmp_path: Path) -> None:
+    from tools import verify_bundle as vb
+
+    trusted = [vb.Vkey.parse(worked.signer.verifier.vkey)]
+    report = vb.verify_bundle(str(bundle), trusted)
+    assert report.verified, [f.text() for f in report.failures]
+    manifest = orjson.loads(members(bundle)["manifest.json"])
+    assert report.format == 9 and report.counts["compliance_records"] == manifest["compliance"]["records"] > 0
+    assert report.counts["withheld"] == manifest["case"]["withheld"] > 0
+    # a history record changed, the manifest re-signed over it: its inclusion proof fails
+    m = members(bundle)
+    hold = f"STR-{worked.case_id}".encode()
+    assert hold in m["compliance/records.jsonl"]
+    bad = rewrite(bundle, tmp_path / "bad.zip", resign=worked.signer,
+                  change={"compliance/records.jsonl": m["compliance/records.jsonl"].replace(hold, b"STR-0")})
+    got = vb.verify_bundle(str(bad), trusted)
+    assert {(f.check, f.file) for f in got.failures} == {("compliance", "compliance/records.jsonl")}
+
+
 # --- refusals at export ----------------------------------------------------------------------------
 
 
@@ -510,7 +655,7 @@ def test_cli_export_create_case_writes_the_case_bundle(db: Db, tmp_path: Path) -
     assert out.exists() and doc["file"] == str(out) and doc["filters"] is None
     assert doc["case"]["case_id"] == case_id and doc["counts"]["decisions"] == doc["case"]["alerts"] > 0
     with zipfile.ZipFile(out) as z:
-        assert orjson.loads(z.read("manifest.json"))["schema"] == "sealtrail.bundle/5"
+        assert orjson.loads(z.read("manifest.json"))["schema"] == "sealtrail.bundle/9"
     human = cli("export", "create", "--case", str(case_id), "--out", str(tmp_path / "h.zip")).stdout
     assert f"case        {case_id}:" in human
     bad = cli.json("export", "create", "--case", str(case_id), "--from", "2026-01-01", "--out",

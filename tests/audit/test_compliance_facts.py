@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import migrations
 from api.cli import app
 from audit.bundle.verify import verify_bundle
-from audit.compliance.facts import ComplianceFactsError, Period, compute_facts, first_difference
+from audit.compliance.facts import ComplianceFactsError, Period, compute_facts, covering, first_difference
 from audit.decide.refusal_seal import seal_refusal
 from audit.errors import BundleError
 from audit.export.create import ExportFilters, create_bundle
@@ -188,6 +188,21 @@ def test_the_pure_function_counts_only_its_period_and_reads_history_before_it() 
         compute_facts(period, [(7, _env("ledger.legal_hold", before, {"action": "place"}))])
     assert first_difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == "a[1].b"
     assert first_difference({"a": 1}, {"a": 1}) is None
+
+
+def test_a_case_s_period_holds_its_first_and_last_instant_and_refuses_what_is_no_recorded_at() -> None:
+    assert covering("2026-12-31T23:59:59.999999Z", "2026-12-31T23:59:59.999999Z") == Period(
+        "2026-12-31T23:59:59.999999Z", "2027-01-01T00:00:00.000000Z")
+    p = covering("0999-01-01T00:00:00.000000Z", "2026-02-28T10:00:00.000001Z")
+    assert p.end == "2026-02-28T10:00:00.000002Z" and "0999-01-01T00:00:00.000000Z" in p
+    assert "2026-02-28T10:00:00.000001Z" in p and "2026-02-28T10:00:00.000002Z" not in p
+    for first, last in [("2026-01-02T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z"),  # reversed
+                        ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00.000000Z"),  # not microseconds
+                        ("2026-01-01T00:00:00.000000Z", "2026-02-30T00:00:00.000000Z"),  # no such day
+                        ("2026-01-01T00:00:00.000000+00:00", "2026-01-01T00:00:00.000000Z"),
+                        ("9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999999Z")]:  # no instant after
+        with pytest.raises(ValueError):
+            covering(first, last)
 
 
 def test_the_command_refuses_a_period_that_ends_before_it_starts(world: dict[str, Any]) -> None:
