@@ -158,7 +158,7 @@ def test_a_bundle_carries_the_clearances_and_the_verifier_holds_each_cleared_hit
     out = tmp_path / "b.zip"
     create_bundle(ledger.engine, ledger, signer, out, ExportFilters.of(*ALL), ALICE)
     report = verify_bundle(out, [signer.verifier], sandbox=sandbox)
-    assert (report.format, report.rescreened, report.rederived) == (7, 2, 2)
+    assert (report.format, report.rescreened, report.rederived) == (9, 2, 2)
     with zipfile.ZipFile(out) as z:
         kinds = [orjson.loads(x)["kind"] for x in z.read("records.jsonl").splitlines()]
     assert kinds.count("screening.clearance") == 2  # the proposal and its approval
