@@ -137,7 +137,7 @@ def export_create(
             if f is None:
                 assert case is not None
                 summary = create_case_bundle(ledger.engine, ledger, signer, out_file, case, creator,
-                                             model_dirs=model_dir or (), cosign=cosign)
+                                             model_dirs=model_dir or (), cosign=cosign, **stated)
             elif show:
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 

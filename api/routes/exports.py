@@ -80,7 +80,7 @@ async def create(request: Request, response: Response, rt: RuntimeDep,
         assert body.case_id is not None
         summary = await run_in_threadpool(create_case_bundle, rt.engine, rt.ledger, signer, path,
                                           body.case_id, caller.principal, now=now, bundle_id=bundle_id,
-                                          cosign=cosign)
+                                          cosign=cosign, **ops.export_stated(rt.settings))
     else:
         summary = await run_in_threadpool(create_bundle, rt.engine, rt.ledger, signer, path, f,
                                           caller.principal, now=now, bundle_id=bundle_id, cosign=cosign,

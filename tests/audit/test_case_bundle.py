@@ -448,6 +448,7 @@ def _lines_in_range(m: dict[str, bytes]) -> list[dict[str, Any]]:
     return [e for s, e in zip(seqs, envs, strict=True) if case["from_seq"] <= s <= case["to_seq"]]
 
 
+@pytest.mark.requirement("SEC-17a4f-download")
 def test_the_case_bundle_carries_the_facts_of_its_period_and_the_verifier_recomputes_them(
         worked: Worked, bundle: Path, sandbox: Sandbox) -> None:
     from audit.compliance.store import compliance_report
