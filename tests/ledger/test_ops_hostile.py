@@ -28,18 +28,7 @@ from ledger.merkle import CompactRange
 from ledger.revocation import REVOCATION_KIND, KeyRevocation, revocation_message
 from ledger.verify import verify_ledger
 from tests.conftest import ORIGIN, Db, make_ledger
-
-T0 = 1_800_000_000.0
-STALL = 300.0
-
-
-def new_ledger(tmp_path: Path, name: str, signer: NoteSigner) -> Ledger:
-    return make_ledger(Db(f"sqlite:///{tmp_path / name}.db", "sqlite"), signer)
-
-
-def grow(lg: Ledger, n: int, tag: str = "a") -> int:
-    lg.append_many([Record("test.event", {"tag": tag, "i": i}) for i in range(n)])
-    return lg.checkpoint().checkpoint.size
+from tests.ledger.test_follow import STALL, T0, grow, new_ledger
 
 
 def file_copy(lg: Ledger, tmp_path: Path, name: str) -> Path:
