@@ -43,6 +43,7 @@ __all__ = [
     "CasesFailedError",
     "ClearanceError",
     "ClearanceNotFoundError",
+    "ComplianceFactsError",
     "DerivedRowError",
     "DuplicateRulesetError",
     "ExplanationError",
@@ -94,6 +95,15 @@ class AccountRiskError(AuditError, ValueError):
 class ExplanationError(AuditError, ValueError):
     """A recorded ``explanation`` that is not one a version 3 decision record can state
     (``audit.decide.explanation``); the message names what is wrong."""
+
+
+class ComplianceFactsError(AuditError, ValueError):
+    """A sealed entry the compliance facts (``audit.compliance``) cannot be derived from (a malformed
+    body, history out of seq order); names the seq."""
+
+    def __init__(self, seq: int, detail: str) -> None:
+        self.seq, self.detail = seq, detail
+        super().__init__(f"ledger entry {seq}: {detail}")
 
 
 class BundleError(AuditError, VerificationError):

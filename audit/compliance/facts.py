@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from audit.errors import AuditError
+from audit.errors import ComplianceFactsError
 from wasm_rules import OUTCOMES
 
 __all__ = ["COUNTED_KINDS", "FACTS_SCHEMA", "HISTORY_KINDS", "ComplianceFactsError", "FactsBuilder", "Period",
@@ -47,13 +47,6 @@ HISTORY_KINDS = frozenset({GENESIS, ROTATION, REVOCATION, HOLD, PURGE, PROPOSED,
 COUNTED_KINDS = frozenset({"decision", "refusal"})
 
 
-class ComplianceFactsError(AuditError, ValueError):
-    """A sealed entry the facts cannot be derived from (a malformed body, history out of seq
-    order); names the seq."""
-
-    def __init__(self, seq: int, detail: str) -> None:
-        self.seq, self.detail = seq, detail
-        super().__init__(f"ledger entry {seq}: {detail}")
 
 
 @dataclass(frozen=True)

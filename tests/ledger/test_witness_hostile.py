@@ -443,20 +443,33 @@ def test_bug_witness_with_a_lost_state_file_starts_over_and_cosigns_a_fork(tmp_p
 
 def test_bug_independent_verifier_passes_a_format_8_manifest_without_witnesses(world: dict[str, Any],
                                                                               tmp_path: Path) -> None:
-    """A format-8 manifest with ``witnesses`` removed (or ``[]``) is malformed for the main verifier
-    (``witnesses must be a non-empty list in format 8``) but tools/verify_bundle.py skips the check
-    (``if listed is None: return``) and verifies the bundle: the two verifiers disagree."""
+    """Both verifiers read ``manifest.witnesses`` alike: an empty list is malformed for both (the tool
+    once skipped the check and verified the bundle). Without the list (a format 9 bundle may carry
+    none) both verify, and the cosignature lines still on the checkpoint still meet a quorum of the
+    witnesses the examiner pins: dropping the list hides no witness and invents none."""
     import orjson
 
-    def drop(files: dict[str, bytes]) -> None:
-        doc = orjson.loads(files["manifest.json"])
-        del doc["witnesses"]
-        files["manifest.json"] = orjson.dumps(doc)
+    def edit(value: object) -> Any:
+        def change(files: dict[str, bytes]) -> None:
+            doc = orjson.loads(files["manifest.json"])
+            if value is None:
+                del doc["witnesses"]
+            else:
+                doc["witnesses"] = value
+            files["manifest.json"] = orjson.dumps(doc)
+        return change
 
-    bare = rewrite(world["bundle"], tmp_path / "bare.zip", edit=drop, resign=world["signer"])
+    key, signer = world["signer"].verifier, world["signer"]
+    empty = rewrite(world["bundle"], tmp_path / "empty.zip", edit=edit([]), resign=signer)
     with pytest.raises(BundleError, match="witnesses"):
-        verify_bundle(bare, [world["signer"].verifier], now=now_fixed)
-    assert vb.main([str(bare), "--trusted-key", world["signer"].verifier.vkey, "--json"]) == 1
+        verify_bundle(empty, [key], now=now_fixed)
+    assert vb.main([str(empty), "--trusted-key", key.vkey, "--json"]) == 1
+    bare = rewrite(world["bundle"], tmp_path / "bare.zip", edit=edit(None), resign=signer)
+    w1 = world["w1"].verifier
+    report = verify_bundle(bare, [key], now=now_fixed, witness_keys=[w1], min_witnesses=1)
+    assert report.witnesses_pinned == 1
+    assert vb.main([str(bare), "--trusted-key", key.vkey, "--witness-key", w1.vkey, "--min-witnesses", "1",
+                    "--json"]) == 0
 
 
 def test_bug_verifiers_disagree_on_a_far_future_cosignature_time(world: dict[str, Any],
