@@ -1,19 +1,23 @@
 """The alert queue and case pages in a real browser over mutual TLS: an officer triages from the
-queue to a closed case with the keyboard alone, releases a held payment, is refused approving
-their own release of a blocked one (a second officer's certificate approves it), rejects a held
-payment, drafts and files the case's report and closes the case as REPORT_FILED with the legal hold
-listed, and reads the queue on a phone-width screen without sideways scrolling.
+queue to a closed case with the keyboard alone (Tab to every control, each focus stop visible),
+releases a held payment that the payment system then reads RELEASED on /v1/outcomes (another
+payment system's scorer certificate does not), is refused approving their own release of a
+blocked one (a second officer's certificate approves it), rejects a held payment, drafts and files
+the case's report and closes the case as REPORT_FILED with the legal hold listed, and reads the
+queue on a phone-width screen without sideways scrolling.
 
 A real ``sealtrail serve`` (tests/api/server_proc.py) and Debian's Chromium driven by Playwright
 (tests/api/console/browser.py), as in test_browser.py; the second officer is a certificate the
-dev CA issues here, which the server's role map grants ``officer`` by its SAN.
+dev CA issues here, which the server's role map grants ``officer`` by its SAN (a second scorer is
+issued the same way).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
+import ssl
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -49,8 +54,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         srv.stop()
 
 
-def issue_officer(files: ServerFiles, out: Path, cn: str) -> tuple[Path, Path]:
-    """A second officer's client certificate from the dev CA (the role map grants it by its SAN)."""
+def issue(files: ServerFiles, out: Path, cn: str, role: str = "officer") -> tuple[Path, Path]:
+    """Another client certificate from the dev CA, granted ``role`` by the role map through its SAN
+    (a second officer, a second payment system's scorer)."""
     ca = x509.load_pem_x509_certificate((files.pki / "ca.pem").read_bytes())
     ca_key = serialization.load_pem_private_key((files.pki / "ca.key").read_bytes(), None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
@@ -68,7 +74,7 @@ def issue_officer(files: ServerFiles, out: Path, cn: str) -> tuple[Path, Path]:
                                          key_cert_sign=False, crl_sign=False, encipher_only=False,
                                          decipher_only=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(role_uri("officer"))]),
+            .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(role_uri(role))]),
                            critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski),
@@ -111,58 +117,125 @@ def alone_in_case(page: Any, srv: ServerProcess, outcome: str) -> tuple[str, str
     return found[0][0], found[0][1]
 
 
+FOCUSED = """() => { const e = document.activeElement, s = getComputedStyle(e);
+    return {id: e.id, tag: e.tagName.toLowerCase(), text: (e.textContent || '').trim().replace(/\\s+/g, ' '),
+            outline: s.outlineStyle, width: parseFloat(s.outlineWidth) || 0}; }"""
+
+
+def focused(page: Any) -> dict[str, Any]:
+    """The focused element: its id, tag, text and computed outline."""
+    got: dict[str, Any] = page.evaluate(FOCUSED)
+    return got
+
+
+def tab_to(page: Any, selector: str, limit: int = 400) -> dict[str, Any]:
+    """Press Tab until the focus is on ``selector``, as a keyboard user moves through the page;
+    every stop on the way shows where the focus is (a visible outline). Fails if the control is
+    not reached: it is not in the tab order."""
+    hidden: list[str] = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        at = focused(page)
+        if at["tag"] != "body" and (at["outline"] == "none" or at["width"] == 0):
+            hidden.append(f"{at['tag']}#{at['id']} {at['text'][:40]!r}")
+        if page.evaluate("s => document.activeElement.matches(s)", selector):
+            assert hidden == [], f"focus without a visible outline on the way to {selector}: {hidden}"
+            assert at["outline"] != "none" and at["width"] > 0  # the focus is visible
+            return at
+    pytest.fail(f"{selector} is not reached by {limit} presses of Tab")
+
+
+def press_and_load(page: Any, key: str = "Enter") -> None:
+    """Activate the focused link or submit button with a key and wait for the page it loads (the
+    URL alone may not change: two actions in a row both land on the same case and alert)."""
+    with page.expect_navigation():
+        page.keyboard.press(key)
+
+
 def keyboard(page: Any, selector: str, key: str = "Enter") -> None:
-    """Reach a control and operate it with a key, as a keyboard user does."""
+    """Reach a control and operate it with a key (the tests that are not about the keyboard)."""
     page.locator(selector).focus()
     page.keyboard.press(key)
 
 
 def follow(page: Any, selector: str) -> None:
-    """Activate a link or a submit button with Enter and wait for the page it loads (the URL
-    alone may not change: two actions in a row both land on the same case and alert)."""
+    """Activate a link or a submit button with Enter and wait for the page it loads."""
     page.locator(selector).focus()
-    with page.expect_navigation():
-        page.keyboard.press("Enter")
+    press_and_load(page)
 
 
 def test_triage_from_the_queue_to_a_closed_case_by_keyboard(browser: Browser,  # noqa: F811
                                                             server: ServerProcess) -> None:
+    """From the queue page to a closed case with the keyboard alone: Tab to each control, Enter,
+    Space and the arrow keys to operate it, typing into the focused field; no click, no programmatic
+    focus or fill. Every focus stop on the way shows an outline."""
     srv = server
     with browser.as_role(srv, "officer") as page:
-        seq, case = alone_in_case(page, srv, "REVIEW")
-        page.goto(f"{srv.url}/console/alerts?view=unassigned&outcome=REVIEW")
+        seq, case = alone_in_case(page, srv, "REVIEW")  # which alert to take (read, not acted on)
+        page.goto(f"{srv.url}/console/alerts")  # the officer's home: the queue, their own alerts
+        # the first stop is the skip link, and it shows
+        page.keyboard.press("Tab")
+        at = focused(page)
+        assert (at["tag"], at["text"]) == ("a", "Skip to content") and at["outline"] != "none"
+        assert page.locator("a.skip").bounding_box()["x"] >= 0  # moved on screen when focused
+        # the Unassigned tab
+        assert tab_to(page, "nav.tabs a[data-view=unassigned]")["text"] == "Unassigned"
+        press_and_load(page)
+        page.wait_for_url(re.compile(r".*view=unassigned"))
         assert page.evaluate(UNLABELED) == []
-        assert any(r["alert"] == seq for r in rows(page))
-        keyboard(page, f"#pick-{seq}", "Space")
+        # filter on REVIEW: the Outcome select is changed with the arrow keys, Apply with Enter
+        tab_to(page, "#f-outcome")
+        for _ in range(page.locator("#f-outcome option").count()):
+            if page.eval_on_selector("#f-outcome", "s => s.value") == "REVIEW":
+                break
+            page.keyboard.press("ArrowDown")
+        assert page.eval_on_selector("#f-outcome", "s => s.value") == "REVIEW"
+        assert tab_to(page, "#queue-filters button[type=submit]")["text"] == "Apply"
+        press_and_load(page)
+        page.wait_for_url(re.compile(r".*outcome=REVIEW"))
+        assert "view=unassigned" in page.url
+        assert {r["alert"] for r in rows(page)} >= {seq}
+        assert page.locator("#queue .badge").all_inner_texts() == ["REVIEW"] * len(rows(page))
+        # tick the alert with Space, assign it to me with Enter
+        tab_to(page, f"#pick-{seq}")
+        page.keyboard.press("Space")
         assert page.locator(f"#pick-{seq}").is_checked()
-        follow(page, "#assign-to-me")
+        assert tab_to(page, "#assign-to-me")["text"] == "Assign ticked alerts to me"
+        press_and_load(page)
         page.wait_for_url(re.compile(r".*assigned=1"))
         assert "Assigned 1 alert to you" in page.locator("#queue-notice").inner_text()
-        follow(page, "nav.tabs a[data-view=mine]")
+        # Mine, then the alert's case
+        assert tab_to(page, "nav.tabs a[data-view=mine]")["text"] == "Mine"
+        press_and_load(page)
         page.wait_for_url(re.compile(r".*view=mine"))
         assert [r["alert"] for r in rows(page)] == [seq]
-        follow(page, f"#queue tr[data-alert='{seq}'] td[data-label=Case] a")
+        assert tab_to(page, f"#queue tr[data-alert='{seq}'] td[data-label=Case] a")["text"] == f"Case {case}"
+        press_and_load(page)
         page.wait_for_url(f"**/console/cases/{case}#alert-{seq}")
         assert page.evaluate(UNLABELED) == []
-        follow(page, f"#alert-{seq}-quick button[value=start_review]")
+        # start the review
+        assert tab_to(page, f"#alert-{seq}-quick button[value=start_review]")["text"] == "Start review"
+        press_and_load(page)
         page.wait_for_url(re.compile(rf".*/console/cases/{case}\?sealed=\d+#alert-{seq}"))
         assert "start review on alert" in page.locator("#sealed-notice").inner_text()
-        # the disposition: none is chosen; the keyboard picks one, then writes why and closes
+        # the disposition: none is chosen; Tab enters the group at its first choice without
+        # choosing it, the arrow key chooses the next; then why, and Close with Enter
         form = f"#alert-{seq}-close"
         radios = page.locator(f"{form} input[name=disposition]")
         assert radios.evaluate_all("rs => rs.filter(r => r.checked).length") == 0
-        page.locator(f"{form}-d-FALSE_POSITIVE").focus()
+        assert tab_to(page, f"{form} input[name=disposition]")["id"] == f"alert-{seq}-close-d-FALSE_POSITIVE"
+        assert radios.evaluate_all("rs => rs.filter(r => r.checked).length") == 0
         page.keyboard.press("ArrowDown")  # moves to, and chooses, the next: NO_FURTHER_ACTION
+        assert focused(page)["id"] == f"alert-{seq}-close-d-NO_FURTHER_ACTION"
         assert page.locator(f"{form}-d-NO_FURTHER_ACTION").is_checked()
-        page.keyboard.press("Tab")
-        assert page.evaluate("document.activeElement.id") == f"alert-{seq}-close-rationale"
+        page.keyboard.press("Tab")  # out of the group, to the rationale
+        assert focused(page)["id"] == f"alert-{seq}-close-rationale"
         page.keyboard.type("The customer documented the source of funds.")
         page.keyboard.press("Tab")
-        assert page.evaluate("document.activeElement.textContent.trim()") == "Close alert"
-        outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
-        assert outline != "none"  # the focus is visible
-        with page.expect_navigation():
-            page.keyboard.press("Enter")
+        at = focused(page)
+        assert at["text"] == "Close alert"
+        assert at["outline"] != "none" and at["width"] > 0  # the focus is visible
+        press_and_load(page)
         page.wait_for_url(re.compile(rf".*/console/cases/{case}\?sealed=\d+#alert-{seq}"))
         state = page.locator("#case-state").inner_text()  # its one alert closed: the case is closed
         assert state.startswith("closed at ") and state.endswith("its alerts closed as No further action (1)")
@@ -172,24 +245,82 @@ def test_triage_from_the_queue_to_a_closed_case_by_keyboard(browser: Browser,  #
         assert events == ["assign", "start_review", "close"]
 
 
-def test_release_of_a_held_payment(browser: Browser, server: ServerProcess) -> None:  # noqa: F811
+def client_as(srv: ServerProcess, cert: Path, key: Path) -> httpx.Client:
+    """An HTTP client over mutual TLS presenting ``cert``: trusts only the dev CA, as the
+    payment system's own client does."""
+    ctx = ssl.create_default_context(cafile=str(srv.files.ca))
+    ctx.load_cert_chain(str(cert), str(key))
+    return httpx.Client(base_url=srv.url, verify=ctx, timeout=10.0)
+
+
+def outcomes(client: httpx.Client, after: int = 0) -> dict[str, Any]:
+    """One poll of the payment system's outcome feed."""
+    r = client.get("/v1/outcomes", params={"after": after})
+    assert r.status_code == 200, r.text
+    got: dict[str, Any] = r.json()
+    return got
+
+
+def feed_end(client: httpx.Client) -> int:
+    """The cursor at the end of the feed as ``client`` sees it now: polled until nothing is new."""
+    cursor = 0
+    while True:
+        page = outcomes(client, cursor)
+        if not page["items"]:
+            return cursor
+        cursor = page["next_cursor"]
+
+
+def poll(client: httpx.Client, after: int, timeout: float = 10.0) -> dict[str, Any]:
+    """Poll the feed from ``after`` until something new comes (or ``timeout`` passes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        page = outcomes(client, after)
+        if page["items"] or time.monotonic() > deadline:
+            return page
+        time.sleep(0.1)
+
+
+def test_release_of_a_held_payment(browser: Browser, server: ServerProcess,  # noqa: F811
+                                   tmp_path: Path) -> None:
+    """The officer releases the HOLD in the browser; the payment system that asked for the decision
+    (the scorer certificate) sees it RELEASED on its next poll of /v1/outcomes; another payment
+    system's scorer certificate does not."""
     srv = server
-    with browser.as_role(srv, "officer") as page:
+    payments = srv.client("scorer")  # the scorer score() decided every payment with
+    other = client_as(srv, *issue(srv.files, tmp_path, "sealtrail-scorer-2", "scorer"))
+    with payments, other, browser.as_role(srv, "officer") as page:
         seq, case = alone_in_case(page, srv, "HOLD")
+        trace = page.locator(f"#queue tr[data-alert='{seq}']").get_attribute("data-trace-id")
+        assert trace
+        scorer_cert = x509.load_pem_x509_certificate(srv.files.client_cert("scorer")[0].read_bytes())
+        with srv.client("officer") as officer:  # the alert's decision was asked for by that certificate
+            alert = officer.get(f"/v1/alerts/{seq}")
+        assert alert.status_code == 200, alert.text
+        assert alert.json()["scorer_fingerprint_sha256"] == scorer_cert.fingerprint(hashes.SHA256()).hex()
+        cursor = feed_end(payments)
+        assert trace not in {o["trace_id"] for o in outcomes(payments)["items"]}  # held: no outcome yet
+
         page.goto(f"{srv.url}/console/cases/{case}")
         assert page.locator(f"#alert-{seq} dd[data-payment]").get_attribute("data-payment") == "HELD"
         page.locator(f"#alert-{seq}-decide-rationale").fill("Beneficiary verified by a call-back.")
         follow(page, f"#alert-{seq}-release")
         page.wait_for_url(re.compile(rf".*sealed=\d+#alert-{seq}"))
+        receipt = re.search(r"sealed=(\d+)", page.url)
+        assert receipt
+        sealed = int(receipt.group(1))  # the seq of the release the page sealed
         assert page.locator(f"#alert-{seq} dd[data-payment]").get_attribute("data-payment") == "RELEASED"
         assert page.locator(f"#alert-{seq}-close").count() == 1  # decided: it can be closed now
-    db = sqlite3.connect(srv.files.db.removeprefix("sqlite:///"))
-    try:
-        got = db.execute("SELECT outcome FROM audit_payment_outcomes WHERE alert_seq = ?",
-                         (int(seq),)).fetchall()
-    finally:
-        db.close()
-    assert got == [("RELEASED",)]  # what the payment system reads from /v1/outcomes
+
+        # the payment system sees it: the one new outcome since its cursor, the event the page sealed
+        seen = poll(payments, cursor)
+        assert [(o["trace_id"], o["outcome"], o["alert_seq"], o["seq"]) for o in seen["items"]] == [
+            (trace, "RELEASED", int(seq), sealed)]
+        assert seen["next_cursor"] == sealed
+        assert outcomes(payments, seen["next_cursor"]) == {"items": [], "next_cursor": sealed}  # once
+        # another payment system (a scorer certificate that asked for none of these) sees nothing
+        assert outcomes(other) == {"items": [], "next_cursor": 0}
+        assert outcomes(other, cursor) == {"items": [], "next_cursor": cursor}
 
 
 def test_the_same_officer_cannot_approve_their_own_block_release(browser: Browser,  # noqa: F811
@@ -224,7 +355,7 @@ def test_the_same_officer_cannot_approve_their_own_block_release(browser: Browse
         assert refused.get_attribute("data-status") == "403"
         assert "four-eyes" in refused.inner_text() and "cannot approve it too" in refused.inner_text()
         assert page.locator(f"#alert-{seq} dd[data-payment]").get_attribute("data-payment") == "HELD"
-    cert, key = issue_officer(srv.files, tmp_path, "sealtrail-officer-2")
+    cert, key = issue(srv.files, tmp_path, "sealtrail-officer-2")
     with as_cert(browser, srv, cert, key) as second:
         second.goto(f"{srv.url}/console/cases/{case}")
         assert "CN=sealtrail-officer,O=sealtrail dev proposed releasing" in second.locator(
