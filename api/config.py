@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     witnesses_file: Path | None = Field(
         None, description="the witnesses the log asks to cosign its checkpoints (TOML, docs/witness.md); "
                           "set: every export has them cosign its checkpoint first (sealtrail.bundle/8)")
+    webhooks_file: Path | None = Field(
+        None, description="the payment systems' webhook endpoints for held-payment outcomes (TOML, "
+                          "docs/webhooks.md); 'sealtrail webhooks deliver' sends to them")
     app_role: str | None = Field(None, description="PostgreSQL role granted INSERT/SELECT only")
     exports_dir: Path = Field(Path("./exports"), description="where POST /v1/exports writes bundles "
                               "(<bundle_id>.zip) and GET /v1/exports/{id} reads them; keep it: the "

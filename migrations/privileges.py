@@ -58,6 +58,8 @@ HEAD: Grants = {
     "audit_case_events": _APPEND,
     "audit_payment_outcomes": _APPEND,
     "ledger_cosignatures": _APPEND,  # revision 0009: witness cosignatures, append-only
+    # revision 0010: webhook delivery state (cursor, retries, lease), updated, never deleted
+    "audit_outcome_deliveries": (*_APPEND, "UPDATE"),
 }
 
 

@@ -10,7 +10,7 @@ stdout, with ``"ok": true`` or ``"ok": false``, on success and on failure (usage
 
 Layout: ``common`` (output, options, errors), ``ledger`` (init, ledger ...), ``keys``,
 ``retention``, ``rules``, ``parse``, ``model`` (features, model ...), ``certs``, ``serve``,
-``score``, ``traces``, ``cases`` (alerts, cases, outcomes), ``demo``, ``export`` (export create,
+``score``, ``traces``, ``cases`` (alerts, cases, outcomes), ``webhooks``, ``demo``, ``export`` (export create,
 export verify). Modules import ``common`` and nothing else of this package, so there is no
 import cycle; heavy layers are imported inside command bodies only to keep ``--help`` and
 ``--version`` fast.
@@ -43,6 +43,7 @@ from api.cli.score import score
 from api.cli.serve import serve
 from api.cli.standby import standby_app
 from api.cli.traces import traces_app
+from api.cli.webhooks import webhooks_app
 from api.cli.witness import cosign, witness_app
 
 __all__ = ["app", "main", "package_version"]
@@ -96,6 +97,7 @@ app.add_typer(traces_app, name="traces")
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(cases_app, name="cases")
 app.command("outcomes")(outcomes)
+app.add_typer(webhooks_app, name="webhooks")
 app.command("demo")(demo)
 app.add_typer(export_app, name="export")
 

@@ -88,6 +88,10 @@ def bad_inputs(e: Env) -> dict[tuple[str, ...], list[tuple[list[str], int]]]:
                               (["--config", str(e.tmp / "w.toml"), "--name", "w", "--log-key", "x"], 2)],
         ("witness", "serve"): [(["--config", junk], 2)],
         ("standby", "status"): [(e.absent, 2)],
+        ("webhooks", "deliver"): [(["--once", *e.db], 2), (["--once", "--webhooks", junk, *e.db], 2)],
+        ("webhooks", "status"): [(["--webhooks", junk, *e.db], 2)],
+        ("webhooks", "enable"): [(["core", "--webhooks", junk, *e.db], 2)],
+        ("webhooks", "secret"): [([junk], 1), ([str(e.tmp / "no-such-dir" / "s.whsec")], 2)],
         ("standby", "promote"): [(e.db, 2), (e.absent, 2)],  # SQLite has no standby to promote
         ("follow",): [(["--once"], 2),
                       (["--standby-db", "sqlite:////nonexistent.db", "--primary-db", "sqlite:////nonexistent.db",

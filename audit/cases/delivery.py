@@ -1,0 +1,305 @@
+"""Held-payment outcomes pushed to each payment system: at least once, in ledger order.
+
+``sealtrail webhooks deliver`` runs :func:`deliver_round` again and again. For each configured
+endpoint (``audit.cases.webhooks.Endpoint``) it sends the outcomes sealed after the endpoint's
+cursor, oldest first, one message at a time, and moves the cursor past an outcome only once
+the receiver answered 2xx. So:
+
+- **at least once**: the cursor moves after the answer, in its own transaction; a deliverer
+  that dies between the two sends that outcome again, with the same ``webhook-id``;
+- **in ledger order**: outcome N+1 is not sent before N was acknowledged. A failure stops the
+  endpoint until its next attempt (``webhooks.retry_delay``: the Standard Webhooks schedule,
+  or the receiver's ``Retry-After``); nothing is skipped and nothing is ever dropped;
+- **nothing missed**: outcomes are read up to the alert view's watermark only, read before
+  them; every outcome at or below it was committed with it, so the cursor never passes one
+  that is still being written;
+- **one deliverer per endpoint**: an endpoint's row is leased (``holder``, ``lease_until_us``)
+  by the deliverer that works it and every write checks the lease, so a second deliverer, or
+  one that was stopped past its lease, neither sends in parallel nor moves the cursor. (One
+  stopped while a message was in flight may still send that message late, once; the receiver
+  knows it by its id.)
+
+``410 Gone`` disables the endpoint (the specification's meaning: the receiver wants no more);
+``sealtrail webhooks enable NAME`` resumes it where it stopped. Redirects are not followed (a
+3xx is a failure). The delivery state is ``audit_outcome_deliveries`` (revision 0010): the
+operator's, not evidence; the outcomes themselves are sealed ``case_event`` records and their
+view is checked by ``ledger verify``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, Engine, Integer, MetaData, String, Table, Text, func, select
+from sqlalchemy import update as sql_update
+from sqlalchemy.exc import IntegrityError
+
+from audit.cases.store import catch_up
+from audit.cases.tables import payment_outcomes, watermark
+from audit.cases.webhooks import Endpoint, body_of, headers_of, message_id, retry_delay
+
+__all__ = ["Answer", "DeliveryReport", "Post", "deliver_round", "deliveries", "enable", "release", "status"]
+
+deliveries = Table(
+    "audit_outcome_deliveries",
+    MetaData(),
+    Column("endpoint", String(64), primary_key=True),
+    Column("url", Text, nullable=False, comment="as configured when last worked"),
+    Column("cursor", BigInteger, nullable=False, comment="seq of the last outcome the receiver acknowledged"),
+    Column("delivered", BigInteger, nullable=False, comment="outcomes acknowledged, all time"),
+    Column("failures", Integer, nullable=False, comment="failed attempts in a row at the next outcome"),
+    Column("next_attempt_us", BigInteger, nullable=False),
+    Column("last_attempt_us", BigInteger, nullable=True),
+    Column("last_status", Integer, nullable=True, comment="HTTP status; null: no answer"),
+    Column("last_error", Text, nullable=True),
+    Column("disabled", Text, nullable=True, comment="null: active; else why it stopped"),
+    Column("holder", String(128), nullable=True, comment="the deliverer holding the lease"),
+    Column("lease_until_us", BigInteger, nullable=False),
+)
+_D = deliveries
+_O = payment_outcomes
+_ERROR_CHARS = 300  # of a receiver's error text kept in the status
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one POST got: the HTTP status (None: no answer at all, ``error`` says why), the
+    ``Retry-After`` header if any, and a short error text for a failure."""
+
+    status: int | None
+    retry_after: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status <= 299
+
+
+Post = Callable[[Endpoint, bytes, Mapping[str, str]], Answer]
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    """One endpoint after a round (or as ``status`` reads it).
+
+    ``state``: ``caught_up`` (nothing pending), ``behind`` (the round's message budget ran out),
+    ``retrying`` (the last attempt failed; the next is at ``next_attempt``), ``disabled``,
+    ``held_elsewhere`` (another deliverer holds the lease) or ``idle`` (status only: pending
+    outcomes wait for the next round)."""
+
+    endpoint: str
+    url: str
+    state: str
+    cursor: int
+    pending: int
+    delivered_now: int
+    delivered: int
+    failures: int
+    next_attempt: str | None
+    last_status: int | None
+    last_error: str | None
+    disabled: str | None
+    holder: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _us(t: float) -> int:
+    return int(t * 1_000_000)
+
+
+def _iso(us: int) -> str:
+    return datetime.fromtimestamp(us / 1_000_000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _ensure(engine: Engine, ep: Endpoint, now_us: int) -> None:
+    with engine.connect() as conn:
+        if conn.execute(select(_D.c.endpoint).where(_D.c.endpoint == ep.name)).first() is not None:
+            return
+    try:
+        with engine.begin() as conn:
+            conn.execute(_D.insert().values(endpoint=ep.name, url=ep.url, cursor=ep.after, delivered=0,
+                                            failures=0, next_attempt_us=now_us, lease_until_us=0))
+    except IntegrityError:  # another deliverer made it meanwhile
+        pass
+
+
+def _claim(engine: Engine, name: str, holder: str, now_us: int, lease_us: int) -> bool:
+    with engine.begin() as conn:
+        got = conn.execute(sql_update(_D).where(
+            _D.c.endpoint == name,
+            (_D.c.holder.is_(None)) | (_D.c.holder == holder) | (_D.c.lease_until_us < now_us),
+        ).values(holder=holder, lease_until_us=now_us + lease_us))
+        return got.rowcount == 1
+
+
+def _row(engine: Engine, name: str) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(select(_D).where(_D.c.endpoint == name)).one()
+
+
+def _mark(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(watermark.c.seq).where(watermark.c.id == 1)).scalar() or 0)
+
+
+def _pending(engine: Engine, ep: Endpoint, cursor: int, mark: int) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(_O).where(
+            _O.c.scorer_fp.in_(ep.scorers), _O.c.seq > cursor, _O.c.seq <= mark)).scalar() or 0)
+
+
+def _next(engine: Engine, ep: Endpoint, cursor: int, mark: int, limit: int) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(_O).where(_O.c.scorer_fp.in_(ep.scorers), _O.c.seq > cursor,
+                                             _O.c.seq <= mark).order_by(_O.c.seq).limit(limit)).all()
+    return [{"seq": int(r.seq), "trace_id": r.trace_id, "outcome": r.outcome, "alert_seq": int(r.alert_seq),
+             "recorded_at": r.recorded_at} for r in rows]
+
+
+def _write(engine: Engine, name: str, holder: str, values: dict[str, Any]) -> bool:
+    """Update the endpoint's row if this deliverer still holds its lease."""
+    with engine.begin() as conn:
+        return conn.execute(sql_update(_D).where(_D.c.endpoint == name, _D.c.holder == holder)
+                            .values(**values)).rowcount == 1
+
+
+def _retry_after_s(value: str | None, now: float) -> int | None:
+    """``Retry-After`` as seconds from ``now``: delta-seconds or an HTTP-date (RFC 9110 10.2.3);
+    None when absent or unreadable."""
+    if value is None:
+        return None
+    v = value.strip()
+    if v.isascii() and v.isdigit():
+        return int(v[:9])
+    try:
+        when = parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0, int(when.timestamp() - now))
+
+
+def _report(ep: Endpoint, row: Any, state: str, pending: int, now_n: int) -> DeliveryReport:
+    return DeliveryReport(
+        endpoint=ep.name, url=ep.url, state=state, cursor=int(row.cursor), pending=pending,
+        delivered_now=now_n, delivered=int(row.delivered), failures=int(row.failures),
+        next_attempt=_iso(int(row.next_attempt_us)) if row.failures else None,
+        last_status=row.last_status, last_error=row.last_error, disabled=row.disabled, holder=row.holder)
+
+
+def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, holder: str,
+                  clock: Callable[[], float] = time.time, rng: random.Random | None = None,
+                  budget: int = 1000, lease_s: float = 60.0) -> list[DeliveryReport]:
+    """One round over every endpoint: bring the alert view current, then send each endpoint's
+    pending outcomes in seq order until it is caught up, an attempt fails, or ``budget``
+    messages went to it. ``holder`` names this deliverer (host, process). Returns a report per
+    endpoint, in the order given."""
+    if budget < 1:
+        raise ValueError("budget must be 1 or more")
+    jitter = rng or random.Random()
+    catch_up(engine)
+    mark = _mark(engine)
+    reports = []
+    for ep in endpoints:
+        now = clock()
+        _ensure(engine, ep, _us(now))
+        if not _claim(engine, ep.name, holder, _us(now), _us(lease_s)):
+            row = _row(engine, ep.name)
+            reports.append(_report(ep, row, "held_elsewhere", _pending(engine, ep, int(row.cursor), mark), 0))
+            continue
+        reports.append(_work(engine, ep, post, holder, mark, clock, jitter, budget, lease_s))
+    return reports
+
+
+def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, clock: Callable[[], float],
+          jitter: random.Random, budget: int, lease_s: float) -> DeliveryReport:
+    row = _row(engine, ep.name)
+    cursor, sent = int(row.cursor), 0
+    if row.disabled is not None:
+        return _report(ep, row, "disabled", _pending(engine, ep, cursor, mark), 0)
+    if row.failures and _us(clock()) < int(row.next_attempt_us):
+        return _report(ep, row, "retrying", _pending(engine, ep, cursor, mark), 0)
+    while sent < budget:
+        batch = _next(engine, ep, cursor, mark, min(100, budget - sent))
+        if not batch:
+            break
+        for item in batch:
+            now = clock()
+            msg_id = message_id(item["seq"])
+            body = body_of(item)
+            answer = post(ep, body, headers_of(ep.secrets, msg_id, int(now), body))
+            done = clock()
+            if answer.ok:
+                kept = _write(engine, ep.name, holder, {
+                    "cursor": item["seq"], "delivered": _D.c.delivered + 1, "failures": 0,
+                    "next_attempt_us": _us(done), "last_attempt_us": _us(now), "last_status": answer.status,
+                    "last_error": None, "url": ep.url, "lease_until_us": _us(done + lease_s)})
+                if not kept:  # the lease passed on while this message was in flight
+                    row = _row(engine, ep.name)
+                    pending = _pending(engine, ep, int(row.cursor), mark)
+                    return _report(ep, row, "held_elsewhere", pending, sent)
+                cursor, sent = item["seq"], sent + 1
+                continue
+            failures = int(row.failures) + 1 if sent == 0 else 1
+            delay = retry_delay(failures, jitter.uniform(-0.1, 0.1), _retry_after_s(answer.retry_after, done))
+            error = (answer.error or "")[:_ERROR_CHARS] or None
+            values: dict[str, Any] = {
+                "failures": failures, "next_attempt_us": _us(done) + delay * 1_000_000,
+                "last_attempt_us": _us(now), "last_status": answer.status, "last_error": error,
+                "url": ep.url, "lease_until_us": _us(done + lease_s)}
+            if answer.status == 410:
+                values["disabled"] = (f"410 Gone at outcome {item['seq']} ({_iso(_us(done))}): the receiver "
+                                      "asked for no more; 'sealtrail webhooks enable' resumes")
+            _write(engine, ep.name, holder, values)
+            row = _row(engine, ep.name)
+            state = "disabled" if answer.status == 410 else "retrying"
+            return _report(ep, row, state, _pending(engine, ep, cursor, mark), sent)
+    row = _row(engine, ep.name)
+    pending = _pending(engine, ep, cursor, mark)
+    return _report(ep, row, "caught_up" if pending == 0 else "behind", pending, sent)
+
+
+def status(engine: Engine, endpoints: Sequence[Endpoint]) -> list[DeliveryReport]:
+    """Each endpoint's delivery state, read only (the view is not brought current: ``pending``
+    counts what the last catch-up folded)."""
+    mark = _mark(engine)
+    out = []
+    with engine.connect() as conn:
+        rows = {r.endpoint: r for r in conn.execute(select(_D))}
+    for ep in endpoints:
+        row = rows.get(ep.name)
+        if row is None:
+            out.append(DeliveryReport(ep.name, ep.url, "idle" if _pending(engine, ep, ep.after, mark) else
+                                      "caught_up", ep.after, _pending(engine, ep, ep.after, mark), 0, 0, 0,
+                                      None, None, None, None, None))
+            continue
+        pending = _pending(engine, ep, int(row.cursor), mark)
+        state = ("disabled" if row.disabled is not None else "retrying" if row.failures else
+                 "idle" if pending else "caught_up")
+        out.append(_report(ep, row, state, pending, 0))
+    return out
+
+
+def release(engine: Engine, holder: str) -> int:
+    """Give up every lease ``holder`` holds (a deliverer stopping, or a ``--once`` round done), so
+    the next deliverer starts at once instead of waiting out the lease; the endpoints released."""
+    with engine.begin() as conn:
+        return conn.execute(sql_update(_D).where(_D.c.holder == holder).values(
+            holder=None, lease_until_us=0)).rowcount
+
+
+def enable(engine: Engine, name: str, clock: Callable[[], float] = time.time) -> bool:
+    """Resume a disabled (or backing-off) endpoint at once, from where it stopped; False if the
+    endpoint has never been worked."""
+    with engine.begin() as conn:
+        return conn.execute(sql_update(_D).where(_D.c.endpoint == name).values(
+            disabled=None, failures=0, next_attempt_us=_us(clock()))).rowcount == 1
