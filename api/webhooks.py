@@ -49,7 +49,17 @@ class WebhookList:
     client_key: Path | None
 
 
+_SECRET_FILE_BYTES = 1024  # a whsec_ secret of 64 bytes is 94 characters
+_ERROR_BODY_BYTES = 1024  # of a failure's body read for its error text; the rest is never read
+
+
 def _secret(path: Path, where: str) -> bytes:
+    try:
+        if path.stat().st_size > _SECRET_FILE_BYTES:
+            raise WebhookConfigError(f"{where}: {path} is not a webhook secret "
+                                     f"(over {_SECRET_FILE_BYTES} bytes)")
+    except OSError:
+        pass  # read_private names what is wrong with it
     try:
         text = read_private(path, "webhook secret", "make one with 'sealtrail webhooks secret FILE'")
     except KeyFileError as exc:
@@ -120,6 +130,11 @@ def load_webhooks(path: Path) -> WebhookList:
     client_key = file(doc.get("client_key"), "client_key")
     if (cert is None) != (client_key is None):
         raise WebhookConfigError(f"{path}: client_cert and client_key go together")
+    if client_key is not None:  # a private key: refused where group or others may read it, as a secret is
+        try:
+            read_private(client_key, "webhook client key", "give the client certificate's key")
+        except (KeyFileError, UnicodeDecodeError) as exc:
+            raise WebhookConfigError(f"{path}: client_key: {exc}") from exc
     return WebhookList(tuple(endpoints), file(doc.get("ca"), "ca"), cert, client_key)
 
 
@@ -136,14 +151,24 @@ def http_post(wl: WebhookList) -> Iterator[Post]:
     with httpx.Client(verify=ctx, follow_redirects=False, trust_env=False) as client:
         def post(ep: Endpoint, body: bytes, headers: Mapping[str, str]) -> Answer:
             try:
-                r = client.post(ep.url, content=body, headers=dict(headers), timeout=ep.timeout_s)
-            except httpx.HTTPError as exc:
+                # streamed: a 2xx body is never read, a failure's only its first kilobyte, so a
+                # receiver answering with an endless body neither holds the deliverer nor fills its memory
+                with client.stream("POST", ep.url, content=body, headers=dict(headers),
+                                   timeout=ep.timeout_s) as r:
+                    if 200 <= r.status_code <= 299:
+                        return Answer(r.status_code)
+                    readable = (r.headers.get("content-type", "").startswith(("text/", "application/"))
+                                and r.headers.get("content-encoding", "identity") == "identity")
+                    raw = b""
+                    if readable:
+                        for chunk in r.iter_raw():
+                            raw += chunk
+                            if len(raw) >= _ERROR_BODY_BYTES:
+                                break
+                    text = raw[:_ERROR_BODY_BYTES].decode("utf-8", "replace")[:300].strip()
+                    return Answer(r.status_code, r.headers.get("retry-after"), f"HTTP {r.status_code}" +
+                                  (f": {text}" if text else ""))
+            except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError) as exc:
                 return Answer(None, error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-            if 200 <= r.status_code <= 299:
-                return Answer(r.status_code)
-            readable = r.headers.get("content-type", "").startswith(("text/", "application/"))
-            text = r.text[:300].strip() if readable else ""
-            return Answer(r.status_code, r.headers.get("retry-after"), f"HTTP {r.status_code}" +
-                          (f": {text}" if text else ""))
 
         yield post

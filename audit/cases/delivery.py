@@ -119,14 +119,34 @@ def _iso(us: int) -> str:
     return datetime.fromtimestamp(us / 1_000_000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _ensure(engine: Engine, ep: Endpoint, now_us: int) -> None:
+def _start(ep: Endpoint, mark: int) -> int:
+    """Where a new endpoint's cursor starts: ``after``, but never past the view's watermark (an
+    ``after`` beyond every outcome sealed yet would skip outcomes not sealed when it was written)."""
+    return min(ep.after, mark)
+
+
+def _hold_s(ep: Endpoint, lease_s: float) -> float:
+    """How long a lease is taken for: ``lease_s``, but at least the longest a message to ``ep`` may
+    take (connect, send and answer each up to its timeout) and a margin, so a slow receiver
+    answering within its timeout does not let a second deliverer send beside the first."""
+    return max(lease_s, 3 * ep.timeout_s + 10)
+
+
+def _clean(text: str | None) -> str | None:
+    """A receiver's error text as it is kept and shown: printable, one line, short."""
+    t = "".join(c if c.isprintable() else " " for c in (text or "")[:_ERROR_CHARS]).strip()
+    return t or None
+
+
+def _ensure(engine: Engine, ep: Endpoint, now_us: int, mark: int) -> None:
     with engine.connect() as conn:
         if conn.execute(select(_D.c.endpoint).where(_D.c.endpoint == ep.name)).first() is not None:
             return
     try:
         with engine.begin() as conn:
-            conn.execute(_D.insert().values(endpoint=ep.name, url=ep.url, cursor=ep.after, delivered=0,
-                                            failures=0, next_attempt_us=now_us, lease_until_us=0))
+            conn.execute(_D.insert().values(endpoint=ep.name, url=ep.url, cursor=_start(ep, mark),
+                                            delivered=0, failures=0, next_attempt_us=now_us,
+                                            lease_until_us=0))
     except IntegrityError:  # another deliverer made it meanwhile
         pass
 
@@ -211,8 +231,8 @@ def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, 
     reports = []
     for ep in endpoints:
         now = clock()
-        _ensure(engine, ep, _us(now))
-        if not _claim(engine, ep.name, holder, _us(now), _us(lease_s)):
+        _ensure(engine, ep, _us(now), mark)
+        if not _claim(engine, ep.name, holder, _us(now), _us(_hold_s(ep, lease_s))):
             row = _row(engine, ep.name)
             reports.append(_report(ep, row, "held_elsewhere", _pending(engine, ep, int(row.cursor), mark), 0))
             continue
@@ -222,6 +242,7 @@ def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, 
 
 def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, clock: Callable[[], float],
           jitter: random.Random, budget: int, lease_s: float) -> DeliveryReport:
+    lease_s = _hold_s(ep, lease_s)
     row = _row(engine, ep.name)
     cursor, sent = int(row.cursor), 0
     if row.disabled is not None:
@@ -251,7 +272,7 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
                 continue
             failures = int(row.failures) + 1 if sent == 0 else 1
             delay = retry_delay(failures, jitter.uniform(-0.1, 0.1), _retry_after_s(answer.retry_after, done))
-            error = (answer.error or "")[:_ERROR_CHARS] or None
+            error = _clean(answer.error)
             values: dict[str, Any] = {
                 "failures": failures, "next_attempt_us": _us(done) + delay * 1_000_000,
                 "last_attempt_us": _us(now), "last_status": answer.status, "last_error": error,
@@ -259,10 +280,10 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
             if answer.status == 410:
                 values["disabled"] = (f"410 Gone at outcome {item['seq']} ({_iso(_us(done))}): the receiver "
                                       "asked for no more; 'sealtrail webhooks enable' resumes")
-            _write(engine, ep.name, holder, values)
+            kept = _write(engine, ep.name, holder, values)
             row = _row(engine, ep.name)
-            state = "disabled" if answer.status == 410 else "retrying"
-            return _report(ep, row, state, _pending(engine, ep, cursor, mark), sent)
+            state = "held_elsewhere" if not kept else "disabled" if answer.status == 410 else "retrying"
+            return _report(ep, row, state, _pending(engine, ep, int(row.cursor), mark), sent)
     row = _row(engine, ep.name)
     pending = _pending(engine, ep, cursor, mark)
     return _report(ep, row, "caught_up" if pending == 0 else "behind", pending, sent)
@@ -278,9 +299,10 @@ def status(engine: Engine, endpoints: Sequence[Endpoint]) -> list[DeliveryReport
     for ep in endpoints:
         row = rows.get(ep.name)
         if row is None:
-            out.append(DeliveryReport(ep.name, ep.url, "idle" if _pending(engine, ep, ep.after, mark) else
-                                      "caught_up", ep.after, _pending(engine, ep, ep.after, mark), 0, 0, 0,
-                                      None, None, None, None, None))
+            start = _start(ep, mark)
+            pending = _pending(engine, ep, start, mark)
+            out.append(DeliveryReport(ep.name, ep.url, "idle" if pending else "caught_up", start, pending,
+                                      0, 0, 0, None, None, None, None, None))
             continue
         pending = _pending(engine, ep, int(row.cursor), mark)
         state = ("disabled" if row.disabled is not None else "retrying" if row.failures else

@@ -29,7 +29,7 @@ import ipaddress
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,7 +69,7 @@ class Endpoint:
     name: str
     url: str
     scorers: tuple[str, ...]
-    secrets: tuple[bytes, ...]
+    secrets: tuple[bytes, ...] = field(repr=False)  # never in a log line or a traceback
     after: int = 0
     timeout_s: float = 15.0
 
@@ -100,6 +100,9 @@ def check_url(url: str) -> None:
         u.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
         raise WebhookConfigError(f"url {url!r} is not a URL: {exc}") from exc
+    if not url.isascii() or not url.isprintable() or any(c.isspace() for c in url):
+        raise WebhookConfigError(f"url {url!r} has a space, a control or a non-ASCII character "
+                                 "(percent-encode it; an IDN host in its xn-- form)")
     if u.scheme not in ("https", "http") or not host:
         raise WebhookConfigError(f"url {url!r} is not an http(s) URL with a host")
     if u.username is not None or u.password is not None:
