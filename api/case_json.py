@@ -14,8 +14,9 @@ if TYPE_CHECKING:  # only the types: importing this costs the CLI nothing of the
     from audit.cases.query import CaseEvent
     from audit.cases.reads import CaseRead
     from audit.cases.state import AlertState, CaseState
+    from audit.query.traces import AnnotationView
 
-__all__ = ["alert_json", "case_json", "event_json", "read_json"]
+__all__ = ["alert_json", "annotation_json", "case_json", "event_json", "read_json"]
 
 _SIDES = (("originator", 1), ("beneficiary", 2))  # AlertState.account_alert's bits
 
@@ -42,18 +43,30 @@ def _sealed_whos(principals: str | None) -> list[dict[str, str]] | None:
             for p in orjson.loads(principals)]
 
 
+def annotation_json(n: AnnotationView) -> dict[str, Any]:
+    """An annotation sealed on a decision, in the shape ``GET /v1/traces/{trace_id}`` lists it: its
+    seq, trace id, time and the sealed ``sealtrail.annotation/1`` record (who, disposition, note)."""
+    return {"seq": n.seq, "trace_id": n.trace_id, "recorded_at": n.recorded_at, "record": n.body}
+
+
 def alert_json(a: AlertState, today: date) -> dict[str, Any]:
-    """An alert as the API answers it; ``overdue``: open, and its review was due before ``today``."""
-    return {"seq": a.seq, "trace_id": a.trace_id, "opened_at": a.opened_at, "outcome": a.outcome,
-            "account_alerts": [side for side, bit in _SIDES if a.account_alert & bit],
-            "fired": [r for r in a.fired.split(",") if r], "subject": a.subject, "case_id": a.case_id,
-            "state": a.state, "assignee": _who(a.assignee_fp, a.assignee_subject),
-            "disposition": a.disposition, "closed_at": a.closed_at, "closed_by": _sealed_whos(a.closed_by),
-            "qa": a.qa, "review_due": a.review_due, "filing_due": a.filing_due,
-            "next_review_due": a.next_review_due, "overdue": a.open and a.review_due < today.isoformat(),
-            "payment": a.payment, "pending": a.pending, "pending_by": _sealed_who(a.pending_by),
-            "last_event_seq": a.last_event_seq, "events": a.events, "policy_seq": a.policy_seq,
-            "scorer_fingerprint_sha256": a.scorer_fp}
+    """An alert as the API answers it; ``overdue``: open, and its review was due before ``today``.
+    An alert read through its case (``CaseAlert``) adds ``annotations``: those of its decision."""
+    from audit.cases.query import CaseAlert  # loaded already: the caller holds an alert it read
+
+    out = {"seq": a.seq, "trace_id": a.trace_id, "opened_at": a.opened_at, "outcome": a.outcome,
+           "account_alerts": [side for side, bit in _SIDES if a.account_alert & bit],
+           "fired": [r for r in a.fired.split(",") if r], "subject": a.subject, "case_id": a.case_id,
+           "state": a.state, "assignee": _who(a.assignee_fp, a.assignee_subject),
+           "disposition": a.disposition, "closed_at": a.closed_at, "closed_by": _sealed_whos(a.closed_by),
+           "qa": a.qa, "review_due": a.review_due, "filing_due": a.filing_due,
+           "next_review_due": a.next_review_due, "overdue": a.open and a.review_due < today.isoformat(),
+           "payment": a.payment, "pending": a.pending, "pending_by": _sealed_who(a.pending_by),
+           "last_event_seq": a.last_event_seq, "events": a.events, "policy_seq": a.policy_seq,
+           "scorer_fingerprint_sha256": a.scorer_fp}
+    if isinstance(a, CaseAlert):
+        out["annotations"] = [annotation_json(n) for n in a.annotations]
+    return out
 
 
 def case_json(c: CaseState) -> dict[str, Any]:

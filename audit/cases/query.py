@@ -12,24 +12,26 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import date
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, Select, and_, select, tuple_
+from sqlalchemy import Connection, Engine, RowMapping, Select, and_, select, tuple_
 
 from audit.cases.state import ALERT_OUTCOMES, AlertState, CaseState, is_seq
 from audit.cases.store import alert_from_row, case_from_row, catch_up
 from audit.cases.tables import alerts, case_events, cases, payment_outcomes
 from audit.errors import CaseError, CaseNotFoundError
-from audit.query.index import trace_rules
+from audit.query.index import ANNOTATION_KIND, trace_annotations, trace_rules
+from audit.query.traces import AnnotationView
 from ledger import store
 
-__all__ = ["CASE_VIEWS", "MAX_LIMIT", "VIEWS", "AlertFilter", "AlertPage", "CaseDetail", "CaseEvent",
-           "CaseFilter", "CasePage", "OutcomePage", "alert_page", "case_detail", "case_page", "get_alert",
-           "outcomes_since"]
+__all__ = ["CASE_VIEWS", "MAX_LIMIT", "VIEWS", "AlertFilter", "AlertPage", "CaseAlert", "CaseDetail",
+           "CaseEvent", "CaseFilter", "CasePage", "OutcomePage", "alert_page", "case_detail", "case_page",
+           "get_alert", "outcomes_since"]
 
 VIEWS = ("open", "mine", "unassigned", "overdue", "closed", "qa", "all")
 CASE_VIEWS = ("open", "mine", "unassigned", "closed", "all")
@@ -37,6 +39,7 @@ MAX_LIMIT = 500
 _CURSOR = re.compile(r"a1\.(\d{4}-\d{2}-\d{2}|-)\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
 _CASE_CURSOR = re.compile(r"c1\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{8})")
 _RULE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+log = logging.getLogger(__name__)
 
 
 def _opened(cursor: str, pattern: re.Pattern[str], fingerprint: str) -> tuple[str, ...]:
@@ -281,14 +284,58 @@ class CaseEvent:
 
 
 @dataclass(frozen=True)
+class CaseAlert(AlertState):
+    """An alert as its case shows it: the alert, and the annotations officers sealed on the
+    decision that opened it, oldest first (case state: only those who may read the case read them)."""
+
+    annotations: tuple[AnnotationView, ...] = ()
+
+
+_ALERT_NAMES = tuple(f.name for f in fields(AlertState))  # the view's columns CaseAlert takes
+
+
+@dataclass(frozen=True)
 class CaseDetail:
     case: CaseState
-    alerts: list[AlertState]
+    alerts: list[AlertState]  # each a CaseAlert (typed as its base, which the CLI's alert table takes)
     events: list[CaseEvent]
+
+    def annotations_of(self, a: AlertState) -> tuple[AnnotationView, ...]:
+        """The annotations sealed on the decision that opened ``a`` (one of this case's alerts)."""
+        return a.annotations if isinstance(a, CaseAlert) else ()
+
+
+def _annotations(conn: Connection, case_id: int) -> dict[int, list[AnnotationView]]:
+    """The annotations of every decision of the case, by the decision's seq, oldest first: one
+    query through the index of annotations (``audit_annotations``), however many alerts the case
+    holds. A row that lists a record under a decision it does not refer to (damage: ``ledger
+    verify`` names it) is left out, so no annotation shows under another decision."""
+    e, n = store.entries, trace_annotations
+    joined = alerts.join(n, n.c.target_seq == alerts.c.seq).join(e, e.c.seq == n.c.seq)
+    rows = conn.execute(select(n.c.target_seq, e.c.seq, e.c.trace_id, e.c.recorded_at, e.c.kind, e.c.record)
+                        .select_from(joined).where(alerts.c.case_id == case_id).order_by(n.c.seq)).all()
+    out: dict[int, list[AnnotationView]] = {}
+    for r in rows:
+        body = orjson.loads(r.record).get("record")
+        refers = body.get("refers_to") if isinstance(body, dict) else None
+        if (r.kind != ANNOTATION_KIND or not isinstance(body, dict) or not isinstance(refers, dict)
+                or refers.get("seq") != r.target_seq):
+            log.warning("audit_annotations lists seq %d under decision %d, which it does not annotate; "
+                        "left out (run ledger verify)", r.seq, r.target_seq)
+            continue
+        note = AnnotationView(int(r.seq), r.trace_id, r.recorded_at, body)
+        out.setdefault(int(r.target_seq), []).append(note)
+    return out
+
+
+def _case_alert(m: RowMapping, notes: dict[int, list[AnnotationView]]) -> CaseAlert:
+    """An ``audit_alerts`` row as a CaseAlert, built once (a case may hold a thousand alerts)."""
+    return CaseAlert(**{k: m[k] for k in _ALERT_NAMES}, annotations=tuple(notes.get(m["seq"], ())))
 
 
 def case_detail(engine: Engine, case_id: int) -> CaseDetail:
-    """A case, its alerts (oldest first) and every sealed event about it, in seq order."""
+    """A case, its alerts (oldest first) each with the annotations of its decision, and every
+    sealed event about it, in seq order."""
     if not is_seq(case_id):
         raise CaseError("case_id", "must be a case id")
     catch_up(engine)
@@ -297,7 +344,8 @@ def case_detail(engine: Engine, case_id: int) -> CaseDetail:
         row = conn.execute(select(cases).where(cases.c.case_id == case_id)).first()
         if row is None:
             raise CaseNotFoundError("case_id", f"no case {case_id}")
-        members = [alert_from_row(r) for r in conn.execute(
+        notes = _annotations(conn, case_id)
+        members: list[AlertState] = [_case_alert(r._mapping, notes) for r in conn.execute(
             select(alerts).where(alerts.c.case_id == case_id).order_by(alerts.c.seq))]
         evs = conn.execute(select(case_events, e.c.record).join(e, e.c.seq == case_events.c.seq)
                            .where(case_events.c.case_id == case_id).order_by(case_events.c.seq)).all()

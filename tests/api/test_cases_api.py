@@ -6,6 +6,7 @@ case."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -496,6 +497,50 @@ def test_cases_page_and_take_actions(desk: Desk) -> None:
                                                                 "FALSE_POSITIVE", "rationale": "again"}),
             409, "case_conflict", "action")
     assert desk.entries() == size
+
+
+def test_a_case_shows_the_annotations_of_its_decisions_with_their_authors(desk: Desk) -> None:
+    every = desk.alerts(view="all", limit=500)
+    case_id = Counter(a["case_id"] for a in every).most_common(1)[0][0]
+    members = [a for a in every if a["case_id"] == case_id]
+    other = next(a for a in every if a["case_id"] != case_id)
+    assert len(members) >= 2
+
+    def annotate(caller: str, alert: dict[str, Any], **body: Any) -> dict[str, Any]:
+        r = desk.post(caller, f"/v1/traces/{alert['trace_id']}/annotations", body)
+        assert r.status_code == 201, r.text
+        got: dict[str, Any] = r.json()
+        return got
+
+    mine = annotate("officer", members[0], disposition="ESCALATED", note="<b>same address</b> & co")
+    second = annotate("officer2", members[0], disposition="CORRECTION", note="should have held",
+                      correction={"decision": "HOLD", "reason": "structuring"})
+    theirs = annotate("officer", other, disposition="NOTE", note="a note on another case")
+    before = desk.entries()
+    for caller in ("officer", "regulator"):
+        got = desk.get(caller, f"/v1/cases/{case_id}")
+        assert got.status_code == 200, got.text
+        notes = {a["seq"]: a["annotations"] for a in got.json()["alerts"]}
+        assert set(notes) == {a["seq"] for a in members}
+        ours = notes[members[0]["seq"]]
+        said = [(n["seq"], n["record"]["principal"], n["record"]["disposition"], n["record"]["note"])
+                for n in ours]
+        assert [(seq, p["subject"], p["fingerprint_sha256"], *rest) for seq, p, *rest in said] == [
+            (mine["seq"], *desk.who["officer"].values(), "ESCALATED", "<b>same address</b> & co"),
+            (second["seq"], *desk.who["officer2"].values(), "CORRECTION", "should have held")]
+        assert ours[1]["record"]["correction"] == {"decision": "HOLD", "reason": "structuring"}
+        assert all(notes[a["seq"]] == [] for a in members[1:])
+        assert theirs["seq"] not in [n["seq"] for ns in notes.values() for n in ns]
+        # the same entries, in the same shape, as the decision's own resource lists them
+        trace = desk.get(caller, f"/v1/traces/{members[0]['trace_id']}").json()
+        assert notes[members[0]["seq"]] == trace["annotations"]
+        # the keys a script already reads are all still there
+        assert set(got.json()["alerts"][0]) == {*members[0], "annotations"}
+    assert "annotations" not in desk.get("officer", f"/v1/alerts/{members[0]['seq']}").json()
+    # each read is sealed once, as before: the annotations add no sealed read
+    assert [k for k, _ in desk.sealed_since(before)] == ["case_read"] * 3
+    for caller in ("scorer", "admin"):  # tipping-off: no case state, annotations included
+        problem(desk.get(caller, f"/v1/cases/{case_id}"), 403, "forbidden")
 
 
 def test_every_read_of_a_case_is_sealed_before_it_is_answered(desk: Desk) -> None:

@@ -5,13 +5,23 @@ the field."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import replace
 from datetime import date
 
 import pytest
 
+from audit.annotations import annotate
 from audit.cases.policy import DeadlinePolicy
-from audit.cases.query import AlertFilter, CaseFilter, _alert_query, alert_page, case_page, get_alert
+from audit.cases.query import (
+    AlertFilter,
+    CaseFilter,
+    _alert_query,
+    alert_page,
+    case_detail,
+    case_page,
+    get_alert,
+)
 from audit.cases.service import act, set_policy
 from audit.cases.store import catch_up
 from audit.cases.tables import alerts, cases
@@ -19,6 +29,8 @@ from audit.errors import CaseError, CaseNotFoundError
 from ledger import NoteSigner
 from ledger.append import Ledger
 from tests.audit.cases.test_cases import ALICE, BOB, decided, rows  # noqa: F401  (a fixture)
+from tests.audit.test_hostile_index import drop_index_guards, sql
+from tests.audit.test_query_plans import statements
 from tests.audit.test_trace_index import indexed_pipeline, mixed_submissions
 from tests.conftest import Db, make_ledger
 from wasm_rules import Sandbox
@@ -87,6 +99,47 @@ def test_one_alert_by_its_seq(decided: Ledger) -> None:  # noqa: F811
     with pytest.raises(CaseError) as bad:
         get_alert(decided.engine, -1)
     assert bad.value.field == "seq"
+
+
+def test_a_case_shows_the_annotations_of_its_decisions_and_no_others(decided: Ledger) -> None:  # noqa: F811
+    catch_up(decided.engine)
+    everything = rows(decided.engine, alerts)
+    sizes = Counter(a.case_id for a in everything)
+    case_id, lone = sizes.most_common()[0][0], sizes.most_common()[-1][0]
+    members = [a for a in everything if a.case_id == case_id]
+    assert len(members) >= 3 and sizes[lone] == 1
+    elsewhere = next(a for a in everything if a.case_id == lone)
+    first = annotate(decided, members[0].trace_id, ALICE, "NOTE", "called the branch")
+    second = annotate(decided, members[0].trace_id, BOB, "CORRECTION", "should have held",
+                      {"decision": "HOLD", "reason": "structuring"})
+    third = annotate(decided, members[2].trace_id, BOB, "FALSE_POSITIVE", "payroll")
+    theirs = annotate(decided, elsewhere.trace_id, ALICE, "NOTE", "another case")
+
+    def notes(case: int) -> dict[int, list[tuple[int, str, str, str]]]:
+        d = case_detail(decided.engine, case)
+        return {a.seq: [(n.seq, n.body["principal"]["subject"], n.body["disposition"], n.body["note"])
+                        for n in d.annotations_of(a)] for a in d.alerts}
+
+    assert notes(case_id) == {
+        **{a.seq: [] for a in members},
+        members[0].seq: [(first.seq, ALICE.subject, "NOTE", "called the branch"),
+                         (second.seq, BOB.subject, "CORRECTION", "should have held")],
+        members[2].seq: [(third.seq, BOB.subject, "FALSE_POSITIVE", "payroll")]}
+    assert notes(lone) == {elsewhere.seq: [(theirs.seq, ALICE.subject, "NOTE", "another case")]}
+    d = case_detail(decided.engine, case_id)
+    assert d.annotations_of(d.alerts[0])[1].body["correction"] == {"decision": "HOLD",
+                                                                    "reason": "structuring"}
+    assert d.annotations_of(get_alert(decided.engine, members[0].seq)) == ()  # an alert read alone has none
+    # one query of the annotations' index for the whole case, however many alerts it holds
+    for case in (case_id, lone):
+        with statements(decided.engine, "audit_annotations") as seen:
+            case_detail(decided.engine, case)
+        assert len(seen) == 1, seen
+    # an index row retargeted onto this case's decision (damage) shows no annotation under it
+    drop_index_guards(decided.engine)
+    sql(decided.engine, "UPDATE audit_annotations SET target_seq = ? WHERE seq = ?",
+        members[1].seq, theirs.seq)
+    assert notes(case_id)[members[1].seq] == []
 
 
 @pytest.fixture
