@@ -3,8 +3,9 @@ about them, in ledger order, with the actions an officer may take next.
 
 The timeline mixes each alert's decision (the payment laid out as a person reads it, the rules
 that fired with the feature values their conditions read, the reason codes, the alert's state and
-due dates) with each sealed ``case_event`` (who, when, what, their words, applied or why not), in
-seq order. The evidence under a decision (hashes, proof, fuel, batch) is one click below, on its
+due dates) with each sealed ``case_event`` (who, when, what, their words, applied or why not) and
+each ``annotation`` officers sealed on those decisions (who, when, disposition, note), in seq
+order. The evidence under a decision (hashes, proof, fuel, batch) is one click below, on its
 decision page. Reads are ``case_detail`` and ``get_trace``, and each view of the page is sealed
 as a ``case_read`` record before it is shown (tipping-off, FATF R.21; as the API's case reads
 are); every action form posts to one route that
@@ -58,7 +59,7 @@ from audit.cases.state import AlertState, AlertStatus, Disposition, Payment
 from audit.decide.runtime import Runtime
 from audit.errors import CaseError, GovernanceError, QueryError, ReportError
 from audit.governance.state import same_person
-from audit.query.traces import get_trace
+from audit.query.traces import AnnotationView, get_trace
 from inference.messages import Transaction
 from ledger.records import now_utc
 from ledger.retention import Hold, current_holds
@@ -77,8 +78,8 @@ from wasm_rules.language import (
     parse_ruleset,
 )
 
-__all__ = ["ALERT_ACTIONS", "CASE_ACTIONS", "DecisionItem", "DraftView", "EventItem", "FiledItem",
-           "RuleCheck", "parse_indicators", "parse_rates", "router"]
+__all__ = ["ALERT_ACTIONS", "CASE_ACTIONS", "AnnotationItem", "DecisionItem", "DraftView", "EventItem",
+           "FiledItem", "RuleCheck", "parse_indicators", "parse_rates", "router"]
 
 router = APIRouter(prefix="/console")
 _DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() takes "²", int() does not
@@ -137,6 +138,33 @@ class EventItem:
     @property
     def seq(self) -> int:
         return self.event.seq
+
+
+@dataclass(frozen=True)
+class AnnotationItem:
+    """An annotation sealed on the decision that opened one of the case's alerts, as sealed."""
+
+    note: AnnotationView
+    alert: AlertState
+    kind: str = "annotation"
+
+    @property
+    def seq(self) -> int:
+        return self.note.seq
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return self.note.body
+
+    @property
+    def principal(self) -> dict[str, Any]:
+        p = self.note.body.get("principal")
+        return p if isinstance(p, dict) else {}
+
+    @property
+    def correction(self) -> dict[str, Any] | None:
+        c = self.note.body.get("correction")
+        return c if isinstance(c, dict) else None
 
 
 def _reads(e: Expr) -> list[Feature]:
@@ -235,10 +263,11 @@ def _event_words(ev: CaseEvent, alerts: dict[int, AlertState]) -> str:
     return done
 
 
-def _timeline(rt: Runtime, caller: Caller, detail: CaseDetail, today: str) -> list[DecisionItem | EventItem]:
+def _timeline(rt: Runtime, caller: Caller, detail: CaseDetail,
+              today: str) -> list[DecisionItem | EventItem | AnnotationItem]:
     parsed: dict[tuple[str, str], list[Transaction]] = {}
     rulesets = _Rulesets(rt)
-    items: list[DecisionItem | EventItem] = []
+    items: list[DecisionItem | EventItem | AnnotationItem] = []
     for a in detail.alerts:
         try:
             trace = get_trace(rt.engine, a.trace_id)
@@ -254,6 +283,7 @@ def _timeline(rt: Runtime, caller: Caller, detail: CaseDetail, today: str) -> li
                                   a.open and a.review_due < today))
     by_seq = {a.seq: a for a in detail.alerts}
     items += [EventItem(ev, _event_words(ev, by_seq)) for ev in detail.events]
+    items += [AnnotationItem(n, a) for a in detail.alerts for n in detail.annotations_of(a)]
     return sorted(items, key=lambda i: i.seq)
 
 

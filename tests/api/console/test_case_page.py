@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from sqlalchemy import select
 
+from audit.annotations import annotate
 from audit.cases.reads import list_reads
 from audit.cases.service import act
 from audit.cases.state import AlertState
@@ -119,6 +120,49 @@ def test_the_timeline_mixes_decisions_and_events_in_seq_order(console: Console,
         assert a.review_due in state and a.filing_due in state
         assert li.one("p", class_="evidence").one("a").attrs["href"] == f"/console/decisions/{a.trace_id}"
     assert "escalated" in doc.one("li", id=f"alert-{first.seq}").one("dl", class_="kv alert-state").text()
+
+
+def test_annotations_of_the_cases_decisions_are_in_the_timeline_escaped(console: Console,
+                                                                          decided: list[AlertState]) -> None:
+    case_id = biggest(decided)
+    members = [a for a in decided if a.case_id == case_id]
+    elsewhere = next(a for a in decided if a.case_id != case_id)
+    ledger = console.runtime.ledger
+    act(ledger, BOB, "comment", case=case_id, rationale="before the notes")
+    text = '<script>alert("x")</script> <b>same address</b> & co'
+    mine = annotate(ledger, members[1].trace_id, BOB, "ESCALATED", text)
+    fix = annotate(ledger, members[0].trace_id, BOB, "CORRECTION", "the amounts sit under the threshold",
+                   {"decision": "HOLD", "reason": "structuring"})
+    theirs = annotate(ledger, elsewhere.trace_id, BOB, "NOTE", "a note on another case")
+    for role in ("officer", "regulator"):
+        status, doc, html = case_page(console, case_id, role=role)
+        assert status == 200
+        items = timeline(doc)
+        seqs = [int(li.attrs["data-seq"]) for li in items]
+        assert seqs == sorted(seqs) and theirs.seq not in seqs
+        assert "a note on another case" not in html
+        notes = [li for li in items if li.attrs["data-kind"] == "annotation"]
+        assert [int(li.attrs["data-seq"]) for li in notes] == [mine.seq, fix.seq]
+        escalated, corrected = notes
+        assert escalated.attrs["data-alert"] == str(members[1].seq)
+        assert escalated.one("h3").text().startswith(
+            f"{BOB.subject} annotated the decision of alert {members[1].seq} · seq {mine.seq}")
+        assert escalated.one("span", class_="who").attrs["title"] == BOB.fingerprint_sha256
+        assert "ESCALATED" in escalated.text()
+        # the officer's words are shown as typed, never as markup
+        assert escalated.one("dd", class_="note").text() == " ".join(text.split())
+        assert not escalated.has("script") and not escalated.has("b")
+        assert "&lt;script&gt;alert(" in html and '<script>alert("x")' not in html
+        said = corrected.text()
+        assert "CORRECTION" in said and corrected.one("span", class_="badge HOLD").text() == "HOLD"
+        assert "structuring" in said and "the amounts sit under the threshold" in said
+        record = corrected.one("p", class_="evidence").one("a")
+        assert record.attrs["href"] == f"/console/decisions/{fix.trace_id}"
+        # the decision points at its annotations below it
+        decision = doc.one("li", id=f"alert-{members[1].seq}")
+        assert [a.attrs["href"] for a in decision.one("dl", class_="kv alert-state").all("a")] == [
+            f"#annotation-{mine.seq}"]
+        assert not doc.one("li", id=f"alert-{members[2].seq}").one("dl", class_="kv alert-state").has("a")
 
 
 def test_the_header_and_the_report_in_force(console: Console, decided: list[AlertState]) -> None:
