@@ -25,10 +25,43 @@ import typer
 from api.cli.common import CliError, DbOpt, JsonOpt, KeysOpt, emit, emit_failed, engine, err, out, settings
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from api.webhooks import WebhookList
     from audit.cases.delivery import DeliveryReport
 
-__all__ = ["webhooks_app"]
+__all__ = ["DeliveryMetrics", "webhooks_app"]
+
+_STATES = ("caught_up", "behind", "retrying", "disabled", "held_elsewhere")
+
+
+class DeliveryMetrics:
+    """The loop's Prometheus metrics, per endpoint, in their own registry: alert on
+    ``sealtrail_webhook_failures`` above a few, or on ``sealtrail_webhook_state{state="disabled"}``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Gauge
+
+        self.registry = registry
+        self.pending = Gauge("sealtrail_webhook_pending", "outcomes sealed for the endpoint and not yet "
+                             "acknowledged", ["endpoint"], registry=registry)
+        self.failures = Gauge("sealtrail_webhook_failures", "failed attempts in a row at the endpoint's "
+                              "next outcome", ["endpoint"], registry=registry)
+        self.delivered = Counter("sealtrail_webhook_delivered", "outcomes acknowledged by the endpoint "
+                                 "(this process)", ["endpoint"], registry=registry)
+        self.state = Gauge("sealtrail_webhook_state", "1 for the endpoint's state after the last round",
+                           ["endpoint", "state"], registry=registry)
+        self.last_round = Gauge("sealtrail_webhook_last_round_timestamp_seconds",
+                                "when the last round ended (seconds since the epoch)", registry=registry)
+
+    def observe(self, reports: list[DeliveryReport], now: float) -> None:
+        for r in reports:
+            self.pending.labels(r.endpoint).set(r.pending)
+            self.failures.labels(r.endpoint).set(r.failures)
+            self.delivered.labels(r.endpoint).inc(r.delivered_now)
+            for s in _STATES:
+                self.state.labels(r.endpoint, s).set(1 if r.state == s else 0)
+        self.last_round.set(now)
 
 webhooks_app = typer.Typer(no_args_is_help=True,
                            help="Held-payment outcomes pushed to the payment systems (Standard Webhooks).")
@@ -84,6 +117,9 @@ def deliver(
     once: Annotated[bool, typer.Option("--once", help="one round, then exit 0 (all caught up) or 1")] = False,
     interval: Annotated[float, typer.Option(min=0.1, help="seconds between rounds (loop form)")] = 2.0,
     budget: Annotated[int, typer.Option(min=1, help="messages to one endpoint in one round at most")] = 1000,
+    metrics_port: Annotated[int | None, typer.Option(
+        min=0, max=65535, help="serve Prometheus metrics on this port (loop form)")] = None,
+    metrics_host: Annotated[str, typer.Option(help="address the metrics listen on")] = "127.0.0.1",
     db: DbOpt = None,
     keys: KeysOpt = None,
     as_json: JsonOpt = False,
@@ -111,14 +147,32 @@ def deliver(
                                  _line(r) for r in reports if r.state != "caught_up")},
                              as_json, lambda: _print_all(reports))
             try:
-                _loop(eng, wl, post, holder, interval, budget)
+                _loop(eng, wl, post, holder, interval, budget, _metrics(metrics_host, metrics_port))
             finally:
                 release(eng, holder)
     finally:
         eng.dispose()
 
 
-def _loop(eng: Any, wl: WebhookList, post: Any, holder: str, interval: float, budget: int) -> None:
+def _metrics(host: str, port: int | None) -> DeliveryMetrics | None:
+    if port is None:
+        return None
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    metrics = DeliveryMetrics(CollectorRegistry())
+    try:
+        start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        raise CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}", code=2,
+                       error="configuration") from exc
+    err.print(f"metrics on http://{host}:{port}/metrics", markup=False)
+    return metrics
+
+
+def _loop(eng: Any, wl: WebhookList, post: Any, holder: str, interval: float, budget: int,
+          metrics: DeliveryMetrics | None) -> None:
+    import time
+
     from audit.cases.delivery import deliver_round
 
     stop = threading.Event()
@@ -128,7 +182,7 @@ def _loop(eng: Any, wl: WebhookList, post: Any, holder: str, interval: float, bu
     last: dict[str, str] = {}
     while not stop.is_set():
         try:
-            reports = deliver_round(eng, wl.endpoints, post, holder=holder, budget=budget)
+            reports = deliver_round(eng, wl.endpoints, post, holder=holder, budget=budget, stop=stop.is_set)
         except Exception as exc:  # the database away: say so, try again next round
             err.print(f"round failed: {type(exc).__name__}: {exc}", markup=False)
             stop.wait(interval)
@@ -138,6 +192,8 @@ def _loop(eng: Any, wl: WebhookList, post: Any, holder: str, interval: float, bu
             if last.get(r.endpoint, "ok") != kind or (r.delivered_now and kind != "ok"):
                 err.print(_line(r), markup=False)
             last[r.endpoint] = kind
+        if metrics is not None:
+            metrics.observe(reports, time.time())
         if not any(r.state == "behind" for r in reports):
             stop.wait(interval)
 

@@ -218,11 +218,14 @@ def _report(ep: Endpoint, row: Any, state: str, pending: int, now_n: int) -> Del
 
 def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, holder: str,
                   clock: Callable[[], float] = time.time, rng: random.Random | None = None,
-                  budget: int = 1000, lease_s: float = 60.0) -> list[DeliveryReport]:
+                  budget: int = 1000, lease_s: float = 60.0,
+                  stop: Callable[[], bool] = lambda: False) -> list[DeliveryReport]:
     """One round over every endpoint: bring the alert view current, then send each endpoint's
     pending outcomes in seq order until it is caught up, an attempt fails, or ``budget``
-    messages went to it. ``holder`` names this deliverer (host, process). Returns a report per
-    endpoint, in the order given."""
+    messages went to it. ``holder`` names this deliverer (host, process). ``stop`` is asked
+    before each message: once it says so, the round ends after the message in flight (an
+    endpoint left with outcomes pending reports ``behind``). Returns a report per endpoint
+    reached, in the order given."""
     if budget < 1:
         raise ValueError("budget must be 1 or more")
     jitter = rng or random.Random()
@@ -230,18 +233,20 @@ def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, 
     mark = _mark(engine)
     reports = []
     for ep in endpoints:
+        if stop():
+            break
         now = clock()
         _ensure(engine, ep, _us(now), mark)
         if not _claim(engine, ep.name, holder, _us(now), _us(_hold_s(ep, lease_s))):
             row = _row(engine, ep.name)
             reports.append(_report(ep, row, "held_elsewhere", _pending(engine, ep, int(row.cursor), mark), 0))
             continue
-        reports.append(_work(engine, ep, post, holder, mark, clock, jitter, budget, lease_s))
+        reports.append(_work(engine, ep, post, holder, mark, clock, jitter, budget, lease_s, stop))
     return reports
 
 
 def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, clock: Callable[[], float],
-          jitter: random.Random, budget: int, lease_s: float) -> DeliveryReport:
+          jitter: random.Random, budget: int, lease_s: float, stop: Callable[[], bool]) -> DeliveryReport:
     lease_s = _hold_s(ep, lease_s)
     row = _row(engine, ep.name)
     cursor, sent = int(row.cursor), 0
@@ -249,11 +254,13 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
         return _report(ep, row, "disabled", _pending(engine, ep, cursor, mark), 0)
     if row.failures and _us(clock()) < int(row.next_attempt_us):
         return _report(ep, row, "retrying", _pending(engine, ep, cursor, mark), 0)
-    while sent < budget:
+    while sent < budget and not stop():
         batch = _next(engine, ep, cursor, mark, min(100, budget - sent))
         if not batch:
             break
         for item in batch:
+            if stop():
+                break
             now = clock()
             msg_id = message_id(item["seq"])
             body = body_of(item)

@@ -227,3 +227,54 @@ def test_deliver_once_status_and_exit_codes(tmp_path: Path, receiver: tuple[str,
     assert (code, doc["field"]) == (1, "NAME")
     code, doc = cli("webhooks", "deliver", "--once", *db)
     assert (code, doc["ok"]) == (2, False) and "SEALTRAIL_WEBHOOKS_FILE" in doc["message"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_service_delivers_serves_metrics_and_stops_on_sigterm_giving_up_its_lease(
+        tmp_path: Path, receiver: tuple[str, Received], ledger_with_outcomes: Ledger) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    url, got = receiver
+    p = config(tmp_path, url, got.secret, scorers(ledger_with_outcomes))
+    port = free_port()
+    db = ledger_with_outcomes.engine.url.render_as_string(hide_password=False)
+    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "webhooks", "deliver", "--webhooks", str(p),
+                             "--db", db, "--keys", str(tmp_path / "keys"), "--interval", "0.2",
+                             "--metrics-port", str(port)],
+                            cwd=Path(__file__).parents[2], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        metrics = ""
+        while time.monotonic() < deadline:
+            try:
+                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            except httpx.HTTPError:
+                metrics = ""
+            if 'sealtrail_webhook_delivered_total{endpoint="core-banking"} 4.0' in metrics:
+                break
+            time.sleep(0.2)
+        assert 'sealtrail_webhook_delivered_total{endpoint="core-banking"} 4.0' in metrics, metrics
+        assert 'sealtrail_webhook_pending{endpoint="core-banking"} 0.0' in metrics
+        assert 'sealtrail_webhook_state{endpoint="core-banking",state="caught_up"} 1.0' in metrics
+        assert [m["data"] for m in got.accepted] == outcomes_since(ledger_with_outcomes.engine, 0,
+                                                                   scorer_fp=None).items
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "delivering to 1 endpoint(s)" in stderr
+    code, doc = cli("webhooks", "status", "--webhooks", str(p), "--db", db, "--keys", str(tmp_path / "keys"))
+    assert code == 0 and doc["endpoints"][0]["holder"] is None  # the lease given up at the stop

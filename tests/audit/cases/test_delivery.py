@@ -316,3 +316,12 @@ def test_the_body_is_the_feed_item_under_the_specifications_envelope() -> None:
             "recorded_at": "2026-12-05T10:00:00Z"}
     assert orjson.loads(body_of(item)) == {"type": "payment.outcome", "timestamp": "2026-12-05T10:00:00Z",
                                            "data": item}
+
+
+def test_a_stop_asked_mid_round_ends_it_after_the_message_in_flight(decided: Ledger,  # noqa: F811
+                                                                   outcomes: list[dict[str, Any]]) -> None:
+    rx = Receiver()
+    ep = endpoint(tuple(scorers_of(outcomes, decided)))
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", stop=lambda: len(rx.got) >= 2)
+    assert (r.state, r.delivered_now, r.cursor, len(rx.got)) == ("behind", 2, outcomes[1]["seq"], 2)
+    assert deliver_round(decided.engine, [ep], rx, holder="d1", stop=lambda: True) == []
