@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from audit.cases.query import CaseDetail
     from audit.cases.service import ActionReceipt
-    from audit.cases.state import AlertState
+    from audit.cases.state import AlertState, CaseState
     from audit.decide.principal import Principal
     from audit.errors import CaseError
     from ledger.append import Ledger
@@ -360,6 +360,7 @@ def cases_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One case: its state, its alerts and every sealed event about it, with the officer's words."""
+    from audit.cases.counterparties import counterparty_cases
     from audit.cases.query import case_detail
     from audit.errors import CaseError
 
@@ -367,18 +368,20 @@ def cases_show(
     try:
         try:
             d = case_detail(ledger.engine, case_id)
+            others = counterparty_cases(ledger.engine, case_id)
         except CaseError as exc:
             _refused(exc, {"case_id": "ID"})
         _seal_reads(ledger, [case_id], "case")
+        _seal_reads(ledger, [c.case_id for c in others], "queue")  # shown too, as a page of the queue
     finally:
         ledger.engine.dispose()
     today = _today()
     doc = {**case_json(d.case), "alerts": [alert_json(a, today) for a in d.alerts],
-           "events": [event_json(e) for e in d.events]}
-    emit(doc, as_json, lambda: _human_case(d))
+           "events": [event_json(e) for e in d.events], "counterparty_cases": [case_json(c) for c in others]}
+    emit(doc, as_json, lambda: _human_case(d, others))
 
 
-def _human_case(d: CaseDetail) -> None:
+def _human_case(d: CaseDetail, others: list[CaseState]) -> None:
     c = d.case
     p = out.print
     state = "open" if c.open else f"closed {c.closed_at or ''} {c.disposition or ''}".rstrip()
@@ -391,6 +394,10 @@ def _human_case(d: CaseDetail) -> None:
         p(f"linked to   cases {c.links.replace(',', ', ')}", markup=False)
     if c.reports:
         p(f"reports     {c.reports} filed; in force: sha256 {c.last_report}", markup=False)
+    if others:
+        p("counterparties' cases (accounts on the other side of its payments; link with "
+          f"'cases act {c.case_id} link --link ID'): " + ", ".join(
+              f"{o.case_id} ({'open' if o.open else 'closed'})" for o in others), markup=False)
     _alert_table(d.alerts, title="alerts")
     p(f"events: {len(d.events)}", markup=False)
     for e in d.events:

@@ -45,6 +45,7 @@ from api.deps import RuntimeDep, allow
 from api.openapi import examples, json_body, problems
 from api.problems import Problem, audit_problem, problem_response
 from api.roles import normalise_subject
+from audit.cases.counterparties import counterparty_cases
 from audit.cases.query import (
     CASE_VIEWS,
     MAX_LIMIT,
@@ -253,6 +254,17 @@ _CASE: dict[str, Any] = {
     "state": "open", "alert_count": 3, "open_alert_count": 2, "assignee": _OFFICER, "disposition": None,
     "closed_at": None, "pending": None, "pending_by": None, "links": [40077], "reports": 0,
     "last_report_sha256": None, "last_event_seq": 41990, "last_alert_seq": 41873}
+_NOTE: dict[str, Any] = {
+    "seq": 41902, "trace_id": "019ae3d2-0b1e-7f40-8a21-3c5e7f9a1b2c",
+    "recorded_at": "2026-12-03T09:30:12.870311Z",
+    "record": {"schema": "sealtrail.annotation/1",
+               "refers_to": {"trace_id": "019ae3c4-1f52-7b3e-9c55-6c1d2b7f0a11", "seq": 41873,
+                             "leaf_hash": "5d2e...c1"},
+               "principal": _OFFICER, "disposition": "ESCALATED",
+               "note": "Same beneficiary as case 40077; asked the branch for the customer file.",
+               "correction": None}}
+_OTHER_CASE: dict[str, Any] = {**_CASE, "case_id": 40077, "subject": "account:0a9d4b...7e", "links": [41210],
+                               "alert_count": 5, "open_alert_count": 1, "last_alert_seq": 41544}
 _EVENT: dict[str, Any] = {
     "seq": 41990, "recorded_at": "2026-12-03T09:58:40.310022Z", "alert_seq": 41873, "action": "release",
     "applied": True, "why": None, "principal": _OFFICER,
@@ -423,17 +435,22 @@ async def list_cases(
 
 @router.get("/v1/cases/{case_id}", summary="A case, its alerts and every sealed event about it (the read is "
                                             "sealed)",
-            responses=_ok(200, {**_CASE, "alerts": [_ALERT], "events": [_EVENT]})
+            responses=_ok(200, {**_CASE, "alerts": [{**_ALERT, "annotations": [_NOTE]}], "events": [_EVENT],
+                                "counterparty_cases": [_OTHER_CASE]})
             | problems(404, 503, notes={**_READ_NOTES, 404: "No such case"}))
 async def get_case(rt: RuntimeDep, caller: Annotated[Caller, allow("cases.get")],
                    case_id: int = Path(ge=0, description="the case id (the seq of its first alert)")
                    ) -> dict[str, Any]:
     def one() -> dict[str, Any]:
         d = case_detail(rt.engine, case_id)
-        _seal_reads(rt, caller, [case_id], "case")
+        others = counterparty_cases(rt.engine, case_id)
+        # the counterparties' cases are shown too: read as a page of the queue is
+        record_reads(rt.ledger, caller.principal, [{"case": case_id, "what": "case"}]
+                     + [{"case": c.case_id, "what": "queue"} for c in others])
         today = _today(rt)
         return {**case_json(d.case), "alerts": [alert_json(a, today) for a in d.alerts],
-                "events": [event_json(e) for e in d.events]}
+                "events": [event_json(e) for e in d.events],
+                "counterparty_cases": [case_json(c) for c in others]}
 
     return await _call(one)
 

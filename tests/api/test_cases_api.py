@@ -549,7 +549,9 @@ def test_every_read_of_a_case_is_sealed_before_it_is_answered(desk: Desk) -> Non
     before = desk.entries()
     assert desk.get("regulator", "/v1/alerts", limit=5).json()["items"] == page
     assert desk.get("regulator", f"/v1/alerts/{a['seq']}").status_code == 200
-    assert desk.get("officer", f"/v1/cases/{a['case_id']}").status_code == 200
+    shown = desk.get("officer", f"/v1/cases/{a['case_id']}")
+    assert shown.status_code == 200
+    others = [c["case_id"] for c in shown.json()["counterparty_cases"]]  # shown too: read as a queue
     regulator = desk.who["regulator"]["subject"]
     listed = dict.fromkeys(x["case_id"] for x in page)  # each case on the page, once, in page order
     got = desk.sealed_since(before)
@@ -557,7 +559,8 @@ def test_every_read_of_a_case_is_sealed_before_it_is_answered(desk: Desk) -> Non
     assert [(b["principal"]["subject"], b["reads"]) for _, b in got] == [
         (regulator, [{"case": c, "what": "queue"} for c in listed]),
         (regulator, [{"case": a["case_id"], "what": "case"}]),
-        (desk.who["officer"]["subject"], [{"case": a["case_id"], "what": "case"}])]
+        (desk.who["officer"]["subject"], [{"case": a["case_id"], "what": "case"}]
+         + [{"case": c, "what": "queue"} for c in others])]
     assert got[0][1]["principal"]["fingerprint_sha256"] == desk.who["regulator"]["fingerprint_sha256"]
     size = desk.entries()
     assert desk.get("officer", "/v1/alerts", view="closed").json()["items"] == []  # reads no case
@@ -572,6 +575,28 @@ def test_every_read_of_a_case_is_sealed_before_it_is_answered(desk: Desk) -> Non
         assert a["trace_id"] not in str(body), path
     outage.down = False
     assert desk.entries() == size
+
+
+def test_a_case_lists_its_counterparties_cases_and_their_read_is_sealed(desk: Desk) -> None:
+    listed: dict[int, list[dict[str, Any]]] = {}
+    for c in desk.get("officer", "/v1/cases", view="all", limit=200).json()["items"]:
+        got = desk.get("officer", f"/v1/cases/{c['case_id']}").json()["counterparty_cases"]
+        if got:
+            listed[c["case_id"]] = got
+    assert listed, "no case in the traffic has a counterparty with a case of its own"
+    case_id, others = next(iter(listed.items()))
+    assert all(o["case_id"] != case_id and o["subject"].startswith("account:") for o in others)
+    assert len({o["subject"] for o in others}) == len(others)  # one case per counterparty account
+    other = others[0]
+    r = desk.post("officer", f"/v1/cases/{case_id}/actions",
+                  {"action": "link", "link": other["case_id"], "rationale": "Pays the subject every week."})
+    assert r.status_code == 201, r.text
+    after = desk.get("officer", f"/v1/cases/{case_id}").json()
+    assert other["case_id"] in after["links"]
+    linked = next(o for o in after["counterparty_cases"] if o["case_id"] == other["case_id"])
+    assert linked["links"] == [case_id]
+    for caller in ("scorer", "admin"):
+        assert desk.get(caller, f"/v1/cases/{case_id}").status_code == 403
 
 
 # -- who may ------------------------------------------------------------------------------------

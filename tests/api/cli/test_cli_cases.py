@@ -147,8 +147,14 @@ def test_reading_case_state_is_sealed_as_the_local_operator(cli: Cli) -> None:
         assert read.principal["subject"] == ME and read.reads == [
             {"case": c, "what": "queue"} for c in dict.fromkeys(a["case_id"] for a in page["items"])]
         case_id = page["items"][0]["case_id"]
-        cli.json("cases", "show", str(case_id))
+        before = cli.size()
+        shown = cli.json("cases", "show", str(case_id))
         assert list_reads(engine, case_id=case_id).items[0].reads == [{"case": case_id, "what": "case"}]
+        others = [c["case_id"] for c in shown["counterparty_cases"]]
+        # the counterparties' cases it shows are read too, sealed as a page of the queue is
+        assert cli.kinds(before, cli.size()) == ["case_read"] * (2 if others else 1)
+        for o in others:
+            assert {"case": o, "what": "queue"} in list_reads(engine, case_id=o).items[0].reads
     finally:
         engine.dispose()
     size = cli.size()
