@@ -21,8 +21,15 @@ each queue view (open, mine, unassigned, overdue, closed; open by outcome; open 
 ``case_page`` for each case view, first page and 100th page (50 rows; the cursor found by walking
 there, the 100th call timed alone); ``case_detail`` of the long-running case (its 1,000 alerts and
 every sealed event). Baseline: a primary-key lookup of one ``audit_alerts`` row in the same run.
-Targets: a page within 3x the baseline + 10 ms; the case under 200 ms. A page that misses prints
-its query plan. SQLite runs without ``ANALYZE`` (sealtrail never runs it); PostgreSQL after a
+The console's own pages, as an officer opens them (``run_pages``): the queue
+(``/console/alerts``, the open tab, first and 100th page by cursor) and the long-running case's
+page, served by the app in process on the same database (the dev PKI's officer certificate as
+the TLS peer), server time, each view's sealed read (a ledger commit) included. For that the
+database is made a ledger and the runtime opened before the view is filled, the alerts those
+pages show get real decisions with payloads (made by the app in a scratch ledger from simulated
+payments), and the log is padded and given made-up Merkle nodes so that the ledger can append.
+Targets: a page within 3x the baseline + 10 ms; the case under 200 ms. A query page that misses
+prints its query plan. SQLite runs without ``ANALYZE`` (sealtrail never runs it); PostgreSQL after a
 ``VACUUM ANALYZE`` (what autovacuum does after a bulk load).
 
 A queue figure is the median of ``--repeat`` calls (default 7) after one warm-up call, each
@@ -39,7 +46,9 @@ if not __package__:  # keep the same entry point as the other benchmarks
     sys.exit("run it as a module from the repository root: python -m bench.console")
 
 import argparse
+import dataclasses
 import functools
+import hashlib
 import random
 import statistics
 import tempfile
@@ -49,13 +58,26 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from sqlalchemy import Engine, event
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+from sqlalchemy import Engine, event, select
+from starlette.testclient import TestClient
 
 import migrations
+from api import ops
+from api.app import create_app
+from api.certs import create_dev_pki
+from api.config import Settings
+from api.console.alerts import parse_queue
+from api.server import TLS_PEER_DER
 from audit.cases.query import AlertFilter, AlertPage, CaseFilter, CasePage, alert_page, case_detail, case_page
+from audit.cases.reads import READ_KIND, READ_SCHEMA
+from audit.cases.tables import alerts as alert_table
+from audit.decide.record import DECISION_KIND
+from audit.decide.runtime import Runtime
 from audit.query import stats
 from audit.query.index import trace_rules, traces
 from audit.query.traces import TraceFilter, query_traces
@@ -65,7 +87,11 @@ from bench.dbs import backends, connect_postgres, fresh_db, placeholder
 from bench.machine import machine_info, print_machine, probe_ms
 from bench.queries import OUTCOME_WEIGHTS, PRINCIPALS, RULES, timed
 from bench.report import Row, format_table, verdict, write_json
-from ledger import store
+from inference.simulate import SimConfig, simulate
+from ledger import Record, store
+from ledger.jcs import canonical_bytes
+from ledger.merkle import leaf_hash, perfect_subtrees
+from ledger.records import seal
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 DAYS = 40
@@ -231,9 +257,12 @@ def _walk(fetch: Callable[[Any], Any], make: Callable[..., Any], given: dict[str
     return f, page
 
 
-def beside(fn: Callable[[], object], base: Callable[[], object], repeat: int) -> tuple[float, float]:
+def beside(fn: Callable[[], object], base: Callable[[], object], repeat: int,
+           took: Callable[[], float] | None = None) -> tuple[float, float]:
     """Medians in ms of ``fn()`` and of ``base()``, called in turn ``repeat`` times after one
-    warm-up each, so that both see the same load on the machine."""
+    warm-up each, so that both see the same load on the machine. With ``took``, a call of ``fn``
+    counts as what ``took()`` says after it (seconds; the server's time of a request) instead of
+    its wall time."""
     fn(), base()
     ours, theirs = [], []
     for _ in range(repeat):
@@ -243,7 +272,7 @@ def beside(fn: Callable[[], object], base: Callable[[], object], repeat: int) ->
         fn()
         t2 = time.perf_counter()
         theirs.append(t1 - t0)
-        ours.append(t2 - t1)
+        ours.append(t2 - t1 if took is None else took())
     return statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
 
 
@@ -271,11 +300,14 @@ def _counts(engine: Engine, info: ViewInfo) -> dict[str, int]:
             "closed cases": int(c[1]), "unassigned cases": int(c[2]), "my cases": int(c[3])}
 
 
-def run_queue(engine: Engine, n_alerts: int, n_cases: int, *, repeat: int = 7, explain: bool = False
-              ) -> tuple[list[Row], dict[str, Any]]:
+def run_queue(engine: Engine, n_alerts: int, n_cases: int, *, repeat: int = 7, explain: bool = False,
+              console: Path | None = None) -> tuple[list[Row], dict[str, Any]]:
     """Migrate, fill the view, and time each queue and case page and the long-running case, each
     beside a primary-key lookup; a figure over its target keeps its query plan (all do with
-    ``explain``). Returns the table's rows and the facts of the run (counts, plans)."""
+    ``explain``). With ``console`` (a scratch folder), the database is a ledger first and the
+    console's own pages are timed too, through the app (``run_pages``). Returns the table's rows
+    and the facts of the run (counts, plans)."""
+    app = _ConsoleSetup(engine, console) if console is not None else None
     migrations.upgrade(engine)
     info = alert_view.populate(engine, n_alerts, n_cases)
     n = _counts(engine, info)
@@ -336,8 +368,219 @@ def run_queue(engine: Engine, n_alerts: int, n_cases: int, *, repeat: int = 7, e
         plans[what] = plan_of(engine, lambda: case_detail(engine, case_id))
     ms, pk_ms = beside(lambda: orjson.dumps(case_detail(engine, case_id)), pk, repeat)
     rows.append(row("case detail + its JSON body (orjson)", ms, pk_ms, CASE_TARGET_MS))
+    if app is not None:
+        try:
+            rows += run_pages(app, info, pk, repeat)
+        finally:
+            app.close()
     facts = {**asdict(info), "today": info.today.isoformat(), "counts": n, "plans": plans}
     return rows, facts
+
+
+# -- the console's own pages, through the app ----------------------------------------------------
+
+ROLE = "officer"  # the dev PKI's officer certificate: reads payloads, acts on alerts
+QUEUE_VIEW = "open"  # the officer's default tab is "mine", which the synthetic view gives them none of
+
+
+class _ConsoleSetup:
+    """What serving the console over the bench's database needs, made before the view is filled:
+    a dev PKI, settings, the database made a ledger (genesis, key, first checkpoint at seq 0) and
+    the runtime opened on it (the model and the shipped ruleset sealed at seqs 1 and 2; the view's
+    seqs start at ``alert_view.STRIDE``). The runtime is opened first because its start-up reads
+    the log as a dense one (the velocity window's start is a binary search over seqs), which the
+    synthetic view's is not; close it with ``close``."""
+
+    def __init__(self, engine: Engine, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        pki = create_dev_pki(root / "certs")
+        self.ders = {role: x509.load_pem_x509_certificate(c.cert_path.read_bytes()).public_bytes(Encoding.DER)
+                     for role, c in pki.clients.items()}
+        self.officer_fp = hashlib.sha256(self.ders[ROLE]).hexdigest()
+        self.roles_file = pki.roles_file
+        self.settings = self.settings_for(engine.url.render_as_string(hide_password=False), root / "keys")
+        ops.initialise(self.settings)
+        self.runtime = Runtime.open(self.settings)
+
+    def close(self) -> None:
+        self.runtime.close()
+
+    def settings_for(self, url: str, keys: Path) -> Settings:
+        return Settings.model_validate({"db": url, "keys": keys, "roles_file": self.roles_file,
+                                        "decision_timeout_ms": 5000})
+
+    @contextmanager
+    def client(self, rt: Runtime) -> Iterator[tuple[TestClient, list[float]]]:
+        """The app on ``rt`` in process, behind a client whose ``x-role`` header picks the dev
+        certificate the app sees as the TLS peer (as ``api.server`` hands it over); the list gets
+        each request's server time in seconds (the app's, from the request to the last byte of its
+        answer; the in-process client's own work is not in it)."""
+        took: list[float] = []
+        app = create_app(rt.settings, runtime=rt)
+        ders = self.ders
+
+        async def served(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            role = dict(scope["headers"]).get(b"x-role", ROLE.encode()).decode()
+            t0 = time.perf_counter()
+            await app({**scope, "extensions": {"tls": {TLS_PEER_DER: ders[role]}}}, receive, send)
+            took.append(time.perf_counter() - t0)
+
+        with TestClient(cast(Any, served)) as client:
+            yield client, took
+
+
+def _decisions(setup: _ConsoleSetup, n: int) -> list[tuple[bytes, str, bytes]]:
+    """``n`` real decisions (envelope, payload SHA-256, payload), made by the app in a scratch
+    SQLite ledger from simulated payments (one payment a payload), those that fired a rule first."""
+    path = setup.root / "decisions.db"
+    url = f"sqlite:///{path}"
+    store.connect(url, create_file=True).dispose()
+    s = setup.settings_for(url, setup.root / "scratch-keys")
+    ops.initialise(s)
+    rt = Runtime.open(s)
+    txs = [x.transaction.canonical_bytes()
+           for x in simulate(SimConfig(seed=21, n_normal=n, n_accounts=max(100, n // 10), days=3))[:n]]
+    try:
+        with setup.client(rt) as (client, _):
+            for i in range(0, len(txs), 500):
+                r = client.post("/v1/decisions/batch", content=b"[" + b",".join(txs[i:i + 500]) + b"]",
+                                headers={"content-type": "application/json", "x-role": "scorer"})
+                if r.status_code != 200:
+                    raise RuntimeError(f"deciding the scratch payments: {r.status_code} {r.text[:300]}")
+    finally:
+        rt.close()
+    engine = store.connect(url)
+    e, p = store.entries, store.payloads
+    try:
+        with engine.connect() as conn:
+            got = conn.execute(select(e.c.record, p.c.sha256, p.c.data).join(
+                p, p.c.first_seq == e.c.seq).where(e.c.kind == DECISION_KIND).order_by(e.c.seq)).all()
+    finally:
+        engine.dispose()
+    out = [(bytes(r.record), r.sha256, bytes(r.data)) for r in got]
+    out.sort(key=lambda d: b'"fired":[]' in d[0])
+    if len(out) < n:
+        raise RuntimeError(f"the scratch ledger holds {len(out)} decisions with a payload, not {n}")
+    return out[:n]
+
+
+def _seat(engine: Engine, seqs: Sequence[int], made: list[tuple[bytes, str, bytes]]) -> None:
+    """Give the alerts at ``seqs`` their decisions: each gets one of ``made`` as its ledger entry
+    (the envelope's trace id and time made the alert's; its leaf hash that envelope's) and the
+    payload row. ``alert_view`` writes no decisions: without these, every one would be absent."""
+    a = alert_table
+    with engine.connect() as conn:
+        found = conn.execute(select(a.c.seq, a.c.trace_id, a.c.opened_at)
+                             .where(a.c.seq.in_(list(seqs)))).all()
+    entries: list[tuple[Any, ...]] = []
+    payloads: dict[str, tuple[Any, ...]] = {}
+    for (seq, tid, opened), (env, sha, data) in zip(sorted(found), made, strict=False):
+        cut = env.rindex(b',"recorded_at":"')
+        env = env[:cut] + b',"recorded_at":"%s","trace_id":"%s","v":1}' % (opened.encode(), tid.encode())
+        leaf = leaf_hash(env)
+        chain = hashlib.sha256(b"chain %d" % seq).digest()  # made up: only the tip's chain is read
+        entries.append((seq, DECISION_KIND, env, leaf, chain, opened, tid))
+        payloads.setdefault(sha, (sha, data, seq, 0))
+    with engine.begin() as conn:
+        store.insert_rows(conn, store.entries, ("seq", "kind", "record", "leaf_hash", "chain_hash",
+                                                "recorded_at", "trace_id"), entries)
+        p = store.payloads
+        have = set(conn.execute(select(p.c.sha256).where(p.c.sha256.in_(list(payloads)))).scalars())
+        store.insert_rows(conn, p, ("sha256", "data", "first_seq", "stored_at"),
+                          [r for sha, r in payloads.items() if sha not in have])
+
+
+def _appendable(engine: Engine, big_case: int) -> int:
+    """Make the synthetic log one the ledger can append to: case reads of the long-running case
+    after the tip, up to a size that is a multiple of 2^STRATUM, and the stored Merkle nodes the
+    tree's compact range at that size folds from (made up, as the view's leaf hashes are: nothing
+    verifies this log). Returns the new size."""
+    with engine.connect() as conn:
+        size, chain, _, _, _, last_at = store.head(conn)
+    assert chain is not None and last_at is not None
+    end = -(-size // (1 << store.STRATUM)) << store.STRATUM
+    body = canonical_bytes({"schema": READ_SCHEMA, "principal": alert_view.officer(0),
+                            "reads": [{"case": big_case, "what": "case"}]})
+    entries = []
+    for seq in range(size, end):
+        tid, env, _ = seal(Record.from_canonical_body(READ_KIND, body), last_at)
+        leaf = leaf_hash(env)
+        chain = hashlib.sha256(chain + leaf).digest()
+        entries.append((seq, READ_KIND, env, leaf, chain, last_at, tid))
+    nodes = []
+    for level, idx in perfect_subtrees(0, end):
+        base = level - level % store.STRATUM
+        span = 1 << (level - base)
+        nodes += [(base, i, hashlib.sha256(b"node %d %d" % (base, i)).digest())
+                  for i in range(idx * span, idx * span + span)]
+    with engine.begin() as conn:
+        store.insert_rows(conn, store.entries, ("seq", "kind", "record", "leaf_hash", "chain_hash",
+                                                "recorded_at", "trace_id"), entries)
+        t = store.nodes
+        have = {(int(r.level), int(r.idx)) for r in conn.execute(select(t.c.level, t.c.idx))}
+        store.insert_rows(conn, store.nodes, ("level", "idx", "hash"),
+                          [n for n in nodes if (n[0], n[1]) not in have])
+    return end
+
+
+def run_pages(setup: _ConsoleSetup, info: ViewInfo, pk: Callable[[], object], repeat: int) -> list[Row]:
+    """The console's queue (``/console/alerts``, the open tab, first page and 100th by cursor) and
+    the long-running case's page (``/console/cases/{id}``), each through the app in process as the
+    officer opens it, server time beside ``pk``. Each view seals its read (a ledger append) before
+    it answers: that is in the time. The alerts on the two queue pages and the case's 1,000 get real
+    decisions with their payloads (``_decisions``, ``_seat``), so each payment is laid out."""
+    engine_url = setup.settings.db
+    form = parse_queue({"view": QUEUE_VIEW}, me=setup.officer_fp, default_view="mine")
+    assert form.filter is not None
+    today = datetime.now(UTC).date()
+    first = form.filter
+
+    def fetch(f: AlertFilter) -> AlertPage:
+        return alert_page(engine, f, today=today)
+
+    engine = store.connect(engine_url)
+    try:
+        deep, reached = _walk(fetch, lambda cursor=None: dataclasses.replace(first, cursor=cursor), {}, DEEP)
+        shown = [a.seq for f in (first, deep) for a in fetch(f).items]
+        big = [a.seq for a in case_detail(engine, info.big_case).alerts]
+        t0 = time.perf_counter()
+        made = _decisions(setup, len(big))
+        _seat(engine, big, made)
+        _seat(engine, [s for s in shown if s not in set(big)], made[:len(shown)])
+        size = _appendable(engine, info.big_case)
+        print(f"  console: {len(made):,} real decisions made and seated, log at {size:,} entries, "
+              f"in {time.perf_counter() - t0:.1f} s")
+    finally:
+        engine.dispose()
+    rows: list[Row] = []
+    with setup.client(setup.runtime) as (client, took):
+        while setup.runtime.pipeline.catch_up():  # the seated decisions: replayed now, not while timed
+            pass
+        def get(url: str) -> Callable[[], object]:
+            def call() -> None:
+                r = client.get(url, headers={"x-role": ROLE})
+                if r.status_code != 200:
+                    raise RuntimeError(f"GET {url}: {r.status_code} {r.text[:300]}")
+            return call
+
+        pages = [(f"console queue /console/alerts (view={QUEUE_VIEW}): page 1",
+                  "/console/alerts?" + form.query()),
+                 (f"console queue: page {reached}" + (" (the last)" if reached < DEEP else ""),
+                  "/console/alerts?" + form.query(cursor=deep.cursor or ""))]
+        for what, url in pages:
+            ms, pk_ms = beside(get(url), pk, repeat, lambda: took[-1])
+            target = PAGE_TARGET[0] * pk_ms + PAGE_TARGET[1]
+            rows.append(Row(what, f"{ms:.2f} ms", f"{pk_ms:.3f} ms pk", f"{ms / pk_ms:,.1f}x",
+                            f"<= {target:.1f} ms", verdict(ms <= target)))
+        ms, pk_ms = beside(get(f"/console/cases/{info.big_case}"), pk, repeat, lambda: took[-1])
+        rows.append(Row(f"console case page /console/cases/{{id}}: {info.big_alerts:,} alerts",
+                        f"{ms:.2f} ms", f"{pk_ms:.3f} ms pk", f"{ms / pk_ms:,.1f}x",
+                        f"<= {CASE_TARGET_MS:.1f} ms", verdict(ms <= CASE_TARGET_MS)))
+    return rows
 
 
 def print_plans(plans: dict[str, list[str]]) -> None:
@@ -394,7 +637,8 @@ def _measure(args: argparse.Namespace, backend: str, root: Path, admin: Engine |
     if args.part in ("all", "queue"):
         print(f"\n{backend}: the alert queue and cases, {args.alerts:,} alerts in {args.cases:,} cases")
         with fresh_db(backend, root, admin) as engine:
-            rows, facts = run_queue(engine, args.alerts, args.cases, repeat=args.repeat, explain=args.explain)
+            rows, facts = run_queue(engine, args.alerts, args.cases, repeat=args.repeat, explain=args.explain,
+                                    console=root / f"console-{backend}")
         print(format_table(rows, f"median of {args.repeat}"))
         print_plans(facts["plans"])
         got["queue"] = [r.__dict__ for r in rows]

@@ -6,11 +6,12 @@ that fired with the feature values their conditions read, the reason codes, the 
 due dates) with each sealed ``case_event`` (who, when, what, their words, applied or why not) and
 each ``annotation`` officers sealed on those decisions (who, when, disposition, note), in seq
 order. The evidence under a decision (hashes, proof, fuel, batch) is one click below, on its
-decision page. Reads are ``case_detail`` and ``get_trace``, and each view of the page is sealed
-as a ``case_read`` record before it is shown (tipping-off, FATF R.21; as the API's case reads
-are); every action form posts to one route that
-calls ``audit.cases.service.act``, as the API's action routes do, and a refusal is shown on the
-page with the status the API would answer (422 bad input, 409 conflict, 403 four-eyes).
+decision page. Reads are ``case_detail`` and ``get_traces`` (the case's decisions in a few
+statements, not three each), and each view of the page is sealed as a ``case_read`` record
+before it is shown (tipping-off, FATF R.21; as the API's case reads are); every action form
+posts to one route that calls ``audit.cases.service.act``, as the API's action routes do, and a
+refusal is shown on the page with the status the API would answer (422 bad input, 409 conflict,
+403 four-eyes).
 
 The Report section lists the reports filed on the case and the legal holds over their evidence,
 and lets an officer draft the case's goAML STR (``draft_case_report``: nothing sealed; the
@@ -57,9 +58,9 @@ from audit.cases.reports import (
 from audit.cases.service import act
 from audit.cases.state import AlertState, AlertStatus, Disposition, Payment
 from audit.decide.runtime import Runtime
-from audit.errors import CaseError, GovernanceError, QueryError, ReportError
+from audit.errors import CaseError, GovernanceError, ReportError
 from audit.governance.state import same_person
-from audit.query.traces import AnnotationView, get_trace
+from audit.query.traces import AnnotationView, get_traces
 from inference.messages import Transaction
 from ledger.records import now_utc
 from ledger.retention import Hold, current_holds
@@ -211,8 +212,8 @@ class _Rulesets:
 
 def rule_checks(body: dict[str, Any], rules: dict[str, Rule]) -> tuple[RuleCheck, ...]:
     """Each fired rule of a decision body with the values its condition compared."""
-    named = _features(body)
-    by_name = dict(named)
+    named: list[tuple[str, Any]] | None = None  # decoded once, and only for a rule whose source is known
+    by_name: dict[str, Any] = {}
     out = []
     fired = body.get("fired")
     for h in fired if isinstance(fired, list) else []:
@@ -221,6 +222,9 @@ def rule_checks(body: dict[str, Any], rules: dict[str, Rule]) -> tuple[RuleCheck
         rule = rules.get(str(h.get("id", "")))
         values: list[tuple[str, float | None]] = []
         if rule is not None:
+            if named is None:
+                named = _features(body)
+                by_name = dict(named)
             for f in dict.fromkeys(_reads(rule.expr)):
                 if f.name in by_name:
                     values.append((f.name, by_name[f.name]))
@@ -268,11 +272,9 @@ def _timeline(rt: Runtime, caller: Caller, detail: CaseDetail,
     parsed: dict[tuple[str, str], list[Transaction]] = {}
     rulesets = _Rulesets(rt)
     items: list[DecisionItem | EventItem | AnnotationItem] = []
+    traces = get_traces(rt.engine, [a.trace_id for a in detail.alerts])  # one read for all, not one each
     for a in detail.alerts:
-        try:
-            trace = get_trace(rt.engine, a.trace_id)
-        except QueryError:
-            trace = None
+        trace = traces.get(a.trace_id.lower()) if isinstance(a.trace_id, str) else None
         if trace is None:
             items.append(DecisionItem(a.seq, a, a.opened_at, {}, PaymentView("absent"), (), None,
                                       a.open and a.review_due < today))

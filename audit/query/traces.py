@@ -7,7 +7,8 @@ whose last column is seq; a time window becomes a range of seqs first (two seeks
 never decreases along seq), so it bounds that index's range instead of sorting the window.
 A bad filter value or cursor raises :class:`QueryError` naming the field (the API answers 422).
 ``get_trace`` reads the ledger itself: the exact sealed bytes, the payload (or that it was
-purged) and the annotations that refer to the trace.
+purged) and the annotations that refer to the trace; ``get_traces`` reads many that way in a
+few statements (a page that shows many decisions).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import binascii
 import hashlib
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -31,7 +33,8 @@ from wasm_rules import OUTCOMES
 
 __all__ = [
     "MAX_LIMIT", "AnnotationView", "TraceDetail", "TraceFilter", "TracePage", "TraceSummary",
-    "checked_limit", "get_trace", "parse_time", "principal_key", "query_traces", "time_text", "time_window"
+    "checked_limit", "get_trace", "get_traces", "parse_time", "principal_key", "query_traces", "time_text",
+    "time_window"
 ]
 
 MAX_LIMIT = 1000
@@ -355,3 +358,50 @@ def get_trace(engine: Engine, trace_id: str) -> TraceDetail | None:
                        bytes(row.chain_hash).hex(), record, env["record"], digest, payload, state,
                        tuple(AnnotationView(int(n.seq), n.trace_id, n.recorded_at,
                                             orjson.loads(n.record)["record"]) for n in notes), mismatches)
+
+
+_BATCH = 500  # ids a statement of ``get_traces`` asks for (well under any driver's parameter limit)
+
+
+def get_traces(engine: Engine, trace_ids: Iterable[str]) -> dict[str, TraceDetail]:
+    """The traces of ``trace_ids`` by lower-cased id, each as ``get_trace`` reads it, in a few
+    statements (three per 500 ids) instead of three per trace. An id with no trace, or that is not
+    a UUID (``get_trace`` would raise ``QueryError``), has no key."""
+    wanted = list(dict.fromkeys(t.lower() for t in trace_ids if isinstance(t, str) and _UUID.fullmatch(t)))
+    e, p, a = store.entries, store.payloads, trace_annotations
+    out: dict[str, TraceDetail] = {}
+    with engine.connect() as conn:
+        for i in range(0, len(wanted), _BATCH):
+            rows = conn.execute(select(e.c.seq, e.c.kind, e.c.record, e.c.leaf_hash, e.c.chain_hash,
+                                       e.c.recorded_at, e.c.trace_id)
+                                .where(e.c.trace_id.in_(wanted[i:i + _BATCH]))).all()
+            if not rows:
+                continue
+            envs = {r.seq: orjson.loads(bytes(r.record)) for r in rows}
+            digests = list({d for env in envs.values() if (d := env.get("payload_sha256")) is not None})
+            stored: dict[str, bytes | None] = {}
+            for j in range(0, len(digests), _BATCH):
+                stored.update((g.sha256, None if g.data is None else bytes(g.data)) for g in conn.execute(
+                    select(p.c.sha256, p.c.data).where(p.c.sha256.in_(digests[j:j + _BATCH]))))
+            notes: dict[int, list[AnnotationView]] = {}
+            for n in conn.execute(select(a.c.target_seq, e.c.seq, e.c.trace_id, e.c.recorded_at, e.c.record)
+                                  .join(a, a.c.seq == e.c.seq).where(a.c.target_seq.in_(list(envs)))
+                                  .order_by(a.c.seq)):
+                notes.setdefault(int(n.target_seq), []).append(
+                    AnnotationView(int(n.seq), n.trace_id, n.recorded_at, orjson.loads(n.record)["record"]))
+            for row in rows:
+                env = envs[row.seq]
+                digest = env.get("payload_sha256")
+                payload: bytes | None = None
+                state: Literal["none", "present", "purged", "absent"] = "none"
+                if digest is not None:
+                    payload = stored.get(digest)
+                    state = "absent" if digest not in stored else "purged" if payload is None else "present"
+                tid = row.trace_id
+                columns = {"trace_id": tid, "kind": row.kind, "recorded_at": row.recorded_at}
+                mismatches = tuple(k for k, v in columns.items() if env.get(k) != v)
+                out[tid] = TraceDetail(int(row.seq), tid, row.kind, row.recorded_at,
+                                       bytes(row.leaf_hash).hex(), bytes(row.chain_hash).hex(),
+                                       bytes(row.record), env["record"], digest, payload, state,
+                                       tuple(notes.get(int(row.seq), ())), mismatches)
+    return out

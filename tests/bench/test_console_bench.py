@@ -1,5 +1,6 @@
 """``bench.console`` at a tiny size: it runs, prints the machine and every figure with its
-baseline and target, and the synthetic view it measures is one the product reads as current."""
+baseline and target (the console's own pages, served by the app in process, among them), and
+the synthetic view it measures is one the product reads as current."""
 
 from __future__ import annotations
 
@@ -30,15 +31,20 @@ def test_the_quick_run_prints_the_machine_and_each_figure_beside_its_baseline(
                    "alerts, open (", "alerts, mine (", "alerts, unassigned (", "alerts, overdue (",
                    "alerts, closed (", "alerts, open, outcome=HOLD", "alerts, open, rule=VELOCITY_BURST",
                    "cases, open (", "cases, mine (", "cases, unassigned (", "cases, closed (",
-                   "case detail: 1,000 alerts", "case detail + its JSON body"):
+                   "case detail: 1,000 alerts", "case detail + its JSON body",
+                   "console queue /console/alerts (view=open): page 1", "console queue: page ",
+                   "console case page /console/cases/{id}: 1,000 alerts"):
         assert figure in out, figure
     figures = json.loads(out_json.read_text())
     queue = figures["sqlite"]["queue"]
     assert (figures["rows"], figures["alerts"], figures["cases"]) == (5_000, 3_000, 300)
     assert {r["met"] for r in queue[1:]} <= {"yes", "NO"}
     assert all(r["baseline"].endswith("ms pk") and r["ratio"].endswith("x") for r in queue[1:])
-    pages = [r["what"] for r in queue if "page" in r["what"]]
+    pages = [r["what"] for r in queue if "page" in r["what"] and not r["what"].startswith("console")]
     assert len(pages) == 22  # 11 views, first and 100th (or last) page each
+    served = [r for r in queue if r["what"].startswith("console")]
+    assert [r["target"] for r in served][-1] == "<= 200.0 ms"  # the case page: under 200 ms
+    assert len(served) == 3  # the queue's first and 100th page, the long-running case's page
 
 
 def test_an_unknown_dialect_is_a_usage_error() -> None:
