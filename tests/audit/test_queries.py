@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from audit.decide.fixed_point import body_score
 from audit.errors import QueryError
-from audit.query.traces import TraceFilter, _page_query, get_trace, parse_time, query_traces
+from audit.query.traces import TraceFilter, _page_query, get_trace, get_traces, parse_time, query_traces
 from ledger import NoteSigner
 from ledger.append import Ledger
 from tests.audit.test_trace_index import (
@@ -240,6 +240,27 @@ def test_get_trace_shows_the_sealed_bytes_the_payload_and_a_purge(world: World) 
     with pytest.raises(QueryError) as info:
         get_trace(engine, "not-a-uuid")
     assert info.value.field == "trace_id"
+
+
+def test_get_traces_reads_many_traces_exactly_as_get_trace_reads_each(world: World,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from audit.query import traces
+    from ledger.retention import purge_payloads
+
+    monkeypatch.setattr(traces, "_BATCH", 64)  # several batches of the reader's statements
+    engine = world.ledger.engine
+    ids = [i.trace_id for i in query_traces(engine, TraceFilter(limit=1000)).items]
+    assert len(ids) > 3 * 64
+    one = get_trace(engine, ids[3])
+    assert one is not None and one.payload_sha256 is not None
+    purge_payloads(world.ledger, [one.payload_sha256], reason="erasure order")
+    absent, bad = "01938a6e-0000-7000-8000-000000000000", "not-a-uuid"
+    got = get_traces(engine, [*ids, ids[0].upper(), absent, bad])
+    assert set(got) == set(ids)  # an unknown id and one that is no UUID have no key
+    for t in ids:
+        assert got[t] == get_trace(engine, t)
+    assert got[ids[3]].payload_state == "purged"
+    assert get_traces(engine, []) == {}
 
 
 def test_a_bound_before_year_1000_still_sorts_as_the_index_text() -> None:
