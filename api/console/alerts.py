@@ -33,8 +33,8 @@ from audit.cases.reads import record_reads
 from audit.cases.service import act
 from audit.cases.state import ALERT_OUTCOMES, AlertState
 from audit.decide.runtime import Runtime
-from audit.errors import CaseError, QueryError
-from audit.query.traces import TraceDetail, get_trace
+from audit.errors import CaseError
+from audit.query.traces import TraceDetail, get_traces
 from audit.screening.evidence import sealed_hits
 from inference.messages import MessageError, Transaction, parse_messages, transaction_schema_of
 
@@ -178,11 +178,9 @@ def _rows(rt: Runtime, caller: Caller, page: AlertPage, today: date) -> list[Que
     parsed: dict[tuple[str, str], list[Transaction]] = {}
     me = caller.principal.fingerprint_sha256
     out = []
+    traces = get_traces(rt.engine, [a.trace_id for a in page.items])  # a few statements, not three a row
     for a in page.items:
-        try:
-            detail = get_trace(rt.engine, a.trace_id)
-        except QueryError:
-            detail = None
+        detail = traces.get(a.trace_id.lower()) if isinstance(a.trace_id, str) else None
         payment = PaymentView("absent") if detail is None else read_payment(detail, caller, parsed)
         overdue = a.open and a.review_due < today.isoformat()
         out.append(QueueRow(a, payment, age_days(a.opened_at, today), overdue, a.assignee_fp == me,

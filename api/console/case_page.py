@@ -21,6 +21,7 @@ then the sealed ``file_report`` event), as ``/v1/cases/{case_id}/reports`` does.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import re
@@ -43,6 +44,7 @@ from api.console.decision import _features, _score
 from api.console.forms import read_form
 from api.console.render import page_caller, render
 from api.problems import Problem, audit_problem
+from audit.cases.counterparties import counterparty_cases
 from audit.cases.events import MAX_RATIONALE
 from audit.cases.query import CaseDetail, CaseEvent, case_detail
 from audit.cases.reads import record_reads
@@ -56,7 +58,7 @@ from audit.cases.reports import (
     read_reporting_settings,
 )
 from audit.cases.service import act
-from audit.cases.state import AlertState, AlertStatus, Disposition, Payment
+from audit.cases.state import AlertState, AlertStatus, CaseState, Disposition, Payment
 from audit.decide.runtime import Runtime
 from audit.errors import CaseError, GovernanceError, ReportError
 from audit.governance.state import same_person
@@ -79,8 +81,9 @@ from wasm_rules.language import (
     parse_ruleset,
 )
 
-__all__ = ["ALERT_ACTIONS", "CASE_ACTIONS", "AnnotationItem", "DecisionItem", "DraftView", "EventItem",
-           "FiledItem", "RuleCheck", "parse_indicators", "parse_rates", "router"]
+__all__ = ["ALERT_ACTIONS", "CASE_ACTIONS", "TIMELINE_PAGE", "AnnotationItem", "Counterparty", "DecisionItem",
+           "DraftView", "EventItem", "FiledItem", "RuleCheck", "TimelinePage", "parse_before",
+           "parse_indicators", "parse_rates", "router"]
 
 router = APIRouter(prefix="/console")
 _DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() takes "²", int() does not
@@ -185,8 +188,15 @@ def _reads(e: Expr) -> list[Feature]:
     return []
 
 
+_PARSED_RULES: dict[tuple[str, str], dict[str, Rule]] = {}  # (ruleset@version, module SHA-256) -> its rules
+_PARSED_MAX = 64
+
+
 class _Rulesets:
-    """The rules of the rulesets decisions name, from their sealed proposal records, once a view."""
+    """The rules of the rulesets decisions name, from their sealed proposal records, once a view.
+    A ruleset version's sealed source never changes, so the rules parsed from it are kept for the
+    process (by version and module SHA-256, a few dozen at most); a source not found is looked up
+    again by the next view."""
 
     def __init__(self, rt: Runtime) -> None:
         self._rt = rt
@@ -198,15 +208,20 @@ class _Rulesets:
             return {}
         key = f"{r.get('ruleset_id')}@{r.get('version')}"
         if key not in self._seen:
-            self._seen[key] = {}
-            try:
-                proposal = self._rt.governance.proposal(key)
-                source = proposal.get("source")
-                # only the source of the very module that decided: another would state other conditions
-                if proposal.get("module_sha256") == r.get("module_sha256") and isinstance(source, str):
-                    self._seen[key] = {x.id: x for x in parse_ruleset(source).rules}
-            except (GovernanceError, RuleError) as exc:
-                log.info("no rule source for %s: %s", key, exc)
+            kept = _PARSED_RULES.get((key, str(r.get("module_sha256"))))
+            self._seen[key] = {} if kept is None else kept
+            if kept is None:
+                try:
+                    proposal = self._rt.governance.proposal(key)
+                    source = proposal.get("source")
+                    # only the source of the very module that decided: another would state other conditions
+                    if proposal.get("module_sha256") == r.get("module_sha256") and isinstance(source, str):
+                        self._seen[key] = {x.id: x for x in parse_ruleset(source).rules}
+                        if len(_PARSED_RULES) >= _PARSED_MAX:
+                            _PARSED_RULES.clear()
+                        _PARSED_RULES[(key, str(r.get("module_sha256")))] = self._seen[key]
+                except (GovernanceError, RuleError) as exc:
+                    log.info("no rule source for %s: %s", key, exc)
         return self._seen[key]
 
 
@@ -267,13 +282,47 @@ def _event_words(ev: CaseEvent, alerts: dict[int, AlertState]) -> str:
     return done
 
 
-def _timeline(rt: Runtime, caller: Caller, detail: CaseDetail,
-              today: str) -> list[DecisionItem | EventItem | AnnotationItem]:
+TIMELINE_PAGE = 100  # timeline entries a page shows; older ones are a keyset page away (``?before=<seq>``)
+
+
+@dataclass(frozen=True)
+class TimelinePage:
+    """One page of the timeline: the entries shown (oldest first), how many the whole timeline
+    holds of each kind, and the ``before`` of the older and newer pages (None: there is none; for
+    ``newer``, ``0`` is the newest page, which takes no ``before``)."""
+
+    items: list[DecisionItem | EventItem | AnnotationItem]
+    total: int
+    counts: dict[str, int]
+    before: int | None  # the cursor this page was asked for
+    older: int | None
+    newer: int | None
+
+    @property
+    def seqs(self) -> set[int]:
+        return {i.seq for i in self.items}
+
+
+def _timeline(rt: Runtime, caller: Caller, detail: CaseDetail, today: str,
+              before: int | None = None) -> TimelinePage:
+    """The newest ``TIMELINE_PAGE`` entries of the timeline older than ``before`` (all, without):
+    which entries they are is known from the case's rows alone, so only the decisions shown get
+    their records read (``get_traces``), their payments parsed and their rules checked."""
+    notes = [(n.seq, n, a) for a in detail.alerts for n in detail.annotations_of(a)]
+    keys = sorted([(a.seq, "decision") for a in detail.alerts] + [(e.seq, "event") for e in detail.events]
+                  + [(seq, "annotation") for seq, _, _ in notes])
+    end = len(keys) if before is None else bisect.bisect_left(keys, (before, ""))
+    start = max(0, end - TIMELINE_PAGE)
+    shown = {seq for seq, _ in keys[start:end]}
+    older = keys[start][0] if start > 0 else None
+    newer = None if end >= len(keys) else (keys[end + TIMELINE_PAGE][0] if end + TIMELINE_PAGE < len(keys)
+                                           else 0)
     parsed: dict[tuple[str, str], list[Transaction]] = {}
     rulesets = _Rulesets(rt)
     items: list[DecisionItem | EventItem | AnnotationItem] = []
-    traces = get_traces(rt.engine, [a.trace_id for a in detail.alerts])  # one read for all, not one each
-    for a in detail.alerts:
+    mine = [a for a in detail.alerts if a.seq in shown]
+    traces = get_traces(rt.engine, [a.trace_id for a in mine])  # one read for those shown, not one each
+    for a in mine:
         trace = traces.get(a.trace_id.lower()) if isinstance(a.trace_id, str) else None
         if trace is None:
             items.append(DecisionItem(a.seq, a, a.opened_at, {}, PaymentView("absent"), (), None,
@@ -284,9 +333,24 @@ def _timeline(rt: Runtime, caller: Caller, detail: CaseDetail,
                                   rule_checks(body, rulesets.rules(body)), _score(body),
                                   a.open and a.review_due < today))
     by_seq = {a.seq: a for a in detail.alerts}
-    items += [EventItem(ev, _event_words(ev, by_seq)) for ev in detail.events]
-    items += [AnnotationItem(n, a) for a in detail.alerts for n in detail.annotations_of(a)]
-    return sorted(items, key=lambda i: i.seq)
+    items += [EventItem(ev, _event_words(ev, by_seq)) for ev in detail.events if ev.seq in shown]
+    items += [AnnotationItem(n, a) for seq, n, a in notes if seq in shown]
+    counts = Counter(kind for _, kind in keys)
+    return TimelinePage(sorted(items, key=lambda i: i.seq), len(keys),
+                        {k: counts.get(k, 0) for k in ("decision", "event", "annotation")},
+                        before, older, newer)
+
+
+def parse_before(text: str | None) -> int | None:
+    """The timeline's ``before`` cursor: a seq (the newest page without one). Anything else is
+    refused (422), as the queue refuses a cursor it did not issue, before the case is read."""
+    if text is None or text == "":
+        return None
+    if not _DIGITS.fullmatch(text):
+        raise Problem(422, "invalid_request", f"before={text[:40]!r} is not a seq: the timeline's older "
+                      "pages are reached by their links (before=<seq>)",
+                      [{"field": "before", "message": "must be a seq (digits), as the page's links give it"}])
+    return int(text)
 
 
 # -- the page -------------------------------------------------------------------------------------
@@ -336,10 +400,14 @@ class DraftView:
     rows: tuple[DraftRow, ...] = ()
 
 
-def _context(rt: Runtime, caller: Caller, case_id: int) -> dict[str, Any]:
-    """What the page shows of ``case_id`` (404 if none); the read is sealed first (503 if it cannot be)."""
+def _context(rt: Runtime, caller: Caller, case_id: int, before: int | None = None) -> dict[str, Any]:
+    """What the page shows of ``case_id`` (404 if none), the timeline's page older than ``before``;
+    the read, of the case and of its counterparties' cases (as a page of the queue is read), is
+    sealed first, in one record (503 if it cannot be)."""
     detail = case_detail(rt.engine, case_id)
-    record_reads(rt.ledger, caller.principal, [{"case": case_id, "what": "case"}])
+    others = counterparty_cases(rt.engine, case_id)
+    record_reads(rt.ledger, caller.principal, [{"case": case_id, "what": "case"}]
+                 + [{"case": o.case_id, "what": "queue"} for o in others])
     today = today_of(rt)
     me = caller.principal.to_json()
 
@@ -347,10 +415,19 @@ def _context(rt: Runtime, caller: Caller, case_id: int) -> dict[str, Any]:
         return bool(pending_by) and same_person(_proposer(pending_by), me)
 
     c = detail.case
-    return {**_report_context(rt, case_id),
-            "detail": detail, "case": c, "timeline": _timeline(rt, caller, detail, today.isoformat()),
-            "today": today, "subject": subject_label(c.subject),
-            "links": [int(x) for x in c.links.split(",") if x], "by_me": by_me,
+    links = [int(x) for x in c.links.split(",") if x]
+    page = _timeline(rt, caller, detail, today.isoformat(), before)
+    here = f"/console/cases/{case_id}"
+
+    def at(seq: int, anchor: str) -> str:
+        """A link to a timeline entry: its anchor on this page, or the page that ends with it."""
+        return f"#{anchor}" if seq in page.seqs else f"{here}?{urlencode({'before': seq + 1})}#{anchor}"
+
+    return {**_report_context(rt, c),
+            "detail": detail, "case": c, "timeline": page.items, "page": page, "at": at, "here": here,
+            "today": today, "subject": subject_label(c.subject), "links": links,
+            "others": [Counterparty(o, subject_label(o.subject), o.case_id in links) for o in others],
+            "link_to": "", "by_me": by_me,
             "proposer": lambda p: _proposer(p).get("subject", ""), "pending_label": pending_label,
             "age": lambda at: age_days(at, today), "dispositions": [d.value for d in Disposition],
             "waiting": (AlertStatus.NEW, AlertStatus.ASSIGNED, AlertStatus.REOPENED, AlertStatus.ESCALATED),
@@ -363,24 +440,49 @@ def _context(rt: Runtime, caller: Caller, case_id: int) -> dict[str, Any]:
             "max_rationale": MAX_RATIONALE, "failure": None, "sealed": None, "section": "alerts"}
 
 
-def _report_context(rt: Runtime, case_id: int) -> dict[str, Any]:
-    """The Report section: the filed versions with their holds, and whether drafting is configured."""
-    versions = list_case_reports(rt.engine, case_id)
+@dataclass(frozen=True)
+class Counterparty:
+    """A counterparty's case as the page lists it: the case, its subject as the page labels
+    subjects, and whether this case already links it."""
+
+    case: CaseState
+    label: str
+    linked: bool
+
+
+def _report_context(rt: Runtime, c: CaseState) -> dict[str, Any]:
+    """The Report section: the filed versions with their holds, and whether drafting is configured.
+    A case on which no report was filed (its row counts them) reads nothing more."""
+    versions = list_case_reports(rt.engine, c.case_id) if c.reports else []
     active = {h.hold_id: h for h in current_holds(rt.engine)} if versions else {}
     filed = [FiledItem(v, tuple((h, active.get(h)) for h in (v.hold_id, f"{v.hold_id}.report")))
              for v in versions]
     return {"filed": filed, "reporting": rt.settings.reporting_entity is not None, "draft": None, "typed": {}}
 
 
+def _before_of(raw: dict[str, str]) -> int | None:
+    """The timeline page an action form was posted from (its hidden ``before``), to come back to;
+    anything but a seq is the newest page."""
+    text = raw.get("before", "")
+    return int(text) if _DIGITS.fullmatch(text) else None
+
+
 @router.get("/cases/{case_id}")
 def case_page(request: Request, case_id: int) -> HTMLResponse:
-    """A case: its header, its timeline, its report in force, and the actions open to the caller."""
+    """A case: its header, its counterparties' cases, its report in force, a page of its timeline
+    (the newest, or the one older than ``?before=<seq>``), and the actions open to the caller;
+    ``?link_to=<case id>`` types that case's number into the link form (nothing else is chosen)."""
     caller = page_caller(request, "cases.get")
     rt: Runtime = request.app.state.runtime
-    ctx = _context(rt, caller, case_id)
-    sealed = request.query_params.get("sealed", "")
+    params = request.query_params
+    before = parse_before(params.get("before"))  # refused before anything is read or sealed
+    ctx = _context(rt, caller, case_id, before)
+    sealed = params.get("sealed", "")
     if _DIGITS.fullmatch(sealed):
         ctx["sealed"] = next((e for e in ctx["detail"].events if e.seq == int(sealed)), None)
+    link_to = params.get("link_to", "")
+    if _DIGITS.fullmatch(link_to):  # a counterparty's "Link": the case number typed for the officer
+        ctx["link_to"] = link_to
     return render(request, "case.html", caller, **ctx)
 
 
@@ -402,8 +504,10 @@ async def case_act(request: Request, case_id: int) -> Response:
         caller = page_caller(request, "alerts.act")
     rt: Runtime = request.app.state.runtime
 
+    before = _before_of(raw)
+
     async def refuse(failure: Failure) -> HTMLResponse:
-        ctx = await run_in_threadpool(_context, rt, caller, case_id)
+        ctx = await run_in_threadpool(_context, rt, caller, case_id, before)
         return render(request, "case.html", caller, status=failure.status, **{**ctx, "failure": failure})
 
     def bad(name: str, message: str) -> Failure:
@@ -442,8 +546,9 @@ async def case_act(request: Request, case_id: int) -> Response:
     except CaseError as exc:  # 422 bad input, 409 conflict, 403 four-eyes, 404 no such target
         return await refuse(_refused(form_id, exc, values))
     where = f"alert-{alert}" if alert is not None else "case-actions"
-    return RedirectResponse(f"/console/cases/{case_id}?{urlencode({'sealed': receipt.seq})}#{where}",
-                            status_code=303)
+    back = {"sealed": receipt.seq} if before is None or alert is None else {"before": before,
+                                                                              "sealed": receipt.seq}
+    return RedirectResponse(f"/console/cases/{case_id}?{urlencode(back)}#{where}", status_code=303)
 
 
 # -- the report: drafted (nothing sealed), then filed under legal hold -------------------------------

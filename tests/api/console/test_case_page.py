@@ -656,3 +656,185 @@ def test_a_refused_draft_is_shown_at_its_field_with_what_was_typed(desk: tuple[C
     assert page.one("div", id="action-refused").attrs["data-field"].startswith("seq ")
     assert textarea(page, "report-draft-reason") == REASON
     assert sealed(console) == before and holds(console) == {}
+
+
+# -- the timeline's pages, and the counterparties' cases -------------------------------------------
+
+
+def test_the_timeline_is_paged_newest_first_by_seq_and_reads_only_the_decisions_shown(
+        console: Console, decided: list[AlertState], monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.console import case_page as module
+
+    case_id = biggest(decided)
+    members = [a for a in decided if a.case_id == case_id]
+    for n in range(4):
+        act(console.runtime.ledger, BOB, "comment", case=case_id, rationale=f"note {n}")
+    annotate(console.runtime.ledger, members[0].trace_id, BOB, "NOTE", "seen")
+    everything = [int(li.attrs["data-seq"]) for li in timeline(case_page(console, case_id)[1])]
+    assert len(everything) == len(members) + 5
+    monkeypatch.setattr(module, "TIMELINE_PAGE", 3)
+    asked: list[list[str]] = []
+    real = module.get_traces
+
+    def spy(engine: Any, ids: Any) -> Any:
+        asked.append(list(ids))
+        return real(engine, ids)
+
+    monkeypatch.setattr(module, "get_traces", spy)
+
+    def reports(*args: Any) -> Any:
+        raise AssertionError("a case with no report reads no report")
+
+    monkeypatch.setattr(module, "list_case_reports", reports)
+    url: str | None = f"/console/cases/{case_id}"
+    pages: list[list[int]] = []
+    newer: list[str | None] = []
+    reads = sealed(console, "case_read")
+    while url is not None:
+        r = console.get(url)
+        assert r.status_code == 200, r.text
+        doc = dom(r.text)
+        seqs = [int(li.attrs["data-seq"]) for li in timeline(doc)]
+        pages.append(seqs)
+        # only the decisions on the page are read, payloads and rules included
+        shown = {li.attrs["data-trace-id"] for li in timeline(doc) if li.attrs["data-kind"] == "decision"}
+        assert set(asked.pop()) == shown
+        count = doc.one("p", id="timeline-count")
+        assert count.attrs["data-total"] == str(len(everything))
+        assert count.attrs["data-shown"] == str(len(seqs))
+        assert f"{len(members)} decisions, 4 events, 1 annotation in all" in count.text()
+        assert doc.one("dd", id="case-alerts").text() == f"{len(members)} open of {len(members)}"  # unchanged
+        older = doc.all("a", id="timeline-older")
+        newer.append(doc.one("a", id="timeline-newer").attrs["href"] if doc.has("a", id="timeline-newer")
+                     else None)
+        url = older[0].attrs["href"].split("#")[0] if older else None
+        if url is not None:
+            assert url == f"/console/cases/{case_id}?before={seqs[0]}"
+    assert sealed(console, "case_read") == reads + len(pages)  # one sealed read a view
+    assert [s for p in reversed(pages) for s in p] == everything
+    assert all(len(p) == 3 for p in pages[:-1]) and 1 <= len(pages[-1]) <= 3
+    assert newer[0] is None and newer[1] is not None and newer[1].split("#")[0] == f"/console/cases/{case_id}"
+    if len(pages) > 2:  # a newer link goes back to the very page that linked to this one
+        back = console.get(newer[2].split("#")[0])
+        assert [int(li.attrs["data-seq"]) for li in timeline(dom(back.text))] == pages[1]
+    # a link to an entry on another page leads to the page that ends with it
+    first = members[0]
+    doc = dom(console.get(f"/console/cases/{case_id}").text)
+    note = doc.one("li", data_kind="annotation")
+    assert note.one("h3").one("a").attrs["href"] == \
+        f"/console/cases/{case_id}?before={first.seq + 1}#alert-{first.seq}"
+    assert not doc.has("li", id=f"alert-{first.seq}")
+
+
+@pytest.mark.parametrize("cursor", ["x", "-1", "1e3", "12 ", "٣", "1" * 20])
+def test_a_timeline_cursor_that_is_not_a_seq_is_refused_before_anything_is_read(
+        console: Console, decided: list[AlertState], cursor: str) -> None:
+    reads = sealed(console, "case_read")
+    r = console.get(f"/console/cases/{decided[0].case_id}", params={"before": cursor})
+    assert r.status_code == 422 and r.headers["content-type"].startswith("text/html")
+    assert "is not a seq" in r.text and "before" in r.text
+    assert sealed(console, "case_read") == reads
+
+
+def test_an_action_on_an_older_page_comes_back_to_that_page(console: Console, decided: list[AlertState],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.console import case_page as module
+
+    case_id = biggest(decided)
+    members = [a for a in decided if a.case_id == case_id]
+    for n in range(3):
+        act(console.runtime.ledger, BOB, "comment", case=case_id, rationale=f"note {n}")
+    monkeypatch.setattr(module, "TIMELINE_PAGE", 2)
+    a = members[0]
+    before = a.seq + 1
+    doc = dom(console.get(f"/console/cases/{case_id}", params={"before": str(before)}).text)
+    form = doc.one("form", id=f"alert-{a.seq}-quick")
+    assert form.one("input", name="before").attrs["value"] == str(before)
+    r = post(console, case_id, "assign", a.seq, before=str(before))
+    assert r.status_code == 303
+    where = urlsplit(r.headers["location"])
+    assert parse_qs(where.query)["before"] == [str(before)] and where.fragment == f"alert-{a.seq}"
+    r = post(console, case_id, "comment", rationale="on the case", before=str(before))
+    assert r.status_code == 303 and "before" not in r.headers["location"]  # the newest page shows it
+
+
+@pytest.fixture
+def networked(console: Console) -> tuple[Console, int, list[Any]]:
+    """Traffic in which some case has counterparties' cases (as tests/api/test_cases_api.py's)."""
+    from audit.cases.counterparties import counterparty_cases
+
+    decide(console, 300, seed=21)
+    decide(console, 100, seed=5)
+    engine = console.runtime.engine
+    catch_up(engine)
+    with engine.connect() as conn:
+        ids = list(conn.execute(select(cases.c.case_id).order_by(cases.c.case_id)).scalars())
+    for case_id in ids:
+        others = counterparty_cases(engine, case_id)
+        if others:
+            return console, case_id, others
+    raise AssertionError("no case in the traffic has a counterparty with a case of its own")
+
+
+def test_the_counterparties_cases_are_shown_linkable_and_sealed_as_queue_reads(
+        networked: tuple[Console, int, list[Any]]) -> None:
+    console, case_id, others = networked
+    status, doc, _ = case_page(console, case_id)
+    assert status == 200
+    rows = doc.one("table", id="counterparty-cases").one("tbody").all("tr")
+    assert [int(tr.attrs["data-case"]) for tr in rows] == [o.case_id for o in others]
+    for tr, o in zip(rows, others, strict=True):
+        cells = tr.all("td")
+        assert cells[0].one("a").attrs["href"] == f"/console/cases/{o.case_id}"
+        assert cells[1].text() == f"account ••••{o.subject.removeprefix('account:')[-6:]}"
+        assert cells[2].text() == ("open" if o.open else "closed")
+        assert cells[3].text() == f"{o.open_alerts} open of {o.alerts}"
+        assert tr.attrs["data-linked"] == "false"
+        assert cells[4].one("a").attrs["href"] == f"/console/cases/{case_id}?link_to={o.case_id}#case-link"
+    # the read of the page is one sealed record: the case, and each counterparty's case as a queue read
+    last = list_reads(console.runtime.engine).items[0]  # newest first: the page's read, whole
+    assert last.reads == [{"case": case_id, "what": "case"}] + [{"case": o.case_id, "what": "queue"}
+                                                                 for o in others]
+    assert last.principal["subject"] == "CN=sealtrail-officer,O=sealtrail dev"
+    # "Link" types the case number into the link form; the officer still writes why and submits
+    other = others[0]
+    href = rows[0].all("td")[4].one("a").attrs["href"]
+    before = sealed(console)
+    r = console.get(href.split("#")[0])
+    assert r.status_code == 200 and sealed(console) == before  # nothing sealed but the read
+    form = dom(r.text).one("form", id="case-link")
+    assert form.one("input", id="case-link-link").attrs["value"] == str(other.case_id)
+    assert textarea(dom(r.text), "case-link-rationale") == ""
+    assert not [i for i in dom(r.text).all("input") if "checked" in i.attrs]  # nothing chosen for them
+    assert dom(console.get(f"/console/cases/{case_id}").text).one(
+        "input", id="case-link-link").attrs["value"] == ""
+    for junk in ("<script>1</script>", "12a", "-3"):  # only a case number is typed in
+        page = console.get(f"/console/cases/{case_id}", params={"link_to": junk})
+        assert page.status_code == 200 and "<script>1" not in page.text
+        assert dom(page.text).one("input", id="case-link-link").attrs["value"] == ""
+    assert post(console, case_id, "link", form="case-link", link=str(other.case_id),
+                rationale="pays the subject every week").status_code == 303
+    doc = case_page(console, case_id)[1]
+    linked = doc.one("tr", data_case=str(other.case_id))
+    assert linked.attrs["data-linked"] == "true" and not linked.all("a", href=href)
+    assert linked.all("td")[4].text() == "linked"
+
+
+def test_the_counterparties_cases_are_escaped_and_read_only_for_a_regulator(
+        networked: tuple[Console, int, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from api.console import case_page as module
+
+    console, case_id, others = networked
+    evil = dataclasses.replace(others[0], subject='decision:<img src=x onerror="alert(1)">')
+    monkeypatch.setattr(module, "counterparty_cases", lambda engine, cid: [evil])
+    status, doc, html = case_page(console, case_id, role="regulator")
+    assert status == 200
+    assert "<img src=x" not in html and "&lt;img src=x onerror=" in html
+    row = doc.one("tr", data_case=str(evil.case_id))
+    assert row.all("td")[1].text() == 'decision <img src=x onerror="alert(1)">'
+    assert not row.all("td")[4].all("a") and row.all("td")[4].text() == "not linked"  # no form: no Link
+    for role in ("scorer", "admin"):
+        r = console.get(f"/console/cases/{case_id}", role=role)
+        assert r.status_code == 403 and "counterpart" not in r.text.lower() and "&lt;img" not in r.text
