@@ -64,6 +64,8 @@ def _three_hop(u: Node, v: Node, t: int, into_u: dict[Node, Edge], budget: int) 
     its budget, where only the walk in its own order says what it counts. Order does not matter to
     the count, so the intersection's order (a set's) changes nothing."""
     v_out_last = v.out_last
+    if into_u.keys().isdisjoint(v_out_last) and (len(into_u) < len(v_out_last) or len(v.out) <= budget):
+        return 0  # the usual case: no account both paid by v and paying u, and no budget to reach
     common = into_u.keys() & v_out_last.keys()
     if len(into_u) < len(v_out_last):  # the walk over u's side: one step per account of ``common``
         if len(common) > budget:

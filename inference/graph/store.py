@@ -51,6 +51,8 @@ GRAPH_STATE_FORMAT = "sealtrail.graph/1"
 # (t µs, originator, beneficiary, cents): a tuple, so a list of edges bisects by ``(t,)``.
 Edge = tuple[int, "Node", "Node", int]
 
+_FLAGGED = attrgetter("flagged")
+
 
 class GraphJournal:
     """What a stretch of payments changed in one ``TransactionGraph``, to take back exactly."""
@@ -118,6 +120,14 @@ class TransactionGraph:
         self._dead = 0  # edges in _edges that neither account's list holds any more
         self.watermark: int | None = None  # latest time seen
         self.flagged: set[Node] = set()
+        # For the flagged-account search (derived, not in the state bytes): each account whose
+        # ``out_last`` or ``in_last`` names a flagged account, with how many of their keys are flagged
+        # (counted twice when in both), kept as those maps and the flags change; only looked up, never
+        # iterated. An account without a flagged counterparty has no entry (no memory when none is).
+        self.near: dict[Node, int] = {}
+        # the latest time of an edge ``restore`` read held by one account's list only (-1: none): until it
+        # expires, a flag looks at every account (see ``_count_near``)
+        self._one_sided = -1
         self._journal: GraphJournal | None = None  # the open journal, if any
 
     # --- accounts -------------------------------------------------------------------------
@@ -148,8 +158,10 @@ class TransactionGraph:
     def flag(self, key: str) -> None:
         """Mark an account flagged (for example after a BLOCK): hops to it become a feature."""
         n = self.node(key)
-        n.flagged = True
-        self.flagged.add(n)
+        if not n.flagged:
+            n.flagged = True
+            self.flagged.add(n)
+            self._count_near(n, 1)
 
     def unflag(self, key: str) -> None:
         """Take a flag back (a cleared case); an unknown or unflagged account is left as it is."""
@@ -157,8 +169,44 @@ class TransactionGraph:
         if n is not None and n.flagged:
             n.flagged = False
             self.flagged.discard(n)
+            self._count_near(n, -1)
             if not n.out and not n.inn:
                 self._forget(n)
+
+    def _count_near(self, f: Node, step: int) -> None:
+        """``f`` was just flagged (``step`` 1) or unflagged (-1): move the ``near`` count of every
+        account whose ``out_last`` or ``in_last`` names ``f``. Those are the accounts ``f``'s own maps
+        name, unless a counterparty holds an edge with ``f`` that ``f``'s lists dropped. Only the
+        per-account cap drops an edge from one list: it takes the oldest of a full list, and the
+        edges dropped are older than every edge left, so they expire before the list can fall below
+        the cap. A list of ``f`` at the cap (or a state restored with one-sided edges still in the
+        window) therefore has every account held looked at. The counts are sums: the order the
+        accounts are visited in changes nothing."""
+        cap = self.config.node_cap
+        wm = self.watermark
+        peers: Any
+        if len(f.out) >= cap or len(f.inn) >= cap or (
+                self._one_sided >= 0 and (wm is None or self._one_sided > wm - self.config.window_us)):
+            peers = self.nodes.values()
+        else:
+            peers = f.out_last.keys() | f.in_last.keys()
+        near = self.near
+        for x in peers:
+            c = (f in x.out_last) + (f in x.in_last)
+            if c:
+                c = near.get(x, 0) + step * c
+                if c:
+                    near[x] = c
+                else:
+                    del near[x]
+
+    def _recount_near(self, n: Node) -> None:
+        """``n``'s entry in ``near`` from its maps and the flags as they are now."""
+        c = sum(map(_FLAGGED, n.out_last)) + sum(map(_FLAGGED, n.in_last))
+        if c:
+            self.near[n] = c
+        else:
+            self.near.pop(n, None)
 
     # --- journal --------------------------------------------------------------------------
 
@@ -184,6 +232,7 @@ class TransactionGraph:
         if any(j.graph is not self for j in journals):
             raise GraphInputError("graph rollback: a journal of another graph, or one already rolled back")
         reorder = False  # a forgotten account came back: put the accounts in the order first seen
+        restored: list[Node] = []  # accounts whose maps went back: their ``near`` is counted afresh
         for j in reversed(journals):
             for op in reversed(j.ops):
                 kind = op[0]
@@ -201,6 +250,7 @@ class TransactionGraph:
                     self.nodes[op[1].key] = op[1]
                     reorder = True
             for n, fields in j.saved.items():
+                restored.append(n)
                 (n.out, n.inn, n.out_last, n.in_last, n.amounts, n.last, n.period, n.p_out, n.p_in, n.periods,
                  n.ema_out, n.ema_in) = fields
             self.watermark, self._dead, self._seq = j.watermark, j.dead, j.seq
@@ -208,6 +258,8 @@ class TransactionGraph:
             j.ops, j.saved = [], {}
             if self._journal is j:
                 self._journal = None
+        for n in restored:  # flags are not journaled: count under the flags as they are now
+            self._recount_near(n)
         if reorder:
             ordered = sorted(self.nodes.values(), key=attrgetter("id"))
             self.nodes = {n.key: n for n in ordered}
@@ -288,6 +340,8 @@ class TransactionGraph:
         prev = src.out_last.get(dst)
         if prev is None or prev[0] <= t:
             src.out_last[dst] = e
+            if prev is None and dst.flagged:
+                self.near[src] = self.near.get(src, 0) + 1
         insort(src.amounts, cents)
         inn = dst.inn
         if not inn or inn[-1][0] <= t:
@@ -297,14 +351,16 @@ class TransactionGraph:
         prev = dst.in_last.get(src)
         if prev is None or prev[0] <= t:
             dst.in_last[src] = e
+            if prev is None and src.flagged:
+                self.near[dst] = self.near.get(dst, 0) + 1
         if len(out) > cap:
             old = out[0]
-            self._drop_out(src, old)
+            self._drop_out(src, old, self.near)
             if not _holds(old[2].inn, old):
                 self._dead += 1
         if len(inn) > cap:
             old = inn[0]
-            self._drop_in(dst, old)
+            self._drop_in(dst, old, self.near)
             if not _holds(old[1].out, old):
                 self._dead += 1
         if t > src.last:
@@ -318,22 +374,34 @@ class TransactionGraph:
         return e
 
     @staticmethod
-    def _drop_out(n: Node, e: Edge) -> None:
+    def _drop_out(n: Node, e: Edge, near: dict[Node, int]) -> None:
         """``e`` leaves the head of ``n``'s sent list."""
         del n.out[0]
         dst = e[2]
         if n.out_last.get(dst) is e:
             del n.out_last[dst]
+            if dst.flagged:
+                c = near[n] - 1
+                if c:
+                    near[n] = c
+                else:
+                    del near[n]
         amounts = n.amounts
         del amounts[bisect_left(amounts, e[3])]
 
     @staticmethod
-    def _drop_in(n: Node, e: Edge) -> None:
+    def _drop_in(n: Node, e: Edge, near: dict[Node, int]) -> None:
         """``e`` leaves the head of ``n``'s received list."""
         del n.inn[0]
         src = e[1]
         if n.in_last.get(src) is e:
             del n.in_last[src]
+            if src.flagged:
+                c = near[n] - 1
+                if c:
+                    near[n] = c
+                else:
+                    del near[n]
 
     def _expire_oldest(self, horizon: int | None = None) -> None:
         """The oldest edge held leaves both lists that hold it (it is at their heads), after the
@@ -354,10 +422,10 @@ class TransactionGraph:
                 self.touch(dst)
             held = False
             if src.out and src.out[0] is e:
-                self._drop_out(src, e)
+                self._drop_out(src, e, self.near)
                 held = True
             if dst.inn and dst.inn[0] is e:
-                self._drop_in(dst, e)
+                self._drop_in(dst, e, self.near)
                 held = True
             if held:
                 if not src.out and not src.inn and not src.flagged and self.nodes.get(src.key) is src:
@@ -453,8 +521,11 @@ class TransactionGraph:
             if row[5]:
                 dst.inn.append(e)
                 dst.in_last[src] = e
+            if not (row[4] and row[5]):
+                g._one_sided = t  # time order: the latest so far
         for n in by_id:
             n.amounts.sort()
+            g._recount_near(n)
         if any(not (n.out or n.inn or n.flagged) for n in by_id):
             # state written before accounts without edges were let go: let them go now, as the
             # payments since would have (the numbers of the others close up; their order stays)
