@@ -80,6 +80,7 @@ __all__ = [
     "TraceNotFoundError",
     "UnknownRulesetError",
     "UnregisteredModelError",
+    "WebhookConfigError",
 ]
 
 
@@ -95,6 +96,11 @@ class AccountRiskError(AuditError, ValueError):
 class ExplanationError(AuditError, ValueError):
     """A recorded ``explanation`` that is not one a version 3 decision record can state
     (``audit.decide.explanation``); the message names what is wrong."""
+
+
+class WebhookConfigError(AuditError, ValueError):
+    """An outcome webhook endpoint, secret or setting that cannot be used (``audit.cases.webhooks``);
+    the message names it. The CLI answers it as configuration (exit 2)."""
 
 
 class ComplianceFactsError(AuditError, ValueError):

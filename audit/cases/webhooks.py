@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from audit.errors import WebhookConfigError
+
 __all__ = ["EVENT_TYPE", "RETRY_SCHEDULE_S", "SECRET_PREFIX", "Endpoint", "WebhookConfigError", "body_of",
            "headers_of", "message_id", "new_secret", "parse_secret", "retry_delay", "sign"]
 
@@ -50,10 +52,6 @@ _FP = re.compile(r"[0-9a-f]{64}")
 # failing instead (``sealtrail webhooks status``).
 RETRY_SCHEDULE_S = (5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400)
 MAX_DELAY_S = 86_400
-
-
-class WebhookConfigError(ValueError):
-    """An endpoint, a secret or a setting that cannot be used; the message names it."""
 
 
 @dataclass(frozen=True)
