@@ -40,6 +40,7 @@ from sqlalchemy import BigInteger, Column, Engine, Integer, MetaData, String, Ta
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 
+from audit.cases.query import outcome_item
 from audit.cases.store import catch_up
 from audit.cases.tables import payment_outcomes, watermark
 from audit.cases.webhooks import Endpoint, body_of, headers_of, message_id, retry_delay
@@ -180,8 +181,7 @@ def _next(engine: Engine, ep: Endpoint, cursor: int, mark: int, limit: int) -> l
     with engine.connect() as conn:
         rows = conn.execute(select(_O).where(_O.c.scorer_fp.in_(ep.scorers), _O.c.seq > cursor,
                                              _O.c.seq <= mark).order_by(_O.c.seq).limit(limit)).all()
-    return [{"seq": int(r.seq), "trace_id": r.trace_id, "outcome": r.outcome, "alert_seq": int(r.alert_seq),
-             "recorded_at": r.recorded_at} for r in rows]
+    return [outcome_item(r) for r in rows]
 
 
 def _write(engine: Engine, name: str, holder: str, values: dict[str, Any]) -> bool:

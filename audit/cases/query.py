@@ -31,7 +31,7 @@ from ledger import store
 
 __all__ = ["CASE_VIEWS", "MAX_LIMIT", "VIEWS", "AlertFilter", "AlertPage", "CaseAlert", "CaseDetail",
            "CaseEvent", "CaseFilter", "CasePage", "OutcomePage", "alert_page", "case_detail", "case_page",
-           "get_alert", "outcomes_since"]
+           "get_alert", "outcome_item", "outcomes_since"]
 
 VIEWS = ("open", "mine", "unassigned", "overdue", "closed", "qa", "all")
 CASE_VIEWS = ("open", "mine", "unassigned", "closed", "all")
@@ -381,6 +381,12 @@ def outcomes_since(engine: Engine, after: int, *, scorer_fp: str | None, limit: 
         q = q.where(o.c.scorer_fp == scorer_fp)
     with engine.connect() as conn:
         rows = conn.execute(q.order_by(o.c.seq).limit(limit)).all()
-    items = [{"seq": int(r.seq), "trace_id": r.trace_id, "outcome": r.outcome, "alert_seq": int(r.alert_seq),
-              "recorded_at": r.recorded_at} for r in rows]
+    items = [outcome_item(r) for r in rows]
     return OutcomePage(items, items[-1]["seq"] if items else after)
+
+
+def outcome_item(r: Any) -> dict[str, Any]:
+    """One row of ``audit_payment_outcomes`` as the payment system reads it: an item of
+    ``GET /v1/outcomes``, and the ``data`` of its webhook message (``audit.cases.delivery``)."""
+    return {"seq": int(r.seq), "trace_id": r.trace_id, "outcome": r.outcome, "alert_seq": int(r.alert_seq),
+            "recorded_at": r.recorded_at}
