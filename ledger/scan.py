@@ -1,5 +1,10 @@
 """Recompute one aligned range of the log: leaves, chain links, Merkle nodes, index columns.
 
+It also notes where ``recorded_at`` steps back along seq. That is not damage (the bytes are
+sealed as they are), but trace queries by time window rely on it never decreasing, which every
+commit guarantees (``Ledger._commit`` takes at least the log's last time); an older writer did
+not, and ``verify_ledger`` warns where one left such a step.
+
 ``verify.py`` runs several of these side by side (one per core) and stitches them together.
 A range starting at ``start > 0`` trusts the stored chain hash at ``start - 1`` and the
 stored nodes left of ``start`` as its starting point; the range to its left checks exactly
@@ -9,6 +14,7 @@ those, so the whole log is still recomputed from its leaves.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +45,8 @@ class ScanResult:
     specials: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     payloads_present: int = 0
     purged: list[tuple[str, int, int]] = field(default_factory=list)
+    steps_back: int = 0  # entries whose recorded_at is earlier than the entry before them
+    first_step_back: tuple[int, str, str] | None = None  # (seq, the time before it, its own time)
 
 
 def _first_diff(a: Sequence[object], b: Sequence[object]) -> int:
@@ -57,7 +65,11 @@ class _Scanner:
             wanted = perfect_subtrees(0, start)
             got = store.perfect_hashes(conn, wanted)
             self.cr = CompactRange(start, [got[w] for w in wanted])
+            row = self.cur.execute(
+                f"SELECT recorded_at FROM ledger_entries WHERE seq = {self.p}", (start - 1,)).fetchone()
+            self.prev_at: str | None = None if row is None else str(row[0])  # checked by the left range
         else:
+            self.prev_at = None
             self.prev = ZERO_CHAIN
             self.cr = CompactRange()
 
@@ -84,7 +96,7 @@ class _Scanner:
     def chunk(self, pos: int, hi: int) -> None:
         sha = hashlib.sha256
         rows = self.cur.execute(
-            "SELECT record, leaf_hash, chain_hash FROM "
+            "SELECT record, leaf_hash, chain_hash, recorded_at FROM "
             f"ledger_entries WHERE seq >= {self.p} AND seq < {self.p} ORDER BY seq", (pos, hi)
         ).fetchall()
         if len(rows) != hi - pos:  # seq is a unique integer: hi - pos rows means no gap
@@ -118,6 +130,7 @@ class _Scanner:
             )
         self.prev = prev
         self._columns(pos, hi)
+        self._times(pos, [r[3] for r in rows])
         self._merkle(pos, hi, leaves)
         self._payloads(pos, hi, recs)
 
@@ -134,6 +147,20 @@ class _Scanner:
             except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
                 raise DamageError("malformed record", seq, str(exc)) from exc
             self.res.specials.append((seq, kind, body))
+
+    def _times(self, pos: int, times: list[str]) -> None:
+        """Count the entries whose ``recorded_at`` (checked against the sealed bytes by ``_columns``)
+        is earlier than the one before; the fixed-width UTC form orders as text orders."""
+        prev = self.prev_at
+        self.prev_at = times[-1] if times else prev
+        if all(map(operator.le, times, times[1:])) and (prev is None or not times or prev <= times[0]):
+            return
+        for seq, at in enumerate(times, pos):
+            if prev is not None and at < prev:
+                if self.res.first_step_back is None:
+                    self.res.first_step_back = (seq, prev, at)
+                self.res.steps_back += 1
+            prev = at
 
     def _merkle(self, pos: int, hi: int, leaves: list[bytes]) -> None:
         sha = hashlib.sha256

@@ -308,6 +308,7 @@ def verify_ledger(
         raise DamageError("substituted key", None,
                           f"ledger_keys holds {stored_keys}, the ledger's records say {derived}")
     _conclude(report, history, size, last, trusted)
+    _warn_steps_back(report, results)
     if max_unsealed is not None and report.unsealed_entries > max_unsealed:
         raise DamageError(
             "unsealed tail", last,
@@ -315,6 +316,20 @@ def verify_ledger(
             f"(more than the {max_unsealed} allowed): nothing authenticates them")
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _warn_steps_back(report: VerifyReport, results: Sequence[ScanResult]) -> None:
+    """A warning where ``recorded_at`` decreases along seq (sealed so; not damage)."""
+    steps = sum(r.steps_back for r in results)
+    first = next((r.first_step_back for r in results if r.first_step_back is not None), None)
+    if first is None:
+        return
+    seq, before, at = first
+    report.warnings.append(
+        f"recorded_at steps back in time at {steps} entr{'y' if steps == 1 else 'ies'}, first at seq {seq} "
+        f"({at}, after {before} at seq {seq - 1}): trace queries by time (since, until) assume it never "
+        "decreases and may leave out entries near such a step; every commit now takes at least the log's "
+        "last time, so only entries an older writer sealed can do this")
 
 
 def _check_key_handovers(history: _History, notes: dict[int, str]) -> None:
