@@ -399,6 +399,16 @@ def _human_case(d: CaseDetail, others: list[CaseState]) -> None:
           f"'cases act {c.case_id} link --link ID'): " + ", ".join(
               f"{o.case_id} ({'open' if o.open else 'closed'})" for o in others), markup=False)
     _alert_table(d.alerts, title="alerts")
+    notes = [(a.seq, n) for a in d.alerts for n in d.annotations_of(a)]
+    if notes:
+        p(f"annotations on its decisions: {len(notes)}", markup=False)
+        for alert_seq, n in notes:
+            b = n.body
+            who = b.get("principal", {}).get("subject", "?") if isinstance(b.get("principal"), dict) else "?"
+            p(f"  seq {n.seq}  {n.recorded_at}  on alert {alert_seq}  {b.get('disposition', '?')}  by {who}",
+              markup=False)
+            if b.get("note"):
+                p(f"      \"{b['note']}\"", markup=False)
     p(f"events: {len(d.events)}", markup=False)
     for e in d.events:
         on = f"alert {e.alert_seq}" if e.alert_seq is not None else "case"

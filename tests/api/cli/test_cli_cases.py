@@ -15,8 +15,12 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from api import ops
 from api.cli import app
 from api.cli.cases import ALERT_ACTIONS, CASE_ACTIONS
+from api.config import Settings
+from audit.annotations import annotate
+from audit.decide.principal import Principal
 from tests.api.test_cli_score import Cli, sim_array
 from tests.conftest import Db
 
@@ -327,6 +331,29 @@ def test_a_case_shows_its_alerts_and_sealed_history_and_is_worked_as_one(cli: Cl
     assert refused(cli, "cases", "act", str(case_id), "approve")["error"] == "CaseFourEyesError"
     doc = refused(cli, "cases", "act", str(case_id), "link", "--link", "999999", "--rationale", "x")
     assert doc["field"] == "--link"
+
+
+def test_a_case_shows_the_annotations_sealed_on_its_decisions_in_both_forms(cli: Cli) -> None:
+    alerts = walk(cli, limit=50)
+    case_id, _ = Counter(a["case_id"] for a in alerts).most_common(1)[0]
+    members = [a for a in alerts if a["case_id"] == case_id]
+    other = next(a for a in alerts if a["case_id"] != case_id)
+    ledger = ops.open_ledger(Settings.model_validate({"db": cli.db.url, "keys": cli.keys}))
+    try:
+        ours = annotate(ledger, members[0]["trace_id"], Principal.local("officer"), "ESCALATED",
+                        "same address as case 12\nsee the KYC file")
+        annotate(ledger, other["trace_id"], Principal.local("officer"), "NOTE", "a note on another case")
+    finally:
+        ledger.engine.dispose()
+    shown = cli.json("cases", "show", str(case_id))
+    notes = {a["seq"]: [n["seq"] for n in a["annotations"]] for a in shown["alerts"]}
+    assert notes[members[0]["seq"]] == [ours.seq] and all(notes[a["seq"]] == [] for a in members[1:])
+    human = cli("cases", "show", str(case_id)).stdout
+    assert "annotations on its decisions: 1" in human
+    line = next(x for x in human.splitlines() if x.strip().startswith(f"seq {ours.seq} "))
+    assert f"on alert {members[0]['seq']}" in line and "ESCALATED" in line and "by CN=local:officer" in line
+    assert '"same address as case 12\nsee the KYC file"' in human
+    assert "a note on another case" not in human  # another case's annotation is not this case's
 
 
 def test_a_policy_is_sealed_from_a_file_and_shown(cli: Cli, tmp_path: Path) -> None:
