@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from audit.decide.types import Decision
@@ -55,6 +56,68 @@ class _ConflictCollector(Collector):
         yield CounterMetricFamily("sealtrail_derived_row_conflicts", "trace-index rows of sealed decisions "
                                   "not written: a row the writer did not write held their place",
                                   value=self._read())
+
+
+_GC_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _GcPauses:
+    """How long each of this process's cyclic collections held the interpreter, by generation,
+    timed by ``gc.callbacks``. Every thread waits out a collection (it holds the GIL): the decider
+    and the requests it answers included, so a long one shows as a latency spike that no stage
+    of a batch accounts for. A collection walks every container object of the generations it
+    collects: the full one (generation 2) walks the feature state too (accounts' windows, the
+    graph's edges), about 0.4 µs an object (``python -m bench.gc_pause``).
+
+    One per process (``gc_pauses()``); the callback takes no lock (a collection may start while a
+    thread holds one) and a scrape copies the counts, so it may lag a collection in flight."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self.counts = [[0] * (len(_GC_BUCKETS) + 1) for _ in range(3)]  # per generation, per bucket (+Inf)
+        self.sums = [0.0, 0.0, 0.0]
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        took = time.perf_counter() - self._started
+        gen = info.get("generation", 2)
+        if 0 <= gen < 3:
+            self.counts[gen][bisect_left(_GC_BUCKETS, took)] += 1  # the first bucket it is at most
+            self.sums[gen] += took
+
+    def collect(self) -> Iterator[HistogramMetricFamily | GaugeMetricFamily]:
+        h = HistogramMetricFamily("sealtrail_gc_pause_seconds", "time each cyclic garbage collection of this "
+                                  "process held the interpreter, by generation (2: the full one, which walks "
+                                  "the feature state)", labels=["generation"])
+        for gen in range(3):
+            counts, total = list(self.counts[gen]), self.sums[gen]
+            running, buckets = 0, []
+            for bound, n in zip((*_GC_BUCKETS, math.inf), counts, strict=True):
+                running += n
+                buckets.append(("+Inf" if bound == math.inf else repr(bound), running))
+            h.add_metric([str(gen)], buckets, total)
+        yield h
+        yield GaugeMetricFamily("sealtrail_gc_frozen_objects", "objects moved out of the collector's reach "
+                                "by gc.freeze (what start-up built, the feature state caught up included)",
+                                value=gc.get_freeze_count())
+
+
+_GC_PAUSES: list[_GcPauses] = []
+
+
+def gc_pauses() -> _GcPauses:
+    """The process's collection timer, installed on first use."""
+    if not _GC_PAUSES:
+        _GC_PAUSES.append(_GcPauses())
+    return _GC_PAUSES[0]
+
+
+class _GcCollector(Collector):
+    def collect(self) -> Iterator[HistogramMetricFamily | GaugeMetricFamily]:
+        yield from gc_pauses().collect()
 
 
 _RULES_SKIPPED = ("DEADLINE_EXCEEDED", "SANDBOX_FAULT")  # fail-safe causes under which no rule ran
@@ -251,6 +314,8 @@ class Metrics:
         r.register(_LedgerCollector(ledger_state))
         if index_conflicts is not None:
             r.register(_ConflictCollector(index_conflicts))
+        gc_pauses()  # timing starts with the first app of the process
+        r.register(_GcCollector())
 
     def observe_batch(self, decisions: Sequence[Decision]) -> None:
         """Called once per committed batch (from the batcher thread)."""

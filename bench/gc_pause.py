@@ -1,0 +1,119 @@
+"""Benchmark of the cyclic garbage collector's pauses over the feature state.
+
+A decider holds its feature state (velocity windows, transaction graph) in Python objects for the
+process's life. CPython's cyclic collector walks every container object of the generations it
+collects, and a full collection (generation 2) walks the whole state while every thread waits:
+the decider and every request in flight. ``sealtrail serve`` freezes what start-up built
+(``api.server.tune_gc_for_serving``, after the state caught up), so a full collection walks only
+what came after; the state's churn (new edges and accounts replacing the expired ones) brings
+that back to the whole state within one window.
+
+For each size, the state is built from the seeded stream of ``bench.graph_features`` (accounts
+with Pareto activity, 30 days), then: the container objects the collector tracks, a full
+collection's pause (median of 3), and the same-run baseline: the pause once the state is frozen,
+as start-up leaves it. The pauses are what ``sealtrail_gc_pause_seconds{generation="2"}`` on
+/metrics reports in service. The largest size is scaled to 200,000 accounts and 6,000,000 payments
+(the memory target's state) by its payments, as ``bench.graph_features`` scales memory.
+
+Run from the repository root: ``python -m bench.gc_pause [--quick] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if not __package__:  # keep the same entry point as the other benchmarks
+    sys.exit("run it as a module from the repository root: python -m bench.gc_pause")
+
+import argparse
+import gc
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.graph_features import FULL_ACCOUNTS, FULL_PAYMENTS, stream
+from bench.machine import host_info, probe_ms
+from bench.report import Row, format_table, write_json
+from inference.graph import GraphFeatures
+from inference.velocity import VelocityState
+
+
+def build(accounts: int, payments: int) -> tuple[GraphFeatures, VelocityState]:
+    """The feature state after ``payments`` payments among ``accounts`` accounts (collector off)."""
+    graph, windows = GraphFeatures(), VelocityState()
+    scratch: list[float] = []
+    for o, b, t, c in stream(accounts, payments, seed=7):
+        graph.observe_sealed(o, b, t, c)
+        scratch.clear()
+        windows.observe_ids_into(scratch, o, b, t, c)
+    return graph, windows
+
+
+def _full_pause() -> float:
+    t0 = time.perf_counter()
+    gc.collect()
+    return time.perf_counter() - t0
+
+
+def measure(accounts: int, payments: int) -> dict[str, Any]:
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())  # the process's own (imports, the benchmark)
+        t0 = time.perf_counter()
+        state = build(accounts, payments)
+        built_s = time.perf_counter() - t0
+        tracked = len(gc.get_objects())
+        pauses = [_full_pause() for _ in range(3)]
+        gc.freeze()
+        frozen = [_full_pause() for _ in range(3)]
+        gc.unfreeze()
+        del state
+        gc.collect()
+    finally:
+        gc.enable()
+    pause = statistics.median(pauses)
+    return {"accounts": accounts, "payments": payments, "build_s": round(built_s, 1), "tracked": tracked,
+            "state_objects": tracked - before,
+            "pause_s": pause, "pauses_s": pauses, "frozen_pause_s": statistics.median(frozen),
+            "ns_per_object": pause / tracked * 1e9}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one small state (seconds)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    host = host_info()
+    print(f"CPU: {host['cpu']} ({host['cores']} cores), RAM {host['ram_gib']} GiB, Python {host['python']}")
+    probe_before = probe_ms()
+    sizes = [(2_000, 20_000)] if args.quick else [(20_000, 200_000), (200_000, 2_000_000)]
+    runs = []
+    for accounts, payments in sizes:
+        m = measure(accounts, payments)
+        runs.append(m)
+        print(f"{accounts:,} accounts, {payments:,} payments (built in {m['build_s']} s): {m['tracked']:,} "
+              f"container objects tracked, {m['state_objects']:,} of them the state's; "
+              f"a full collection {m['pause_s'] * 1e3:,.1f} ms "
+              f"({m['ns_per_object']:.0f} ns an object), once frozen {m['frozen_pause_s'] * 1e3:,.2f} ms",
+              flush=True)
+    large = runs[-1]
+    scale = FULL_PAYMENTS / large["payments"]
+    full = large["pause_s"] * scale
+    rows = [Row(f"full collection, {r['accounts']:,} accounts, {r['payments']:,} payments",
+                f"{r['pause_s'] * 1e3:,.1f} ms", f"state frozen {r['frozen_pause_s'] * 1e3:,.2f} ms",
+                f"{r['pause_s'] / max(r['frozen_pause_s'], 1e-9):,.0f}x") for r in runs]
+    rows.append(Row(f"full collection, {FULL_ACCOUNTS:,} accounts, {FULL_PAYMENTS:,} payments",
+                    f"{full:,.1f} s (x{scale:.0f} of the largest run)", "", ""))
+    print("\n" + format_table(rows, "pause"))
+    probe_after = probe_ms()
+    print(f"\nCPU probe: {probe_before:.1f} ms before, {probe_after:.1f} ms after (a fixed pure-Python loop; "
+          "a slower probe means the shared host was slower, and so are these figures)")
+    host["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
+    if args.json:
+        write_json(args.json, {"machine": host, "runs": runs, "full_scale_pause_s": full})
+
+
+if __name__ == "__main__":
+    main()
