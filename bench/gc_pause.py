@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.graph_features import FULL_ACCOUNTS, FULL_PAYMENTS, stream
-from bench.machine import host_info, probe_ms
+from bench.machine import host_info, probe_ms, report_probe
 from bench.report import Row, format_table, write_json
 from inference.graph import GraphFeatures
 from inference.velocity import VelocityState
@@ -107,10 +107,7 @@ def main() -> None:
     rows.append(Row(f"full collection, {FULL_ACCOUNTS:,} accounts, {FULL_PAYMENTS:,} payments",
                     f"{full:,.1f} s (x{scale:.0f} of the largest run)", "", ""))
     print("\n" + format_table(rows, "pause"))
-    probe_after = probe_ms()
-    print(f"\nCPU probe: {probe_before:.1f} ms before, {probe_after:.1f} ms after (a fixed pure-Python loop; "
-          "a slower probe means the shared host was slower, and so are these figures)")
-    host["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
+    report_probe(host, probe_before)
     if args.json:
         write_json(args.json, {"machine": host, "runs": runs, "full_scale_pause_s": full})
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.machine import host_info, probe_ms
+from bench.machine import host_info, probe_ms, report_probe
 from bench.report import Row, format_table, verdict, write_json
 from inference.features import FeatureExtractor, epoch_us
 from inference.graph import GraphConfig, GraphFeatures, Payment
@@ -220,10 +220,7 @@ def main() -> None:
               for k in (4, 5, 6)),
         ]
     print("\n" + format_table(table, "sealtrail graph"))
-    probe_after = probe_ms()
-    print(f"\nCPU probe: {probe_before:.1f} ms before, {probe_after:.1f} ms after (a fixed pure-Python loop; "
-          "a slower probe means the shared host was slower, and so are these figures)")
-    host["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
+    report_probe(host, probe_before)
     if args.json:
         write_json(args.json, {"machine": host, "speed": speed, "memory": runs, "full_bytes": full,
                                "full_measured": measured_full})

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.machine import host_info, probe_ms, version_of
+from bench.machine import host_info, probe_ms, report_probe, version_of
 from bench.report import Row, format_table, percentile, verdict, write_json
 from inference.backends import load_backend
 from inference.batcher import Batcher, Priority
@@ -264,10 +264,7 @@ def main() -> None:
     print("\n" + format_table(table, "sealtrail"))
     print(f"\nparity: max |onnxruntime - numpy| = {models['max_abs_diff_onnxruntime_numpy']:.2e} over "
           f"{len(rows):,} rows")
-    probe_after = probe_ms()
-    print(f"\nCPU probe: {probe_before:.1f} ms before, {probe_after:.1f} ms after (a fixed pure-Python loop; "
-          "a slower probe means the shared host was slower, and so are these figures)")
-    host["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
+    report_probe(host, probe_before)
     if args.json:
         write_json(args.json, {"machine": host, "features": feats, "models": models, "batcher_idle": idle,
                                "batcher_load": loads})

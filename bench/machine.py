@@ -99,3 +99,11 @@ def probe_ms() -> float:
         sum(i * i for i in range(200_000))
         best = min(best, time.perf_counter() - t0)
     return best * 1e3
+
+
+def report_probe(host: dict[str, Any], before: float, label: str = "CPU probe:") -> None:
+    """Probe again, print both probes (a benchmark's last line) and keep them in ``host``."""
+    after = probe_ms()
+    print(f"\n{label} {before:.1f} ms before, {after:.1f} ms after (a fixed pure-Python loop; "
+          "a slower probe means the shared host was slower, and so are these figures)")
+    host["cpu_probe_ms"] = {"before": before, "after": after}

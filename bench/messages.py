@@ -31,7 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.machine import host_info, probe_ms, version_of
+from bench.machine import host_info, probe_ms, report_probe, version_of
 from bench.messages_samples import (
     PAIN001_MIX,
     SEED,
@@ -442,10 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             jobs += side_by_side(msgs, checks)
         timed += [(fmt.name, job) for job in jobs]
     cells = measure(timed, seconds, passes)
-    probe_after = probe_ms()
-    print(f"\nCPU probe:  {probe_before:.1f} ms before, {probe_after:.1f} ms after (a fixed pure-Python "
-          "loop; a slower probe means the shared host was slower, and so are these figures)")
-    machine["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
+    report_probe(machine, probe_before, "CPU probe: ")
     print("\n" + grid(cells))
     rows, verdicts = summary(cells)
     print("\n" + format_table(rows, subject="ours"))
