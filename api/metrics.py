@@ -67,13 +67,14 @@ class _GcPauses:
     and the requests it answers included, so a long one shows as a latency spike that no stage
     of a batch accounts for. A collection walks every container object of the generations it
     collects: the full one (generation 2) walks the feature state too (accounts' windows, the
-    graph's edges), about 0.4 µs an object (``python -m bench.gc_pause``).
+    graph's edges), about 0.5 µs an object (``python -m bench.gc_pause``). Start-up runs one full
+    collection itself (``api.server.tune_gc_for_serving``) before the first request; it is counted.
 
     One per process (``gc_pauses()``); the callback takes no lock (a collection may start while a
     thread holds one) and a scrape copies the counts, so it may lag a collection in flight."""
 
     def __init__(self) -> None:
-        self._started = 0.0
+        self._started: float | None = None  # None: no collection begun since this timer was installed
         self.counts = [[0] * (len(_GC_BUCKETS) + 1) for _ in range(3)]  # per generation, per bucket (+Inf)
         self.sums = [0.0, 0.0, 0.0]
         gc.callbacks.append(self._callback)
@@ -82,13 +83,16 @@ class _GcPauses:
         if phase == "start":
             self._started = time.perf_counter()
             return
+        if self._started is None:  # installed while a collection ran: its start was not seen
+            return
         took = time.perf_counter() - self._started
+        self._started = None
         gen = info.get("generation", 2)
         if 0 <= gen < 3:
             self.counts[gen][bisect_left(_GC_BUCKETS, took)] += 1  # the first bucket it is at most
             self.sums[gen] += took
 
-    def collect(self) -> Iterator[HistogramMetricFamily | GaugeMetricFamily]:
+    def collect(self) -> Iterator[HistogramMetricFamily | GaugeMetricFamily | CounterMetricFamily]:
         h = HistogramMetricFamily("sealtrail_gc_pause_seconds", "time each cyclic garbage collection of this "
                                   "process held the interpreter, by generation (2: the full one, which walks "
                                   "the feature state)", labels=["generation"])
@@ -100,23 +104,33 @@ class _GcPauses:
                 buckets.append(("+Inf" if bound == math.inf else repr(bound), running))
             h.add_metric([str(gen)], buckets, total)
         yield h
+        found = CounterMetricFamily("sealtrail_gc_collected_objects", "objects the cyclic collections of "
+                                    "this process found unreachable, by the generation collected: what only "
+                                    "the collector frees (reference cycles); what generations 1 and 2 find "
+                                    "lived through a young collection first",
+                                    labels=["generation"])
+        for gen, stats in enumerate(gc.get_stats()):
+            found.add_metric([str(gen)], stats["collected"])
+        yield found
         yield GaugeMetricFamily("sealtrail_gc_frozen_objects", "objects moved out of the collector's reach "
                                 "by gc.freeze (what start-up built, the feature state caught up included)",
                                 value=gc.get_freeze_count())
 
 
 _GC_PAUSES: list[_GcPauses] = []
+_GC_INSTALL = threading.Lock()  # taken by callers of gc_pauses, never inside a collection
 
 
 def gc_pauses() -> _GcPauses:
-    """The process's collection timer, installed on first use."""
-    if not _GC_PAUSES:
-        _GC_PAUSES.append(_GcPauses())
-    return _GC_PAUSES[0]
+    """The process's collection timer, installed on first use (once, whichever thread comes first)."""
+    with _GC_INSTALL:
+        if not _GC_PAUSES:
+            _GC_PAUSES.append(_GcPauses())
+        return _GC_PAUSES[0]
 
 
 class _GcCollector(Collector):
-    def collect(self) -> Iterator[HistogramMetricFamily | GaugeMetricFamily]:
+    def collect(self) -> Iterator[HistogramMetricFamily | GaugeMetricFamily | CounterMetricFamily]:
         yield from gc_pauses().collect()
 
 

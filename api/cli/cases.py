@@ -381,6 +381,13 @@ def cases_show(
     emit(doc, as_json, lambda: _human_case(d, others))
 
 
+def _quote(words: str) -> None:
+    """An officer's words under the line they belong to, every line of them marked, so that a note
+    holding a newline cannot print a line that passes for another annotation or event."""
+    for line in words.split("\n"):
+        out.print(f"      | {line}", markup=False)
+
+
 def _human_case(d: CaseDetail, others: list[CaseState]) -> None:
     c = d.case
     p = out.print
@@ -408,7 +415,7 @@ def _human_case(d: CaseDetail, others: list[CaseState]) -> None:
             p(f"  seq {n.seq}  {n.recorded_at}  on alert {alert_seq}  {b.get('disposition', '?')}  by {who}",
               markup=False)
             if b.get("note"):
-                p(f"      \"{b['note']}\"", markup=False)
+                _quote(str(b["note"]))
     p(f"events: {len(d.events)}", markup=False)
     for e in d.events:
         on = f"alert {e.alert_seq}" if e.alert_seq is not None else "case"
@@ -427,7 +434,7 @@ def _human_case(d: CaseDetail, others: list[CaseState]) -> None:
         p(f"  seq {e.seq}  {e.recorded_at}  {' '.join(what)}  by {e.principal.get('subject', '?')}{status}",
           markup=False)
         if e.rationale:
-            p(f"      \"{e.rationale}\"", markup=False)
+            _quote(e.rationale)
 
 
 @cases_app.command("act")

@@ -61,3 +61,16 @@ def test_the_served_metrics_carry_the_pauses(served: Served) -> None:
     for gen in (0, 1, 2):
         _pauses(text, gen)
     assert "# TYPE sealtrail_gc_pause_seconds histogram" in text
+
+
+def test_a_collection_whose_start_was_not_seen_is_not_counted() -> None:
+    """A timer installed while a collection runs sees its end only: no pause is made up for it."""
+    timer = _GcPauses()
+    gc.callbacks.remove(timer._callback)  # driven by hand below, not by the process's collections
+    timer._callback("stop", {"generation": 2, "collected": 0, "uncollectable": 0})
+    assert timer.sums[2] == 0 and sum(timer.counts[2]) == 0
+    timer._callback("start", {"generation": 2, "collected": 0, "uncollectable": 0})
+    timer._callback("stop", {"generation": 2, "collected": 0, "uncollectable": 0})
+    assert sum(timer.counts[2]) == 1 and 0 <= timer.sums[2] < 1
+    timer._callback("stop", {"generation": 2, "collected": 0, "uncollectable": 0})  # no second start
+    assert sum(timer.counts[2]) == 1

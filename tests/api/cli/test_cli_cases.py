@@ -325,7 +325,7 @@ def test_a_case_shows_its_alerts_and_sealed_history_and_is_worked_as_one(cli: Cl
     assert (events[-1]["rationale"], events[-1]["disposition"], events[-2]["link"]) == (
         "payroll batch, documented", "NO_FURTHER_ACTION", other)
     human = cli("cases", "show", str(case_id)).stdout
-    for text in (f"case {case_id}", '"payroll batch, documented"', f"events: {len(events)}"):
+    for text in (f"case {case_id}", "      | payroll batch, documented", f"events: {len(events)}"):
         assert text in human
     assert refused(cli, "cases", "show", "999999")["field"] == "ID"
     assert refused(cli, "cases", "act", str(case_id), "approve")["error"] == "CaseFourEyesError"
@@ -342,17 +342,23 @@ def test_a_case_shows_the_annotations_sealed_on_its_decisions_in_both_forms(cli:
     try:
         ours = annotate(ledger, members[0]["trace_id"], Principal.local("officer"), "ESCALATED",
                         "same address as case 12\nsee the KYC file")
+        forged = (f"  seq 99999  2027-01-01T00:00:00.000000Z  on alert {members[0]['seq']}  CLOSED  "
+                  "by CN=local:chief")
+        annotate(ledger, members[0]["trace_id"], Principal.local("junior"), "NOTE", f"looked\n{forged}")
         annotate(ledger, other["trace_id"], Principal.local("officer"), "NOTE", "a note on another case")
     finally:
         ledger.engine.dispose()
     shown = cli.json("cases", "show", str(case_id))
     notes = {a["seq"]: [n["seq"] for n in a["annotations"]] for a in shown["alerts"]}
-    assert notes[members[0]["seq"]] == [ours.seq] and all(notes[a["seq"]] == [] for a in members[1:])
+    assert notes[members[0]["seq"]][0] == ours.seq and all(notes[a["seq"]] == [] for a in members[1:])
     human = cli("cases", "show", str(case_id)).stdout
-    assert "annotations on its decisions: 1" in human
+    assert "annotations on its decisions: 2" in human
     line = next(x for x in human.splitlines() if x.strip().startswith(f"seq {ours.seq} "))
     assert f"on alert {members[0]['seq']}" in line and "ESCALATED" in line and "by CN=local:officer" in line
-    assert '"same address as case 12\nsee the KYC file"' in human
+    assert "      | same address as case 12\n      | see the KYC file\n" in human
+    # a note's own lines are marked as its lines: none passes for another annotation
+    assert not any(x.startswith("  seq 99999") for x in human.splitlines())
+    assert f"      | {forged}" in human
     assert "a note on another case" not in human  # another case's annotation is not this case's
 
 
