@@ -2,7 +2,7 @@
 
 The file (TOML; paths relative to it; the secrets live in their own owner-only files):
 
-    timeout_s = 15                      # seconds a receiver has to answer (default 15)
+    timeout_s = 15                      # seconds a whole exchange may take (default 15)
     ca = "receivers-ca.pem"             # CA the receivers' server certificates chain to
                                         #   (default: the system's trust store)
     client_cert = "sealtrail-hooks.pem" # a client certificate for receivers that ask for one
@@ -24,16 +24,21 @@ The messages and their signatures are ``audit.cases.webhooks``'; the cursor, ret
 from __future__ import annotations
 
 import ssl
+import time
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from audit.cases.delivery import Answer, Post
 from audit.cases.webhooks import Endpoint, WebhookConfigError, parse_secret
 from ledger.errors import KeyFileError
 from ledger.keys import read_private
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["WebhookList", "http_post", "load_webhooks"]
 
@@ -138,18 +143,96 @@ def load_webhooks(path: Path) -> WebhookList:
     return WebhookList(tuple(endpoints), file(doc.get("ca"), "ca"), cert, client_key)
 
 
+class _Deadline:
+    """When the exchange in flight must be over (``time.monotonic()``; None: no exchange)."""
+
+    at: float | None = None
+
+    def left(self, timeout: float | None) -> float | None:
+        """What is left of a socket operation's ``timeout`` before the deadline; raises
+        ``httpcore.ReadTimeout`` once it has passed."""
+        if self.at is None:
+            return timeout
+        left = self.at - time.monotonic()
+        if left <= 0:
+            import httpcore
+
+            raise httpcore.ReadTimeout("the receiver did not answer within its timeout_s")
+        return left if timeout is None else min(timeout, left)
+
+
+def _deadline_transport(ctx: ssl.SSLContext, deadline: _Deadline) -> httpx.HTTPTransport:
+    """httpx's transport over sockets whose every connect, read and write ends by ``deadline``.
+
+    httpx's own timeouts bound each socket operation, so a receiver that sends its answer a byte
+    at a time would hold the deliverer (and every endpoint after it) for as long as it liked;
+    here the whole exchange has ``timeout_s``. httpx takes no network backend, so its pool is
+    made again with one (the transport's ``_pool``: a test holds the behaviour if httpx changes)."""
+    import httpcore
+    import httpx
+
+    left = deadline.left
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self._inner.read(max_bytes, left(timeout))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._inner.write(buffer, left(timeout))
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                      timeout: float | None = None) -> httpcore.NetworkStream:
+            return Stream(self._inner.start_tls(ssl_context, server_hostname, left(timeout)))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class Backend(httpcore.NetworkBackend):
+        def __init__(self) -> None:
+            self._inner = httpcore.SyncBackend()
+
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None,
+                        socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+            return Stream(self._inner.connect_tcp(host, port, left(timeout), local_address, socket_options))
+
+        def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+            return Stream(self._inner.connect_unix_socket(path, left(timeout), socket_options))
+
+        def sleep(self, seconds: float) -> None:
+            self._inner.sleep(seconds)
+
+    transport = httpx.HTTPTransport(verify=ctx, trust_env=False)
+    limits = httpx.Limits()  # the transport's defaults, as it made its own pool
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=ctx, network_backend=Backend(), max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry)
+    return transport
+
+
 @contextmanager
 def http_post(wl: WebhookList) -> Iterator[Post]:
     """A ``Post`` over httpx: TLS to the list's CA (or the system's), the client certificate if
-    set, no redirects followed, keep-alive while the block runs."""
+    set, no redirects followed, keep-alive while the block runs; an endpoint's ``timeout_s``
+    bounds its whole exchange, from connecting to the last byte read."""
     import httpx
 
     ctx = ssl.create_default_context(cafile=str(wl.ca) if wl.ca else None)
     if wl.client_cert is not None and wl.client_key is not None:
         ctx.load_cert_chain(str(wl.client_cert), str(wl.client_key))
+    deadline = _Deadline()
+    transport = _deadline_transport(ctx, deadline)
 
-    with httpx.Client(verify=ctx, follow_redirects=False, trust_env=False) as client:
+    with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
         def post(ep: Endpoint, body: bytes, headers: Mapping[str, str]) -> Answer:
+            deadline.at = time.monotonic() + ep.timeout_s
             try:
                 # streamed: a 2xx body is never read, a failure's only its first kilobyte, so a
                 # receiver answering with an endless body neither holds the deliverer nor fills its memory
@@ -170,5 +253,7 @@ def http_post(wl: WebhookList) -> Iterator[Post]:
                                   (f": {text}" if text else ""))
             except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError) as exc:
                 return Answer(None, error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            finally:
+                deadline.at = None
 
         yield post
