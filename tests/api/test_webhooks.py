@@ -278,3 +278,54 @@ def test_the_service_delivers_serves_metrics_and_stops_on_sigterm_giving_up_its_
     assert "delivering to 1 endpoint(s)" in stderr
     code, doc = cli("webhooks", "status", "--webhooks", str(p), "--db", db, "--keys", str(tmp_path / "keys"))
     assert code == 0 and doc["endpoints"][0]["holder"] is None  # the lease given up at the stop
+
+
+def test_a_receiver_over_mutual_tls_gets_the_message_and_an_untrusted_one_does_not(tmp_path: Path) -> None:
+    """The deliverer's TLS: the receiver's certificate must chain to the file's ``ca``, and the
+    deliverer shows its client certificate to a receiver that asks for one."""
+    import ssl
+
+    from api.certs import create_dev_pki
+    from api.webhooks import WebhookList
+    from audit.cases.webhooks import Endpoint
+
+    pki = tmp_path / "pki"
+    create_dev_pki(pki)
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            peer = self.connection.getpeercert()  # type: ignore[attr-defined]  # an SSLSocket
+            seen.append(None if not peer else dict(x[0] for x in peer["subject"]).get("commonName"))
+            self.send_response(204)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki / "ca.pem"))
+    ctx.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}/hooks"
+        ep = Endpoint("bank", url, ("ab" * 32,), (new_secret(),), timeout_s=5.0)
+        trusted = WebhookList((ep,), pki / "ca.pem", pki / "scorer.pem", pki / "scorer.key")
+        with http_post(trusted) as post:
+            answers = [post(ep, b"{}", {"webhook-id": f"outcome_{i}"}) for i in (1, 2)]
+        assert [a.status for a in answers] == [204, 204] and seen == ["sealtrail-scorer"] * 2
+        untrusted = WebhookList((ep,), pki / "other-ca" / "ca.pem", pki / "scorer.pem", pki / "scorer.key")
+        with http_post(untrusted) as post:
+            refused = post(ep, b"{}", {"webhook-id": "outcome_3"})
+        assert refused.status is None and refused.error is not None
+        assert "CERTIFICATE_VERIFY_FAILED" in refused.error
+        assert len(seen) == 2
+    finally:
+        server.shutdown()
+        server.server_close()
