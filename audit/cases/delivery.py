@@ -17,7 +17,9 @@ the receiver answered 2xx. So:
   by the deliverer that works it and every write checks the lease, so a second deliverer, or
   one that was stopped past its lease, neither sends in parallel nor moves the cursor. (One
   stopped while a message was in flight may still send that message late, once; the receiver
-  knows it by its id.)
+  knows it by its id.) Lease times are the database's clock (``database_clock_us``), the one
+  clock every deliverer of a log shares, so a host whose own clock runs ahead cannot take a live
+  lease over; retry times are the deliverer's.
 
 ``410 Gone`` disables the endpoint (the specification's meaning: the receiver wants no more);
 ``sealtrail webhooks enable NAME`` resumes it where it stopped. Redirects are not followed (a
@@ -36,7 +38,19 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Engine, Integer, MetaData, String, Table, Text, func, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    select,
+)
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 
@@ -45,7 +59,21 @@ from audit.cases.store import catch_up
 from audit.cases.tables import payment_outcomes, watermark
 from audit.cases.webhooks import Endpoint, body_of, headers_of, message_id, retry_delay
 
-__all__ = ["Answer", "DeliveryReport", "Post", "deliver_round", "deliveries", "enable", "release", "status"]
+__all__ = ["Answer", "DeliveryReport", "LeaseClock", "Post", "database_clock_us", "deliver_round",
+           "deliveries", "enable", "release", "status"]
+
+LeaseClock = Callable[[Connection], int]
+"""The time leases are taken and checked by, µs since the epoch, read in the lease's transaction."""
+
+
+def database_clock_us(conn: Connection) -> int:
+    """The database's time, µs since the epoch: PostgreSQL's server clock, which every deliverer
+    of a log shares whatever its host's clock says; SQLite's is the one host's its file is on."""
+    if conn.dialect.name == "postgresql":
+        q = "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)"
+    else:
+        q = "SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
+    return int(conn.exec_driver_sql(q).scalar_one())
 
 deliveries = Table(
     "audit_outcome_deliveries",
@@ -152,8 +180,9 @@ def _ensure(engine: Engine, ep: Endpoint, now_us: int, mark: int) -> None:
         pass
 
 
-def _claim(engine: Engine, name: str, holder: str, now_us: int, lease_us: int) -> bool:
+def _claim(engine: Engine, name: str, holder: str, lease_us: int, lease_clock: LeaseClock) -> bool:
     with engine.begin() as conn:
+        now_us = lease_clock(conn)
         got = conn.execute(sql_update(_D).where(
             _D.c.endpoint == name,
             (_D.c.holder.is_(None)) | (_D.c.holder == holder) | (_D.c.lease_until_us < now_us),
@@ -184,9 +213,11 @@ def _next(engine: Engine, ep: Endpoint, cursor: int, mark: int, limit: int) -> l
     return [outcome_item(r) for r in rows]
 
 
-def _write(engine: Engine, name: str, holder: str, values: dict[str, Any]) -> bool:
-    """Update the endpoint's row if this deliverer still holds its lease."""
+def _write(engine: Engine, name: str, holder: str, values: dict[str, Any], lease_us: int,
+           lease_clock: LeaseClock) -> bool:
+    """Update the endpoint's row, and renew the lease, if this deliverer still holds it."""
     with engine.begin() as conn:
+        values = {**values, "lease_until_us": lease_clock(conn) + lease_us}
         return conn.execute(sql_update(_D).where(_D.c.endpoint == name, _D.c.holder == holder)
                             .values(**values)).rowcount == 1
 
@@ -219,13 +250,15 @@ def _report(ep: Endpoint, row: Any, state: str, pending: int, now_n: int) -> Del
 def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, holder: str,
                   clock: Callable[[], float] = time.time, rng: random.Random | None = None,
                   budget: int = 1000, lease_s: float = 60.0,
-                  stop: Callable[[], bool] = lambda: False) -> list[DeliveryReport]:
+                  stop: Callable[[], bool] = lambda: False,
+                  lease_clock: LeaseClock = database_clock_us) -> list[DeliveryReport]:
     """One round over every endpoint: bring the alert view current, then send each endpoint's
     pending outcomes in seq order until it is caught up, an attempt fails, or ``budget``
     messages went to it. ``holder`` names this deliverer (host, process). ``stop`` is asked
     before each message: once it says so, the round ends after the message in flight (an
-    endpoint left with outcomes pending reports ``behind``). Returns a report per endpoint
-    reached, in the order given."""
+    endpoint left with outcomes pending reports ``behind``). ``clock`` times the messages and
+    the retries, ``lease_clock`` the leases (the database's by default). Returns a report per
+    endpoint reached, in the order given."""
     if budget < 1:
         raise ValueError("budget must be 1 or more")
     jitter = rng or random.Random()
@@ -237,17 +270,19 @@ def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, 
             break
         now = clock()
         _ensure(engine, ep, _us(now), mark)
-        if not _claim(engine, ep.name, holder, _us(now), _us(_hold_s(ep, lease_s))):
+        if not _claim(engine, ep.name, holder, _us(_hold_s(ep, lease_s)), lease_clock):
             row = _row(engine, ep.name)
             reports.append(_report(ep, row, "held_elsewhere", _pending(engine, ep, int(row.cursor), mark), 0))
             continue
-        reports.append(_work(engine, ep, post, holder, mark, clock, jitter, budget, lease_s, stop))
+        reports.append(_work(engine, ep, post, holder, mark, clock, jitter, budget, lease_s, stop,
+                             lease_clock))
     return reports
 
 
 def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, clock: Callable[[], float],
-          jitter: random.Random, budget: int, lease_s: float, stop: Callable[[], bool]) -> DeliveryReport:
-    lease_s = _hold_s(ep, lease_s)
+          jitter: random.Random, budget: int, lease_s: float, stop: Callable[[], bool],
+          lease_clock: LeaseClock) -> DeliveryReport:
+    lease_us = _us(_hold_s(ep, lease_s))
     row = _row(engine, ep.name)
     cursor, sent = int(row.cursor), 0
     if row.disabled is not None:
@@ -270,7 +305,7 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
                 kept = _write(engine, ep.name, holder, {
                     "cursor": item["seq"], "delivered": _D.c.delivered + 1, "failures": 0,
                     "next_attempt_us": _us(done), "last_attempt_us": _us(now), "last_status": answer.status,
-                    "last_error": None, "url": ep.url, "lease_until_us": _us(done + lease_s)})
+                    "last_error": None, "url": ep.url}, lease_us, lease_clock)
                 if not kept:  # the lease passed on while this message was in flight
                     row = _row(engine, ep.name)
                     pending = _pending(engine, ep, int(row.cursor), mark)
@@ -283,11 +318,11 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
             values: dict[str, Any] = {
                 "failures": failures, "next_attempt_us": _us(done) + delay * 1_000_000,
                 "last_attempt_us": _us(now), "last_status": answer.status, "last_error": error,
-                "url": ep.url, "lease_until_us": _us(done + lease_s)}
+                "url": ep.url}
             if answer.status == 410:
                 values["disabled"] = (f"410 Gone at outcome {item['seq']} ({_iso(_us(done))}): the receiver "
                                       "asked for no more; 'sealtrail webhooks enable' resumes")
-            kept = _write(engine, ep.name, holder, values)
+            kept = _write(engine, ep.name, holder, values, lease_us, lease_clock)
             row = _row(engine, ep.name)
             state = "held_elsewhere" if not kept else "disabled" if answer.status == 410 else "retrying"
             return _report(ep, row, state, _pending(engine, ep, int(row.cursor), mark), sent)

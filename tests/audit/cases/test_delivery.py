@@ -47,6 +47,16 @@ class Clock:
     def __call__(self) -> float:
         return self.t
 
+    def db(self, conn: object) -> int:
+        """The same time as the database's clock (``deliver_round(lease_clock=)``): one clock for both,
+        as every deliverer of a log shares the database's."""
+        return int(self.t * 1_000_000)
+
+    @property
+    def both(self) -> dict[str, Any]:
+        """``deliver_round``'s two clocks, both this one."""
+        return {"clock": self, "lease_clock": self.db}
+
 
 @dataclass
 class Receiver:
@@ -156,19 +166,19 @@ def test_a_failure_holds_back_every_later_outcome_until_it_is_delivered(
     rx = Receiver(script=[Answer(204), Answer(500, error="HTTP 500: busy"),
                           Answer(None, error="ConnectError")])
     ep = endpoint(fps)
-    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock, rng=random.Random(1))
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both, rng=random.Random(1))
     assert (r.state, r.delivered_now, r.cursor, r.failures, r.last_status) == (
         "retrying", 1, outcomes[0]["seq"], 1, 500)
     assert r.pending == len(outcomes) - 1 and r.last_error == "HTTP 500: busy"
     # before the schedule's first step (5 s, +-10 %) nothing is sent
     clock.t += 4
-    assert deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock)[0].delivered_now == 0
+    assert deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both)[0].delivered_now == 0
     assert len(rx.got) == 2
     clock.t += 2
-    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock, rng=random.Random(1))
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both, rng=random.Random(1))
     assert (r.state, r.failures, r.last_status, r.last_error) == ("retrying", 2, None, "ConnectError")
     clock.t += RETRY_SCHEDULE_S[1] * 1.1
-    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock)
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both)
     assert (r.state, r.failures, r.cursor) == ("caught_up", 0, outcomes[-1]["seq"])
     # the failed outcome was sent three times under one id, and the receiver has every outcome once, in order
     ids = rx.ids()
@@ -181,18 +191,18 @@ def test_retry_after_is_followed_and_410_gone_disables_until_enabled(decided: Le
     clock = Clock()
     ep = endpoint(tuple(scorers_of(outcomes, decided)))
     rx = Receiver(script=[Answer(503, retry_after="120"), Answer(410, error="HTTP 410")])
-    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock)
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both)
     with decided.engine.connect() as conn:
         (row,) = conn.execute(select(deliveries)).all()
     assert row.next_attempt_us == int(clock.t * 1_000_000) + 120_000_000 and r.state == "retrying"
     clock.t += 121
-    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock)
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both)
     assert r.state == "disabled" and r.disabled is not None and "410 Gone" in r.disabled
     clock.t += 10 * 86_400
-    assert deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock)[0].delivered_now == 0
+    assert deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both)[0].delivered_now == 0
     assert status(decided.engine, [ep])[0].state == "disabled" and len(rx.got) == 2
     assert enable(decided.engine, "core-banking", clock=clock) is True
-    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", clock=clock)
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d1", **clock.both)
     assert (r.state, r.delivered_now) == ("caught_up", len(outcomes))
     assert rx.ids()[:3] == [f"outcome_{outcomes[0]['seq']}"] * 3
     assert enable(decided.engine, "never-worked") is False
@@ -214,12 +224,12 @@ def test_an_outcome_acknowledged_just_before_the_deliverer_died_is_sent_again(
         return Answer(200)
 
     with pytest.raises(Died):
-        deliver_round(decided.engine, [ep], dies_after_the_answer, holder="d1", clock=clock)
+        deliver_round(decided.engine, [ep], dies_after_the_answer, holder="d1", **clock.both)
     assert status(decided.engine, [ep])[0].cursor == outcomes[1]["seq"]
     # another deliverer waits out the dead one's lease, then sends the third outcome again
-    assert deliver_round(decided.engine, [ep], rx, holder="d2", clock=clock)[0].state == "held_elsewhere"
+    assert deliver_round(decided.engine, [ep], rx, holder="d2", **clock.both)[0].state == "held_elsewhere"
     clock.t += 61
-    (r,) = deliver_round(decided.engine, [ep], rx, holder="d2", clock=clock)
+    (r,) = deliver_round(decided.engine, [ep], rx, holder="d2", **clock.both)
     assert r.state == "caught_up" and r.holder == "d2"
     ids = rx.ids()
     assert ids[2] == ids[3] == f"outcome_{outcomes[2]['seq']}"  # at least once
@@ -237,11 +247,11 @@ def test_a_deliverer_whose_lease_passed_on_mid_message_does_not_move_the_cursor(
         seen.append(headers["webhook-id"])
         if len(seen) == 2:  # stopped past its lease while this message was out; the other takes over
             clock.t += 61
-            (other,) = deliver_round(decided.engine, [ep], rx, holder="d2", clock=clock)
+            (other,) = deliver_round(decided.engine, [ep], rx, holder="d2", **clock.both)
             assert (other.state, other.cursor) == ("caught_up", outcomes[-1]["seq"])
         return Answer(200)
 
-    (r,) = deliver_round(decided.engine, [ep], stalls, holder="d1", clock=clock)
+    (r,) = deliver_round(decided.engine, [ep], stalls, holder="d1", **clock.both)
     assert (r.state, r.delivered_now, r.holder) == ("held_elsewhere", 1, "d2")
     assert status(decided.engine, [ep])[0].cursor == outcomes[-1]["seq"]  # d1's late answer moved nothing
     assert rx.ids() == [f"outcome_{o['seq']}" for o in outcomes[1:]]
