@@ -109,6 +109,15 @@ def _holds(edges: list[Edge], e: Edge) -> bool:
     return False
 
 
+def _one_less(near: dict[Node, int], n: Node) -> None:
+    """One flagged counterparty fewer in ``n``'s latest-edge maps (its ``near`` count, gone at 0)."""
+    c = near[n] - 1
+    if c:
+        near[n] = c
+    else:
+        del near[n]
+
+
 class TransactionGraph:
     """Accounts and the payments between them over a rolling window; ``add`` takes one payment."""
 
@@ -381,11 +390,7 @@ class TransactionGraph:
         if n.out_last.get(dst) is e:
             del n.out_last[dst]
             if dst.flagged:
-                c = near[n] - 1
-                if c:
-                    near[n] = c
-                else:
-                    del near[n]
+                _one_less(near, n)
         amounts = n.amounts
         del amounts[bisect_left(amounts, e[3])]
 
@@ -397,11 +402,7 @@ class TransactionGraph:
         if n.in_last.get(src) is e:
             del n.in_last[src]
             if src.flagged:
-                c = near[n] - 1
-                if c:
-                    near[n] = c
-                else:
-                    del near[n]
+                _one_less(near, n)
 
     def _expire_oldest(self, horizon: int | None = None) -> None:
         """The oldest edge held leaves both lists that hold it (it is at their heads), after the
