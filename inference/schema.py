@@ -98,12 +98,9 @@ DATA_QUALITY_NAMES: tuple[str, ...] = (
     "service_nak",
 )
 
-# The graph library's values but two kinds: hops to a flagged account (no decision flags an account
-# yet) and the usual numbers of counterparties, running means over the account's whole history,
-# which a decider replaying the last 30 days of its log could not re-derive. Every value kept
-# depends on the payments of the window alone.
-GRAPH_UNSEALED: tuple[str, ...] = ("orig_usual_fan_out_q16", "orig_usual_fan_in_q16", "bene_usual_fan_in_q16",
-                                   "flagged_hops")
+# The graph library's values but hops to a flagged account (no decision flags an account yet).
+# Every value depends on the payments of the window alone.
+GRAPH_UNSEALED: tuple[str, ...] = ("flagged_hops",)
 GRAPH_NAMES: tuple[str, ...] = tuple(n for n in GRAPH_FEATURE_NAMES if n not in GRAPH_UNSEALED)
 _FORWARDING: tuple[str, ...] = ("forward_share_permille", "forward_delay_hours")  # added by features/4
 _GRAPH3: tuple[str, ...] = tuple(n for n in GRAPH_NAMES if n not in _FORWARDING)

@@ -283,7 +283,7 @@ class Rederiver:
         if data is None:
             return broken("the manifest names a snapshot file the bundle lacks", seq)
         try:
-            tree = state_tree(data, sealed.state_key_id)
+            tree = state_tree(data, sealed.state_key_id, sealed.leaf)
         except StateSnapshotError as exc:
             return broken(f"the snapshot's state does not read: {exc}", seq)
         if (off := sealed.matches(tree, self.from_seq)) is not None:

@@ -40,6 +40,7 @@ from audit.state.sealed import SNAPSHOT_KIND, SealedSnapshot, parse_snapshot
 from audit.state.snapshot import keyed_state_bytes
 from audit.state.tree import state_tree
 from inference.features import FeatureExtractor
+from inference.graph import CountedGraph, GraphFeatures
 from inference.velocity import VelocityState
 from ledger import store
 
@@ -109,12 +110,13 @@ def _snapshot(conn: Connection, engine: Engine, origin: int, first: int,
     if best is None:
         return None
     row, sealed = best
-    extractor = FeatureExtractor(state=VelocityState(load_state_key(engine)))
+    graph = GraphFeatures(graph=CountedGraph) if sealed.counted else None  # leaf/1: the graph/1 counts
+    extractor = FeatureExtractor(state=VelocityState(load_state_key(engine)), graph=graph)
     r = catch_up(engine, extractor, origin, sealed.covers_seq + 1)
     if r.replayed != r.from_deltas or r.missing_payload or r.foreign_deltas:
         return None
     data = keyed_state_bytes(engine, extractor)
-    if sealed.matches(state_tree(data, sealed.state_key_id), origin) is not None:
+    if sealed.matches(state_tree(data, sealed.state_key_id, sealed.leaf), origin) is not None:
         return None
     return row, sealed, data
 

@@ -23,6 +23,7 @@ from audit.state.replay import catch_up
 from audit.state.sealed import SealedSnapshot, parse_snapshot, snapshot_pages
 from audit.state.tree import state_tree
 from inference.features import FeatureExtractor
+from inference.graph import CountedGraph, GraphFeatures
 from inference.state_store import features_state_bytes
 from inference.velocity import VelocityState, key_id
 
@@ -63,14 +64,16 @@ def check_snapshots(engine: Engine, state_key: bytes | None, fail: Fail, *, root
     if not roots or state_key is None:
         return done
     for start, snaps in sorted(runs.items()):
-        extractor = FeatureExtractor(state=VelocityState(state_key))
+        # leaf/1 snapshots (an earlier release's) need the graph/1 counts; the values are the same
+        graph = GraphFeatures(graph=CountedGraph) if any(s.counted for s in snaps) else None
+        extractor = FeatureExtractor(state=VelocityState(state_key), graph=graph)
         pos = start
         for s in sorted(snaps, key=lambda x: (x.covers_seq, x.seq)):
             try:
                 if s.covers_seq + 1 > pos:
                     catch_up(engine, extractor, pos, s.covers_seq + 1)
                     pos = s.covers_seq + 1
-                diff = s.matches(state_tree(features_state_bytes(extractor), s.state_key_id), start)
+                diff = s.matches(state_tree(features_state_bytes(extractor), s.state_key_id, s.leaf), start)
             except (StateDeltaError, StateSnapshotError) as exc:
                 fail(TABLE, s.seq, f"the state after seq {s.covers_seq} cannot be recomputed: {exc}")
                 break

@@ -26,12 +26,13 @@ The version 1 body, RFC 8785::
 Version 2 (``sealtrail.state-delta/2``, what is sealed now) adds ``"state_from": F``: the seq the
 sealing decider's feature state was caught up from, starting empty (``audit.state.replay.catch_up``
 from ``F``; a state restored from a sealed snapshot keeps the snapshot's ``from_seq``), or ``null``
-where the decider cannot vouch for its origin (a state a caller handed it). The velocity windows
-forget what is past the 30-day window, but the graph's usual numbers of counterparties and each
-account's last activity remember further back, so a decision's features are a function of its
-state's origin and the deltas from there to it, never of the deltas alone: with ``state_from``
-sealed, anyone holding the deltas from ``F`` on computes the state each decision was made on
-(``audit.bundle.rederive``). Version 1 deltas read as before, origin unknown.
+where the decider cannot vouch for its origin (a state a caller handed it). A decision's features
+are a function of its state's origin and the deltas from there to it: with ``state_from`` sealed,
+anyone holding the deltas from ``F`` on computes the state each decision was made on
+(``audit.bundle.rederive``). The state forgets everything past its 30-day windows, so any origin
+at or before a decision's window gives the same state (the ``sealtrail.graph/1`` graph of earlier
+releases also kept counts that remembered further back; no feature read them). Version 1 deltas
+read as before, origin unknown.
 
 ``decider`` names the process that sealed the commit (its host name, process id and a random
 tag of its start, so a reused pid is told apart): with several deciders on one log, each commit

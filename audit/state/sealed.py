@@ -9,9 +9,9 @@ The version 1 body, RFC 8785::
      "decider": "<host>/<pid>/<8 hex>",  # the process that sealed it
      "feature_state": "sealtrail.feature-state/1",
      "from_seq": F,                      # the state is an empty one caught up from seq F to S
-     "graph": {"accounts": n, "config": [8 ints], "edges": n, "format": "sealtrail.graph/1",
+     "graph": {"accounts": n, "config": [8 ints], "edges": n, "format": "sealtrail.graph/2",
                "watermark": µs | null},
-     "leaf": "sealtrail.state-leaf/1",
+     "leaf": "sealtrail.state-leaf/2",   # leaf/1 (graph/1) in snapshots of earlier releases
      "root": "<64 hex>",
      "schema": "sealtrail.state-snapshot/1",
      "state_key_id": "<16 hex>",
@@ -19,9 +19,11 @@ The version 1 body, RFC 8785::
                   "watermark": µs, "windows_us": [3600000000, 86400000000, 604800000000]}}
 
 ``from_seq`` is what makes the claim checkable: the state is what an empty state, keyed under the
-state key, holds after ``audit.state.replay.catch_up`` from ``from_seq`` to ``covers_seq + 1``
-(the usual-counterparty means of the graph remember further back than any window, so where the
-state began is part of what it is). A decider that restored a sealed snapshot carries that
+state key, holds after ``audit.state.replay.catch_up`` from ``from_seq`` to ``covers_seq + 1``.
+A leaf/2 state depends on the payments of its windows alone, so any start at or before the
+windows' start gives the same root; a leaf/1 state (``sealtrail.graph/1``) also held
+usual-counterparty counts that remember further back, so where it began was part of what it was.
+Recomputing a leaf/1 root takes the graph with those counts (``SealedSnapshot.counted``). A decider that restored a sealed snapshot carries that
 snapshot's ``from_seq`` on; one that rebuilt its state from the ledger starts a new one.
 
 Sealing goes through ``Ledger.append_many`` like any record; a snapshot is sealed after the

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.errors import StateSnapshotError
-from audit.state.tree import LEAF_FORMAT, StateTree
+from audit.state.tree import LEAF_FORMAT_V1, LEAF_FORMATS, StateTree
 from inference.state_store import FEATURE_STATE_FORMAT
 
 __all__ = ["SNAPSHOT_KIND", "SNAPSHOT_SCHEMA", "SealedSnapshot", "parse_snapshot", "snapshot_body"]
@@ -36,11 +36,20 @@ class SealedSnapshot:
     state_key_id: str
     meta: dict[str, Any]  # graph and velocity: the state that is not per account
     decider: str
+    leaf: str  # the leaf format (``audit.state.tree``): what a recomputed tree must be made of
+
+    @property
+    def counted(self) -> bool:
+        """Whether recomputing it needs the graph's ``sealtrail.graph/1`` counts (a leaf/1 snapshot
+        an earlier release sealed: ``inference.graph.CountedGraph``)."""
+        return self.leaf == LEAF_FORMAT_V1
 
     def matches(self, tree: StateTree, from_seq: int) -> str | None:
         """What differs between this record and ``tree`` (None: the tree is the sealed state)."""
         if tree.state_key_id != self.state_key_id:
             return f"state key {tree.state_key_id}, sealed under {self.state_key_id}"
+        if tree.leaf_format != self.leaf:
+            return f"leaves {tree.leaf_format}, sealed as {self.leaf}"
         if from_seq != self.from_seq:
             return f"caught up from seq {from_seq}, sealed as caught up from seq {self.from_seq}"
         got = tree.root
@@ -63,7 +72,7 @@ def snapshot_body(tree: StateTree, covers_seq: int, from_seq: int, decider: str)
         raise StateSnapshotError(f"decider {decider!r} is not printable ASCII without spaces or quotes")
     return {"accounts": tree.size, "covers_seq": covers_seq, "decider": decider,
             "feature_state": FEATURE_STATE_FORMAT, "from_seq": from_seq, "graph": tree.meta["graph"],
-            "leaf": LEAF_FORMAT, "root": tree.root.hex(), "schema": SNAPSHOT_SCHEMA,
+            "leaf": tree.leaf_format, "root": tree.root.hex(), "schema": SNAPSHOT_SCHEMA,
             "state_key_id": tree.state_key_id, "velocity": tree.meta["velocity"]}
 
 
@@ -89,10 +98,10 @@ def parse_snapshot(seq: int, body: object) -> SealedSnapshot:
         raise StateSnapshotError(f"{where}: state_key_id is not 16 hex digits")
     if type(decider) is not str or not _DECIDER.fullmatch(decider):
         raise StateSnapshotError(f"{where}: decider is not printable ASCII without spaces")
-    if body["feature_state"] != FEATURE_STATE_FORMAT or body["leaf"] != LEAF_FORMAT:
+    if body["feature_state"] != FEATURE_STATE_FORMAT or body["leaf"] not in LEAF_FORMATS:
         raise StateSnapshotError(f"{where}: feature state {body['feature_state']!r} or leaf {body['leaf']!r} "
                                  "is not one this release reads")
     if not isinstance(body["graph"], dict) or not isinstance(body["velocity"], dict):
         raise StateSnapshotError(f"{where}: graph and velocity are objects")
     return SealedSnapshot(seq, covers, start, bytes.fromhex(root), n, kid,
-                          {"graph": body["graph"], "velocity": body["velocity"]}, decider)
+                          {"graph": body["graph"], "velocity": body["velocity"]}, decider, body["leaf"])

@@ -7,24 +7,32 @@ digits). What is not per account (window lengths, graph settings, watermarks, co
 in the sealed record beside the root (``meta``). Root and ``meta`` together determine every bit
 of the state: equal roots and equal ``meta``, equal state.
 
-A leaf, ``sealtrail.state-leaf/1``, is the JSON text (no spaces, keys sorted, integers in full)::
+A leaf, ``sealtrail.state-leaf/2``, is the JSON text (no spaces, keys sorted, integers in full)::
 
     {"account": "<64 hex>",
      "graph": null | {"edges_in": [[µs, cents, "<originator>", edge], ...],
                       "edges_out": [[µs, cents, "<beneficiary>", edge], ...],
-                      "ema_in": Q16, "ema_out": Q16, "flagged": 0 | 1, "last": µs, "order": n,
-                      "p_in": n, "p_out": n, "period": n, "periods": n},
+                      "flagged": 0 | 1},
      "velocity": null | {"last": µs, "order": n,
                          "received": [[µs, cents, "<originator>" | null], ...],
                          "sent": [[µs, cents, "<beneficiary>" | null], ...]}}
 
 ``velocity`` holds the account's events in the windows (time order), ``graph`` its node in the
-transaction graph: the edges its sent and received lists keep (time order), and the counts
-behind its usual number of counterparties. ``order`` is the account's place in the windows'
-sweep order (least recently touched first) and in the graph's first-seen order; ``edge`` is the
-edge's place among every edge the graph holds, in time order (ties in arrival order). Those
-three say how the accounts interleave; the features of later payments depend on them only at the
-edges of the windows and caps, but a root that left them out would not pin the state down.
+transaction graph: the edges its sent and received lists keep (time order) and its flag.
+``order`` is the account's place in the windows' sweep order (least recently touched first);
+``edge`` is the edge's place among every edge the graph holds, in time order (ties in arrival
+order). Those two say how the accounts interleave; the features of later payments depend on them
+only at the edges of the windows and caps, but a root that left them out would not pin the state
+down. The graph's own order of accounts (first seen) is not in a leaf: no value reads it, and it
+depends on where a decider began. Every part of a leaf depends on the payments of the windows
+alone, so two deciders that caught up from any seqs at or before the windows' start hold the same
+root.
+
+``sealtrail.state-leaf/1`` (snapshots sealed by earlier releases, from a ``sealtrail.graph/1``
+state) also held, in ``graph``, the account's first-seen ``order``, its latest activity
+(``last``) and the counts behind its usual number of counterparties (``ema_in``, ``ema_out``,
+``p_in``, ``p_out``, ``period``, ``periods``; ``inference.graph.counted``). Those remember past
+the window, so a leaf/1 root depends on where its state began (the record's ``from_seq``).
 
 Every account and counterparty is a keyed identifier (``VelocityState.account_id`` under the
 ledger's state key): a state held in clear is refused (``StateSnapshotError``), so no leaf, and
@@ -45,15 +53,19 @@ from typing import Any
 import orjson
 
 from audit.errors import StateSnapshotError
-from inference.graph import GRAPH_STATE_FORMAT
+from inference.graph import GRAPH_STATE_FORMAT, GRAPH_STATE_FORMAT_V1
 from inference.state_store import FEATURE_STATE_FORMAT
 from inference.velocity import VELOCITY_FORMAT_KEYED, WINDOWS_US
 from ledger.errors import InclusionError
 from ledger.merkle import EMPTY_ROOT, inclusion_ranges, leaf_hash, root_of, verify_inclusion
 
-__all__ = ["LEAF_FORMAT", "AccountProof", "StateTree", "state_tree", "verify_account"]
+__all__ = ["LEAF_FORMAT", "LEAF_FORMATS", "LEAF_FORMAT_V1", "AccountProof", "StateTree", "state_tree",
+           "verify_account"]
 
-LEAF_FORMAT = "sealtrail.state-leaf/1"
+LEAF_FORMAT = "sealtrail.state-leaf/2"  # what a snapshot sealed now holds
+LEAF_FORMAT_V1 = "sealtrail.state-leaf/1"
+LEAF_FORMATS = (LEAF_FORMAT_V1, LEAF_FORMAT)  # what this release reads and recomputes
+_GRAPH_OF = {LEAF_FORMAT: GRAPH_STATE_FORMAT, LEAF_FORMAT_V1: GRAPH_STATE_FORMAT_V1}  # the graph a leaf holds
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -84,6 +96,7 @@ class StateTree:
     leaves: tuple[bytes, ...]  # leaf bytes, same order
     meta: dict[str, Any]  # the non-per-account state, as the sealed record states it
     state_key_id: str
+    leaf_format: str = LEAF_FORMAT
 
     @property
     def size(self) -> int:
@@ -152,18 +165,24 @@ def verify_account(proof: AccountProof, root: bytes, size: int) -> dict[str, Any
     return doc
 
 
-def state_tree(data: bytes, state_key_id: str) -> StateTree:
+def state_tree(data: bytes, state_key_id: str, leaf: str | None = None) -> StateTree:
     """The tree of a ``sealtrail.feature-state/1`` document (``features_state_bytes``) whose
-    accounts are keyed under ``state_key_id``; ``StateSnapshotError`` naming what is wrong."""
+    accounts are keyed under ``state_key_id``, with leaves of the format ``leaf`` (None: the one
+    the document's graph gives, leaf/1 from ``sealtrail.graph/1``); ``StateSnapshotError`` naming
+    what is wrong. A leaf/1 tree needs a ``sealtrail.graph/1`` state (``CountedGraph``); a leaf/2
+    tree is made from either graph format."""
+    if leaf is not None and leaf not in LEAF_FORMATS:
+        raise StateSnapshotError(f"leaf format {leaf!r} is not one this release reads "
+                                 f"({', '.join(LEAF_FORMATS)})")
     try:
-        return _tree(data, state_key_id)
+        return _tree(data, state_key_id, leaf)
     except StateSnapshotError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
         raise StateSnapshotError(f"the feature state is malformed: {exc!r}") from None
 
 
-def _tree(data: bytes, state_key_id: str) -> StateTree:
+def _tree(data: bytes, state_key_id: str, leaf: str | None) -> StateTree:
     line, _, rest = data.partition(b"\n")
     head = orjson.loads(line)
     if not isinstance(head, dict) or head.get("format") != FEATURE_STATE_FORMAT:
@@ -177,8 +196,15 @@ def _tree(data: bytes, state_key_id: str) -> StateTree:
     if vel.get("key_id") != state_key_id:
         raise StateSnapshotError(f"the velocity windows are keyed under {vel.get('key_id')!r}, not "
                                  f"{state_key_id!r}")
-    if graph.get("format") != GRAPH_STATE_FORMAT:
-        raise StateSnapshotError(f"the graph is not a {GRAPH_STATE_FORMAT} document")
+    form = graph.get("format")
+    if form not in (GRAPH_STATE_FORMAT, GRAPH_STATE_FORMAT_V1):
+        raise StateSnapshotError(f"the graph is not a {GRAPH_STATE_FORMAT} (or {GRAPH_STATE_FORMAT_V1}) "
+                                 "document")
+    if leaf is None:
+        leaf = LEAF_FORMAT_V1 if form == GRAPH_STATE_FORMAT_V1 else LEAF_FORMAT
+    elif leaf == LEAF_FORMAT_V1 and form != GRAPH_STATE_FORMAT_V1:
+        raise StateSnapshotError(f"a {LEAF_FORMAT_V1} tree is made from a {GRAPH_STATE_FORMAT_V1} state (the "
+                                 f"graph's usual-counterparty counts), not from {form}")
     per: dict[str, dict[str, Any]] = {}
     for order, (key, last, sent, received) in enumerate(vel["accounts"]):
         key = _account(key, "velocity account")
@@ -189,12 +215,16 @@ def _tree(data: bytes, state_key_id: str) -> StateTree:
             "received": [[t, c, _cp(cp, "counterparty")] for t, c, _near, cp in received],
             "sent": [[t, c, _cp(cp, "counterparty")] for t, c, _near, cp in sent]}}
     nodes: list[dict[str, Any]] = []
+    v1 = form == GRAPH_STATE_FORMAT_V1
     for order, a in enumerate(graph["accounts"]):
         key = _account(a[0], "graph account")
-        last, flagged, period, p_out, p_in, periods, ema_out, ema_in = a[1:]
-        node = {"edges_in": [], "edges_out": [], "ema_in": ema_in, "ema_out": ema_out, "flagged": flagged,
-                "last": last, "order": order, "p_in": p_in, "p_out": p_out, "period": period,
-                "periods": periods}
+        if len(a) != (9 if v1 else 2):
+            raise StateSnapshotError(f"graph account {key[:16]}... is not a {form} row")
+        node: dict[str, Any] = {"edges_in": [], "edges_out": [], "flagged": a[2] if v1 else a[1]}
+        if leaf == LEAF_FORMAT_V1:
+            last, _flag, period, p_out, p_in, periods, ema_out, ema_in = a[1:]
+            node.update({"ema_in": ema_in, "ema_out": ema_out, "last": last, "order": order, "p_in": p_in,
+                         "p_out": p_out, "period": period, "periods": periods})
         slot = per.setdefault(key, {})
         if "graph" in slot:
             raise StateSnapshotError(f"graph account {key[:16]}... is held twice")
@@ -211,9 +241,9 @@ def _tree(data: bytes, state_key_id: str) -> StateTree:
                    for k in accounts)
     meta = {
         "graph": {"accounts": len(nodes), "config": graph["config"], "edges": len(graph["edges"]),
-                  "format": GRAPH_STATE_FORMAT, "watermark": graph["watermark"]},
+                  "format": _GRAPH_OF[leaf], "watermark": graph["watermark"]},
         "velocity": {"accounts": len(vel["accounts"]), "format": VELOCITY_FORMAT_KEYED,
                      "next_sweep": vel["next_sweep"], "watermark": vel["watermark"],
                      "windows_us": list(WINDOWS_US)},
     }
-    return StateTree(accounts, leaves, meta, state_key_id)
+    return StateTree(accounts, leaves, meta, state_key_id, leaf)

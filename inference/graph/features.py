@@ -9,12 +9,13 @@ Two moments, as a reader of the values needs to know:
 
 - measured on the graph *before* the payment is added (history it is compared with): the cycle,
   scatter-gather, dormancy, the amount against the account's history, forwarding of an amount
-  received, hops to a flagged account and the usual numbers of counterparties;
+  received and hops to a flagged account;
 - measured *after* it is added (windows that count the current payment, as the velocity
   features do): fan-in and fan-out, activity in 24 hours and pass-through.
 
-docs/graph-features.md defines each value for an examiner. All but four of them
-(``inference.schema.GRAPH_UNSEALED``) are columns of the sealed ``sealtrail.features/4``.
+docs/graph-features.md defines each value for an examiner. All but one of them
+(``inference.schema.GRAPH_UNSEALED``: ``flagged_hops``) are columns of the sealed
+``sealtrail.features/4``, and every value depends on the payments of the window alone.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from operator import itemgetter
 
 from inference.graph.config import DAY_US, HOUR_US, WEEK_US, GraphConfig
 from inference.graph.cycles import temporal_cycle
-from inference.graph.fixedpoint import ema_step_q16, log2_q8
+from inference.graph.fixedpoint import log2_q8
 from inference.graph.flagged import hops_to_flagged
-from inference.graph.store import Edge, GraphJournal, Node, TransactionGraph
+from inference.graph.store import Edge, GraphJournal, TransactionGraph
 
 __all__ = ["GRAPH_FEATURE_NAMES", "PASS_THROUGH_CAP_Q16", "GraphFeatures", "Payment", "as_dict"]
 
@@ -36,8 +37,7 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
     "scatter_gather",
     "orig_fan_out_1d", "orig_fan_out_7d", "orig_fan_out_30d",
     "orig_fan_in_1d", "orig_fan_in_7d", "orig_fan_in_30d",
-    "orig_usual_fan_out_q16", "orig_usual_fan_in_q16",
-    "bene_fan_in_1d", "bene_fan_in_7d", "bene_fan_in_30d", "bene_usual_fan_in_q16",
+    "bene_fan_in_1d", "bene_fan_in_7d", "bene_fan_in_30d",
     "pass_through_24h_q16", "pass_through_7d_q16",
     "orig_dormancy_days", "orig_activity_24h",
     "amount_history_n", "amount_log2_ratio_q8", "amount_percentile_permille",
@@ -45,30 +45,8 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
     "forward_share_permille", "forward_delay_hours",
 )
 PASS_THROUGH_CAP_Q16 = 4 << 16  # out / in is reported up to 4.0
-_GAP_PERIODS_MAX = 64  # empty periods folded into a mean at most (3/4 ** 64 leaves nothing)
 
 Payment = tuple[str, str, int, int]  # originator key, beneficiary key, µs, cents
-
-
-def _roll(n: Node, period: int) -> None:
-    """Close ``n``'s counting period if ``period`` is later: fold its counts into the means (the first
-    completed period sets them), then one empty period per period skipped (at most 64)."""
-    cur = n.period
-    if period <= cur:
-        return  # the same period, or a late payment: it counts in the current one
-    if cur >= 0:
-        if n.periods:
-            n.ema_out = ema_step_q16(n.ema_out, n.p_out)
-            n.ema_in = ema_step_q16(n.ema_in, n.p_in)
-        else:
-            n.ema_out, n.ema_in = n.p_out << 16, n.p_in << 16
-        n.periods += 1
-        for _ in range(min(period - cur - 1, _GAP_PERIODS_MAX)):
-            n.ema_out = ema_step_q16(n.ema_out, 0)
-            n.ema_in = ema_step_q16(n.ema_in, 0)
-            n.periods += 1
-    n.period = period
-    n.p_out = n.p_in = 0
 
 
 _CENTS = itemgetter(3)
@@ -79,8 +57,11 @@ _DST = itemgetter(2)
 class GraphFeatures:
     """A ``TransactionGraph`` and the features each payment gets from it (one per scoring stream)."""
 
-    def __init__(self, config: GraphConfig | None = None) -> None:
-        self.graph = TransactionGraph(config)
+    def __init__(self, config: GraphConfig | None = None,
+                 graph: type[TransactionGraph] = TransactionGraph) -> None:
+        """``graph``: the class of graph to hold (``CountedGraph`` re-derives a ``sealtrail.graph/1``
+        state; every value is the same)."""
+        self.graph = graph(config)
         self.config = self.graph.config
 
     def flag(self, key: str) -> None:
@@ -108,10 +89,11 @@ class GraphFeatures:
 
     @classmethod
     def restore(cls, data: bytes, config: GraphConfig | None = None,
-                rename: Callable[[str], str] | None = None) -> GraphFeatures:
+                rename: Callable[[str], str] | None = None,
+                graph: type[TransactionGraph] = TransactionGraph) -> GraphFeatures:
         """Features over the graph ``state_bytes()`` wrote (``TransactionGraph.restore``)."""
-        gf = cls(config)
-        gf.graph = TransactionGraph.restore(data, gf.config, rename)
+        gf = cls(config, graph)
+        gf.graph = graph.restore(data, gf.config, rename)
         return gf
 
     def observe_many(self, payments: Iterable[Payment]) -> list[tuple[int, ...]]:
@@ -199,21 +181,6 @@ class GraphFeatures:
                     fwd_delay = (t - inn[at][0]) // HOUR_US
         hops = (hops_to_flagged(src, dst, g.flagged, g.near, cfg.flag_hops, cfg.search_budget) if with_hops
                 else -1)
-        period = t // WEEK_US
-        if period > src.period:
-            _roll(src, period)
-        if dst is not src and period > dst.period:
-            _roll(dst, period)
-        start = period * WEEK_US
-        s_out_last = src.out_last
-        prev = s_out_last.get(dst)
-        if prev is None or prev[0] < start:
-            src.p_out += 1
-        d_in_last = dst.in_last
-        prev = d_in_last.get(src)
-        if prev is None or prev[0] < start:
-            dst.p_in += 1
-        usual_out, usual_in, usual_bene = src.ema_out, src.ema_in, dst.ema_in
 
         g.add(src, dst, t, cents)
 
@@ -281,8 +248,8 @@ class GraphFeatures:
             pass_7 = (out7 << 16) // in_7
             if pass_7 > PASS_THROUGH_CAP_Q16:
                 pass_7 = PASS_THROUGH_CAP_Q16
-        return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(s_out_last), o_in1, o_in7,
-                len(src.in_last), usual_out, usual_in, b_in1, b_in7, len(d_in_last), usual_bene,
+        return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(src.out_last), o_in1, o_in7,
+                len(src.in_last), b_in1, b_in7, len(dst.in_last),
                 pass_1, pass_7, dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops, fwd_share, fwd_delay)
 
 

@@ -44,9 +44,12 @@ import orjson
 from inference.graph.config import GraphConfig
 from inference.graph.errors import GraphInputError
 
-__all__ = ["GRAPH_STATE_FORMAT", "Edge", "GraphJournal", "Node", "TransactionGraph"]
+__all__ = ["GRAPH_STATE_FORMAT", "GRAPH_STATE_FORMAT_V1", "Edge", "GraphJournal", "Node", "TransactionGraph"]
 
-GRAPH_STATE_FORMAT = "sealtrail.graph/1"
+GRAPH_STATE_FORMAT = "sealtrail.graph/2"
+# The format of earlier releases: each account also carried its last activity and the counts
+# behind its usual numbers of counterparties (``inference.graph.counted``). ``restore`` reads it.
+GRAPH_STATE_FORMAT_V1 = "sealtrail.graph/1"
 
 # (t µs, originator, beneficiary, cents): a tuple, so a list of edges bisects by ``(t,)``.
 Edge = tuple[int, "Node", "Node", int]
@@ -69,11 +72,10 @@ class GraphJournal:
 
 
 class Node:
-    """One account: its kept edges each way, latest edge per counterparty, sorted sent amounts,
-    last activity and the counts behind its usual number of counterparties."""
+    """One account: its kept edges each way, latest edge per counterparty, sorted sent amounts and
+    its flag. Nothing else: every value read from it depends on the edges of the window alone."""
 
-    __slots__ = ("amounts", "ema_in", "ema_out", "flagged", "id", "in_last", "inn", "key", "last", "out",
-                 "out_last", "p_in", "p_out", "period", "periods")
+    __slots__ = ("amounts", "flagged", "id", "in_last", "inn", "key", "out", "out_last")
 
     def __init__(self, key: str, ident: int) -> None:
         self.key = key
@@ -83,15 +85,7 @@ class Node:
         self.out_last: dict[Node, Edge] = {}  # beneficiary -> latest kept edge to it
         self.in_last: dict[Node, Edge] = {}  # originator -> latest kept edge from it
         self.amounts: list[int] = []  # cents of the kept sent edges, sorted
-        self.last = -1  # time of the latest activity, either way (-1: none yet)
         self.flagged = False
-        # Usual number of counterparties: 7-day periods counted from the epoch.
-        self.period = -1  # the period the counts below are for
-        self.p_out = 0  # distinct beneficiaries first paid in it
-        self.p_in = 0  # distinct originators first received from in it
-        self.periods = 0  # completed periods folded into the means
-        self.ema_out = 0  # running mean (Q16) of p_out over completed periods
-        self.ema_in = 0
 
     def __repr__(self) -> str:
         return f"Node({self.key!r})"
@@ -231,8 +225,7 @@ class TransactionGraph:
         """Before ``n`` changes: an open journal keeps a copy of it, the first time only."""
         j = self._journal
         if j is not None and n not in j.saved:
-            j.saved[n] = (n.out[:], n.inn[:], n.out_last.copy(), n.in_last.copy(), n.amounts[:], n.last,
-                          n.period, n.p_out, n.p_in, n.periods, n.ema_out, n.ema_in)
+            j.saved[n] = (n.out[:], n.inn[:], n.out_last.copy(), n.in_last.copy(), n.amounts[:])
 
     def rollback(self, journals: list[GraphJournal]) -> None:
         """Take back what ``journals`` (this graph's latest, in the order they began) recorded,
@@ -260,8 +253,7 @@ class TransactionGraph:
                     reorder = True
             for n, fields in j.saved.items():
                 restored.append(n)
-                (n.out, n.inn, n.out_last, n.in_last, n.amounts, n.last, n.period, n.p_out, n.p_in, n.periods,
-                 n.ema_out, n.ema_in) = fields
+                n.out, n.inn, n.out_last, n.in_last, n.amounts = fields
             self.watermark, self._dead, self._seq = j.watermark, j.dead, j.seq
             j.graph = None
             j.ops, j.saved = [], {}
@@ -372,10 +364,6 @@ class TransactionGraph:
             self._drop_in(dst, old, self.near)
             if not _holds(old[1].out, old):
                 self._dead += 1
-        if t > src.last:
-            src.last = t
-        if t > dst.last:
-            dst.last = t
         if len(edges) - self._dead > self.config.global_cap:
             self._expire_oldest()
         if self._dead > 1024 and self._dead * 2 > len(edges):
@@ -448,12 +436,11 @@ class TransactionGraph:
 
     def state_bytes(self) -> bytes:
         """The whole state as canonical JSON: settings, watermark, accounts in the order first seen
-        (key, last activity, flag, period counts and means) and the edges held in time order, each
-        with whether the originator's and the beneficiary's lists hold it. Equal bytes: equal state."""
+        (key and flag) and the edges held in time order, each with whether the originator's and the
+        beneficiary's lists hold it. Equal bytes: equal state."""
         cfg = self.config
         held = self.nodes.values()
-        accounts = [[n.key, n.last, 1 if n.flagged else 0, n.period, n.p_out, n.p_in, n.periods, n.ema_out,
-                     n.ema_in] for n in held]
+        accounts = [self._account_row(n) for n in held]
         number = {n: i for i, n in enumerate(held)}  # an account's place in ``accounts``
         edges = []
         for e in self._edges:
@@ -461,7 +448,7 @@ class TransactionGraph:
             if o or i:
                 edges.append([e[0], number[e[1]], number[e[2]], e[3], int(o), int(i)])
         return orjson.dumps({
-            "format": GRAPH_STATE_FORMAT,
+            "format": self.STATE_FORMAT,
             "config": [cfg.window_us, cfg.cycle_hops, cfg.flag_hops, cfg.scatter_us, cfg.node_cap,
                        cfg.global_cap, cfg.search_budget, cfg.late_us],
             "watermark": self.watermark, "accounts": accounts, "edges": edges})
@@ -479,8 +466,10 @@ class TransactionGraph:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise GraphInputError(f"graph state is not JSON: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("format") != GRAPH_STATE_FORMAT:
-            raise GraphInputError(f"graph state is not {GRAPH_STATE_FORMAT}")
+        form = doc.get("format") if isinstance(doc, dict) else None
+        if form not in (GRAPH_STATE_FORMAT, GRAPH_STATE_FORMAT_V1):
+            raise GraphInputError(f"graph state is not {GRAPH_STATE_FORMAT} (nor {GRAPH_STATE_FORMAT_V1})")
+        width = 2 if form == GRAPH_STATE_FORMAT else 9  # key, flag (graph/1: key, last, flag, 6 counts)
         want = [cfg.window_us, cfg.cycle_hops, cfg.flag_hops, cfg.scatter_us, cfg.node_cap, cfg.global_cap,
                 cfg.search_budget, cfg.late_us]
         if doc.get("config") != want:
@@ -496,12 +485,13 @@ class TransactionGraph:
             raise GraphInputError("graph state: accounts and edges must be lists")
         by_id: list[Node] = []
         for i, a in enumerate(accounts):
-            if (not isinstance(a, list) or len(a) != 9 or type(a[0]) is not str or not a[0]
+            if (not isinstance(a, list) or len(a) != width or type(a[0]) is not str or not a[0]
                     or any(type(v) is not int for v in a[1:]) or a[0] in g.nodes):
                 raise GraphInputError(f"graph state: account {i} is malformed")
             n = g.node(a[0] if rename is None else rename(a[0]))
             by_id.append(n)
-            n.last, flagged, n.period, n.p_out, n.p_in, n.periods, n.ema_out, n.ema_in = a[1:]
+            flagged = a[1] if width == 2 else a[2]
+            g._restored(n, a[1:] if width == 9 else None)
             if flagged:
                 n.flagged = True
                 g.flagged.add(n)
@@ -530,8 +520,21 @@ class TransactionGraph:
         if any(not (n.out or n.inn or n.flagged) for n in by_id):
             # state written before accounts without edges were let go: let them go now, as the
             # payments since would have (the numbers of the others close up; their order stays)
-            g.nodes = {n.key: n for n in by_id if n.out or n.inn or n.flagged}
+            for n in by_id:
+                if not (n.out or n.inn or n.flagged):
+                    g._forget(n)
         return g
+
+    STATE_FORMAT = GRAPH_STATE_FORMAT  # what ``state_bytes`` writes
+
+    def _account_row(self, n: Node) -> list[Any]:
+        """``n``'s row in ``state_bytes``."""
+        return [n.key, 1 if n.flagged else 0]
+
+    def _restored(self, n: Node, v1: list[int] | None) -> None:
+        """``restore`` read ``n``; ``v1`` is the rest of its ``sealtrail.graph/1`` row (last activity,
+        flag and the usual-counterparty counts), None from ``sealtrail.graph/2``. Nothing any value
+        reads: this graph lets it go."""
 
     def state_sha256(self) -> str:
         """SHA-256 of ``state_bytes()``, lower-case hex."""

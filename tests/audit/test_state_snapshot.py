@@ -23,6 +23,7 @@ from audit.state.replay import catch_up, ledger_size
 from audit.state.sealed import SNAPSHOT_KIND, parse_snapshot, snapshot_body
 from audit.state.tree import AccountProof, state_tree, verify_account
 from inference.features import FeatureExtractor
+from inference.graph import CountedGraph, GraphFeatures
 from inference.state_store import features_state_bytes
 from inference.velocity import VelocityState, key_id
 from ledger.jcs import canonical_bytes
@@ -129,16 +130,22 @@ def test_verify_fails_a_snapshot_that_is_not_the_state_it_claims(pipe: Pipeline,
     assert "root" in exc.value.findings[0][2]
 
 
-def test_the_vector_root_body_and_proof_are_reproduced() -> None:
-    want = orjson.loads((VECTOR / "expected.json").read_bytes())
+@pytest.mark.parametrize("leaf", [1, 2])
+def test_the_vector_root_body_and_proof_are_reproduced(leaf: int) -> None:
+    """Each leaf format's vector: leaf/1 (an earlier release's snapshots) from the graph with its
+    graph/1 counts (``CountedGraph``), leaf/2 from the graph as it is."""
+    want = orjson.loads((VECTOR.parent / f"state-snapshot-v{leaf}" / "expected.json").read_bytes())
     key = bytes.fromhex(want["state_key"])
-    extractor = FeatureExtractor(state=VelocityState(key))
+    extractor = FeatureExtractor(state=VelocityState(key),
+                                 graph=GraphFeatures(graph=CountedGraph) if leaf == 1 else None)
     for line in (VECTOR / "deltas.jsonl").read_bytes().splitlines():
         extractor.advance([(o, b, t, c) for o, b, t, c in orjson.loads(line)["body"]["entries"]])
     state = features_state_bytes(extractor)
     delta_vector = orjson.loads((DELTA_VECTOR / "expected.json").read_bytes())
-    assert hashlib.sha256(state).hexdigest() == delta_vector["feature_state_sha256"]  # the same input state
+    sha = delta_vector["feature_state_sha256" if leaf == 1 else "feature_state_sha256_graph2"]
+    assert hashlib.sha256(state).hexdigest() == sha  # the same input state
     tree = state_tree(state, key_id(key))
+    assert tree.leaf_format == want["body"]["leaf"] == f"sealtrail.state-leaf/{leaf}"
     assert tree.root.hex() == want["root"] == want["body"]["root"]
     body = snapshot_body(tree, want["covers_seq"], 0, want["decider"])
     assert orjson.loads(canonical_bytes(body)) == want["body"]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inference.graph import GraphConfig, GraphFeatures, as_dict
+from inference.graph import CountedGraph, GraphConfig, GraphFeatures, as_dict
 from inference.graph.config import DAY_US, WEEK_US
 from inference.graph.cycles import CYCLE_COUNT_CAP, temporal_cycle
 from inference.graph.fixedpoint import log2_q8, mid_rank_permille, ratio_q16
@@ -208,10 +208,14 @@ def test_state_written_with_accounts_without_edges_lets_them_go_on_restore() -> 
     old = (b'{"format":"sealtrail.graph/1","config":[2592000000000,3,3,259200000000,1024,8000000,20000,'
            b'300000000],"watermark":100,"accounts":[["GONE",5,0,0,0,0,0,0,0],["A",100,0,0,1,0,0,0,0],'
            b'["FLAGGED",7,1,0,0,0,0,0,0],["B",100,0,0,0,1,0,0,0]],"edges":[[100,1,3,250,1,1]]}')
-    gf = GraphFeatures.restore(old)
+    gf = GraphFeatures.restore(old, graph=CountedGraph)  # graph/1 kept as graph/1
     assert list(gf.graph.nodes) == ["A", "FLAGGED", "B"]
     kept = old.replace(b'["GONE",5,0,0,0,0,0,0,0],', b"").replace(b"[100,1,3,", b"[100,0,2,")
     assert gf.state_bytes() == kept
+    plain = GraphFeatures.restore(old)  # read into today's graph: the counts are let go
+    assert plain.state_bytes() == (
+        b'{"format":"sealtrail.graph/2","config":[2592000000000,3,3,259200000000,1024,8000000,20000,'
+        b'300000000],"watermark":100,"accounts":[["A",0],["FLAGGED",1],["B",0]],"edges":[[100,0,2,250,1,1]]}')
 
 
 def test_observe_sealed_gives_observes_values_but_the_flag_search_and_the_same_state() -> None:

@@ -1,6 +1,6 @@
 """Per-payment graph features on hand-built cases: mule collection against payroll, a dormant
 account waking, pass-through, forwarding of a received amount, the amount against the account's
-history, the usual number of counterparties and hops to a flagged account."""
+history and hops to a flagged account."""
 
 from __future__ import annotations
 
@@ -144,33 +144,6 @@ def test_amount_against_the_accounts_own_history() -> None:
     low = as_dict(gf.observe("A", "SMALL", T0 + 12 * H, 10_004))
     assert low["amount_percentile_permille"] == (1000 * (2 * 4 + 1)) // (2 * 11)  # mid-rank of 11
     assert low["amount_log2_ratio_q8"] == 0  # the median of 11 is 10,005; same top nine bits
-
-
-def test_usual_counterparties_is_a_running_mean_over_completed_weeks() -> None:
-    gf = GraphFeatures()
-    for week in range(3):
-        for j in range(4):
-            gf.observe("A", f"W{week}P{j}", T0 + week * WEEK + j * H, 100)
-    got = as_dict(gf.observe("A", "NEW", T0 + 3 * WEEK + H, 100))
-    assert got["orig_usual_fan_out_q16"] == 4 << 16  # 4, 4, 4 distinct payees a week
-    # one week with 20 payees: the mean moves a quarter of the way towards 20
-    for j in range(19):
-        gf.observe("A", f"BURST{j}", T0 + 3 * WEEK + 2 * H + j, 100)
-    got = as_dict(gf.observe("A", "AFTER", T0 + 4 * WEEK + H, 100))
-    assert got["orig_usual_fan_out_q16"] == (4 << 16) + ((20 << 16) - (4 << 16)) // 4  # 8.0
-    # two silent weeks pull it down a quarter each
-    got = as_dict(gf.observe("A", "LATE", T0 + 7 * WEEK + H, 100))
-    ema = (8 << 16) + ((1 << 16) - (8 << 16)) // 4  # the week with one payee ("AFTER")
-    ema -= ema // 4
-    ema -= ema // 4
-    assert got["orig_usual_fan_out_q16"] == ema
-
-
-def test_a_payee_paid_again_in_the_same_week_is_not_new() -> None:
-    gf = GraphFeatures()
-    for i in range(5):
-        gf.observe("A", "SAME", T0 + i * H, 100)
-    assert as_dict(gf.observe("A", "X", T0 + WEEK + H, 100))["orig_usual_fan_out_q16"] == 1 << 16
 
 
 def test_fan_counts_over_one_seven_and_thirty_days() -> None:

@@ -129,7 +129,7 @@ def test_settings_out_of_range_are_refused(kwargs: dict[str, object]) -> None:
 def test_state_bytes_name_their_format_and_change_with_the_state() -> None:
     gf = GraphFeatures()
     empty = gf.state_bytes()
-    assert b'"format":"sealtrail.graph/1"' in empty
+    assert b'"format":"sealtrail.graph/2"' in empty
     gf.observe("A", "B", H, 100)
     one = gf.state_bytes()
     assert one != empty
@@ -167,7 +167,8 @@ def test_a_restored_graph_holds_the_same_state_and_gives_the_same_values() -> No
 
 @pytest.mark.parametrize(("mangle", "message"), [
     (lambda d: b"not json", "not JSON"),
-    (lambda d: d.replace(b"sealtrail.graph/1", b"sealtrail.graph/9"), "is not sealtrail.graph/1"),
+    (lambda d: d.replace(b"sealtrail.graph/2", b"sealtrail.graph/9"), "is not sealtrail.graph/2"),
+    (lambda d: d.replace(b"sealtrail.graph/2", b"sealtrail.graph/1"), "account 0 is malformed"),  # rows of /2
     (lambda d: d.replace(b'"config":[', b'"config":[1,'), "other settings"),
     (lambda d: d.replace(b'"edges":[[', b'"edges":[[9999999999999999,0,0,0,1,1],['), "out of time order"),
     (lambda d: d.replace(b'"edges":[[', b'"edges":[[0,99999,0,5,1,1],['), "edge 0 is malformed"),
