@@ -19,12 +19,13 @@ The version 1 body, RFC 8785::
                   "watermark": µs, "windows_us": [3600000000, 86400000000, 604800000000]}}
 
 ``from_seq`` is what makes the claim checkable: the state is what an empty state, keyed under the
-state key, holds after ``audit.state.replay.catch_up`` from ``from_seq`` to ``covers_seq + 1``.
-A leaf/2 state depends on the payments of its windows alone, so any start at or before the
-windows' start gives the same root; a leaf/1 state (``sealtrail.graph/1``) also held
-usual-counterparty counts that remember further back, so where it began was part of what it was.
-Recomputing a leaf/1 root takes the graph with those counts (``SealedSnapshot.counted``). A decider that restored a sealed snapshot carries that
-snapshot's ``from_seq`` on; one that rebuilt its state from the ledger starts a new one.
+state key, holds after ``audit.state.replay.catch_up`` from ``from_seq`` to ``covers_seq + 1``. A
+leaf/2 state depends on the payments of its windows alone, so any start at or before the windows'
+start gives the same root; a leaf/1 state (``sealtrail.graph/1``) also held usual-counterparty
+counts that remember further back, so where it began was part of what it was. Recomputing a leaf/1
+root takes the graph with those counts (``SealedSnapshot.counted``). A decider that restored a
+sealed snapshot carries that snapshot's ``from_seq`` on; one that rebuilt its state from the ledger
+starts a new one.
 
 Sealing goes through ``Ledger.append_many`` like any record; a snapshot is sealed after the
 entries it covers, by any decider, at any time (its body names the seq it speaks for).
