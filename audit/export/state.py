@@ -41,7 +41,7 @@ from audit.state.snapshot import keyed_state_bytes
 from audit.state.tree import state_tree
 from inference.features import FeatureExtractor
 from inference.graph import CountedGraph, GraphFeatures
-from inference.velocity import VelocityState
+from inference.velocity import VelocityState, key_id
 from ledger import store
 
 __all__ = ["STATE_INDEX", "STATE_RECORDS", "STATE_SNAPSHOT", "StateSelection", "select_state"]
@@ -97,26 +97,33 @@ def _snapshot(conn: Connection, engine: Engine, origin: int, first: int,
               end: int) -> tuple[EntryRow, SealedSnapshot, bytes] | None:
     """The latest sealed snapshot of the state caught up from ``origin`` that covers less than
     ``first``, with that state's bytes recomputed from the deltas and checked against its root
-    (None: there is none, or the deltas alone do not give it)."""
+    (None: there is none, or the deltas alone do not give it). Snapshots under another state key
+    than the ledger's are passed over; one whose state does not rebuild gives None (``ledger
+    verify --state-roots`` names it), so no sealed snapshot can stop an export."""
+    key = load_state_key(engine)
+    kid = key_id(key)
     best: tuple[EntryRow, SealedSnapshot] | None = None
     for e in _rows(conn, SNAPSHOT_KIND, origin, end):
         try:
             s = parse_snapshot(e.seq, orjson.loads(e.record)["record"])
         except (StateSnapshotError, KeyError, TypeError, orjson.JSONDecodeError):
             continue  # ``ledger verify`` names it
-        if s.from_seq == origin and s.covers_seq < first and (
+        if s.from_seq == origin and s.covers_seq < first and s.state_key_id == kid and (
                 best is None or s.covers_seq > best[1].covers_seq):
             best = (e, s)
     if best is None:
         return None
     row, sealed = best
     graph = GraphFeatures(graph=CountedGraph) if sealed.counted else None  # leaf/1: the graph/1 counts
-    extractor = FeatureExtractor(state=VelocityState(load_state_key(engine)), graph=graph)
+    extractor = FeatureExtractor(state=VelocityState(key), graph=graph)
     r = catch_up(engine, extractor, origin, sealed.covers_seq + 1)
     if r.replayed != r.from_deltas or r.missing_payload or r.foreign_deltas:
         return None
     data = keyed_state_bytes(engine, extractor)
-    if sealed.matches(state_tree(data, sealed.state_key_id, sealed.leaf), origin) is not None:
+    try:
+        if sealed.matches(state_tree(data, sealed.state_key_id, sealed.leaf), origin) is not None:
+            return None
+    except StateSnapshotError:
         return None
     return row, sealed, data
 

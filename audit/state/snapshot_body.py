@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.errors import StateSnapshotError
-from audit.state.tree import LEAF_FORMAT_V1, LEAF_FORMATS, StateTree
+from audit.state.tree import LEAF_FORMAT_V1, LEAF_FORMATS, LEAF_GRAPH, StateTree
 from inference.state_store import FEATURE_STATE_FORMAT
 
 __all__ = ["SNAPSHOT_KIND", "SNAPSHOT_SCHEMA", "SealedSnapshot", "parse_snapshot", "snapshot_body"]
@@ -103,5 +103,8 @@ def parse_snapshot(seq: int, body: object) -> SealedSnapshot:
                                  "is not one this release reads")
     if not isinstance(body["graph"], dict) or not isinstance(body["velocity"], dict):
         raise StateSnapshotError(f"{where}: graph and velocity are objects")
+    if body["graph"].get("format") != LEAF_GRAPH[body["leaf"]]:
+        raise StateSnapshotError(f"{where}: {body['leaf']} leaves are made of a {LEAF_GRAPH[body['leaf']]} "
+                                 f"graph, not {body['graph'].get('format')!r}")
     return SealedSnapshot(seq, covers, start, bytes.fromhex(root), n, kid,
                           {"graph": body["graph"], "velocity": body["velocity"]}, decider, body["leaf"])

@@ -59,13 +59,13 @@ from inference.velocity import VELOCITY_FORMAT_KEYED, WINDOWS_US
 from ledger.errors import InclusionError
 from ledger.merkle import EMPTY_ROOT, inclusion_ranges, leaf_hash, root_of, verify_inclusion
 
-__all__ = ["LEAF_FORMAT", "LEAF_FORMATS", "LEAF_FORMAT_V1", "AccountProof", "StateTree", "state_tree",
-           "verify_account"]
+__all__ = ["LEAF_FORMAT", "LEAF_FORMATS", "LEAF_FORMAT_V1", "LEAF_GRAPH", "AccountProof", "StateTree",
+           "state_tree", "verify_account"]
 
 LEAF_FORMAT = "sealtrail.state-leaf/2"  # what a snapshot sealed now holds
 LEAF_FORMAT_V1 = "sealtrail.state-leaf/1"
 LEAF_FORMATS = (LEAF_FORMAT_V1, LEAF_FORMAT)  # what this release reads and recomputes
-_GRAPH_OF = {LEAF_FORMAT: GRAPH_STATE_FORMAT, LEAF_FORMAT_V1: GRAPH_STATE_FORMAT_V1}  # the graph a leaf holds
+LEAF_GRAPH = {LEAF_FORMAT: GRAPH_STATE_FORMAT, LEAF_FORMAT_V1: GRAPH_STATE_FORMAT_V1}  # the graph of each
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -165,24 +165,28 @@ def verify_account(proof: AccountProof, root: bytes, size: int) -> dict[str, Any
     return doc
 
 
-def state_tree(data: bytes, state_key_id: str, leaf: str | None = None) -> StateTree:
+def state_tree(data: bytes, state_key_id: str, leaf: str | None = None, *,
+               counted_ok: bool = False) -> StateTree:
     """The tree of a ``sealtrail.feature-state/1`` document (``features_state_bytes``) whose
     accounts are keyed under ``state_key_id``, with leaves of the format ``leaf`` (None: the one
     the document's graph gives, leaf/1 from ``sealtrail.graph/1``); ``StateSnapshotError`` naming
-    what is wrong. A leaf/1 tree needs a ``sealtrail.graph/1`` state (``CountedGraph``); a leaf/2
-    tree is made from either graph format."""
+    what is wrong. A leaf/1 tree needs a ``sealtrail.graph/1`` state (``CountedGraph``) and a
+    leaf/2 tree a ``sealtrail.graph/2`` one, so the bytes a snapshot stands for are the ones its
+    root commits to; ``counted_ok`` also makes a leaf/2 tree of a ``sealtrail.graph/1`` state (the
+    counts left out), for a caller recomputing leaf/1 and leaf/2 snapshots with one
+    ``CountedGraph`` catch-up."""
     if leaf is not None and leaf not in LEAF_FORMATS:
         raise StateSnapshotError(f"leaf format {leaf!r} is not one this release reads "
                                  f"({', '.join(LEAF_FORMATS)})")
     try:
-        return _tree(data, state_key_id, leaf)
+        return _tree(data, state_key_id, leaf, counted_ok)
     except StateSnapshotError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
         raise StateSnapshotError(f"the feature state is malformed: {exc!r}") from None
 
 
-def _tree(data: bytes, state_key_id: str, leaf: str | None) -> StateTree:
+def _tree(data: bytes, state_key_id: str, leaf: str | None, counted_ok: bool) -> StateTree:
     line, _, rest = data.partition(b"\n")
     head = orjson.loads(line)
     if not isinstance(head, dict) or head.get("format") != FEATURE_STATE_FORMAT:
@@ -202,9 +206,8 @@ def _tree(data: bytes, state_key_id: str, leaf: str | None) -> StateTree:
                                  "document")
     if leaf is None:
         leaf = LEAF_FORMAT_V1 if form == GRAPH_STATE_FORMAT_V1 else LEAF_FORMAT
-    elif leaf == LEAF_FORMAT_V1 and form != GRAPH_STATE_FORMAT_V1:
-        raise StateSnapshotError(f"a {LEAF_FORMAT_V1} tree is made from a {GRAPH_STATE_FORMAT_V1} state (the "
-                                 f"graph's usual-counterparty counts), not from {form}")
+    elif form != LEAF_GRAPH[leaf] and not (counted_ok and leaf == LEAF_FORMAT):
+        raise StateSnapshotError(f"a {leaf} tree is made from a {LEAF_GRAPH[leaf]} state, not from {form}")
     per: dict[str, dict[str, Any]] = {}
     for order, (key, last, sent, received) in enumerate(vel["accounts"]):
         key = _account(key, "velocity account")
@@ -241,7 +244,7 @@ def _tree(data: bytes, state_key_id: str, leaf: str | None) -> StateTree:
                    for k in accounts)
     meta = {
         "graph": {"accounts": len(nodes), "config": graph["config"], "edges": len(graph["edges"]),
-                  "format": _GRAPH_OF[leaf], "watermark": graph["watermark"]},
+                  "format": LEAF_GRAPH[leaf], "watermark": graph["watermark"]},
         "velocity": {"accounts": len(vel["accounts"]), "format": VELOCITY_FORMAT_KEYED,
                      "next_sweep": vel["next_sweep"], "watermark": vel["watermark"],
                      "windows_us": list(WINDOWS_US)},

@@ -197,6 +197,7 @@ def _body(**change: Any) -> dict[str, Any]:
     ({"decider": "a b"}, "decider"),
     ({"leaf": "sealtrail.state-leaf/9"}, "leaf"),
     ({"graph": []}, "objects"),
+    ({"leaf": "sealtrail.state-leaf/1"}, r"leaf/1 leaves are made of a sealtrail\.graph/1 graph, not"),
 ])
 def test_a_snapshot_body_off_its_schema_is_refused_with_what_is_wrong(change: dict[str, Any],
                                                                       what: str) -> None:
