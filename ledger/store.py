@@ -58,7 +58,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STRATUM = 4
-SCHEMA_REVISION = "0010"
+SCHEMA_REVISION = "0011"
 
 metadata = MetaData()
 # On SQLite a 64-bit INTEGER PRIMARY KEY is the rowid itself: no second index to maintain.

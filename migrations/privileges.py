@@ -60,6 +60,7 @@ HEAD: Grants = {
     "ledger_cosignatures": _APPEND,  # revision 0009: witness cosignatures, append-only
     # revision 0010: webhook delivery state (cursor, retries, lease), updated, never deleted
     "audit_outcome_deliveries": (*_APPEND, "UPDATE"),
+    "audit_outcome_delivery_scorers": (*_APPEND, "UPDATE"),  # revision 0011: a cursor per scorer
 }
 
 

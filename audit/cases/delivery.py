@@ -1,13 +1,17 @@
 """Held-payment outcomes pushed to each payment system: at least once, in ledger order.
 
 ``sealtrail webhooks deliver`` runs :func:`deliver_round` again and again. For each configured
-endpoint (``audit.cases.webhooks.Endpoint``) it sends the outcomes sealed after the endpoint's
-cursor, oldest first, one message at a time, and moves the cursor past an outcome only once
-the receiver answered 2xx. So:
+endpoint (``audit.cases.webhooks.Endpoint``) it sends the outcomes of the endpoint's scorers
+sealed after each scorer's cursor, oldest first, one message at a time, and moves that cursor
+past an outcome only once the receiver answered 2xx. Each scorer of an endpoint has its own
+cursor: a scorer added to the endpoint later (a rotated scoring certificate) starts where the
+endpoint started (its ``after``) and gets its earlier outcomes too, oldest first, before any
+newer one; a scorer taken off and put back resumes where it stopped. So:
 
 - **at least once**: the cursor moves after the answer, in its own transaction; a deliverer
   that dies between the two sends that outcome again, with the same ``webhook-id``;
-- **in ledger order**: outcome N+1 is not sent before N was acknowledged. A failure stops the
+- **in ledger order**: outcome N+1 is not sent before every earlier outcome pending for the
+  endpoint was acknowledged. A failure stops the
   endpoint until its next attempt (``webhooks.retry_delay``: the Standard Webhooks schedule,
   or the receiver's ``Retry-After``); nothing is skipped and nothing is ever dropped;
 - **nothing missed**: outcomes are read up to the alert view's watermark only, read before
@@ -25,7 +29,9 @@ the receiver answered 2xx. So:
 ``sealtrail webhooks enable NAME`` resumes it where it stopped. Redirects are not followed (a
 3xx is a failure). The delivery state is ``audit_outcome_deliveries`` (revision 0010): the
 operator's, not evidence; the outcomes themselves are sealed ``case_event`` records and their
-view is checked by ``ledger verify``.
+view is checked by ``ledger verify``. The scorers' cursors are
+``audit_outcome_delivery_scorers`` (revision 0011); an endpoint row of revision 0010, which has
+none, gives each scorer the endpoints file names then the endpoint's cursor.
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
     func,
+    or_,
     select,
 )
 from sqlalchemy import update as sql_update
@@ -60,7 +68,7 @@ from audit.cases.tables import payment_outcomes, watermark
 from audit.cases.webhooks import Endpoint, body_of, headers_of, message_id, retry_delay
 
 __all__ = ["Answer", "DeliveryReport", "LeaseClock", "Post", "database_clock_us", "deliver_round",
-           "deliveries", "enable", "release", "status"]
+           "deliveries", "enable", "release", "scorer_cursors", "status"]
 
 LeaseClock = Callable[[Connection], int]
 """The time leases are taken and checked by, µs since the epoch, read in the lease's transaction."""
@@ -91,8 +99,18 @@ deliveries = Table(
     Column("holder", String(128), nullable=True, comment="the deliverer holding the lease"),
     Column("lease_until_us", BigInteger, nullable=False),
 )
+scorer_cursors = Table(
+    "audit_outcome_delivery_scorers",
+    MetaData(),
+    Column("endpoint", String(64), primary_key=True),
+    Column("scorer_fp", String(64), primary_key=True),
+    Column("cursor", BigInteger, nullable=False,
+           comment="seq of this scorer's last outcome the endpoint's receiver acknowledged"),
+)
 _D = deliveries
+_S = scorer_cursors
 _O = payment_outcomes
+Cursors = dict[str, int]  # scorer fingerprint -> seq of its last outcome acknowledged
 _ERROR_CHARS = 300  # of a receiver's error text kept in the status
 
 
@@ -200,26 +218,59 @@ def _mark(engine: Engine) -> int:
         return int(conn.execute(select(watermark.c.seq).where(watermark.c.id == 1)).scalar() or 0)
 
 
-def _pending(engine: Engine, ep: Endpoint, cursor: int, mark: int) -> int:
+def _cursors(engine: Engine, ep: Endpoint, row: Any, mark: int, *, make: bool) -> Cursors:
+    """Each of ``ep``'s scorers' cursor. A scorer without one starts at the endpoint's own cursor
+    where the endpoint has no scorer cursor at all (a new endpoint, or one worked by a release
+    before revision 0011, whose cursor covers the scorers named then), else where a new endpoint
+    starts (``_start``), so a scorer added later gets its earlier outcomes too. With ``make`` (the
+    deliverer holds the lease) the new cursors are written."""
     with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(_O).where(
-            _O.c.scorer_fp.in_(ep.scorers), _O.c.seq > cursor, _O.c.seq <= mark)).scalar() or 0)
+        held = {r.scorer_fp: int(r.cursor) for r in conn.execute(
+            select(_S.c.scorer_fp, _S.c.cursor).where(_S.c.endpoint == ep.name))}
+    start = _start(ep, mark) if held else int(row.cursor)
+    new = {fp: start for fp in ep.scorers if fp not in held}
+    if new and make:
+        try:
+            with engine.begin() as conn:
+                conn.execute(_S.insert(), [{"endpoint": ep.name, "scorer_fp": fp, "cursor": c}
+                                           for fp, c in new.items()])
+        except IntegrityError:  # another deliverer wrote them meanwhile (it held the lease since)
+            return _cursors(engine, ep, row, mark, make=False)
+    return {fp: held[fp] if fp in held else new[fp] for fp in ep.scorers}
 
 
-def _next(engine: Engine, ep: Endpoint, cursor: int, mark: int, limit: int) -> list[dict[str, Any]]:
+def _after(cursors: Cursors, mark: int) -> Any:
+    """The outcomes pending for these cursors: each scorer's after its cursor, up to ``mark``."""
+    return and_(or_(*(and_(_O.c.scorer_fp == fp, _O.c.seq > c) for fp, c in sorted(cursors.items()))),
+                _O.c.seq <= mark)
+
+
+def _pending(engine: Engine, cursors: Cursors, mark: int) -> int:
     with engine.connect() as conn:
-        rows = conn.execute(select(_O).where(_O.c.scorer_fp.in_(ep.scorers), _O.c.seq > cursor,
-                                             _O.c.seq <= mark).order_by(_O.c.seq).limit(limit)).all()
-    return [outcome_item(r) for r in rows]
+        got = conn.execute(select(func.count()).select_from(_O).where(_after(cursors, mark))).scalar()
+    return int(got or 0)
+
+
+def _next(engine: Engine, cursors: Cursors, mark: int, limit: int) -> list[tuple[str, dict[str, Any]]]:
+    """The next ``limit`` pending outcomes in seq order, each with its scorer."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(_O).where(_after(cursors, mark)).order_by(_O.c.seq).limit(limit)).all()
+    return [(r.scorer_fp, outcome_item(r)) for r in rows]
 
 
 def _write(engine: Engine, name: str, holder: str, values: dict[str, Any], lease_us: int,
-           lease_clock: LeaseClock) -> bool:
-    """Update the endpoint's row, and renew the lease, if this deliverer still holds it."""
+           lease_clock: LeaseClock, scorer: tuple[str, int] | None = None) -> bool:
+    """Update the endpoint's row, and renew the lease, if this deliverer still holds it; with
+    ``scorer`` (fingerprint, seq), move that scorer's cursor in the same transaction."""
     with engine.begin() as conn:
         values = {**values, "lease_until_us": lease_clock(conn) + lease_us}
-        return conn.execute(sql_update(_D).where(_D.c.endpoint == name, _D.c.holder == holder)
-                            .values(**values)).rowcount == 1
+        if conn.execute(sql_update(_D).where(_D.c.endpoint == name, _D.c.holder == holder)
+                        .values(**values)).rowcount != 1:
+            return False
+        if scorer is not None:
+            conn.execute(sql_update(_S).where(_S.c.endpoint == name, _S.c.scorer_fp == scorer[0])
+                         .values(cursor=scorer[1]))
+        return True
 
 
 def _retry_after_s(value: str | None, now: float) -> int | None:
@@ -272,7 +323,8 @@ def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, 
         _ensure(engine, ep, _us(now), mark)
         if not _claim(engine, ep.name, holder, _us(_hold_s(ep, lease_s)), lease_clock):
             row = _row(engine, ep.name)
-            reports.append(_report(ep, row, "held_elsewhere", _pending(engine, ep, int(row.cursor), mark), 0))
+            pending = _pending(engine, _cursors(engine, ep, row, mark, make=False), mark)
+            reports.append(_report(ep, row, "held_elsewhere", pending, 0))
             continue
         reports.append(_work(engine, ep, post, holder, mark, clock, jitter, budget, lease_s, stop,
                              lease_clock))
@@ -284,16 +336,17 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
           lease_clock: LeaseClock) -> DeliveryReport:
     lease_us = _us(_hold_s(ep, lease_s))
     row = _row(engine, ep.name)
-    cursor, sent = int(row.cursor), 0
+    cursors = _cursors(engine, ep, row, mark, make=True)
+    top, sent = int(row.cursor), 0  # the endpoint's cursor: the latest outcome acknowledged
     if row.disabled is not None:
-        return _report(ep, row, "disabled", _pending(engine, ep, cursor, mark), 0)
+        return _report(ep, row, "disabled", _pending(engine, cursors, mark), 0)
     if row.failures and _us(clock()) < int(row.next_attempt_us):
-        return _report(ep, row, "retrying", _pending(engine, ep, cursor, mark), 0)
+        return _report(ep, row, "retrying", _pending(engine, cursors, mark), 0)
     while sent < budget and not stop():
-        batch = _next(engine, ep, cursor, mark, min(100, budget - sent))
+        batch = _next(engine, cursors, mark, min(100, budget - sent))
         if not batch:
             break
-        for item in batch:
+        for fp, item in batch:
             if stop():
                 break
             now = clock()
@@ -302,15 +355,16 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
             answer = post(ep, body, headers_of(ep.secrets, msg_id, int(now), body))
             done = clock()
             if answer.ok:
+                top = max(top, item["seq"])
                 kept = _write(engine, ep.name, holder, {
-                    "cursor": item["seq"], "delivered": _D.c.delivered + 1, "failures": 0,
+                    "cursor": top, "delivered": _D.c.delivered + 1, "failures": 0,
                     "next_attempt_us": _us(done), "last_attempt_us": _us(now), "last_status": answer.status,
-                    "last_error": None, "url": ep.url}, lease_us, lease_clock)
+                    "last_error": None, "url": ep.url}, lease_us, lease_clock, (fp, item["seq"]))
                 if not kept:  # the lease passed on while this message was in flight
                     row = _row(engine, ep.name)
-                    pending = _pending(engine, ep, int(row.cursor), mark)
+                    pending = _pending(engine, _cursors(engine, ep, row, mark, make=False), mark)
                     return _report(ep, row, "held_elsewhere", pending, sent)
-                cursor, sent = item["seq"], sent + 1
+                cursors[fp], sent = item["seq"], sent + 1
                 continue
             failures = int(row.failures) + 1 if sent == 0 else 1
             delay = retry_delay(failures, jitter.uniform(-0.1, 0.1), _retry_after_s(answer.retry_after, done))
@@ -325,9 +379,11 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
             kept = _write(engine, ep.name, holder, values, lease_us, lease_clock)
             row = _row(engine, ep.name)
             state = "held_elsewhere" if not kept else "disabled" if answer.status == 410 else "retrying"
-            return _report(ep, row, state, _pending(engine, ep, int(row.cursor), mark), sent)
+            if not kept:
+                cursors = _cursors(engine, ep, row, mark, make=False)
+            return _report(ep, row, state, _pending(engine, cursors, mark), sent)
     row = _row(engine, ep.name)
-    pending = _pending(engine, ep, cursor, mark)
+    pending = _pending(engine, cursors, mark)
     return _report(ep, row, "caught_up" if pending == 0 else "behind", pending, sent)
 
 
@@ -342,11 +398,11 @@ def status(engine: Engine, endpoints: Sequence[Endpoint]) -> list[DeliveryReport
         row = rows.get(ep.name)
         if row is None:
             start = _start(ep, mark)
-            pending = _pending(engine, ep, start, mark)
+            pending = _pending(engine, dict.fromkeys(ep.scorers, start), mark)
             out.append(DeliveryReport(ep.name, ep.url, "idle" if pending else "caught_up", start, pending,
                                       0, 0, 0, None, None, None, None, None))
             continue
-        pending = _pending(engine, ep, int(row.cursor), mark)
+        pending = _pending(engine, _cursors(engine, ep, row, mark, make=False), mark)
         state = ("disabled" if row.disabled is not None else "retrying" if row.failures else
                  "idle" if pending else "caught_up")
         out.append(_report(ep, row, state, pending, 0))

@@ -19,12 +19,13 @@ from typing import Any
 
 import orjson
 import pytest
+from sqlalchemy import select
 from standardwebhooks.webhooks import Webhook
 from typer.testing import CliRunner
 
 from api.cli import app
 from api.webhooks import WebhookList, http_post, load_webhooks
-from audit.cases.delivery import Answer, deliver_round, status
+from audit.cases.delivery import Answer, deliver_round, deliveries, scorer_cursors, status
 from audit.cases.service import act
 from audit.cases.tables import alerts
 from audit.cases.webhooks import Endpoint, WebhookConfigError, body_of, headers_of, new_secret, parse_secret
@@ -56,17 +57,51 @@ def test_an_after_beyond_every_sealed_outcome_does_not_skip_the_ones_sealed_late
     assert rx.ids() == [f"outcome_{new.seq}"] and r.cursor == new.seq
 
 
-@pytest.mark.xfail(strict=True, reason="the cursor is one seq over the endpoint's scorer set, and the set "
-                   "it was moved under is not recorded: a scorer added to an endpoint later (a rotated "
-                   "scoring certificate) never gets its outcomes sealed below the cursor")
 def test_a_scorer_added_later_still_gets_its_outcomes_below_the_cursor(
         decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
+    """Each scorer of an endpoint has its own cursor: a scorer added later (a rotated scoring
+    certificate) gets its earlier outcomes, oldest first, and nothing already acknowledged again."""
     by = scorers_of(outcomes, decided)
     (a_fp, a_seqs), (b_fp, b_seqs) = sorted(by.items())
     rx = Receiver()
     deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1")
+    assert rx.ids() == [f"outcome_{s}" for s in a_seqs]
+    both = endpoint((a_fp, b_fp))
+    assert status(decided.engine, [both])[0].pending == len(b_seqs)
+    (r,) = deliver_round(decided.engine, [both], rx, holder="d1")
+    assert (r.state, r.delivered_now, r.pending) == ("caught_up", len(b_seqs), 0)
+    assert rx.ids() == [f"outcome_{s}" for s in a_seqs + b_seqs]  # each once, b's in seq order
+    assert r.cursor == max(a_seqs + b_seqs)
+
+
+def test_a_scorer_taken_off_and_put_back_resumes_where_it_stopped(
+        decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
+    a_fp, b_fp = sorted(scorers_of(outcomes, decided))
+    rx = Receiver()
     deliver_round(decided.engine, [endpoint((a_fp, b_fp))], rx, holder="d1")
-    assert sorted(set(rx.ids())) == sorted(f"outcome_{s}" for s in a_seqs + b_seqs)
+    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1")
+    more = next(a for a in rows(decided.engine, alerts) if a.payment == "HELD" and a.scorer_fp == b_fp)
+    new = act(decided, BOB, "reject", alert=more.seq, rationale="while b was off the endpoint")
+    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1")
+    deliver_round(decided.engine, [endpoint((a_fp, b_fp))], rx, holder="d1")
+    assert rx.ids() == [f"outcome_{o['seq']}" for o in outcomes] + [f"outcome_{new.seq}"]
+
+
+def test_an_endpoint_worked_before_scorer_cursors_keeps_its_cursor_for_its_scorers(
+        decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
+    """An endpoint row of revision 0010 has no scorer cursors: its scorers start at its cursor."""
+    fps = tuple(scorers_of(outcomes, decided))
+    half = outcomes[len(outcomes) // 2 - 1]["seq"]
+    with decided.engine.begin() as conn:  # as the deliverer of revision 0010 left it
+        conn.execute(deliveries.insert().values(endpoint="core-banking", url="https://pay.bank.example/hooks",
+                                                cursor=half, delivered=3, failures=0, next_attempt_us=0,
+                                                lease_until_us=0))
+    rx = Receiver()
+    (r,) = deliver_round(decided.engine, [endpoint(fps)], rx, holder="d1")
+    assert rx.ids() == [f"outcome_{o['seq']}" for o in outcomes if o["seq"] > half]
+    with decided.engine.connect() as conn:
+        kept = dict(conn.execute(select(scorer_cursors.c.scorer_fp, scorer_cursors.c.cursor)).all())
+    assert set(kept) == set(fps) and r.cursor == outcomes[-1]["seq"] == max(kept.values())
 
 
 def test_a_budget_of_one_sends_each_outcome_once_in_order_across_rounds(
