@@ -36,17 +36,23 @@ SNAPSHOT_FILE = "state/snapshot.bin"
 NOT_HELD = "the state snapshot it was to be re-derived on does not hold"
 
 
+def _half_decided(db: Db, signer: NoteSigner, sandbox: Sandbox) -> tuple[Ledger, Any, list[Any], int]:
+    """A ledger whose governed pipeline decided the first 60 of 120 payments: the ledger, the pipeline,
+    the payments and the ledger's size after them."""
+    ledger = make_ledger(db, signer)
+    pipe = governed_pipeline(ledger, sandbox)
+    subs = submissions(120, seed=41)
+    pipe.decide(subs[:60])
+    return ledger, pipe, subs, ledger_size(ledger.engine)
+
+
 def _leaf1_snapshotted(db: Db, signer: NoteSigner,
                        sandbox: Sandbox) -> tuple[Ledger, list[Any], SealedSnapshot]:
     """A ledger decided by one pipeline from its start: 60 payments, a leaf/1 snapshot of the state
     after them (caught up from seq 0 with the graph/1 counts, as an earlier release's decider held
     it), then the rest, decided by today's pipeline."""
-    ledger = make_ledger(db, signer)
+    ledger, pipe, subs, covered = _half_decided(db, signer, sandbox)
     engine = ledger.engine
-    pipe = governed_pipeline(ledger, sandbox)
-    subs = submissions(120, seed=41)
-    pipe.decide(subs[:60])
-    covered = ledger_size(engine)
     old = FeatureExtractor(state=VelocityState(load_state_key(engine)),
                            graph=GraphFeatures(graph=CountedGraph))
     catch_up(engine, old, 0, covered)
@@ -149,12 +155,8 @@ def test_a_leaf2_snapshot_carried_as_a_graph1_state_fails_naming_the_snapshot(
         sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
     """A leaf/2 root does not commit to graph/1's counts: a bundle carrying a leaf/2 snapshot's state
     as graph/1 bytes (counts added, any values) is refused, so the bytes carried are the ones sealed."""
-    ledger = make_ledger(sqlite_db, signer)
+    ledger, pipe, subs, covered = _half_decided(sqlite_db, signer, sandbox)
     engine = ledger.engine
-    pipe = governed_pipeline(ledger, sandbox)
-    subs = submissions(120, seed=41)
-    pipe.decide(subs[:60])
-    covered = ledger_size(engine)
     sealed = state_snapshot.seal(ledger, state_snapshot.keyed_state_bytes(engine, pipe.extractor), covered, 0,
                                  pipe.decider)
     assert sealed.leaf == LEAF_FORMAT and not sealed.counted
@@ -177,11 +179,7 @@ def test_a_snapshot_sealed_under_another_state_key_does_not_stop_an_export(
         sqlite_db: Db, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
     """Anyone who can append could seal a snapshot of some other state: the exporter passes over one
     under another key, and the bundle carries the deltas instead."""
-    ledger = make_ledger(sqlite_db, signer)
-    pipe = governed_pipeline(ledger, sandbox)
-    subs = submissions(120, seed=41)
-    pipe.decide(subs[:60])
-    covered = ledger_size(ledger.engine)
+    ledger, pipe, subs, covered = _half_decided(sqlite_db, signer, sandbox)
     other = FeatureExtractor(state=VelocityState(bytes(range(32))))
     other.advance([("ab" * 32, "cd" * 32, 1_767_225_600_000_000, 100)])
     stray = seal_snapshot(ledger, state_tree(features_state_bytes(other), key_id(bytes(range(32)))),
