@@ -56,8 +56,9 @@ from sqlalchemy import (
     Text,
     and_,
     func,
-    or_,
+    literal,
     select,
+    tuple_,
 )
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
@@ -68,7 +69,7 @@ from audit.cases.tables import payment_outcomes, watermark
 from audit.cases.webhooks import Endpoint, body_of, headers_of, message_id, retry_delay
 
 __all__ = ["Answer", "DeliveryReport", "LeaseClock", "Post", "database_clock_us", "deliver_round",
-           "deliveries", "enable", "release", "scorer_cursors", "status"]
+           "deliveries", "enable", "pending_of", "release", "scorer_cursors", "status"]
 
 LeaseClock = Callable[[Connection], int]
 """The time leases are taken and checked by, µs since the epoch, read in the lease's transaction."""
@@ -98,6 +99,8 @@ deliveries = Table(
     Column("disabled", Text, nullable=True, comment="null: active; else why it stopped"),
     Column("holder", String(128), nullable=True, comment="the deliverer holding the lease"),
     Column("lease_until_us", BigInteger, nullable=False),
+    Column("start", BigInteger, nullable=True,
+           comment="seq the endpoint started after; null: made before 0011"),
 )
 scorer_cursors = Table(
     "audit_outcome_delivery_scorers",
@@ -191,7 +194,8 @@ def _ensure(engine: Engine, ep: Endpoint, now_us: int, mark: int) -> None:
             return
     try:
         with engine.begin() as conn:
-            conn.execute(_D.insert().values(endpoint=ep.name, url=ep.url, cursor=_start(ep, mark),
+            start = _start(ep, mark)
+            conn.execute(_D.insert().values(endpoint=ep.name, url=ep.url, cursor=start, start=start,
                                             delivered=0, failures=0, next_attempt_us=now_us,
                                             lease_until_us=0))
     except IntegrityError:  # another deliverer made it meanwhile
@@ -219,15 +223,15 @@ def _mark(engine: Engine) -> int:
 
 
 def _cursors(engine: Engine, ep: Endpoint, row: Any, mark: int, *, make: bool) -> Cursors:
-    """Each of ``ep``'s scorers' cursor. A scorer without one starts at the endpoint's own cursor
-    where the endpoint has no scorer cursor at all (a new endpoint, or one worked by a release
-    before revision 0011, whose cursor covers the scorers named then), else where a new endpoint
-    starts (``_start``), so a scorer added later gets its earlier outcomes too. With ``make`` (the
-    deliverer holds the lease) the new cursors are written."""
+    """Each of ``ep``'s scorers' cursor. A scorer without one starts where the endpoint started, so
+    a scorer added later gets its earlier outcomes too. An endpoint row of a release before
+    revision 0011 holds no start and no scorer cursor: its scorers then take its cursor (which
+    covers the scorers named then), and one added after that starts at ``after`` as the file says
+    it now (``_start``). With ``make`` (the deliverer holds the lease) the new cursors are written."""
     with engine.connect() as conn:
         held = {r.scorer_fp: int(r.cursor) for r in conn.execute(
             select(_S.c.scorer_fp, _S.c.cursor).where(_S.c.endpoint == ep.name))}
-    start = _start(ep, mark) if held else int(row.cursor)
+    start = int(row.start) if row.start is not None else _start(ep, mark) if held else int(row.cursor)
     new = {fp: start for fp in ep.scorers if fp not in held}
     if new and make:
         try:
@@ -239,23 +243,32 @@ def _cursors(engine: Engine, ep: Endpoint, row: Any, mark: int, *, make: bool) -
     return {fp: held[fp] if fp in held else new[fp] for fp in ep.scorers}
 
 
-def _after(cursors: Cursors, mark: int) -> Any:
-    """The outcomes pending for these cursors: each scorer's after its cursor, up to ``mark``."""
-    return and_(or_(*(and_(_O.c.scorer_fp == fp, _O.c.seq > c) for fp, c in sorted(cursors.items()))),
-                _O.c.seq <= mark)
+def pending_of(fp: str, cursor: int, mark: int) -> Any:
+    """One scorer's outcomes pending: after its cursor, up to ``mark``. Each scorer is read on its
+    own, as a range of ``(scorer_fp, seq)`` row values: only the ``(scorer_fp, seq)`` index serves
+    it, so the database reads the rows pending and no others. (``scorer_fp = x AND seq > c`` lets
+    PostgreSQL walk the primary key instead, filtering every outcome of every scorer after ``c``,
+    where its estimate of a retired scorer's rows is off; one condition over all of an endpoint's
+    scorers does so from the oldest cursor on, every round.)"""
+    key = tuple_(_O.c.scorer_fp, _O.c.seq)
+    return and_(key > tuple_(literal(fp), literal(cursor)), key <= tuple_(literal(fp), literal(mark)))
 
 
 def _pending(engine: Engine, cursors: Cursors, mark: int) -> int:
     with engine.connect() as conn:
-        got = conn.execute(select(func.count()).select_from(_O).where(_after(cursors, mark))).scalar()
-    return int(got or 0)
+        return sum(int(conn.execute(select(func.count()).select_from(_O).where(pending_of(fp, c, mark)))
+                       .scalar() or 0) for fp, c in sorted(cursors.items()))
 
 
 def _next(engine: Engine, cursors: Cursors, mark: int, limit: int) -> list[tuple[str, dict[str, Any]]]:
-    """The next ``limit`` pending outcomes in seq order, each with its scorer."""
+    """The next ``limit`` pending outcomes in seq order, each with its scorer: each scorer's first
+    ``limit``, merged."""
     with engine.connect() as conn:
-        rows = conn.execute(select(_O).where(_after(cursors, mark)).order_by(_O.c.seq).limit(limit)).all()
-    return [(r.scorer_fp, outcome_item(r)) for r in rows]
+        rows = [r for fp, c in sorted(cursors.items())
+                for r in conn.execute(select(_O).where(pending_of(fp, c, mark))
+                                      .order_by(_O.c.scorer_fp, _O.c.seq).limit(limit))]
+    rows.sort(key=lambda r: int(r.seq))
+    return [(r.scorer_fp, outcome_item(r)) for r in rows[:limit]]
 
 
 def _write(engine: Engine, name: str, holder: str, values: dict[str, Any], lease_us: int,
@@ -267,9 +280,9 @@ def _write(engine: Engine, name: str, holder: str, values: dict[str, Any], lease
         if conn.execute(sql_update(_D).where(_D.c.endpoint == name, _D.c.holder == holder)
                         .values(**values)).rowcount != 1:
             return False
-        if scorer is not None:
-            conn.execute(sql_update(_S).where(_S.c.endpoint == name, _S.c.scorer_fp == scorer[0])
-                         .values(cursor=scorer[1]))
+        if scorer is not None and conn.execute(sql_update(_S).where(
+                _S.c.endpoint == name, _S.c.scorer_fp == scorer[0]).values(cursor=scorer[1])).rowcount != 1:
+            conn.execute(_S.insert().values(endpoint=name, scorer_fp=scorer[0], cursor=scorer[1]))
         return True
 
 

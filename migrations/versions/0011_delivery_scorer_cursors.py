@@ -8,8 +8,11 @@ the app role may insert and update a row, never delete one (a scorer taken off a
 put back resumes where it stopped). Spelled out here rather than imported from
 ``audit.cases.delivery``: a revision must keep creating what it created when written.
 
-Endpoint rows made before this revision have no scorer rows: the deliverer gives each of the
-endpoint's scorers, as the endpoints file names them then, the endpoint's cursor.
+``audit_outcome_deliveries.start`` keeps where an endpoint started (its ``after``, never past the
+alert view's watermark when the endpoint was first worked): a scorer added later starts there.
+Endpoint rows made before this revision have no scorer rows and no ``start``: the deliverer gives
+each of the endpoint's scorers, as the endpoints file names them then, the endpoint's cursor, and
+a scorer added after that starts at the endpoint's ``after`` as the file says it then.
 
 Revision ID: 0011
 Revises: 0010
@@ -30,6 +33,7 @@ depends_on = None
 
 GRANTS: Grants = {"audit_outcome_delivery_scorers": ("SELECT", "INSERT", "UPDATE")}  # frozen
 _TABLE = "audit_outcome_delivery_scorers"
+_ENDPOINTS = "audit_outcome_deliveries"
 
 
 def upgrade() -> None:
@@ -44,6 +48,8 @@ def upgrade() -> None:
         sa.Column("cursor", sa.BigInteger, nullable=False,
                   comment="seq of this scorer's last outcome the endpoint's receiver acknowledged"),
     )
+    op.add_column(_ENDPOINTS, sa.Column("start", sa.BigInteger, nullable=True,
+                                        comment="seq the endpoint started after; null: made before 0011"))
     if bind.dialect.name == "sqlite":
         op.execute(f"CREATE TRIGGER {_TABLE}_no_delete BEFORE DELETE ON {_TABLE} "
                    f"BEGIN SELECT RAISE(ABORT, 'sealtrail: DELETE on {_TABLE} refused: a scorer keeps "
@@ -57,4 +63,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute(f"DROP TRIGGER IF EXISTS {_TABLE}_no_delete")
+    with op.batch_alter_table(_ENDPOINTS) as batch:
+        batch.drop_column("start")
     op.drop_table(_TABLE)
