@@ -62,6 +62,16 @@ def legacy_row(ledger: Ledger, cursor: int, **kw: Any) -> None:
             delivered=3, failures=0, next_attempt_us=0, lease_until_us=0))
 
 
+def a_delivered(decided: Ledger, outcomes: list[dict[str, Any]],  # noqa: F811
+                clock: Clock | None = None) -> tuple[str, list[int], str, list[int], Receiver]:
+    """The two scorers (a, b) and their outcome seqs, with a's outcomes delivered to a new receiver
+    by an endpoint naming a alone (b is then the scorer added later)."""
+    (a_fp, a_seqs), (b_fp, b_seqs) = sorted(scorers_of(outcomes, decided).items())
+    rx = Receiver()
+    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1", **(clock.both if clock else {}))
+    return a_fp, a_seqs, b_fp, b_seqs, rx
+
+
 def acked_twice(rx: Receiver, failed: set[str]) -> list[str]:
     """Ids the receiver got more than once, except those it had answered with a failure."""
     return [i for i, n in Counter(rx.ids()).items() if n > 1 and i not in failed]
@@ -131,11 +141,8 @@ def test_status_is_read_only_and_agrees_with_the_round_that_follows(
 
 def test_a_5xx_in_the_middle_of_a_backfill_holds_back_newer_outcomes_and_resends_only_the_failed_one(
         decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
-    by = scorers_of(outcomes, decided)
-    (a_fp, a_seqs), (b_fp, b_seqs) = sorted(by.items())
     clock = Clock()
-    rx = Receiver()
-    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1", **clock.both)
+    a_fp, a_seqs, b_fp, b_seqs, rx = a_delivered(decided, outcomes, clock)
     a_new = seal(decided, a_fp, 2)
     rx.script = [Answer(204), Answer(503, error="HTTP 503")]
     both = endpoint((a_fp, b_fp))
@@ -154,11 +161,8 @@ def test_a_5xx_in_the_middle_of_a_backfill_holds_back_newer_outcomes_and_resends
 
 def test_a_410_during_a_backfill_then_enable_resumes_the_backfill_where_it_stopped(
         decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
-    by = scorers_of(outcomes, decided)
-    (a_fp, a_seqs), (b_fp, b_seqs) = sorted(by.items())
     clock = Clock()
-    rx = Receiver()
-    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1", **clock.both)
+    a_fp, a_seqs, b_fp, b_seqs, rx = a_delivered(decided, outcomes, clock)
     a_new = seal(decided, a_fp)
     both = endpoint((a_fp, b_fp))
     rx.script = [Answer(200), Answer(410, error="HTTP 410")]
@@ -179,10 +183,7 @@ def test_a_410_during_a_backfill_then_enable_resumes_the_backfill_where_it_stopp
 
 def test_budget_one_rounds_across_scorers_send_each_outcome_once_in_seq_order(
         decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
-    by = scorers_of(outcomes, decided)
-    (a_fp, a_seqs), (b_fp, b_seqs) = sorted(by.items())
-    rx = Receiver()
-    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1")
+    a_fp, a_seqs, b_fp, b_seqs, rx = a_delivered(decided, outcomes)
     a_new = seal(decided, a_fp)
     both = endpoint((a_fp, b_fp))
     states = []
@@ -227,11 +228,8 @@ def test_two_deliverers_alternating_rounds_with_different_scorer_sets_lose_nothi
 
 def test_a_lease_lost_in_the_middle_of_a_backfill_to_a_deliverer_with_other_scorers_corrupts_no_cursor(
         decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
-    by = scorers_of(outcomes, decided)
-    (a_fp, a_seqs), (b_fp, b_seqs) = sorted(by.items())
     clock = Clock()
-    rx = Receiver()
-    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1", **clock.both)
+    a_fp, a_seqs, b_fp, b_seqs, rx = a_delivered(decided, outcomes, clock)
     release(decided.engine, "d1")
     a_new = seal(decided, a_fp)
     calls: list[str] = []
@@ -258,11 +256,8 @@ def test_a_lease_lost_in_the_middle_of_a_backfill_to_a_deliverer_with_other_scor
 
 def test_a_second_deliverer_with_the_same_scorers_takes_the_backfill_over_from_the_kept_cursor(
         decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
-    by = scorers_of(outcomes, decided)
-    (a_fp, a_seqs), (b_fp, b_seqs) = sorted(by.items())
     clock = Clock()
-    rx = Receiver()
-    deliver_round(decided.engine, [endpoint((a_fp,))], rx, holder="d1", **clock.both)
+    a_fp, a_seqs, b_fp, b_seqs, rx = a_delivered(decided, outcomes, clock)
     both = endpoint((a_fp, b_fp))
     n = [0]
 
