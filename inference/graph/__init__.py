@@ -4,7 +4,8 @@
 - ``store``: ``TransactionGraph``, payments as edges between accounts, bounded per account and in all;
 - ``cycles``: temporal cycles a payment closes;
 - ``flagged``: hops from a payment to a flagged account;
-- ``fixedpoint``: the integer log2, ratios, percentiles and running means the values use;
+- ``fixedpoint``: the integer log2, ratios and percentiles the values use (and the running means
+  of ``sealtrail.graph/1``);
 - ``features``: ``GraphFeatures``, the values of each payment (``GRAPH_FEATURE_NAMES``);
 - ``counted``: ``CountedGraph``, the graph as ``sealtrail.graph/1`` held it, to re-derive state
   snapshots sealed by earlier releases.

@@ -10,7 +10,8 @@
 - ``ratio_q16(num, den, cap)``: ``floor(num * 65536 / den)``, at most ``cap``; 0 when ``den`` is 0.
 - ``mid_rank_permille(sorted, x)``: ``floor(1000 * (2 * below + equal) / (2 * n))``, the mid-rank
   percentile of ``x`` among ``n`` sorted integers, in thousandths.
-- ``ema_q16``: a running mean over periods, ``e + floor(((c << 16) - e) / 4)`` per period.
+- ``ema_step_q16``: a running mean over periods, ``e + floor(((c << 16) - e) / 4)`` per period (the
+  ``sealtrail.graph/1`` usual-counterparty counts that ``inference.graph.counted`` re-derives).
 """
 
 from __future__ import annotations
