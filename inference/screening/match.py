@@ -33,8 +33,10 @@ from rapidfuzz.distance import OSA, JaroWinkler
 
 from inference.screening.normalise import skeleton
 
-__all__ = ["INITIAL_SIMILARITY", "LISTED_SHARE", "SKELETON_DISCOUNT", "name_score", "token_keys",
-           "token_similarity", "weighted_score"]
+__all__ = ["INITIAL_SIMILARITY", "JOINED_FLOOR", "LISTED_SHARE", "SKELETON_DISCOUNT", "joined_counts",
+           "joined_may_count",
+           "name_score",
+           "score_bound", "token_keys", "token_similarity", "weighted_score"]
 
 SKELETON_DISCOUNT = 0.94
 SKELETON_MIN = 5  # skeletons shorter than this say too little to compare
@@ -95,6 +97,32 @@ def _alike(a: str, b: str) -> float:
 def name_score(query: Sequence[str], listed: Sequence[str], weight: Callable[[str], int]) -> int:
     """0-1000: how well the query's tokens match the listed name's (see the module's text)."""
     return weighted_score(query, [weight(t) for t in query], listed, [weight(t) for t in listed])
+
+
+def score_bound(found: float, total: float) -> float:
+    """The most ``weighted_score`` can give, in per-mille before rounding, to a query in which only
+    listed tokens weighing ``found`` of the name's ``total`` have a partner (a token alike them), when
+    the names are not compared written together (``joined_counts``): every partner counted as alike
+    as can be, and the whole of the query as explained."""
+    return (LISTED_SHARE * found / total + (1 - LISTED_SHARE)) * 1000 if total else 1000.0
+
+
+def joined_counts(query: Sequence[str], listed: Sequence[str]) -> bool:
+    """Whether ``weighted_score`` also scores the two names written together and finds them alike
+    enough for that to count (then ``score_bound`` does not bound it)."""
+    if len(query) == len(listed):
+        return False
+    a, b = "".join(query), "".join(listed)
+    return joined_may_count(len(a), len(b)) and _alike(a, b) >= JOINED_FLOOR
+
+
+def joined_may_count(a: int, b: int) -> bool:
+    """Whether two names written together, ``a`` and ``b`` letters long, can be alike enough to
+    count: the optimal-string-alignment similarity is at most 1 - |a - b| / max(a, b), and with
+    Jaro-Winkler at most 1 their mean reaches ``JOINED_FLOOR`` only if that is 2 * JOINED_FLOOR - 1
+    or more (lengths within a tenth of the longer)."""
+    longer = max(a, b)
+    return longer > 0 and abs(a - b) <= (2 - 2 * JOINED_FLOOR) * longer + 1e-9
 
 
 def weighted_score(query: Sequence[str], wq: Sequence[int], listed: Sequence[str], wl: Sequence[int]) -> int:

@@ -26,9 +26,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from inference.messages.transaction import Party, Transaction
 from inference.screening.index import ListIndex, NameHit
-from inference.screening.match import name_score, token_similarity
+from inference.screening.match import (
+    JOINED_FLOOR,
+    LISTED_SHARE,
+    joined_counts,
+    name_score,
+    score_bound,
+    token_similarity,
+)
 from inference.screening.normalise import name_tokens, shape_reading
 
 __all__ = ["COUNTRY_AGREES", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES", "KIND_DISAGREES",
@@ -159,19 +168,62 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
 
 
 def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
+    """Each candidate's windows are the runs of words as long as its name, and one longer, that hold
+    a word alike one of its tokens (a run cut by the end of the text counts from its start only).
+    A window is scored unless it cannot reach ``floor``: when the listed tokens its words are alike
+    weigh too little for ``score_bound`` to reach the floor and the names are not alike written
+    together (``joined_may_count``, then ``joined_counts``). Such a window changes nothing (the best
+    window counts, and only at the floor or above), so the hits are those of scoring every window,
+    while a long text of listed words costs a few array operations per candidate instead of a score
+    per window. Which words are alike which listed token is found once per distinct word; the
+    arrays only choose what is scored (with a point of margin), every score is ``name_score``'s."""
     toks = name_tokens(text).tokens
     if not toks:
         return []
     best: dict[tuple[int, str], Hit] = {}
+    at: dict[str, list[int]] = {}  # each distinct word -> where it stands in the text
+    for p, t in enumerate(toks):
+        at.setdefault(t, []).append(p)
+    alike: dict[tuple[str, str], bool] = {}  # (word, listed token) -> token_similarity > 0, once each
+    n = len(toks)
+    letters = np.zeros(n + 1, dtype=np.int64)  # letters[p]: letters of the words before position p
+    np.cumsum([len(t) for t in toks], out=letters[1:])
     for i in index.candidates(toks, floor):
         pos, entry, k, listed = index.names[i]
-        near = [p for p, t in enumerate(toks) if any(token_similarity(t, x) > 0.0 for x in listed)]
+        present = np.zeros((len(listed), n + 1), dtype=np.int32)  # [j, p + 1]: word p alike token j
+        for t, where_t in at.items():
+            for j, x in enumerate(listed):
+                hit = alike.get((t, x))
+                if hit is None:
+                    hit = alike[(t, x)] = token_similarity(t, x) > 0.0
+                if hit:
+                    present[j, [p + 1 for p in where_t]] = 1
+        counts = np.cumsum(present, axis=1)  # [j, p]: words alike token j before position p
+        weights = np.array([index.weight(x) for x in listed], dtype=np.float64)
+        total = float(weights.sum())
+        listed_letters = sum(map(len, listed))
         score = 0
         for size in (len(listed), len(listed) + 1):
-            starts = {s for p in near for s in range(p - size + 1, p + 1)
-                      if s >= 0 and (s + size <= len(toks) or s == 0)}
-            for start in sorted(starts):
-                score = max(score, name_score(toks[start:start + size], listed, index.weight))
+            if size <= n:
+                held = counts[:, size:] - counts[:, :n - size + 1] > 0  # [j, start]
+                ends = np.arange(size, n + 1)
+            else:  # the one window cut by the end of the text
+                held = counts[:, n:] > 0
+                ends = np.array([n])
+            found = weights @ held
+            starts = np.arange(len(ends))
+            letters_in = letters[ends] - letters[starts]
+            longer = np.maximum(letters_in, listed_letters)
+            bound = (LISTED_SHARE * found / total + (1 - LISTED_SHARE)) * 1000 if total else found + 1000
+            # letters within a tenth of the longer: what joined_may_count asks (a hair looser here)
+            apart = np.abs(letters_in - listed_letters) <= (2.02 - 2 * JOINED_FLOOR) * longer
+            maybe = (bound + 1 >= floor) | ((ends - starts != len(listed)) & apart)
+            for start in np.flatnonzero(held.any(axis=0) & maybe).tolist():
+                end = int(ends[start])
+                window = toks[start:end]
+                if score_bound(float(found[start]), total) + 1 < floor and not joined_counts(window, listed):
+                    continue  # under the floor whatever its words: it cannot be the hit
+                score = max(score, name_score(window, listed, index.weight))
         if entry.weak_aliases and k in entry.weak_aliases:
             score = score * 9 // 10  # a weak alias, as a party's name is scored
         if score < floor:

@@ -476,8 +476,6 @@ def big_index() -> tuple[ListIndex, list[str]]:
     return make_index(entries), first + last[:40]
 
 
-@pytest.mark.xfail(strict=True, reason="screen_text rescans the whole text for every candidate: 10,000 words "
-                                       "of listed names in a remittance take ~10 s against 2,000 names")
 def test_ten_thousand_words_of_free_text_screen_in_under_two_seconds(
         big_index: tuple[ListIndex, list[str]]) -> None:
     idx, words = big_index
