@@ -15,6 +15,13 @@ as start-up leaves it. The pauses are what ``sealtrail_gc_pause_seconds{generati
 /metrics reports in service. The largest size is scaled to 200,000 accounts and 6,000,000 payments
 (the memory target's state) by its payments, as ``bench.graph_features`` scales memory.
 
+Then the service itself, at each size: the collector set as ``sealtrail serve`` sets it
+(``api.server.GC_THRESHOLD``), the first half of the stream taken in as a catch-up, collected and
+frozen as start-up does, and the second half decided with the collector running, every collection
+timed through ``gc.callbacks``; at the end, the objects the collector still tracks outside the
+frozen ones (what the state made since start-up) and the full collection that walks them, the one
+the service would meet next.
+
 Run from the repository root: ``python -m bench.gc_pause [--quick] [--json PATH]``.
 """
 
@@ -32,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from api.server import GC_THRESHOLD
 from bench.graph_features import FULL_ACCOUNTS, FULL_PAYMENTS, stream
 from bench.machine import host_info, probe_ms, report_probe
 from bench.report import Row, format_table, write_json
@@ -50,6 +58,53 @@ def build(accounts: int, payments: int) -> tuple[GraphFeatures, VelocityState]:
     return graph, windows
 
 
+def service(accounts: int, payments: int) -> dict[str, Any]:
+    """The collector as a serving decider runs it: catch up on the first half of the stream, collect
+    and freeze (start-up), take the second half with the serving thresholds; every collection timed."""
+    graph, windows = GraphFeatures(), VelocityState()
+    scratch: list[float] = []
+    pauses: list[tuple[int, float]] = []  # (generation, seconds)
+    started = [0.0]
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append((int(info["generation"]), time.perf_counter() - started[0]))
+
+    old = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(*GC_THRESHOLD)
+    half = payments // 2
+    try:
+        for i, (o, b, t, c) in enumerate(stream(accounts, payments, seed=7)):
+            if i == half:  # start-up: the state caught up, then collected and frozen
+                gc.collect()
+                gc.freeze()
+                gc.callbacks.append(timed)
+            graph.observe_sealed(o, b, t, c)
+            scratch.clear()
+            windows.observe_ids_into(scratch, o, b, t, c)
+        gc.callbacks.remove(timed)
+        waiting = len(gc.get_objects(0)) + len(gc.get_objects(1)) + len(gc.get_objects(2))
+        t0 = time.perf_counter()
+        gc.collect()  # the full collection the service would meet next: what came after start-up
+        next_full = time.perf_counter() - t0
+    finally:
+        if timed in gc.callbacks:
+            gc.callbacks.remove(timed)
+        gc.set_threshold(*old)
+        gc.unfreeze()
+    full = [s for g, s in pauses if g == 2]
+    del graph, windows
+    gc.collect()
+    return {"accounts": accounts, "payments": payments, "served": payments - half,
+            "collections": len(pauses), "full_collections": len(full),
+            "full_max_s": max(full, default=0.0), "full_total_s": sum(full),
+            "max_s": max((s for _, s in pauses), default=0.0), "total_s": sum(s for _, s in pauses),
+            "unfrozen_objects": waiting, "next_full_s": next_full}
+
+
 def _full_pause() -> float:
     t0 = time.perf_counter()
     gc.collect()
@@ -66,6 +121,7 @@ def measure(accounts: int, payments: int) -> dict[str, Any]:
         built_s = time.perf_counter() - t0
         tracked = len(gc.get_objects())
         pauses = [_full_pause() for _ in range(3)]
+        after = len(gc.get_objects())  # a collection stops tracking what can hold no reference cycle
         gc.freeze()
         frozen = [_full_pause() for _ in range(3)]
         gc.unfreeze()
@@ -75,7 +131,7 @@ def measure(accounts: int, payments: int) -> dict[str, Any]:
         gc.enable()
     pause = statistics.median(pauses)
     return {"accounts": accounts, "payments": payments, "build_s": round(built_s, 1), "tracked": tracked,
-            "state_objects": tracked - before,
+            "state_objects": tracked - before, "state_objects_tracked_after": after - before,
             "pause_s": pause, "pauses_s": pauses, "frozen_pause_s": statistics.median(frozen),
             "ns_per_object": pause / tracked * 1e9}
 
@@ -94,10 +150,20 @@ def main() -> None:
         m = measure(accounts, payments)
         runs.append(m)
         print(f"{accounts:,} accounts, {payments:,} payments (built in {m['build_s']} s): {m['tracked']:,} "
-              f"container objects tracked, {m['state_objects']:,} of them the state's; "
+              f"container objects tracked, {m['state_objects']:,} of them the state's "
+              f"({m['state_objects_tracked_after']:,} still tracked after a collection); "
               f"a full collection {m['pause_s'] * 1e3:,.1f} ms "
               f"({m['ns_per_object']:.0f} ns an object), once frozen {m['frozen_pause_s'] * 1e3:,.2f} ms",
               flush=True)
+    served = []
+    for accounts, payments in sizes:
+        s = service(accounts, payments)
+        served.append(s)
+        print(f"serving {s['served']:,} payments after catching up on as many ({accounts:,} accounts): "
+              f"{s['collections']:,} collections ({s['total_s'] * 1e3:,.1f} ms in all, the longest "
+              f"{s['max_s'] * 1e3:,.1f} ms), {s['full_collections']} full "
+              f"(the longest {s['full_max_s'] * 1e3:,.1f} ms); then {s['unfrozen_objects']:,} objects "
+              f"not frozen, the next full collection {s['next_full_s'] * 1e3:,.1f} ms", flush=True)
     large = runs[-1]
     scale = FULL_PAYMENTS / large["payments"]
     full = large["pause_s"] * scale
@@ -106,10 +172,18 @@ def main() -> None:
                 f"{r['pause_s'] / max(r['frozen_pause_s'], 1e-9):,.0f}x") for r in runs]
     rows.append(Row(f"full collection, {FULL_ACCOUNTS:,} accounts, {FULL_PAYMENTS:,} payments",
                     f"{full:,.1f} s (x{scale:.0f} of the largest run)", "", ""))
+    rows += [Row(f"serving {s['served']:,} payments after a catch-up, {s['accounts']:,} accounts: "
+                 f"the longest pause (full collections)",
+                 f"{s['max_s'] * 1e3:,.1f} ms ({s['full_collections']} full, "
+                 f"longest {s['full_max_s'] * 1e3:,.1f} ms)",
+                 f"all collections {s['total_s'] * 1e3:,.1f} ms", "")
+             for s in served]
+    rows += [Row(f"then the next full collection: {s['unfrozen_objects']:,} objects made since start-up",
+                 f"{s['next_full_s'] * 1e3:,.1f} ms", "", "") for s in served]
     print("\n" + format_table(rows, "pause"))
     report_probe(host, probe_before)
     if args.json:
-        write_json(args.json, {"machine": host, "runs": runs, "full_scale_pause_s": full})
+        write_json(args.json, {"machine": host, "runs": runs, "service": served, "full_scale_pause_s": full})
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ A self-transfer (``u`` is ``v``) closes no cycle.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Mapping
 
 from inference.graph.store import Edge, Node
 
@@ -39,11 +40,12 @@ def _paid_between(x: Node, u: Node, after: int, before: int) -> bool:
         return True
     out = x.out  # the latest is at or after ``before`` (a late payment): look through the rest
     i = bisect_left(out, (after + 1,))
+    key = u.key
     for j in range(i, len(out)):
         f = out[j]
         if f[0] >= before:
             return False
-        if f[2] is u:
+        if f[2] == key:
             return True
     return False
 
@@ -51,8 +53,9 @@ def _paid_between(x: Node, u: Node, after: int, before: int) -> bool:
 def _last_before(y: Node, u: Node, before: int) -> int | None:
     """Time of y's latest kept payment to ``u`` strictly before ``before``, or None."""
     out = y.out
+    key = u.key
     for j in range(bisect_left(out, (before,)) - 1, -1, -1):
-        if out[j][2] is u:
+        if out[j][2] == key:
             return out[j][0]
     return None
 
@@ -90,19 +93,22 @@ def _three_hop(u: Node, v: Node, t: int, into_u: dict[Node, Edge], budget: int) 
         if a < t and _paid_between(y, u, a, t):  # y paid u after even the latest: so after the earliest
             found += 1
             continue
+        key = y.key
         for e in v.out:
             if e[0] >= t:
                 break
-            if e[2] is y:  # the earliest
+            if e[2] == key:  # the earliest
                 if _paid_between(y, u, e[0], t):
                     found += 1
                 break
     return found
 
 
-def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, int, int]:
+def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int,
+                   nodes: Mapping[str, Node]) -> tuple[int, int, int]:
     """(shortest cycle length or 0, number of cycles capped, 1 if the budget cut the search short)
-    for the payment ``u -> v`` at ``t``, over cycles of at most ``k`` payments (see the module)."""
+    for the payment ``u -> v`` at ``t``, over cycles of at most ``k`` payments (see the module).
+    ``nodes``: the graph's accounts by key (an edge names its accounts by key)."""
     if u is v:
         return 0, 0, 0
     into_u = u.in_last
@@ -138,7 +144,8 @@ def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, 
                     count += 1
         return shortest, count, 0
     if k == 3:  # the usual depth, without the recursion: v -> y -> u
-        seen: dict[Node, None] = {}
+        seen: dict[str, None] = {}
+        ends = (u.key, v.key)
         for e in v.out:
             te = e[0]
             if te >= t:
@@ -146,22 +153,25 @@ def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, 
             left -= 1
             if left < 0:
                 return shortest, count, 1
-            y = e[2]
-            if y in into_u and y is not u and y is not v and y not in seen:
-                seen[y] = None
+            yk = e[2]
+            if yk in seen or yk in ends:
+                continue
+            y = nodes[yk]  # an edge held names an account held
+            if y in into_u:
+                seen[yk] = None
                 if _paid_between(y, u, te, t):
                     if not shortest:
                         shortest = 3
                     if count < CYCLE_COUNT_CAP:
                         count += 1
         return shortest, count, 0
-    on_path: dict[Node, None] = {v: None, u: None}
+    on_path: dict[str, None] = {v.key: None, u.key: None}
 
     def walk(x: Node, arrived: int, hops: int) -> None:
         """x reached from v in ``hops`` edges, the last at ``arrived``: extend by one edge."""
         nonlocal left, truncated, shortest, count
         last_level = hops + 3 == k  # the next account's only way on is its edge into u
-        seen: dict[Node, None] = {}
+        seen: dict[str, None] = {}
         out = x.out
         i = bisect_left(out, (arrived + 1,))
         for j in range(i, len(out)):
@@ -173,10 +183,11 @@ def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, 
             if left < 0:
                 truncated = 1
                 return
-            y = e[2]
-            if y in on_path or y in seen:
+            yk = e[2]
+            if yk in on_path or yk in seen:
                 continue
-            seen[y] = None
+            seen[yk] = None
+            y = nodes[yk]  # an edge held names an account held
             if y in into_u and _paid_between(y, u, te, t):
                 length = hops + 3
                 if not shortest or length < shortest:
@@ -184,9 +195,9 @@ def temporal_cycle(u: Node, v: Node, t: int, k: int, budget: int) -> tuple[int, 
                 if count < CYCLE_COUNT_CAP:
                     count += 1
             if not last_level:
-                on_path[y] = None
+                on_path[yk] = None
                 walk(y, te, hops + 1)
-                del on_path[y]
+                del on_path[yk]
                 if truncated:
                     return
 

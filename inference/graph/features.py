@@ -131,7 +131,7 @@ class GraphFeatures:
             g.touch(dst)
 
         # --- before the payment is added ---
-        c_len, c_count, c_cut = temporal_cycle(src, dst, t, cfg.cycle_hops, cfg.search_budget)
+        c_len, c_count, c_cut = temporal_cycle(src, dst, t, cfg.cycle_hops, cfg.search_budget, nodes)
         inn = src.inn
         out = src.out
         lo7 = t - WEEK_US

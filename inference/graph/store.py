@@ -2,9 +2,20 @@
 30 days under a per-account and a global cap.
 
 An edge is ``(t, originator, beneficiary, cents)``: time in microseconds since the Unix epoch,
-the two accounts' nodes and the amount in whole US cents. Each account keeps its sent edges and
-its received edges as two lists in time order (ties in arrival order), and, per counterparty, its
+the two accounts' keys and the amount in whole US cents. Each account keeps its sent edges and its
+received edges as two lists in time order (ties in arrival order), and, per counterparty, its
 latest edge (``out_last`` / ``in_last``), so "has it paid X, and when last" is one lookup.
+
+Keys, not the accounts' nodes: CPython's cyclic collector stops tracking a tuple of integers and
+strings at the first collection it survives, so the millions of edges a window holds are never
+promoted to the old generations nor walked as objects by a full collection (which every thread
+waits out); the accounts' own containers are. An edge one of the lists holds names an account the
+graph holds: an account is let go only once neither of its lists holds an edge, and an edge it
+shares with an account whose list still holds it left its own list by the per-account cap, which
+takes the oldest, so it is older than every edge the account kept and expired before them. An edge
+both lists dropped may name an account let go, or a later one under the same key: where such an
+edge is read (expiry, compaction, the state bytes) its accounts are looked up and their lists
+checked for that very tuple.
 
 What is kept:
 
@@ -51,8 +62,8 @@ GRAPH_STATE_FORMAT = "sealtrail.graph/2"
 # behind its usual numbers of counterparties (``inference.graph.counted``). ``restore`` reads it.
 GRAPH_STATE_FORMAT_V1 = "sealtrail.graph/1"
 
-# (t µs, originator, beneficiary, cents): a tuple, so a list of edges bisects by ``(t,)``.
-Edge = tuple[int, "Node", "Node", int]
+# (t µs, originator key, beneficiary key, cents): a tuple, so a list of edges bisects by ``(t,)``.
+Edge = tuple[int, str, str, int]
 
 _FLAGGED = attrgetter("flagged")
 
@@ -89,6 +100,11 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.key!r})"
+
+
+# What an edge's key names when the graph no longer holds that account: no edges, no flag. Only
+# read, never changed (an account let go is refused by ``add``).
+_NOBODY = Node("", -1)
 
 
 def _holds(edges: list[Edge], e: Edge) -> bool:
@@ -157,6 +173,10 @@ class TransactionGraph:
     def get(self, key: str) -> Node | None:
         """The account ``key`` if the graph has seen it."""
         return self.nodes.get(key)
+
+    def _held(self, key: str) -> Node:
+        """The account an edge names, or an empty stand-in for one let go (see the module)."""
+        return self.nodes.get(key, _NOBODY)
 
     def flag(self, key: str) -> None:
         """Mark an account flagged (for example after a BLOCK): hops to it become a feature."""
@@ -315,7 +335,7 @@ class TransactionGraph:
         if nodes.get(src.key) is not src or nodes.get(dst.key) is not dst:
             raise GraphInputError(f"payment {src.key!r} -> {dst.key!r}: an account the graph no longer holds "
                                   "(take accounts after advance)")
-        e: Edge = (t, src, dst, cents)
+        e: Edge = (t, src.key, dst.key, cents)
         edges = self._edges
         j = self._journal
         if j is not None:
@@ -356,13 +376,13 @@ class TransactionGraph:
                 self.near[dst] = self.near.get(dst, 0) + 1
         if len(out) > cap:
             old = out[0]
-            self._drop_out(src, old, self.near)
-            if not _holds(old[2].inn, old):
+            self._drop_out(src, old)
+            if not _holds(self._held(old[2]).inn, old):
                 self._dead += 1
         if len(inn) > cap:
             old = inn[0]
-            self._drop_in(dst, old, self.near)
-            if not _holds(old[1].out, old):
+            self._drop_in(dst, old)
+            if not _holds(self._held(old[1]).out, old):
                 self._dead += 1
         if len(edges) - self._dead > self.config.global_cap:
             self._expire_oldest()
@@ -370,27 +390,25 @@ class TransactionGraph:
             self._compact()
         return e
 
-    @staticmethod
-    def _drop_out(n: Node, e: Edge, near: dict[Node, int]) -> None:
+    def _drop_out(self, n: Node, e: Edge) -> None:
         """``e`` leaves the head of ``n``'s sent list."""
         del n.out[0]
-        dst = e[2]
+        dst = self._held(e[2])
         if n.out_last.get(dst) is e:
             del n.out_last[dst]
             if dst.flagged:
-                _one_less(near, n)
+                _one_less(self.near, n)
         amounts = n.amounts
         del amounts[bisect_left(amounts, e[3])]
 
-    @staticmethod
-    def _drop_in(n: Node, e: Edge, near: dict[Node, int]) -> None:
+    def _drop_in(self, n: Node, e: Edge) -> None:
         """``e`` leaves the head of ``n``'s received list."""
         del n.inn[0]
-        src = e[1]
+        src = self._held(e[1])
         if n.in_last.get(src) is e:
             del n.in_last[src]
             if src.flagged:
-                _one_less(near, n)
+                _one_less(self.near, n)
 
     def _expire_oldest(self, horizon: int | None = None) -> None:
         """The oldest edge held leaves both lists that hold it (it is at their heads), after the
@@ -404,17 +422,19 @@ class TransactionGraph:
             if horizon is not None and e[0] > horizon:
                 return
             edges.popleft()
-            src, dst = e[1], e[2]
+            src, dst = self._held(e[1]), self._held(e[2])
             if j is not None:
                 j.ops.append(("p", e))
-                self.touch(src)
-                self.touch(dst)
+                if src is not _NOBODY:
+                    self.touch(src)
+                if dst is not _NOBODY:
+                    self.touch(dst)
             held = False
             if src.out and src.out[0] is e:
-                self._drop_out(src, e, self.near)
+                self._drop_out(src, e)
                 held = True
             if dst.inn and dst.inn[0] is e:
-                self._drop_in(dst, e, self.near)
+                self._drop_in(dst, e)
                 held = True
             if held:
                 if not src.out and not src.inn and not src.flagged and self.nodes.get(src.key) is src:
@@ -429,7 +449,8 @@ class TransactionGraph:
         """Forget the edges neither list holds (both dropped by the per-account cap)."""
         if self._journal is not None:
             self._journal.ops.append(("c", self._edges))
-        self._edges = deque(e for e in self._edges if _holds(e[1].out, e) or _holds(e[2].inn, e))
+        held = self._held
+        self._edges = deque(e for e in self._edges if _holds(held(e[1]).out, e) or _holds(held(e[2]).inn, e))
         self._dead = 0
 
     # --- state ----------------------------------------------------------------------------
@@ -441,10 +462,11 @@ class TransactionGraph:
         cfg = self.config
         held = self.nodes.values()
         accounts = [self._account_row(n) for n in held]
-        number = {n: i for i, n in enumerate(held)}  # an account's place in ``accounts``
+        number = {n.key: i for i, n in enumerate(held)}  # an account's place in ``accounts``
         edges = []
+        node = self._held
         for e in self._edges:
-            o, i = _holds(e[1].out, e), _holds(e[2].inn, e)
+            o, i = _holds(node(e[1]).out, e), _holds(node(e[2]).inn, e)
             if o or i:
                 edges.append([e[0], number[e[1]], number[e[2]], e[3], int(o), int(i)])
         return orjson.dumps({
@@ -503,7 +525,7 @@ class TransactionGraph:
                 raise GraphInputError(f"graph state: edge {i} is malformed or out of time order")
             t, src, dst, cents = row[0], by_id[row[1]], by_id[row[2]], row[3]
             last_t = t
-            e: Edge = (t, src, dst, cents)
+            e: Edge = (t, src.key, dst.key, cents)
             g._edges.append(e)
             if row[4]:
                 src.out.append(e)

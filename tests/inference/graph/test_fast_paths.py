@@ -16,7 +16,7 @@ from inference.graph import CountedGraph, GraphConfig, GraphFeatures, as_dict
 from inference.graph.config import DAY_US, WEEK_US
 from inference.graph.cycles import CYCLE_COUNT_CAP, temporal_cycle
 from inference.graph.fixedpoint import log2_q8, mid_rank_permille, ratio_q16
-from inference.graph.store import Edge, Node
+from inference.graph.store import Edge, Node, TransactionGraph
 
 H = 3_600_000_000
 _BEFORE_ALL = -(1 << 62)
@@ -24,10 +24,10 @@ _BEFORE_ALL = -(1 << 62)
 
 def _paid_between(x: Node, u: Node, after: int, before: int) -> bool:
     """x's kept sent edges hold one to u with after < time < before (a plain scan)."""
-    return any(e[2] is u and after < e[0] < before for e in x.out)
+    return any(e[2] == u.key and after < e[0] < before for e in x.out)
 
 
-def _three_hop_walk(u: Node, v: Node, t: int, budget: int) -> tuple[int, int, int]:
+def _three_hop_walk(graph: TransactionGraph, u: Node, v: Node, t: int, budget: int) -> tuple[int, int, int]:
     """The k = 3 search as first written: over u's received side when it is the smaller, else over
     v's sent edges in time order, one budget step per account or edge visited."""
     shortest = count = 0
@@ -46,39 +46,39 @@ def _three_hop_walk(u: Node, v: Node, t: int, budget: int) -> tuple[int, int, in
                 return shortest, count, 1
             t2: int | None = last_in[0]
             if t2 is not None and t2 >= t:
-                before = [e[0] for e in y.out if e[2] is u and e[0] < t]
+                before = [e[0] for e in y.out if e[2] == u.key and e[0] < t]
                 t2 = before[-1] if before else None
             if t2 is not None and _paid_between(v, y, _BEFORE_ALL, t2):
                 shortest = shortest or 3
                 count = min(count + 1, CYCLE_COUNT_CAP)
         return shortest, count, 0
-    seen: set[Node] = set()
+    seen: set[str] = set()
     for e in v.out:
         if e[0] >= t:
             break
         left -= 1
         if left < 0:
             return shortest, count, 1
-        y = e[2]
-        if y in into_u and y is not u and y is not v and y not in seen:
-            seen.add(y)
-            if _paid_between(y, u, e[0], t):
+        key = e[2]
+        if key not in (u.key, v.key) and key not in seen and (n := graph.nodes[key]) in into_u:
+            seen.add(key)
+            if _paid_between(n, u, e[0], t):
                 shortest = shortest or 3
                 count = min(count + 1, CYCLE_COUNT_CAP)
     return shortest, count, 0
 
 
-def _window(edges: list[Edge], t: int, days: int, who: Callable[[Edge], Node]) -> tuple[int, int, int]:
+def _window(edges: list[Edge], t: int, days: int, who: Callable[[Edge], str]) -> tuple[int, int, int]:
     """Edges of a kept list in (t - days, t]: how many, their cents, their distinct counterparties."""
     part = [e for e in edges if t - days * DAY_US < e[0] <= t]
     return len(part), sum(e[3] for e in part), len({who(e) for e in part})
 
 
-def _src(e: Edge) -> Node:
+def _src(e: Edge) -> str:
     return e[1]
 
 
-def _dst(e: Edge) -> Node:
+def _dst(e: Edge) -> str:
     return e[2]
 
 
@@ -93,7 +93,7 @@ def _expected_before(gf: GraphFeatures, orig: str, bene: str, t: int, cents: int
     hist = sorted(e[3] for e in src.out)
     held = [e[0] for e in src.out + src.inn]
     last = max(held) if held else -1
-    c_len, c_count, c_cut = _three_hop_walk(src, dst, t, cfg.search_budget)
+    c_len, c_count, c_cut = _three_hop_walk(g, src, dst, t, cfg.search_budget)
     return {
         "cycle_len": c_len, "cycle_count": c_count, "cycle_truncated": c_cut,
         "scatter_gather": len({e[1] for e in src.inn if t - cfg.scatter_us < e[0] < t}),
@@ -170,7 +170,8 @@ def test_three_hop_search_matches_the_walk_it_replaces(seed: int, accounts: int,
         if src is not None and dst is not None:
             late = t - 60_000_000  # a late payment too: edges after it must be left out
             for when in (t, late):
-                assert temporal_cycle(src, dst, when, 3, budget) == _three_hop_walk(src, dst, when, budget)
+                assert (temporal_cycle(src, dst, when, 3, budget, gf.graph.nodes)
+                        == _three_hop_walk(gf.graph, src, dst, when, budget))
         gf.observe(f"A{o}", f"A{b}", t, 100)
 
 
