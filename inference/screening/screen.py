@@ -22,7 +22,7 @@ rule pack's decision, not this module's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,31 +167,75 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
     return _best(hits)
 
 
+# From this many words on, a text's windows are chosen by the bound (``_LongText``); a shorter
+# one has every window scored, which costs less than the arrays there (the same hits either way).
+BOUNDED_FROM = 64
+
+
 def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
     """Each candidate's windows are the runs of words as long as its name, and one longer, that hold
-    a word alike one of its tokens (a run cut by the end of the text counts from its start only).
-    A window is scored unless it cannot reach ``floor``: when the listed tokens its words are alike
-    weigh too little for ``score_bound`` to reach the floor and the names are not alike written
-    together (``joined_may_count``, then ``joined_counts``). Such a window changes nothing (the best
-    window counts, and only at the floor or above), so the hits are those of scoring every window,
-    while a long text of listed words costs a few array operations per candidate instead of a score
-    per window. Which words are alike which listed token is found once per distinct word; the
-    arrays only choose what is scored (with a point of margin), every score is ``name_score``'s."""
+    a word alike one of its tokens (a run cut by the end of the text counts from its start only);
+    the best window's score counts."""
     toks = name_tokens(text).tokens
     if not toks:
         return []
     best: dict[tuple[int, str], Hit] = {}
-    at: dict[str, list[int]] = {}  # each distinct word -> where it stands in the text
-    for p, t in enumerate(toks):
-        at.setdefault(t, []).append(p)
-    alike: dict[tuple[str, str], bool] = {}  # (word, listed token) -> token_similarity > 0, once each
-    n = len(toks)
-    letters = np.zeros(n + 1, dtype=np.int64)  # letters[p]: letters of the words before position p
-    np.cumsum([len(t) for t in toks], out=letters[1:])
+    long_text = _LongText(toks) if len(toks) >= BOUNDED_FROM else None
     for i in index.candidates(toks, floor):
         pos, entry, k, listed = index.names[i]
+        if long_text is None:
+            score = _every_window(toks, listed, index.weight)
+        else:
+            score = long_text.best(listed, index.weight, floor)
+        if entry.weak_aliases and k in entry.weak_aliases:
+            score = score * 9 // 10  # a weak alias, as a party's name is scored
+        if score < floor:
+            continue
+        lst = index.lists[pos]
+        key = (pos, entry.entry_id)
+        if key not in best or score > best[key].score:
+            best[key] = Hit(where, text, lst.name, lst.sha256, entry.entry_id, entry.names[k], score, "text")
+    return list(best.values())
+
+
+def _every_window(toks: Sequence[str], listed: Sequence[str], weight: Callable[[str], int]) -> int:
+    """The best score of the listed name over the text's windows, every one scored."""
+    near = [p for p, t in enumerate(toks) if any(token_similarity(t, x) > 0.0 for x in listed)]
+    score = 0
+    for size in (len(listed), len(listed) + 1):
+        starts = {s for p in near for s in range(p - size + 1, p + 1)
+                  if s >= 0 and (s + size <= len(toks) or s == 0)}
+        for start in sorted(starts):
+            score = max(score, name_score(toks[start:start + size], listed, weight))
+    return score
+
+
+class _LongText:
+    """A long text's windows, of which only those that could reach the floor are scored: a window is
+    left out when the listed tokens its words are alike weigh too little for ``score_bound`` to reach
+    the floor and the names are not alike written together (``joined_may_count``, then
+    ``joined_counts``). Such a window changes nothing (the best window counts, and only at the floor
+    or above), so the best of the others is the best of all wherever either reaches the floor, and
+    a text of thousands of listed words costs a few array operations per candidate instead of a
+    score per window. Which words are alike which listed token is found once per distinct word; the
+    arrays only choose what is scored (with a point of margin), every score is ``name_score``'s."""
+
+    def __init__(self, toks: Sequence[str]) -> None:
+        self.toks = toks
+        self.at: dict[str, list[int]] = {}  # each distinct word -> where it stands in the text
+        for p, t in enumerate(toks):
+            self.at.setdefault(t, []).append(p)
+        self.alike: dict[tuple[str, str], bool] = {}  # (word, listed token) -> token_similarity > 0
+        n = len(toks)
+        self.letters = np.zeros(n + 1, dtype=np.int64)  # [p]: letters of the words before position p
+        np.cumsum([len(t) for t in toks], out=self.letters[1:])
+
+    def best(self, listed: Sequence[str], weight: Callable[[str], int], floor: int) -> int:
+        """``_every_window``'s score where it reaches ``floor``; under the floor otherwise."""
+        toks, alike, letters = self.toks, self.alike, self.letters
+        n = len(toks)
         present = np.zeros((len(listed), n + 1), dtype=np.int32)  # [j, p + 1]: word p alike token j
-        for t, where_t in at.items():
+        for t, where_t in self.at.items():
             for j, x in enumerate(listed):
                 hit = alike.get((t, x))
                 if hit is None:
@@ -199,7 +243,7 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
                 if hit:
                     present[j, [p + 1 for p in where_t]] = 1
         counts = np.cumsum(present, axis=1)  # [j, p]: words alike token j before position p
-        weights = np.array([index.weight(x) for x in listed], dtype=np.float64)
+        weights = np.array([weight(x) for x in listed], dtype=np.float64)
         total = float(weights.sum())
         listed_letters = sum(map(len, listed))
         score = 0
@@ -223,16 +267,8 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
                 window = toks[start:end]
                 if score_bound(float(found[start]), total) + 1 < floor and not joined_counts(window, listed):
                     continue  # under the floor whatever its words: it cannot be the hit
-                score = max(score, name_score(window, listed, index.weight))
-        if entry.weak_aliases and k in entry.weak_aliases:
-            score = score * 9 // 10  # a weak alias, as a party's name is scored
-        if score < floor:
-            continue
-        lst = index.lists[pos]
-        key = (pos, entry.entry_id)
-        if key not in best or score > best[key].score:
-            best[key] = Hit(where, text, lst.name, lst.sha256, entry.entry_id, entry.names[k], score, "text")
-    return list(best.values())
+                score = max(score, name_score(window, listed, weight))
+        return score
 
 
 def _parties(tx: Transaction) -> Iterator[tuple[str, Party]]:
