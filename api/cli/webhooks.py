@@ -99,6 +99,9 @@ def _line(r: DeliveryReport) -> str:
         text += f"; disabled: {r.disabled}"
     if r.state == "held_elsewhere":
         text += f"; held by {r.holder}"
+    if len(r.scorers) > 1:  # one scorer's figures are the endpoint's own
+        text += "".join(f"; scorer {s.scorer[:16]}: cursor {s.cursor}, {s.pending} pending"
+                        for s in r.scorers)
     return text
 
 

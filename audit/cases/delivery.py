@@ -68,8 +68,8 @@ from audit.cases.store import catch_up
 from audit.cases.tables import payment_outcomes, watermark
 from audit.cases.webhooks import Endpoint, body_of, headers_of, message_id, retry_delay
 
-__all__ = ["Answer", "DeliveryReport", "LeaseClock", "Post", "database_clock_us", "deliver_round",
-           "deliveries", "enable", "pending_of", "release", "scorer_cursors", "status"]
+__all__ = ["Answer", "DeliveryReport", "LeaseClock", "Post", "ScorerCursor", "database_clock_us",
+           "deliver_round", "deliveries", "enable", "pending_of", "release", "scorer_cursors", "status"]
 
 LeaseClock = Callable[[Connection], int]
 """The time leases are taken and checked by, µs since the epoch, read in the lease's transaction."""
@@ -135,6 +135,19 @@ Post = Callable[[Endpoint, bytes, Mapping[str, str]], Answer]
 
 
 @dataclass(frozen=True)
+class ScorerCursor:
+    """Where one of an endpoint's scorers stands: the seq of its latest outcome acknowledged (or, before
+    any, where it starts) and its outcomes pending."""
+
+    scorer: str  # the scorer's fingerprint
+    cursor: int
+    pending: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scorer": self.scorer, "cursor": self.cursor, "pending": self.pending}
+
+
+@dataclass(frozen=True)
 class DeliveryReport:
     """One endpoint after a round (or as ``status`` reads it).
 
@@ -156,9 +169,12 @@ class DeliveryReport:
     last_error: str | None
     disabled: str | None
     holder: str | None
+    scorers: tuple[ScorerCursor, ...] = ()  # each scorer's cursor and outcomes pending
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        doc = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        doc["scorers"] = [s.to_json() for s in self.scorers]
+        return doc
 
 
 def _us(t: float) -> int:
@@ -254,10 +270,11 @@ def pending_of(fp: str, cursor: int, mark: int) -> Any:
     return and_(key > tuple_(literal(fp), literal(cursor)), key <= tuple_(literal(fp), literal(mark)))
 
 
-def _pending(engine: Engine, cursors: Cursors, mark: int) -> int:
+def _pending(engine: Engine, cursors: Cursors, mark: int) -> dict[str, int]:
+    """Each scorer's outcomes pending, by fingerprint."""
     with engine.connect() as conn:
-        return sum(int(conn.execute(select(func.count()).select_from(_O).where(pending_of(fp, c, mark)))
-                       .scalar() or 0) for fp, c in sorted(cursors.items()))
+        return {fp: int(conn.execute(select(func.count()).select_from(_O).where(pending_of(fp, c, mark)))
+                        .scalar() or 0) for fp, c in sorted(cursors.items())}
 
 
 def _next(engine: Engine, cursors: Cursors, mark: int, limit: int) -> list[tuple[str, dict[str, Any]]]:
@@ -303,12 +320,14 @@ def _retry_after_s(value: str | None, now: float) -> int | None:
     return max(0, int(when.timestamp() - now))
 
 
-def _report(ep: Endpoint, row: Any, state: str, pending: int, now_n: int) -> DeliveryReport:
+def _report(ep: Endpoint, row: Any, state: str, cursors: Cursors, pending: dict[str, int],
+            now_n: int) -> DeliveryReport:
     return DeliveryReport(
-        endpoint=ep.name, url=ep.url, state=state, cursor=int(row.cursor), pending=pending,
+        endpoint=ep.name, url=ep.url, state=state, cursor=int(row.cursor), pending=sum(pending.values()),
         delivered_now=now_n, delivered=int(row.delivered), failures=int(row.failures),
         next_attempt=_iso(int(row.next_attempt_us)) if row.failures else None,
-        last_status=row.last_status, last_error=row.last_error, disabled=row.disabled, holder=row.holder)
+        last_status=row.last_status, last_error=row.last_error, disabled=row.disabled, holder=row.holder,
+        scorers=tuple(ScorerCursor(fp, cursors[fp], pending[fp]) for fp in sorted(cursors)))
 
 
 def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, holder: str,
@@ -336,8 +355,8 @@ def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, 
         _ensure(engine, ep, _us(now), mark)
         if not _claim(engine, ep.name, holder, _us(_hold_s(ep, lease_s)), lease_clock):
             row = _row(engine, ep.name)
-            pending = _pending(engine, _cursors(engine, ep, row, mark, make=False), mark)
-            reports.append(_report(ep, row, "held_elsewhere", pending, 0))
+            cursors = _cursors(engine, ep, row, mark, make=False)
+            reports.append(_report(ep, row, "held_elsewhere", cursors, _pending(engine, cursors, mark), 0))
             continue
         reports.append(_work(engine, ep, post, holder, mark, clock, jitter, budget, lease_s, stop,
                              lease_clock))
@@ -352,9 +371,9 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
     cursors = _cursors(engine, ep, row, mark, make=True)
     top, sent = int(row.cursor), 0  # the endpoint's cursor: the latest outcome acknowledged
     if row.disabled is not None:
-        return _report(ep, row, "disabled", _pending(engine, cursors, mark), 0)
+        return _report(ep, row, "disabled", cursors, _pending(engine, cursors, mark), 0)
     if row.failures and _us(clock()) < int(row.next_attempt_us):
-        return _report(ep, row, "retrying", _pending(engine, cursors, mark), 0)
+        return _report(ep, row, "retrying", cursors, _pending(engine, cursors, mark), 0)
     while sent < budget and not stop():
         batch = _next(engine, cursors, mark, min(100, budget - sent))
         if not batch:
@@ -375,8 +394,8 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
                     "last_error": None, "url": ep.url}, lease_us, lease_clock, (fp, item["seq"]))
                 if not kept:  # the lease passed on while this message was in flight
                     row = _row(engine, ep.name)
-                    pending = _pending(engine, _cursors(engine, ep, row, mark, make=False), mark)
-                    return _report(ep, row, "held_elsewhere", pending, sent)
+                    cursors = _cursors(engine, ep, row, mark, make=False)
+                    return _report(ep, row, "held_elsewhere", cursors, _pending(engine, cursors, mark), sent)
                 cursors[fp], sent = item["seq"], sent + 1
                 continue
             failures = int(row.failures) + 1 if sent == 0 else 1
@@ -394,10 +413,11 @@ def _work(engine: Engine, ep: Endpoint, post: Post, holder: str, mark: int, cloc
             state = "held_elsewhere" if not kept else "disabled" if answer.status == 410 else "retrying"
             if not kept:
                 cursors = _cursors(engine, ep, row, mark, make=False)
-            return _report(ep, row, state, _pending(engine, cursors, mark), sent)
+            return _report(ep, row, state, cursors, _pending(engine, cursors, mark), sent)
     row = _row(engine, ep.name)
     pending = _pending(engine, cursors, mark)
-    return _report(ep, row, "caught_up" if pending == 0 else "behind", pending, sent)
+    state = "caught_up" if not any(pending.values()) else "behind"
+    return _report(ep, row, state, cursors, pending, sent)
 
 
 def status(engine: Engine, endpoints: Sequence[Endpoint]) -> list[DeliveryReport]:
@@ -411,14 +431,18 @@ def status(engine: Engine, endpoints: Sequence[Endpoint]) -> list[DeliveryReport
         row = rows.get(ep.name)
         if row is None:
             start = _start(ep, mark)
-            pending = _pending(engine, dict.fromkeys(ep.scorers, start), mark)
-            out.append(DeliveryReport(ep.name, ep.url, "idle" if pending else "caught_up", start, pending,
-                                      0, 0, 0, None, None, None, None, None))
+            cursors = dict.fromkeys(ep.scorers, start)
+            pending = _pending(engine, cursors, mark)
+            state = "idle" if any(pending.values()) else "caught_up"
+            out.append(DeliveryReport(ep.name, ep.url, state, start, sum(pending.values()),
+                                      0, 0, 0, None, None, None, None, None,
+                                      tuple(ScorerCursor(fp, start, pending[fp]) for fp in sorted(cursors))))
             continue
-        pending = _pending(engine, _cursors(engine, ep, row, mark, make=False), mark)
+        cursors = _cursors(engine, ep, row, mark, make=False)
+        pending = _pending(engine, cursors, mark)
         state = ("disabled" if row.disabled is not None else "retrying" if row.failures else
-                 "idle" if pending else "caught_up")
-        out.append(_report(ep, row, state, pending, 0))
+                 "idle" if any(pending.values()) else "caught_up")
+        out.append(_report(ep, row, state, cursors, pending, 0))
     return out
 
 

@@ -216,6 +216,8 @@ def test_deliver_once_status_and_exit_codes(tmp_path: Path, receiver: tuple[str,
     assert doc["endpoints"][0]["state"] == "retrying" and doc["endpoints"][0]["pending"] == 4
     code, doc = cli("webhooks", "status", "--webhooks", str(down), *db)
     assert code == 0 and doc["endpoints"][0]["failures"] == 1
+    each = doc["endpoints"][0]["scorers"]  # where each scorer stands, in fingerprint order
+    assert [s["scorer"] for s in each] == sorted(fps) and sum(s["pending"] for s in each) == 4
     # the receiver comes up under the same endpoint name: enable retries at once
     (tmp_path / "up").mkdir()
     up = config(tmp_path / "up", url, got.secret, fps)

@@ -136,6 +136,25 @@ def test_status_is_read_only_and_agrees_with_the_round_that_follows(
     assert status(decided.engine, [both])[0].pending == 0
 
 
+def test_status_and_each_round_say_where_each_scorer_stands(
+        decided: Ledger, outcomes: list[dict[str, Any]]) -> None:  # noqa: F811
+    """A scorer added later starts where the endpoint started: its earlier outcomes show as its own
+    pending while the other scorer is caught up, and the endpoint's figures are their sums."""
+    a_fp, a_seqs, b_fp, b_seqs, _ = a_delivered(decided, outcomes)
+    both = endpoint((a_fp, b_fp))
+    (s,) = status(decided.engine, [both])
+    assert [(c.scorer, c.cursor, c.pending) for c in s.scorers] == [
+        (a_fp, a_seqs[-1], 0), (b_fp, 0, len(b_seqs))]
+    assert s.pending == len(b_seqs) and s.to_json()["scorers"][1] == {
+        "scorer": b_fp, "cursor": 0, "pending": len(b_seqs)}
+    (r,) = deliver_round(decided.engine, [both], Receiver(), holder="d1", budget=1)
+    assert r.state == "behind" and [(c.cursor, c.pending) for c in r.scorers] == [
+        (a_seqs[-1], 0), (b_seqs[0], len(b_seqs) - 1)]
+    (r,) = deliver_round(decided.engine, [both], Receiver(), holder="d1")
+    assert r.state == "caught_up" and [(c.cursor, c.pending) for c in r.scorers] == [
+        (a_seqs[-1], 0), (b_seqs[-1], 0)]
+
+
 # --------------------------------------------------------------------------- a backfill interrupted
 
 
