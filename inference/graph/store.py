@@ -274,6 +274,11 @@ class TransactionGraph:
             for n, fields in j.saved.items():
                 restored.append(n)
                 n.out, n.inn, n.out_last, n.in_last, n.amounts = fields
+                if n.id < j.seq and n.key not in self.nodes:
+                    # held when the journal began, let go since outside it (a flag taken back after
+                    # the journal ended): held again with its lists, as every edge naming it requires
+                    self.nodes[n.key] = n
+                    reorder = True
             self.watermark, self._dead, self._seq = j.watermark, j.dead, j.seq
             j.graph = None
             j.ops, j.saved = [], {}
@@ -539,6 +544,12 @@ class TransactionGraph:
         for n in by_id:
             n.amounts.sort()
             g._recount_near(n)
+        idle = {i for i, n in enumerate(by_id) if not (n.out or n.inn or n.flagged)}
+        if idle:  # an edge held names accounts held: none of them may be let go below
+            for i, row in enumerate(edges):
+                if row[1] in idle or row[2] in idle:
+                    raise GraphInputError(f"graph state: edge {i} names an account that holds no edge and "
+                                          "no flag (no graph writes such a state)")
         if any(not (n.out or n.inn or n.flagged) for n in by_id):
             # state written before accounts without edges were let go: let them go now, as the
             # payments since would have (the numbers of the others close up; their order stays)
