@@ -187,7 +187,9 @@ class GraphFeatures:
         # --- after: windows that count this payment ---
         lo1 = t - DAY_US
         out = src.out  # the lists may have been replaced by the add (never today, but cheap to reread)
-        if out[-1][0] <= t:
+        if not out:  # a late payment's own edge went at once to a cap
+            part7 = out
+        elif out[-1][0] <= t:
             part7 = out[bisect_left(out, (lo7 + 1,)):] if out[0][0] <= lo7 else out
         else:  # a late payment: later edges are left out
             hi = bisect_left(out, (t + 1,))
@@ -225,7 +227,9 @@ class GraphFeatures:
             b_in1, b_in7 = o_in1, o_in7
         else:
             inn = dst.inn
-            if inn[-1][0] <= t:
+            if not inn:
+                part7 = inn
+            elif inn[-1][0] <= t:
                 part7 = inn[bisect_left(inn, (lo7 + 1,)):] if inn[0][0] <= lo7 else inn
             else:
                 hi = bisect_left(inn, (t + 1,))

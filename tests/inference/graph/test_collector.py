@@ -78,3 +78,15 @@ def test_the_window_s_edges_are_not_walked_by_the_collector() -> None:
     restored = GraphFeatures.restore(gf.state_bytes())
     gc.collect()
     assert not any(gc.is_tracked(e) for n in restored.graph.nodes.values() for e in n.out)
+
+
+def test_a_late_payment_whose_own_edge_the_global_cap_takes_at_once_gets_its_values() -> None:
+    """With a global cap of one edge, a late payment's edge is the oldest held, so the cap takes it as
+    soon as it is added: the windows after the add find the payer's and payee's lists empty."""
+    from inference.graph.features import as_dict
+
+    gf = GraphFeatures(GraphConfig(global_cap=1, late_us=60_000_000))
+    gf.observe("A", "B", T0, 100)
+    v = as_dict(gf.observe("C", "D", T0 - 30_000_000, 50))  # 30 s late: older than A -> B
+    assert (v["orig_fan_out_1d"], v["bene_fan_in_1d"], v["orig_activity_24h"]) == (0, 0, 0)
+    assert gf.graph.edges_held == 1 and [e[1:3] for e in gf.graph.nodes["A"].out] == [("A", "B")]

@@ -152,18 +152,20 @@ def _group(first: int) -> str:
 
 
 # Digests the code before the change gave (edges holding ``Node`` objects): ``_group(first)`` for the
-# short streams, ``_stream(seed, 6000, True)`` for the long ones.
+# short streams, ``_stream(seed, 6000, True)`` for the long ones; with the windows after the add
+# taking an empty list as empty (a late payment whose edge a global cap of 1 or 2 took at once made
+# that code raise IndexError there, the payment already added), in both.
 _GOLDEN_SHORT: dict[int, str] = {
-    0: "3adf52d30644613f5fe83132b2cbe01111fd13c774420d4df005ca49c26044af",
-    50: "22c888e199060ee93e51fac1a0a0c594d084a1ff240bcc7901e90fb6d6e22f7a",
-    100: "cc3c8f7e8e119910e856a0bf22f2c378b0df5353508d9a118a07fc432ca5cc38",
-    150: "9ff70be01d4d9dccea63dd96277c1477b3308b3f0bd9711c0afe342887f83cfe",
-    200: "a920fb00947810c5393006bc99117683a6ff99a20d6e2d9a3ab2fd2e324fea80",
-    250: "5d07be76d98c8e250092f91d68f9bcdd339230629969b3aa0b42fd7bbb2eab84",
-    300: "e395c205724f88db30c55838eaae6e8abe7546b12bc7e3476f01130e1e20141f",
-    350: "cb66c815f03c097571b8fced5adbdbdfc3859c575fa00039dc53648b8cb44db0",
-    400: "e99f171e6aede92e1037f744472b477683542c6e10e5ce2602af63dd4278a239",
-    450: "74d303cf3ee351d43f06700a1df80b9a4893160e7aa136143937808c06d0ff1e",
+    0: "d7cecad799404234291189546c2a9e1bff94848535ab55dcb1acf0e408c1f345",
+    50: "f28b79cf00c1e5f71fb5642c1efbaac08c9923fdf877278f65bfee022a3a2533",
+    100: "170e0c5384a760b9a68e5ccfc374af1f4f68b545c2c656fac52deb13bc4feb79",
+    150: "f728f9d696599dc1a38eaaffa9e8cf1a0bb07ea7eea8af07e4a21bee217e6601",
+    200: "0a892f1ed80f4298b6c2cb5c3df3f0bad40b5a848f4776a7ff054a64a3bd3349",
+    250: "2e8771d8fc27faf4cdc3e92e0061b271127e2fee18af4984ec0afceefa428969",
+    300: "96ddc166fca07bcc8029779beb3e72e32593421ded9e6b74ab7c8452bb57484b",
+    350: "9d2ff71b980a91f67cb9c22bd59c07a6e5a845de3ade5745e76686367166e8b3",
+    400: "095daa38b480de2266d3b5dc33ed78d4b6f377c9e7dba5176ef569611c51c889",
+    450: "26c5bf650c5a7cde4b9c5d2adf1f8de0d4866353ce7293e81cc2456090ad9737",
 }
 _GOLDEN_LONG: dict[int, str] = {
     0: "b63683c7353b385b5b64f22ffa5429980a60eecfc23d170a63ca01b9204bd111",
