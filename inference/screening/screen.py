@@ -22,7 +22,7 @@ rule pack's decision, not this module's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from inference.screening.match import (
     joined_counts,
     name_score,
     score_bound,
+    token_keys,
     token_similarity,
 )
 from inference.screening.normalise import name_tokens, shape_reading
@@ -170,6 +171,7 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
 # From this many words on, a text's windows are chosen by the bound (``_LongText``); a shorter
 # one has every window scored, which costs less than the arrays there (the same hits either way).
 BOUNDED_FROM = 64
+_FEW_WORDS = 256  # distinct words: up to this many, each is tried against a listed token
 
 
 def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
@@ -225,6 +227,18 @@ class _LongText:
         self.at: dict[str, list[int]] = {}  # each distinct word -> where it stands in the text
         for p, t in enumerate(toks):
             self.at.setdefault(t, []).append(p)
+        # A word is alike a listed token only if they share a key of ``token_keys`` (a word is one
+        # of its own keys), or one of them is a single letter the other begins with: the words to
+        # try for a listed token are found by its keys, its first letter, or as single letters.
+        self.by_key: dict[str, list[str]] = {}
+        self.by_letter: dict[str, list[str]] = {}
+        self.letters_alone: list[str] = []
+        for t in self.at:
+            for key in token_keys(t):
+                self.by_key.setdefault(key, []).append(t)
+            self.by_letter.setdefault(t[0], []).append(t)
+            if len(t) == 1:
+                self.letters_alone.append(t)
         self.alike: dict[tuple[str, str], bool] = {}  # (word, listed token) -> token_similarity > 0
         n = len(toks)
         self.letters = np.zeros(n + 1, dtype=np.int64)  # [p]: letters of the words before position p
@@ -235,13 +249,24 @@ class _LongText:
         toks, alike, letters = self.toks, self.alike, self.letters
         n = len(toks)
         present = np.zeros((len(listed), n + 1), dtype=np.int32)  # [j, p + 1]: word p alike token j
-        for t, where_t in self.at.items():
-            for j, x in enumerate(listed):
+        at = self.at
+        few = len(at) <= _FEW_WORDS
+        for j, x in enumerate(listed):
+            tried: Iterable[str]
+            if few:  # trying every word costs less than gathering them by key
+                tried = at
+            else:
+                tried = {t for key in token_keys(x) for t in self.by_key.get(key, ())}
+                if len(x) == 1:
+                    tried.update(self.by_letter.get(x, ()))
+                else:
+                    tried.update(t for t in self.letters_alone if x.startswith(t))
+            for t in tried:
                 hit = alike.get((t, x))
                 if hit is None:
                     hit = alike[(t, x)] = token_similarity(t, x) > 0.0
                 if hit:
-                    present[j, [p + 1 for p in where_t]] = 1
+                    present[j, [p + 1 for p in at[t]]] = 1
         counts = np.cumsum(present, axis=1)  # [j, p]: words alike token j before position p
         weights = np.array([weight(x) for x in listed], dtype=np.float64)
         total = float(weights.sum())

@@ -64,14 +64,17 @@ def _best_per_entry(found: dict[tuple[str, str], int]) -> dict[str, int]:
     return best
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 90), st.sampled_from([0, 600, 750, DEFAULT_FLOOR, 950]),
-       st.sampled_from([1, BOUNDED_FROM]))
+       st.sampled_from([1, BOUNDED_FROM]), st.sampled_from([0, 256]))
 def test_the_window_filter_finds_what_scoring_every_window_finds(seed: int, words: int, floor: int,
-                                                                 bounded_from: int) -> None:
+                                                                 bounded_from: int, few: int) -> None:
+    """``few``: up to how many distinct words each is tried against a listed token (0: the words to
+    try are always gathered by the token's keys)."""
     rng = random.Random(seed)
     text = " ".join(rng.choice(WORDS) for _ in range(words))
-    with mock.patch.object(screen_module, "BOUNDED_FROM", bounded_from):
+    with mock.patch.object(screen_module, "BOUNDED_FROM", bounded_from), \
+            mock.patch.object(screen_module, "_FEW_WORDS", few):
         hits = screen_text(INDEX, "remittance", text, floor)
     got = {h.entry_id: h.score for h in hits if h.score >= floor}
     assert got == {e: s for e, s in _best_per_entry(every_window(text, floor)).items() if s >= floor}, text
