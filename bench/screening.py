@@ -269,7 +269,7 @@ def _payments(n: int, rng: random.Random, names: list[str], bics: list[str]) -> 
     return out
 
 
-LONG_WORDS = 1_000  # a remittance this long takes the bounded windows
+LONG_WORDS = 300  # words: over BOUNDED_FROM, and short enough for the baseline to finish in seconds
 
 
 def speed(entries: tuple[ListEntry, ...], index: ListIndex, batches: int) -> dict[str, Any]:
@@ -313,7 +313,7 @@ def long_remittance(entries: tuple[ListEntry, ...], index: ListIndex, rng: rando
     hits = screen_text(index, "remittance", text)
     ours = time.process_time() - t0
     token_similarity.cache_clear()
-    with mock.patch.object(screen_module, "BOUNDED_FROM", words + 1):
+    with mock.patch.object(screen_module, "BOUNDED_FROM", 1 << 62):  # no text takes the bound
         t0 = time.process_time()
         every = screen_text(index, "remittance", text)
         base = time.process_time() - t0

@@ -172,6 +172,10 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
 # one has every window scored, which costs less than the arrays there (the same hits either way).
 BOUNDED_FROM = 64
 _FEW_WORDS = 256  # distinct words: up to this many, each is tried against a listed token
+# A listed name's tokens times the text's words: past this, the arrays (some 21 bytes a cell) would
+# hold hundreds of MB for one candidate (lists may name someone in thousands of words); such a name is
+# scored on every window instead.
+_MAX_CELLS = 1 << 22
 
 
 def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
@@ -185,7 +189,7 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
     long_text = _LongText(toks) if len(toks) >= BOUNDED_FROM else None
     for i in index.candidates(toks, floor):
         pos, entry, k, listed = index.names[i]
-        if long_text is None:
+        if long_text is None or len(listed) * len(toks) > _MAX_CELLS:
             score = _every_window(toks, listed, index.weight)
         else:
             score = long_text.best(listed, index.weight, floor)
