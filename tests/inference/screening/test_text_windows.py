@@ -36,32 +36,27 @@ WORDS = ("aleksandr", "alexandr", "petrovich", "kovalev", "kovaljov", "kovalyov"
          "jon", "smith", "smyth", "invoice", "no", "payment", "for", "goods", "rent", "march", "ltd")
 
 
-def every_window(text: str, floor: int) -> dict[tuple[str, str], int]:
-    """(entry, name) -> score for each candidate at or above ``floor``, every window scored."""
+def every_window(index: ListIndex, text: str, floor: int) -> dict[str, int]:
+    """The definition the filter must keep: each candidate scored on every window of its name's length
+    (and one longer) around a word alike one of its tokens; entry -> best score at or above ``floor``."""
     toks = name_tokens(text).tokens
-    found: dict[tuple[str, str], int] = {}
-    for i in INDEX.candidates(toks, floor):
-        _, entry, k, listed = INDEX.names[i]
+    found: dict[str, int] = {}
+    if not toks:
+        return found
+    for i in index.candidates(toks, floor):
+        _, entry, k, listed = index.names[i]
         near = [p for p, t in enumerate(toks) if any(token_similarity(t, x) > 0.0 for x in listed)]
         score = 0
         for size in (len(listed), len(listed) + 1):
             starts = {s for p in near for s in range(p - size + 1, p + 1)
                       if s >= 0 and (s + size <= len(toks) or s == 0)}
             for start in starts:
-                score = max(score, name_score(toks[start:start + size], listed, INDEX.weight))
+                score = max(score, name_score(toks[start:start + size], listed, index.weight))
         if entry.weak_aliases and k in entry.weak_aliases:
             score = score * 9 // 10
         if score >= floor:
-            key = (entry.entry_id, entry.names[k])
-            found[key] = max(found.get(key, 0), score)
+            found[entry.entry_id] = max(found.get(entry.entry_id, 0), score)
     return found
-
-
-def _best_per_entry(found: dict[tuple[str, str], int]) -> dict[str, int]:
-    best: dict[str, int] = {}
-    for (entry, _), score in found.items():
-        best[entry] = max(best.get(entry, 0), score)
-    return best
 
 
 @settings(max_examples=200, deadline=None)
@@ -77,7 +72,7 @@ def test_the_window_filter_finds_what_scoring_every_window_finds(seed: int, word
             mock.patch.object(screen_module, "_FEW_WORDS", few):
         hits = screen_text(INDEX, "remittance", text, floor)
     got = {h.entry_id: h.score for h in hits if h.score >= floor}
-    assert got == {e: s for e, s in _best_per_entry(every_window(text, floor)).items() if s >= floor}, text
+    assert got == every_window(INDEX, text, floor), text
 
 
 @mock.patch.object(screen_module, "BOUNDED_FROM", 1)
@@ -87,7 +82,7 @@ def test_names_written_together_or_cut_by_the_end_of_the_text_are_still_found() 
     for text, entry in (("paid to xi jin ping", "xi"), ("for jinping", "xi"), ("invoice a q khan", "khan"),
                         ("kovalev", "kovalev"), ("xi jinping kovalev aleksandr", "kovalev")):
         got = {h.entry_id: h.score for h in screen_text(INDEX, "remittance", text, 400)}
-        assert got.get(entry, 0) == _best_per_entry(every_window(text, 400)).get(entry, 0) > 0, text
+        assert got.get(entry, 0) == every_window(INDEX, text, 400).get(entry, 0) > 0, text
 
 
 def test_the_length_test_never_turns_away_names_alike_written_together() -> None:

@@ -21,9 +21,9 @@ from inference.screening import screen as screen_module
 from inference.screening.entries import ListEntry, SanctionsList
 from inference.screening.index import ListIndex
 from inference.screening.lists import load
-from inference.screening.match import name_score, token_similarity
-from inference.screening.normalise import name_tokens, shape_reading
+from inference.screening.normalise import shape_reading
 from inference.screening.screen import DEFAULT_FLOOR, screen_text
+from tests.inference.screening.test_text_windows import every_window
 
 VECTORS = Path(__file__).parents[2] / "vectors" / "sanctions"
 
@@ -32,33 +32,11 @@ def make_index(entries: tuple[ListEntry, ...]) -> ListIndex:
     return ListIndex([SanctionsList("internal", "l", None, "ab" * 32, entries, "t")])
 
 
-def _old_text(index: ListIndex, text: str, floor: int) -> dict[str, int]:
-    """The definition before the filter: every window around a word alike a listed token scored."""
-    toks = name_tokens(text).tokens
-    found: dict[str, int] = {}
-    if not toks:
-        return found
-    for i in index.candidates(toks, floor):
-        _, entry, k, listed = index.names[i]
-        near = [p for p, t in enumerate(toks) if any(token_similarity(t, x) > 0.0 for x in listed)]
-        score = 0
-        for size in (len(listed), len(listed) + 1):
-            starts = {s for p in near for s in range(p - size + 1, p + 1)
-                      if s >= 0 and (s + size <= len(toks) or s == 0)}
-            for start in starts:
-                score = max(score, name_score(toks[start:start + size], listed, index.weight))
-        if entry.weak_aliases and k in entry.weak_aliases:
-            score = score * 9 // 10
-        if score >= floor:
-            found[entry.entry_id] = max(found.get(entry.entry_id, 0), score)
-    return found
-
-
 def old_screen_text(index: ListIndex, text: str, floor: int) -> dict[str, int]:
-    found = _old_text(index, text, floor)
+    found = every_window(index, text, floor)
     shaped = shape_reading(text)
     if shaped is not None:
-        for e, s in _old_text(index, shaped, floor).items():
+        for e, s in every_window(index, shaped, floor).items():
             found[e] = max(found.get(e, 0), s)
     return found
 
