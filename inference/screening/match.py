@@ -34,9 +34,8 @@ from rapidfuzz.distance import OSA, JaroWinkler
 from inference.screening.normalise import skeleton
 
 __all__ = ["INITIAL_SIMILARITY", "JOINED_FLOOR", "LISTED_SHARE", "SKELETON_DISCOUNT", "joined_counts",
-           "joined_may_count",
-           "name_score",
-           "score_bound", "token_keys", "token_similarity", "weighted_score"]
+           "joined_may_count", "name_score", "score_bound", "token_keys", "token_similarity",
+           "weighted_score"]
 
 SKELETON_DISCOUNT = 0.94
 SKELETON_MIN = 5  # skeletons shorter than this say too little to compare

@@ -32,7 +32,6 @@ from inference.messages.transaction import Party, Transaction
 from inference.screening.index import ListIndex, NameHit
 from inference.screening.match import (
     JOINED_FLOOR,
-    LISTED_SHARE,
     joined_counts,
     name_score,
     score_bound,
@@ -287,14 +286,16 @@ class _LongText:
             starts = np.arange(len(ends))
             letters_in = letters[ends] - letters[starts]
             longer = np.maximum(letters_in, listed_letters)
-            bound = (LISTED_SHARE * found / total + (1 - LISTED_SHARE)) * 1000 if total else found + 1000
-            # letters within a tenth of the longer: what joined_may_count asks (a hair looser here)
+            # score_bound of each window (a few distinct weights found), and joined_may_count over every
+            # window at once (a hair looser here)
+            weighed, which = np.unique(found, return_inverse=True)
+            reach = np.array([score_bound(float(w), total) + 1 >= floor for w in weighed.tolist()])[which]
             apart = np.abs(letters_in - listed_letters) <= (2.02 - 2 * JOINED_FLOOR) * longer
-            maybe = (bound + 1 >= floor) | ((ends - starts != len(listed)) & apart)
+            maybe = reach | ((ends - starts != len(listed)) & apart)
             for start in np.flatnonzero(held.any(axis=0) & maybe).tolist():
                 end = int(ends[start])
                 window = toks[start:end]
-                if score_bound(float(found[start]), total) + 1 < floor and not joined_counts(window, listed):
+                if not reach[start] and not joined_counts(window, listed):
                     continue  # under the floor whatever its words: it cannot be the hit
                 score = max(score, name_score(window, listed, weight))
         return score
