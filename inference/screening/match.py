@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any, overload
 
+import numpy as np
+import numpy.typing as npt
 from rapidfuzz.distance import OSA, JaroWinkler
 
 from inference.screening.normalise import skeleton
@@ -98,12 +101,22 @@ def name_score(query: Sequence[str], listed: Sequence[str], weight: Callable[[st
     return weighted_score(query, [weight(t) for t in query], listed, [weight(t) for t in listed])
 
 
-def score_bound(found: float, total: float) -> float:
+@overload
+def score_bound(found: float, total: float) -> float: ...
+
+
+@overload
+def score_bound(found: npt.NDArray[np.float64], total: float) -> npt.NDArray[np.float64]: ...
+
+
+def score_bound(found: Any, total: float) -> Any:
     """The most ``weighted_score`` can give, in per-mille before rounding, to a query in which only
     listed tokens weighing ``found`` of the name's ``total`` have a partner (a token alike them), when
     the names are not compared written together (``joined_counts``): every partner counted as alike
-    as can be, and the whole of the query as explained."""
-    return (LISTED_SHARE * found / total + (1 - LISTED_SHARE)) * 1000 if total else 1000.0
+    as can be, and the whole of the query as explained. ``found`` may be an array (one a window)."""
+    if not total:
+        return found * 0 + 1000.0
+    return (LISTED_SHARE * found / total + (1 - LISTED_SHARE)) * 1000
 
 
 def joined_counts(query: Sequence[str], listed: Sequence[str]) -> bool:

@@ -286,10 +286,8 @@ class _LongText:
             starts = np.arange(len(ends))
             letters_in = letters[ends] - letters[starts]
             longer = np.maximum(letters_in, listed_letters)
-            # score_bound of each window (a few distinct weights found), and joined_may_count over every
-            # window at once (a hair looser here)
-            weighed, which = np.unique(found, return_inverse=True)
-            reach = np.array([score_bound(float(w), total) + 1 >= floor for w in weighed.tolist()])[which]
+            # score_bound of every window, and joined_may_count over every window (a hair looser here)
+            reach = score_bound(found, total) + 1 >= floor
             apart = np.abs(letters_in - listed_letters) <= (2.02 - 2 * JOINED_FLOOR) * longer
             maybe = reach | ((ends - starts != len(listed)) & apart)
             for start in np.flatnonzero(held.any(axis=0) & maybe).tolist():
