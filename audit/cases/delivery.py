@@ -327,7 +327,11 @@ def _report(ep: Endpoint, row: Any, state: str, cursors: Cursors, pending: dict[
         delivered_now=now_n, delivered=int(row.delivered), failures=int(row.failures),
         next_attempt=_iso(int(row.next_attempt_us)) if row.failures else None,
         last_status=row.last_status, last_error=row.last_error, disabled=row.disabled, holder=row.holder,
-        scorers=tuple(ScorerCursor(fp, cursors[fp], pending[fp]) for fp in sorted(cursors)))
+        scorers=_scorers(cursors, pending))
+
+
+def _scorers(cursors: Cursors, pending: dict[str, int]) -> tuple[ScorerCursor, ...]:
+    return tuple(ScorerCursor(fp, cursors[fp], pending[fp]) for fp in sorted(cursors))
 
 
 def deliver_round(engine: Engine, endpoints: Sequence[Endpoint], post: Post, *, holder: str,
@@ -436,7 +440,7 @@ def status(engine: Engine, endpoints: Sequence[Endpoint]) -> list[DeliveryReport
             state = "idle" if any(pending.values()) else "caught_up"
             out.append(DeliveryReport(ep.name, ep.url, state, start, sum(pending.values()),
                                       0, 0, 0, None, None, None, None, None,
-                                      tuple(ScorerCursor(fp, start, pending[fp]) for fp in sorted(cursors))))
+                                      _scorers(cursors, pending)))
             continue
         cursors = _cursors(engine, ep, row, mark, make=False)
         pending = _pending(engine, cursors, mark)
