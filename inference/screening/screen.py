@@ -175,6 +175,10 @@ _FEW_WORDS = 256  # distinct words: up to this many, each is tried against a lis
 # hold hundreds of MB for one candidate (lists may name someone in thousands of words); such a name is
 # scored on every window instead.
 _MAX_CELLS = 1 << 22
+# Window starts to check one by one: up to this many (the words alike a candidate's tokens, times the
+# windows each lies in), a candidate's windows are found from where those words stand, without the
+# arrays, whose dozen numpy calls cost some 150 microseconds a candidate whatever the text holds.
+_SPARSE_STARTS = 256
 
 
 def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
@@ -222,8 +226,10 @@ class _LongText:
     ``joined_counts``). Such a window changes nothing (the best window counts, and only at the floor
     or above), so the best of the others is the best of all wherever either reaches the floor, and
     a text of thousands of listed words costs a few array operations per candidate instead of a
-    score per window. Which words are alike which listed token is found once per distinct word; the
-    arrays only choose what is scored (with a point of margin), every score is ``name_score``'s."""
+    score per window. Where the words alike a candidate's tokens are few, its windows are found from
+    where they stand instead (``_sparse``): the same windows, without the arrays' fixed cost. Which
+    words are alike a listed token is found once per token; the bound only chooses what is scored
+    (with a point of margin), every score is ``name_score``'s."""
 
     def __init__(self, toks: Sequence[str]) -> None:
         self.toks = toks
@@ -242,19 +248,32 @@ class _LongText:
             self.by_letter.setdefault(t[0], []).append(t)
             if len(t) == 1:
                 self.letters_alone.append(t)
-        self.alike: dict[tuple[str, str], bool] = {}  # (word, listed token) -> token_similarity > 0
+        self.where: dict[str, list[int]] = {}  # listed token -> where the words alike it stand
         n = len(toks)
         self.letters = np.zeros(n + 1, dtype=np.int64)  # [p]: letters of the words before position p
         np.cumsum([len(t) for t in toks], out=self.letters[1:])
+        self.letter_list: list[int] = self.letters.tolist()  # the same, read one at a time
 
     def best(self, listed: Sequence[str], weight: Callable[[str], int], floor: int) -> int:
         """``_every_window``'s score where it reaches ``floor``; under the floor otherwise."""
-        toks, alike, letters = self.toks, self.alike, self.letters
-        n = len(toks)
-        present = np.zeros((len(listed), n + 1), dtype=np.int32)  # [j, p + 1]: word p alike token j
-        at = self.at
+        where = self._where(listed)
+        found = sum(map(len, where))
+        if not found:  # no window holds a word alike one of the name's: none is scored
+            return 0
+        if found * (2 * len(listed) + 1) <= _SPARSE_STARTS:
+            return self._sparse(listed, where, weight, floor)
+        return self._dense(listed, where, weight, floor)
+
+    def _where(self, listed: Sequence[str]) -> list[list[int]]:
+        """For each listed token, where the words alike it stand in the text (ascending)."""
+        at, known = self.at, self.where
+        where: list[list[int]] = []
         few = len(at) <= _FEW_WORDS
-        for j, x in enumerate(listed):
+        for x in listed:
+            ps = known.get(x)
+            if ps is not None:  # a token of an earlier candidate too
+                where.append(ps)
+                continue
             tried: Iterable[str]
             if few:  # trying every word costs less than gathering them by key
                 tried = at
@@ -264,12 +283,78 @@ class _LongText:
                     tried.update(self.by_letter.get(x, ()))
                 else:
                     tried.update(t for t in self.letters_alone if x.startswith(t))
+            ps = []
             for t in tried:
-                hit = alike.get((t, x))
-                if hit is None:
-                    hit = alike[(t, x)] = token_similarity(t, x) > 0.0
-                if hit:
-                    present[j, [p + 1 for p in at[t]]] = 1
+                if token_similarity(t, x) > 0.0:
+                    ps += at[t]
+            ps.sort()
+            where.append(ps)
+            known[x] = ps
+        return where
+
+    def _sparse(self, listed: Sequence[str], where: list[list[int]], weight: Callable[[str], int],
+                floor: int) -> int:
+        """``_dense``, from where the words alike a listed token stand instead of arrays over the
+        text. Those words fall into runs, each word less than a window's length after the one before
+        it; a window holds words of one run only, and every window over a run holds one of its words.
+        Over a run of words alike one listed token, every window weighs that token: they are scored
+        all or none (or, one word longer, only written together) without counting each."""
+        toks, letters = self.toks, self.letter_list
+        n, size_l = len(toks), len(listed)
+        weights = [float(weight(x)) for x in listed]
+        total = sum(weights)
+        listed_letters = sum(map(len, listed))
+        loose = 2.02 - 2 * JOINED_FLOOR
+        words = sorted((p, j) for j, ps in enumerate(where) for p in ps)
+        score = 0
+        for size in (size_l, size_l + 1):
+            if size > n:  # the one window cut by the end of the text: it holds every word
+                runs = [(0, 0, words)]
+            else:
+                runs = []
+                first = 0
+                for i in range(1, len(words) + 1):
+                    if i == len(words) or words[i][0] - words[i - 1][0] >= size:
+                        run = words[first:i]
+                        runs.append((max(0, run[0][0] - size + 1), min(run[-1][0], n - size), run))
+                        first = i
+            for lo, hi, run in runs:
+                one = run[0][1]
+                if all(j == one for _, j in run):  # every window over the run weighs ``one`` alone
+                    reach_all = score_bound(weights[one], total) + 1 >= floor
+                    if not reach_all and size == size_l and size <= n:
+                        continue  # none can count: names written together are of another length
+                else:
+                    reach_all = None
+                for start in range(lo, hi + 1):
+                    end = start + size if size <= n else n
+                    if reach_all is None:
+                        found = sum(weights[j] for j in {j for p, j in run if start <= p < end})
+                        reach = score_bound(found, total) + 1 >= floor
+                    else:
+                        reach = reach_all
+                    if reach:
+                        score = max(score, name_score(toks[start:end], listed, weight))
+                        continue
+                    if end - start == size_l:
+                        continue  # names written together are compared only at another length
+                    letters_in = letters[end] - letters[start]
+                    if abs(letters_in - listed_letters) > loose * max(letters_in, listed_letters):
+                        continue
+                    window = toks[start:end]
+                    if joined_counts(window, listed):  # else under the floor whatever its words
+                        score = max(score, name_score(window, listed, weight))
+        return score
+
+    def _dense(self, listed: Sequence[str], where: list[list[int]], weight: Callable[[str], int],
+               floor: int) -> int:
+        """The windows that could reach ``floor`` found with arrays over the whole text, then scored."""
+        toks, letters = self.toks, self.letters
+        n = len(toks)
+        present = np.zeros((len(listed), n + 1), dtype=np.int32)  # [j, p + 1]: word p alike token j
+        for j, ps in enumerate(where):
+            if ps:
+                present[j, [p + 1 for p in ps]] = 1
         counts = np.cumsum(present, axis=1)  # [j, p]: words alike token j before position p
         weights = np.array([weight(x) for x in listed], dtype=np.float64)
         total = float(weights.sum())

@@ -2,7 +2,8 @@
 filter may only leave out windows that cannot reach the floor. Checked against the straightforward
 definition (every window around a word alike a listed token, each scored) on random texts of
 listed words, their typos, initials, names written together or apart, and noise; at floors from
-low to the default; with the filter taking texts from one word on, and from its usual length."""
+low to the default; with the filter taking texts from one word on, and from its usual length; with a
+candidate's windows found from where its words stand, with arrays, or as the text's size chooses."""
 
 from __future__ import annotations
 
@@ -61,15 +62,18 @@ def every_window(index: ListIndex, text: str, floor: int) -> dict[str, int]:
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 90), st.sampled_from([0, 600, 750, DEFAULT_FLOOR, 950]),
-       st.sampled_from([1, BOUNDED_FROM]), st.sampled_from([0, 256]))
+       st.sampled_from([1, BOUNDED_FROM]), st.sampled_from([0, 256]), st.sampled_from([-1, 256, 1 << 62]))
 def test_the_window_filter_finds_what_scoring_every_window_finds(seed: int, words: int, floor: int,
-                                                                 bounded_from: int, few: int) -> None:
+                                                                 bounded_from: int, few: int,
+                                                                 sparse: int) -> None:
     """``few``: up to how many distinct words each is tried against a listed token (0: the words to
-    try are always gathered by the token's keys)."""
+    try are always gathered by the token's keys); ``sparse``: up to how many window starts a candidate's
+    windows are found one by one (-1: always with arrays)."""
     rng = random.Random(seed)
     text = " ".join(rng.choice(WORDS) for _ in range(words))
     with mock.patch.object(screen_module, "BOUNDED_FROM", bounded_from), \
-            mock.patch.object(screen_module, "_FEW_WORDS", few):
+            mock.patch.object(screen_module, "_FEW_WORDS", few), \
+            mock.patch.object(screen_module, "_SPARSE_STARTS", sparse):
         hits = screen_text(INDEX, "remittance", text, floor)
     got = {h.entry_id: h.score for h in hits if h.score >= floor}
     assert got == every_window(INDEX, text, floor), text

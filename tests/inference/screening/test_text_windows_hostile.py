@@ -48,12 +48,17 @@ def new_screen_text(index: ListIndex, text: str, floor: int) -> dict[str, int]:
     return got
 
 
-@pytest.fixture(params=["every-word", "by-key"], autouse=True)
+@pytest.fixture(params=["every-word/sparse", "by-key/sparse", "every-word/dense", "by-key/dense"],
+                autouse=True)
 def bounded(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The filter from one word on; the words tried for a listed token all, or gathered by key."""
-    few = 1 << 30 if request.param == "every-word" else 0
+    """The filter from one word on; the words tried for a listed token all, or gathered by key; a
+    candidate's windows found from where its words stand (``_sparse``), or with arrays (``_dense``)."""
+    gather, path = request.param.split("/")
+    few = 1 << 30 if gather == "every-word" else 0
+    starts = 1 << 62 if path == "sparse" else -1
     with mock.patch.object(screen_module, "BOUNDED_FROM", 1, create=True), \
-            mock.patch.object(screen_module, "_FEW_WORDS", few, create=True):
+            mock.patch.object(screen_module, "_FEW_WORDS", few, create=True), \
+            mock.patch.object(screen_module, "_SPARSE_STARTS", starts, create=True):
         yield
 
 
@@ -170,5 +175,31 @@ def test_a_100_kb_text_against_a_64_token_name_is_quick() -> None:
                       ListEntry("two", "individual", (f"{toks[0]} {toks[1]}",))))
     text = " ".join(rng.choice(toks) for _ in range(12_000))[:100_000]
     t = time.perf_counter()
-    screen_text(idx, "remittance", text, DEFAULT_FLOOR)
+    with mock.patch.object(screen_module, "_SPARSE_STARTS", 256):  # the path chosen as in service
+        screen_text(idx, "remittance", text, DEFAULT_FLOOR)
     assert time.perf_counter() - t < 6.0  # scoring every window of it took about two minutes
+
+
+def test_both_ways_of_finding_windows_give_every_candidate_the_same_score(
+        real_index: tuple[ListIndex, list[str]]) -> None:
+    """Not only the hits: ``_sparse`` and ``_dense`` score the same windows, so they agree on every
+    candidate, under the floor too; over texts of listed words, repeated words and runs of one word."""
+    idx, names = real_index
+    rng = random.Random(17)
+    vocab = sorted({w for n in names[:400] for w in n.split()})
+    for trial in range(40):
+        words = [rng.choice(vocab) for _ in range(rng.randrange(64, 400))]
+        if trial % 4 == 0:  # runs of one word, and the same word far apart
+            w = rng.choice(words)
+            words[5:5] = [w] * rng.randrange(2, 9)
+            words.append(w)
+        toks = screen_module.name_tokens(" ".join(words)).tokens
+        long_text = screen_module._LongText(toks)
+        for floor in (0, 600, DEFAULT_FLOOR):
+            for i in idx.candidates(toks, floor)[:150]:
+                listed = idx.names[i][3]
+                where = long_text._where(listed)
+                if not any(where):
+                    continue
+                assert (long_text._sparse(listed, where, idx.weight, floor)
+                        == long_text._dense(listed, where, idx.weight, floor)), (listed, floor)
