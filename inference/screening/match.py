@@ -32,13 +32,14 @@ from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
+from rapidfuzz import process
 from rapidfuzz.distance import OSA, JaroWinkler
 
 from inference.screening.normalise import skeleton
 
 __all__ = ["INITIAL_SIMILARITY", "JOINED_FLOOR", "LISTED_SHARE", "SKELETON_DISCOUNT", "joined_counts",
-           "joined_may_count", "name_score", "score_bound", "token_keys", "token_similarity",
-           "weighted_score"]
+           "joined_may_count", "joined_may_pass", "name_score", "score_bound", "token_keys",
+           "token_similarity", "weighted_score"]
 
 SKELETON_DISCOUNT = 0.94
 SKELETON_MIN = 5  # skeletons shorter than this say too little to compare
@@ -126,6 +127,19 @@ def joined_counts(query: Sequence[str], listed: Sequence[str]) -> bool:
         return False
     a, b = "".join(query), "".join(listed)
     return joined_may_count(len(a), len(b)) and _alike(a, b) >= JOINED_FLOOR
+
+
+def joined_may_pass(joined: Sequence[str], listed: str) -> list[int]:
+    """Which of the texts ``joined`` (each a window's words written together) could pass the test
+    ``joined_counts`` puts to them against the listed name written together: their indexes. That
+    test's mean with Jaro-Winkler (at most 1) reaches ``JOINED_FLOOR`` only where the optimal-string-
+    alignment similarity is 2 * JOINED_FLOOR - 1 or more; that similarity is computed for all of
+    them in one call (in C, a margin below it), so that only these are put to the test itself."""
+    if not joined:
+        return []
+    sims = process.cdist([listed], joined, scorer=OSA.normalized_similarity,
+                         score_cutoff=2 * JOINED_FLOOR - 1 - 0.01)
+    return np.flatnonzero(sims[0]).tolist()
 
 
 def joined_may_count(a: int, b: int) -> bool:

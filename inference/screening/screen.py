@@ -33,6 +33,7 @@ from inference.screening.index import ListIndex, NameHit
 from inference.screening.match import (
     JOINED_FLOOR,
     joined_counts,
+    joined_may_pass,
     name_score,
     score_bound,
     token_keys,
@@ -253,6 +254,7 @@ class _LongText:
         self.letters = np.zeros(n + 1, dtype=np.int64)  # [p]: letters of the words before position p
         np.cumsum([len(t) for t in toks], out=self.letters[1:])
         self.letter_list: list[int] = self.letters.tolist()  # the same, read one at a time
+        self.joined = "".join(toks)  # the words written together: a window's are a slice of it
 
     def best(self, listed: Sequence[str], weight: Callable[[str], int], floor: int) -> int:
         """``_every_window``'s score where it reaches ``floor``; under the floor otherwise."""
@@ -306,6 +308,7 @@ class _LongText:
         listed_letters = sum(map(len, listed))
         loose = 2.02 - 2 * JOINED_FLOOR
         words = sorted((p, j) for j, ps in enumerate(where) for p in ps)
+        spans: list[tuple[int, int]] = []
         score = 0
         for size in (size_l, size_l + 1):
             if size > n:  # the one window cut by the end of the text: it holds every word
@@ -339,11 +342,14 @@ class _LongText:
                     if end - start == size_l:
                         continue  # names written together are compared only at another length
                     letters_in = letters[end] - letters[start]
-                    if abs(letters_in - listed_letters) > loose * max(letters_in, listed_letters):
-                        continue
-                    window = toks[start:end]
-                    if joined_counts(window, listed):  # else under the floor whatever its words
-                        score = max(score, name_score(window, listed, weight))
+                    if abs(letters_in - listed_letters) <= loose * max(letters_in, listed_letters):
+                        spans.append((start, end))  # only written together can it count
+        if spans:
+            text = self.joined
+            for i in joined_may_pass([text[letters[s]:letters[e]] for s, e in spans], "".join(listed)):
+                window = toks[spans[i][0]:spans[i][1]]
+                if joined_counts(window, listed):  # else under the floor whatever its words
+                    score = max(score, name_score(window, listed, weight))
         return score
 
     def _dense(self, listed: Sequence[str], where: list[list[int]], weight: Callable[[str], int],
@@ -375,12 +381,17 @@ class _LongText:
             reach = score_bound(found, total) + 1 >= floor
             apart = np.abs(letters_in - listed_letters) <= (2.02 - 2 * JOINED_FLOOR) * longer
             maybe = reach | ((ends - starts != len(listed)) & apart)
-            for start in np.flatnonzero(held.any(axis=0) & maybe).tolist():
-                end = int(ends[start])
-                window = toks[start:end]
-                if not reach[start] and not joined_counts(window, listed):
-                    continue  # under the floor whatever its words: it cannot be the hit
-                score = max(score, name_score(window, listed, weight))
+            picked = held.any(axis=0) & maybe
+            for start in np.flatnonzero(picked & reach).tolist():
+                score = max(score, name_score(toks[start:int(ends[start])], listed, weight))
+            rest = np.flatnonzero(picked & ~reach).tolist()  # only written together can they count
+            if rest:
+                text, cut = self.joined, self.letter_list
+                spans = [(start, int(ends[start])) for start in rest]
+                for i in joined_may_pass([text[cut[s]:cut[e]] for s, e in spans], "".join(listed)):
+                    window = toks[spans[i][0]:spans[i][1]]
+                    if joined_counts(window, listed):  # else under the floor whatever its words
+                        score = max(score, name_score(window, listed, weight))
         return score
 
 

@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 from inference.screening import screen as screen_module
 from inference.screening.entries import ListEntry, SanctionsList
 from inference.screening.index import ListIndex
-from inference.screening.match import joined_counts, joined_may_count, name_score, token_similarity
+from inference.screening.match import (
+    joined_counts,
+    joined_may_count,
+    joined_may_pass,
+    name_score,
+    token_similarity,
+)
 from inference.screening.normalise import name_tokens
 from inference.screening.screen import BOUNDED_FROM, DEFAULT_FLOOR, screen_text
 
@@ -99,3 +105,23 @@ def test_the_length_test_never_turns_away_names_alike_written_together() -> None
             b = b[:i] + rng.choice(("", "x", "ab")) + b[i + 1:]
         if joined_counts([a, ""], [b]) or joined_counts([a[:1], a[1:]], [b]):
             assert joined_may_count(len(a), len(b))
+
+
+def test_the_similarity_prefilter_never_turns_away_names_alike_written_together() -> None:
+    rng = random.Random(4)
+    for _ in range(300):
+        listed = ["".join(rng.choice("aeiknoprstv") for _ in range(rng.randrange(1, 9)))
+                  for _ in range(rng.randrange(1, 4))]
+        windows: list[list[str]] = []
+        for _ in range(20):
+            b = "".join(listed)
+            for _ in range(rng.randrange(3)):  # a few edits
+                i = rng.randrange(len(b) + 1)
+                b = b[:i] + rng.choice(("", "x", "ab")) + b[i + 1:]
+            cut = sorted(rng.sample(range(1, len(b)), min(len(listed), len(b) - 1))) if len(b) > 1 else []
+            windows.append([b[i:j] for i, j in zip([0, *cut], [*cut, len(b)], strict=True) if b[i:j]])
+        kept = set(joined_may_pass(["".join(w) for w in windows], "".join(listed)))
+        counted = {i for i, w in enumerate(windows) if joined_counts(w, listed)}
+        assert counted <= kept
+    far = ["zzzz", "qqqq"]  # and it turns away what is far
+    assert joined_may_pass(["".join(far), "abcdefghij", "abcdefghix", "abcdefgx"], "abcdefghij") == [1, 2]
