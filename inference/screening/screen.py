@@ -384,12 +384,13 @@ class _LongText:
             picked = held.any(axis=0) & maybe
             for start in np.flatnonzero(picked & reach).tolist():
                 score = max(score, name_score(toks[start:int(ends[start])], listed, weight))
-            rest = np.flatnonzero(picked & ~reach).tolist()  # only written together can they count
-            if rest:
-                text, cut = self.joined, self.letter_list
-                spans = [(start, int(ends[start])) for start in rest]
-                for i in joined_may_pass([text[cut[s]:cut[e]] for s, e in spans], "".join(listed)):
-                    window = toks[spans[i][0]:spans[i][1]]
+            rest = np.flatnonzero(picked & ~reach)  # only written together can they count
+            if rest.size:
+                text, rest_ends = self.joined, ends[rest]
+                spans = zip(letters[rest].tolist(), letters[rest_ends].tolist(), strict=True)
+                passing = joined_may_pass([text[a:b] for a, b in spans], "".join(listed))
+                for start, end in zip(rest[passing].tolist(), rest_ends[passing].tolist(), strict=True):
+                    window = toks[start:end]
                     if joined_counts(window, listed):  # else under the floor whatever its words
                         score = max(score, name_score(window, listed, weight))
         return score
