@@ -43,7 +43,7 @@ from inference.screening.normalise import PARTICLES, look_alikes_as_latin, name_
 __all__ = ["PREFIX_TOKENS", "IdentifierHit", "ListIndex", "NameHit", "identifier_key", "screenable"]
 
 PREFIX_TOKENS = 3
-_SLOTS = 64  # token positions per name in a posting's code (a longer name's tokens from the 64th on
+_SLOTS = 64  # token positions per name filed (a longer name's tokens from the 64th on
 # count as outside its prefix)
 _WHOLE_SLOT = _SLOTS - 1  # positions from here on are not filed
 
@@ -116,25 +116,23 @@ class ListIndex:
         n = max(1, len(names))
         self._rarest = max(1, n.bit_length())
         self._weights = {t: 1 if t in PARTICLES else max(1, (n // c).bit_length()) for t, c in df.items()}
-        # Two levels: a key -> the distinct listed tokens filed under it; a token -> its postings,
-        # codes name index * _SLOTS + position (the names it is a prefix token of). A query's tokens
-        # meet a few dozen listed tokens by key; only those alike enough reach their postings.
+        # Two levels: a key -> the distinct listed tokens filed under it; a token -> its postings (the
+        # names it is a prefix token of, once per place in the name, and its weight there). A query's
+        # tokens meet a few dozen listed tokens by key; only those alike enough reach their postings.
         tokens_of: dict[str, set[int]] = {}
         vocab: dict[str, int] = {}
         token_postings: list[list[int]] = []
+        posting_weights: list[list[int]] = []
         wholes: dict[str, list[int]] = {}
-        # per name, for the bound in ``candidates``: the weight of each token (flat, from offset),
-        # the name's whole weight, and the part outside its prefix (tokens no key is filed for)
-        flat: list[int] = []
-        offsets, totals, outsides = [], [], []
+        # per name, for the bound in ``candidates``: the name's whole weight, and the part outside its
+        # prefix (tokens no key is filed for)
+        totals, outsides = [], []
         self._name_weights: list[tuple[int, ...]] = []
         for i, (*_, toks) in enumerate(names):
             informative = [t for t in toks if t not in PARTICLES] or list(toks)
             prefix = set(sorted(set(informative), key=lambda t: (df[t], t))[:PREFIX_TOKENS])
             weights = [self.weight(t) for t in toks]
             self._name_weights.append(tuple(weights))
-            offsets.append(len(flat))
-            flat.extend(weights[:_WHOLE_SLOT])
             totals.append(sum(weights))
             # outside: never looked up, so counted as found; a listed initial too ("J. Smith": any
             # query word it begins may partner it, with no key in common)
@@ -146,9 +144,11 @@ class ListIndex:
                     if tid is None:
                         tid = vocab[t] = len(token_postings)
                         token_postings.append([])
+                        posting_weights.append([])
                         for key in token_keys(t):
                             tokens_of.setdefault(key, set()).add(tid)
-                    token_postings[tid].append(i * _SLOTS + p)
+                    token_postings[tid].append(i)
+                    posting_weights[tid].append(weights[p])
             if len(toks) > 1:
                 wholes.setdefault(skeleton("".join(toks)), []).append(i)
         # emptied as it is copied: freed all at once, hundreds of thousands of sets hold the GIL for tens
@@ -159,9 +159,8 @@ class ListIndex:
             self._tokens_of[key] = tuple(sorted(tids))
         self._vocab = sorted(vocab, key=vocab.__getitem__)
         self._token_postings = [np.array(v, dtype=np.int64) for v in token_postings]
+        self._posting_weights = [np.array(v, dtype=np.float64) for v in posting_weights]
         self._wholes = {k: tuple(v) for k, v in wholes.items()}
-        self._flat = np.array([*flat, 0], dtype=np.float64)
-        self._offset = np.array(offsets, dtype=np.int64)
         self._total = np.array(totals, dtype=np.float64)
         self._outside = np.array(outsides, dtype=np.float64)
 
@@ -217,27 +216,35 @@ class ListIndex:
         elif len(joined) > 3:  # "XiJinping": a listed name of several words, written together
             whole = self._wholes.get(skeleton(joined), ())
         arrays = [self._token_postings[tid] for tid in best]
-        sims = list(best.values())
         if floor <= 0:
             found = set(whole)
             for a in arrays:
-                found.update((a // _SLOTS).tolist())
+                found.update(a.tolist())
             return sorted(found)
         if not arrays:
             return sorted(whole)
-        codes = np.concatenate(arrays)
-        alike = np.repeat(np.array(sims), [len(a) for a in arrays])
-        ids, slots = np.divmod(codes, _SLOTS)
+        ids = np.concatenate(arrays)
         # numpy floats here only choose what is scored (conservatively): scores are integer-exact
-        w = self._flat[self._offset[ids] + slots]
-        uids, inv = np.unique(ids, return_inverse=True)
+        w = np.concatenate([self._posting_weights[tid] for tid in best])
+        alike = np.repeat(np.fromiter(best.values(), np.float64, len(best)), [len(a) for a in arrays])
+        # each name once, its postings summed in the order given (a stable sort keeps it): what
+        # np.unique and np.bincount give, without their dozen calls (written out for speed)
+        order = ids.argsort(kind="stable")
+        ids = ids[order]
+        first = np.empty(len(ids), dtype=bool)
+        first[0] = True
+        np.not_equal(ids[1:], ids[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        uids = ids[starts]
+        w = w[order]
+        keyed = np.add.reduceat(w, starts)  # the weight of the prefix tokens some query token found
+        got = np.add.reduceat(w * alike[order], starts)  # and how much of it, at best
         total, outside = self._total[uids], self._outside[uids]
-        keyed = np.bincount(inv, weights=w)  # the weight of the prefix tokens some query token found
-        got = np.bincount(inv, weights=w * alike)  # and how much of it, at best
         unkeyed = INITIAL_SIMILARITY if any(len(t) == 1 for t in tokens) else 0.0
         cover = (got + outside + unkeyed * (total - outside - keyed)) / total
         keep = LISTED_SHARE * cover + (1 - LISTED_SHARE) >= floor / 1000 - 1e-9
-        return sorted({*(int(i) for i in uids[keep]), *whole})
+        kept: list[int] = uids[keep].tolist()  # ascending
+        return sorted({*kept, *whole}) if whole else kept
 
     def match_name(self, text: str, floor: int) -> list[NameHit]:
         """Each entry whose best name scores at least ``floor`` against ``text``, best first
