@@ -246,10 +246,11 @@ class ListIndex:
         kept: list[int] = uids[keep].tolist()  # ascending
         return sorted({*kept, *whole}) if whole else kept
 
-    def match_name(self, text: str, floor: int) -> list[NameHit]:
+    def match_name(self, text: str, floor: int, tokens: Sequence[str] | None = None) -> list[NameHit]:
         """Each entry whose best name scores at least ``floor`` against ``text``, best first
-        (ties by list position and entry id: the same order on every run)."""
-        toks = name_tokens(text).tokens
+        (ties by list position and entry id: the same order on every run). ``tokens``: the text's
+        ``name_tokens``, where the caller has them already."""
+        toks = name_tokens(text).tokens if tokens is None else tokens
         if not toks:
             return []
         best: dict[tuple[int, str], NameHit] = {}

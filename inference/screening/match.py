@@ -161,7 +161,8 @@ def weighted_score(query: Sequence[str], wq: Sequence[int], listed: Sequence[str
              if (sim := token_similarity(q, t)) > 0.0]
     # best pairs first, one partner each; among equally alike pairs the heavier listed token first
     # (an initial partners the name that tells more, whatever the order the names are written in)
-    pairs.sort(key=lambda x: (-x[0], -wl[x[2]], -wq[x[1]], x[2], x[1]))
+    if len(pairs) > 1:
+        pairs.sort(key=lambda x: (-x[0], -wl[x[2]], -wq[x[1]], x[2], x[1]))
     found_l = [0.0] * len(listed)
     found_q = [0.0] * len(query)
     for sim, i, j in pairs:

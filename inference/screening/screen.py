@@ -147,7 +147,7 @@ def _screen_name(index: ListIndex, where: str, text: str, party: Party | None = 
     # the most secondary evidence can add for this party: only names within it of the floor count
     margin = 0 if party is None else (DOB_AGREES if _dob_years(party) else 0) + (
         COUNTRY_AGREES if party.country else 0)
-    for h in index.match_name(text, floor - margin):
+    for h in index.match_name(text, floor - margin, name.tokens):
         score = _adjust(h, party, is_company)
         if score >= floor:
             lst = index.lists[h.list_pos]
