@@ -46,6 +46,10 @@ PREFIX_TOKENS = 3
 _SLOTS = 64  # token positions per name filed (a longer name's tokens from the 64th on
 # count as outside its prefix)
 _WHOLE_SLOT = _SLOTS - 1  # positions from here on are not filed
+# Query words whose listed tokens alike them an index remembers (a party's words recur: its own
+# customers, common names): tens of bytes for most words (alike no listed token), a few kB for a
+# word alike many; then it forgets them all and starts again.
+_REACH_CACHE = 1 << 15
 
 _ID_CLEAN = re.compile(r"[^0-9A-Z]")
 
@@ -159,6 +163,7 @@ class ListIndex:
             self._tokens_of[key] = tuple(sorted(tids))
         self._vocab = sorted(vocab, key=vocab.__getitem__)
         self._token_postings = [np.array(v, dtype=np.int64) for v in token_postings]
+        self._reach: dict[str, tuple[tuple[int, float], ...]] = {}  # query word -> listed tokens alike it
         self._posting_weights = [np.array(v, dtype=np.float64) for v in posting_weights]
         self._wholes = {k: tuple(v) for k, v in wholes.items()}
         self._total = np.array(totals, dtype=np.float64)
@@ -194,13 +199,18 @@ class ListIndex:
         # each listed token found by a query token's keys, as alike as the query token most like it
         # (a token shares no key with another query token is not alike it at all)
         best: dict[int, float] = {}
-        tokens_of, vocab = self._tokens_of, self._vocab
+        tokens_of, vocab, known = self._tokens_of, self._vocab, self._reach
         for q in tokens:
-            reached: set[int] = set()
-            for key in token_keys(q):
-                reached.update(tokens_of.get(key, ()))
-            for tid in reached:
-                sim = token_similarity(q, vocab[tid])
+            alike = known.get(q)
+            if alike is None:
+                reached: set[int] = set()
+                for key in token_keys(q):
+                    reached.update(tokens_of.get(key, ()))
+                alike = tuple((tid, sim) for tid in reached if (sim := token_similarity(q, vocab[tid])) > 0.0)
+                if len(known) >= _REACH_CACHE:
+                    known.clear()  # a word seen long ago is worked out again
+                known[q] = alike
+            for tid, sim in alike:
                 if sim > best.get(tid, 0.0):
                     best[tid] = sim
         joined = "".join(tokens)
@@ -226,7 +236,7 @@ class ListIndex:
         ids = np.concatenate(arrays)
         # numpy floats here only choose what is scored (conservatively): scores are integer-exact
         w = np.concatenate([self._posting_weights[tid] for tid in best])
-        alike = np.repeat(np.fromiter(best.values(), np.float64, len(best)), [len(a) for a in arrays])
+        sims = np.repeat(np.fromiter(best.values(), np.float64, len(best)), [len(a) for a in arrays])
         # each name once, its postings summed in the order given (a stable sort keeps it): what
         # np.unique and np.bincount give, without their dozen calls (written out for speed)
         order = ids.argsort(kind="stable")
@@ -238,7 +248,7 @@ class ListIndex:
         uids = ids[starts]
         w = w[order]
         keyed = np.add.reduceat(w, starts)  # the weight of the prefix tokens some query token found
-        got = np.add.reduceat(w * alike[order], starts)  # and how much of it, at best
+        got = np.add.reduceat(w * sims[order], starts)  # and how much of it, at best
         total, outside = self._total[uids], self._outside[uids]
         unkeyed = INITIAL_SIMILARITY if any(len(t) == 1 for t in tokens) else 0.0
         cover = (got + outside + unkeyed * (total - outside - keyed)) / total
