@@ -172,6 +172,8 @@ def weighted_score(query: Sequence[str], wq: Sequence[int], listed: Sequence[str
     cover_q = sum(w * f for w, f in zip(wq, found_q, strict=True)) / sum(wq)
     score = LISTED_SHARE * cover_l + (1 - LISTED_SHARE) * cover_q
     if len(query) != len(listed):  # "xi jin ping" and "xi jinping": the names written together
-        joined = _alike("".join(query), "".join(listed))
-        score = max(score, joined * SKELETON_DISCOUNT if joined >= JOINED_FLOOR else 0.0)
+        a, b = "".join(query), "".join(listed)
+        if joined_may_count(len(a), len(b)):  # else they are not alike enough written together
+            joined = _alike(a, b)
+            score = max(score, joined * SKELETON_DISCOUNT if joined >= JOINED_FLOOR else 0.0)
     return round(score * 1000)
