@@ -11,9 +11,12 @@ one batch's records are built while the one before it commits). With ``audit.que
 present, batch 1,024 also runs (1 and 2 callers) with its ``TraceIndex`` writing in the sealing
 commit, as the server runs it. Each run also reports how long the sequencer lock was held a
 decision (the ledger's own clock around each commit: what several deciders on one log must take
-turns at) and its share of the wall time a decision costs.
+turns at) and its share of the wall time a decision costs. The server's path (batch 1,024, one
+caller, the index) then runs once more with a sanctions list in force (``--list-entries``, 30,000
+entries by default, as ``bench.screening`` builds them from the UN list's own words; 0 skips it):
+every party, agent and line of free text screened, as a bank screening its payments would run.
 Run from the repository root:
-``python -m bench.pipeline [--quick] [--skip-postgres] [--no-index] [--json PATH]``.
+``python -m bench.pipeline [--quick] [--skip-postgres] [--no-index] [--list-entries N] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ if not __package__:  # keep the same entry point as the other benchmarks
     sys.exit("run it as a module from the repository root: python -m bench.pipeline")
 
 import argparse
+import csv
 import gc
 import importlib
+import io
 import tempfile
 import threading
 import time
@@ -38,6 +43,8 @@ from sqlalchemy import select
 import migrations
 from audit.decide.pipeline import Pipeline
 from audit.decide.types import ActiveRules, Submission
+from audit.screening.lists import seal_list
+from audit.screening.screener import Screener
 from bench.baselines import plain_rate, plain_table
 from bench.dbs import backends, connect_postgres, fresh_db
 from bench.machine import host_info, probe_ms
@@ -73,15 +80,34 @@ def trace_index() -> Any:
         return None
 
 
+def list_csv(n: int) -> bytes:
+    """``n`` list entries as ``bench.screening`` builds them, in the bank's own CSV format."""
+    from bench.screening import _list_entries  # imported here: it builds the UN list's words on import
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["entry_id", "kind", "name", "aliases", "dob", "countries", "identifiers", "bics",
+                "programmes"])
+    for e in _list_entries(n):
+        names = [name.replace(";", " ") for name in e.names]  # ";" separates aliases
+        w.writerow([e.entry_id, e.kind, names[0], ";".join(names[1:]), "", "", "", "", "BENCH"])
+    return out.getvalue().encode()
+
+
 def run(backend: str, root: Path, admin: Any, subs: list[Submission], batch: int,
-        wasm: bytes, callers: int = 1, index: Any = None) -> dict[str, Any]:
+        wasm: bytes, callers: int = 1, index: Any = None, sanctions: bytes | None = None) -> dict[str, Any]:
     files = ModelFiles.open()
     with fresh_db(backend, root, admin) as engine, Sandbox() as sandbox:
         migrations.upgrade(engine)
         ledger = Ledger.create(engine, NoteSigner.generate("bench.sealtrail/log"), "bench.sealtrail/log",
                                policy=CheckpointPolicy(every_entries=100_000, every_seconds=3600))
+        screener = None
+        if sanctions is not None:
+            seal_list(ledger, sanctions, "internal-csv", "bench-list", PRINCIPAL, "benchmark")
+            screener = Screener(engine, background=False)
+            screener.refresh()
         pipe = Pipeline(ledger, load_backend("numpy", files.weights_path), ActiveRules.of(sandbox.load(wasm)),
-                        index=None if index is None else index())
+                        index=None if index is None else index(), screener=screener)
+        first = 0 if sanctions is None else 1  # the list's own record
         pipe.decide(subs[:batch])  # warm: first instance, first commit
         stages: dict[str, int] = defaultdict(int)
         outcomes: dict[str, int] = defaultdict(int)
@@ -113,11 +139,12 @@ def run(backend: str, root: Path, admin: Any, subs: list[Submission], batch: int
         n = len(subs) - batch
         e = store.entries
         with engine.connect() as conn:
-            rows = conn.execute(select(e.c.kind, e.c.record).where(e.c.seq > batch)
+            rows = conn.execute(select(e.c.kind, e.c.record).where(e.c.seq > batch + first)
                                 .order_by(e.c.seq)).all()
         payloads = [(k, r) for k, r in rows]
         plain = plain_rate(engine, plain_table("plain", hash_columns=False), payloads, batch)
     return {"backend": backend, "batch": batch, "callers": callers, "index": index is not None,
+            "list_entries": 0 if sanctions is None else sanctions.count(b"\n"),
             "decisions": n, "per_s": n / wall, "cpu_us_per_decision": cpu / n * 1e6,
             "sequencer_us_per_decision": held / n * 1e6, "sequencer_share_of_wall": held / wall,
             "stages_us_per_decision": {k: v / n for k, v in stages.items()},
@@ -130,6 +157,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-postgres", action="store_true")
     ap.add_argument("--no-index", action="store_true", help="skip the runs with audit.query.index")
+    ap.add_argument("--list-entries", type=int, default=30_000,
+                    help="entries of the sanctions list in force for the last run (0: no such run)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     host = host_info()
@@ -142,17 +171,20 @@ def main() -> None:
     gc.freeze()  # the benchmark's own input is not the service's garbage (see bench/inference.py)
     wasm = compile_ruleset(parse_ruleset(PACK.read_text()))
     index = None if args.no_index else trace_index()
-    configs = [(batch, callers, None) for batch in (256, 1024) for callers in (1, 2)]
+    configs: list[tuple[int, int, Any, bytes | None]] = [
+        (batch, callers, None, None) for batch in (256, 1024) for callers in (1, 2)]
     if index is not None:  # the server's path: audit/decide/runtime.py runs the pipeline with a TraceIndex
-        configs += [(1024, 1, index), (1024, 2, index)]
+        configs += [(1024, 1, index, None), (1024, 2, index, None)]
     else:
         why = "skipped (--no-index)" if args.no_index else "not present, no index runs"
         print(f"audit.query.index: {why}")
+    if args.list_entries > 0:  # the server's path as a bank runs it: screening every payment
+        configs.append((1024, 1, index, list_csv(args.list_entries)))
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends(admin):
-            for batch, callers, idx in configs:
-                r = run(backend, Path(tmp), admin, subs, batch, wasm, callers, idx)
+            for batch, callers, idx, sanctions in configs:
+                r = run(backend, Path(tmp), admin, subs, batch, wasm, callers, idx, sanctions)
                 results.append(r)
                 st = ", ".join(f"{k} {v:.1f}" for k, v in r["stages_us_per_decision"].items())
                 print(f"{label(r):<34}: {r['per_s']:>9,.0f} decisions/s, this process's CPU "
@@ -174,8 +206,11 @@ def main() -> None:
 
 
 def label(r: dict[str, Any]) -> str:
-    return (f"{r['backend']}, batch {r['batch']}, {r['callers']} caller{'s' if r['callers'] > 1 else ''}"
-            f"{', +index' if r['index'] else ''}")
+    out = (f"{r['backend']}, batch {r['batch']}, {r['callers']} caller{'s' if r['callers'] > 1 else ''}"
+           f"{', +index' if r['index'] else ''}")
+    if r.get("list_entries"):
+        out += f", +{r['list_entries']:,}-entry list"
+    return out
 
 
 if __name__ == "__main__":

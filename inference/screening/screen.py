@@ -168,9 +168,10 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
     return _best(hits)
 
 
-# From this many words on, a text's windows are chosen by the bound (``_LongText``); a shorter
-# one has every window scored, which costs less than the arrays there (the same hits either way).
-BOUNDED_FROM = 64
+# From this many words on, a text's windows are chosen by the bound (``_LongText``), from the first:
+# with a candidate's windows found from where its words stand, the bound costs less than scoring
+# every window even for an address line (the same hits either way; 1 << 62 scores every window).
+BOUNDED_FROM = 1
 _FEW_WORDS = 256  # distinct words: up to this many, each is tried against a listed token
 # A listed name's tokens times the text's words: past this, the arrays (some 21 bytes a cell) would
 # hold hundreds of MB for one candidate (lists may name someone in thousands of words); such a name is
@@ -190,12 +191,15 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
     if not toks:
         return []
     best: dict[tuple[int, str], Hit] = {}
-    long_text = _LongText(toks) if len(toks) >= BOUNDED_FROM else None
+    bounded = len(toks) >= BOUNDED_FROM
+    long_text: _LongText | None = None  # made for the first candidate: most texts have none
     for i in index.candidates(toks, floor):
         pos, entry, k, listed = index.names[i]
-        if long_text is None or len(listed) * len(toks) > _MAX_CELLS:
+        if not bounded or len(listed) * len(toks) > _MAX_CELLS:
             score = _every_window(toks, listed, index.weight)
         else:
+            if long_text is None:
+                long_text = _LongText(toks)
             score = long_text.best(listed, index.weight, floor)
         if entry.weak_aliases and k in entry.weak_aliases:
             score = score * 9 // 10  # a weak alias, as a party's name is scored
