@@ -144,7 +144,7 @@ def run(backend: str, root: Path, admin: Any, subs: list[Submission], batch: int
         payloads = [(k, r) for k, r in rows]
         plain = plain_rate(engine, plain_table("plain", hash_columns=False), payloads, batch)
     return {"backend": backend, "batch": batch, "callers": callers, "index": index is not None,
-            "list_entries": 0 if sanctions is None else sanctions.count(b"\n"),
+            "list_entries": 0 if sanctions is None else sanctions.count(b"\n") - 1,  # less the header
             "decisions": n, "per_s": n / wall, "cpu_us_per_decision": cpu / n * 1e6,
             "sequencer_us_per_decision": held / n * 1e6, "sequencer_share_of_wall": held / wall,
             "stages_us_per_decision": {k: v / n for k, v in stages.items()},
