@@ -27,10 +27,8 @@ if not __package__:  # keep the same entry point as the other benchmarks
     sys.exit("run it as a module from the repository root: python -m bench.pipeline")
 
 import argparse
-import csv
 import gc
 import importlib
-import io
 import tempfile
 import threading
 import time
@@ -49,6 +47,7 @@ from bench.baselines import plain_rate, plain_table
 from bench.dbs import backends, connect_postgres, fresh_db
 from bench.machine import host_info, probe_ms
 from bench.report import Row, format_table, verdict, write_json
+from bench.screening import list_csv
 from inference.backends import load_backend
 from inference.model import ModelFiles
 from inference.simulate import SimConfig, simulate
@@ -78,19 +77,6 @@ def trace_index() -> Any:
         return importlib.import_module("audit.query.index").TraceIndex
     except ImportError:
         return None
-
-
-def list_csv(n: int) -> bytes:
-    """``n`` list entries as ``bench.screening`` builds them, in the bank's own CSV format."""
-    from bench.screening import _list_entries  # imported here: it builds the UN list's words on import
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(["entry_id", "kind", "name", "aliases", "dob", "countries", "identifiers", "bics",
-                "programmes"])
-    for e in _list_entries(n):
-        names = [name.replace(";", " ") for name in e.names]  # ";" separates aliases
-        w.writerow([e.entry_id, e.kind, names[0], ";".join(names[1:]), "", "", "", "", "BENCH"])
-    return out.getvalue().encode()
 
 
 def run(backend: str, root: Path, admin: Any, subs: list[Submission], batch: int,

@@ -44,6 +44,7 @@ if not __package__:
 import argparse
 import csv
 import hashlib
+import io
 import platform
 import random
 import statistics
@@ -220,6 +221,21 @@ def _list_entries(n: int) -> tuple[ListEntry, ...]:
             seen.add(name)
             out.append(ListEntry(f"syn-{len(out)}", _kind(kind), (name,)))
     return tuple(out[:n])
+
+
+def list_csv(n: int) -> bytes:
+    """``_list_entries(n)`` as a bank's own list file (``internal-csv``), for benchmarks that seal a
+    list: every name whole (the csv module quotes commas and quotes), ";" (which separates aliases)
+    read as a space, kinds other than individual and entity as entity."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["entry_id", "kind", "name", "aliases", "dob", "countries", "identifiers", "bics",
+                "programmes"])
+    for e in _list_entries(n):
+        kind = e.kind if e.kind in ("individual", "entity") else "entity"
+        names = [name.replace(";", " ") for name in e.names]
+        w.writerow([e.entry_id, kind, names[0], ";".join(names[1:]), "", "", "", "", "BENCH"])
+    return out.getvalue().encode()
 
 
 def _kind(text: str) -> EntryKind:

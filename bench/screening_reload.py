@@ -14,8 +14,6 @@ list, and the machine.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import statistics
 import tempfile
 import threading
@@ -33,25 +31,12 @@ from audit.screening.lists import seal_list
 from bench.http import bodies
 from bench.machine import host_info
 from bench.report import write_json
-from bench.screening import _list_entries
+from bench.screening import list_csv
 
 __all__ = ["main", "reload"]
 
 PRINCIPAL = {"subject": "CN=bench-scorer,O=sealtrail bench", "sans": [], "issuer": "CN=bench CA",
              "fingerprint_sha256": "ab" * 32, "serial": "01"}
-
-
-def list_csv(n: int) -> bytes:
-    """An ``internal-csv`` list of ``n`` entries (``bench.screening``'s: the UN list's vocabulary)."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(["entry_id", "kind", "name", "aliases", "dob", "countries", "identifiers", "bics",
-                "programmes"])
-    for e in _list_entries(n):
-        kind = e.kind if e.kind in ("individual", "entity") else "entity"
-        w.writerow([e.entry_id, kind, e.names[0], ";".join(e.names[1:]).replace(",", " "), "", "", "", "",
-                    "BENCH"])
-    return out.getvalue().encode()
 
 
 def _pct(xs: list[float], q: float) -> float:

@@ -1,11 +1,10 @@
-"""The sanctions list ``bench.pipeline`` seals for its screening row: the bank's own CSV format,
-read back whole, the same entries ``bench.screening`` screens against (names with a comma or a
-quote included: the CSV is written by the csv module, not by hand)."""
+"""The sanctions list the benchmarks seal (``bench.pipeline``'s screening row, ``bench.screening_reload``):
+the bank's own CSV format, read back whole, the same entries ``bench.screening`` screens against
+(names with a comma or a quote included: the CSV is written by the csv module, not by hand)."""
 
 from __future__ import annotations
 
-from bench.pipeline import list_csv
-from bench.screening import _list_entries
+from bench.screening import _list_entries, list_csv
 from inference.screening.lists import load
 
 
