@@ -10,7 +10,10 @@ endpoint's throughput, 1,000 and 10,000 transactions a call, against the same bo
 to the bare app. The client's own capacity is measured first, closed-loop against the bare
 app. Then, for each count in ``--deciders`` (default 1,2), ``sealtrail serve --workers N`` on a
 fresh ledger: the batch endpoint (1,000 a call, N calls in flight) and POST /v1/decisions at
-1,000/s offered, with the server's CPU summed over the supervisor and its workers.
+1,000/s offered, with the server's CPU summed over the supervisor and its workers. With
+``--list-entries N``, each of those ledgers first has a sanctions list of N entries sealed
+(``bench.screening.list_csv``, loaded with ``sealtrail lists load``), so every payment is screened
+as a bank's would be; the rows say so.
 
 A second baseline, the durable bare app (``bench.durable_app``), is the same stack again around an
 app that seals each request's body as one record of a real decision record's size (measured on
@@ -24,7 +27,8 @@ configuration (each server at each rate, each batch size, each ``--deciders`` co
 interleaved, the median of the 3 reported with its range. ``--full`` takes about 19 minutes with
 the default rates and deciders (each further rate ~5 min, each further decider count ~2.5 min).
 Run from the repository root:
-``python -m bench.http [--quick | --full] [--json PATH] [--dir DIR] [--rates 500,1000] [--deciders 1,2,4]``.
+``python -m bench.http [--quick | --full] [--json PATH] [--dir DIR] [--rates 500,1000] [--deciders 1,2,4]
+[--list-entries N]``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from api.certs import create_dev_pki
 from api.config import Settings
 from bench.machine import filesystem_of, host_info, probe_ms, version_of
 from bench.report import Row, format_table, verdict, write_json
+from bench.screening import list_csv
 from inference.simulate import SimConfig, simulate
 
 P99_TARGET_MS = 10.0
@@ -221,14 +226,20 @@ def _range(r: dict[str, Any], key: str, fmt: str = ".2f") -> str:
 
 
 def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, single_file: Path, batch_file: Path,
-              duration: float, warmup: float, batch_s: float, n_runs: int = 1) -> dict[str, Any]:
-    """``serve --workers n`` on a fresh ledger of its own: batch throughput with ``n`` calls in
-    flight, then POST /v1/decisions at 1,000/s offered; ``n_runs`` times each, interleaved."""
+              duration: float, warmup: float, batch_s: float, n_runs: int = 1,
+              list_file: Path | None = None) -> dict[str, Any]:
+    """``serve --workers n`` on a fresh ledger of its own (with the sanctions list ``list_file``
+    sealed first, when given): batch throughput with ``n`` calls in flight, then POST /v1/decisions
+    at 1,000/s offered; ``n_runs`` times each, interleaved."""
     home = tmp / f"deciders-{n}"
     home.mkdir()
     url = f"sqlite:///{home / 'ledger.db'}"
     overrides: dict[str, Any] = {"db": url, "keys": home / "keys"}
     ops.initialise(Settings(**overrides))
+    if list_file is not None:
+        subprocess.run([sys.executable, "-m", "api.cli", "lists", "load", str(list_file), "--format",
+                        "internal-csv", "--name", "bench-list", "--rationale", "benchmark", "--db", url,
+                        "--keys", str(home / "keys")], check=True, capture_output=True)
     argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(home / "keys"),
             "--port", "0", *tls, "--roles", str(pki / "roles.toml"), "--workers", str(n)]
     bs, os_ = [], []
@@ -243,10 +254,11 @@ def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, single_file: Path, b
                 print(f"  run {k + 1}/{n_runs}: --workers {n}: batch {bs[-1]['decisions_per_s']:,.0f} "
                       f"decisions/s; 1,000/s offered p99 {os_[-1].get('p99_ms', 0.0):.2f} ms")
     b, o = combine(bs), combine(os_)
-    print(f"serve --workers {n}: batch endpoint {b['decisions_per_s']:,.0f} decisions/s ({n} calls in "
-          f"flight, server CPU {_cpu(b)}/decision)")
+    listed = "" if list_file is None else ", a sanctions list in force"
+    print(f"serve --workers {n}{listed}: batch endpoint {b['decisions_per_s']:,.0f} decisions/s ({n} calls "
+          f"in flight, server CPU {_cpu(b)}/decision)")
     print(_open_line(f"--workers {n}", o))
-    return {"workers": n, "batch": b, "open": o}
+    return {"workers": n, "batch": b, "open": o, "list": list_file is not None}
 
 
 def _open_line(label: str, r: dict[str, Any]) -> str:
@@ -282,6 +294,8 @@ def main() -> None:
     ap.add_argument("--rates", default="500,1000", help="offered requests/s, comma-separated")
     ap.add_argument("--deciders", default="1,2",
                     help="serve --workers counts for the deciders rows ('' for none)")
+    ap.add_argument("--list-entries", type=int, default=0,
+                    help="a sanctions list of this many entries in force for the deciders rows [none]")
     args = ap.parse_args()
     deciders = [int(n) for n in args.deciders.split(",") if n.strip()]
     duration, warmup = (3.0, 1.0) if args.quick else (FULL_S, 2.0) if args.full else (10.0, 2.0)
@@ -401,8 +415,13 @@ def main() -> None:
                       f"errors {sum(u['errors'].values())}; "
                       f"server CPU {_cpu(u)}/record)")
                 results["batch"].append({"size": size, "bare": b, "durable": u, "decisions": d})
+        list_file = None
+        if args.list_entries > 0:
+            list_file = tmp / "list.csv"
+            list_file.write_bytes(list_csv(args.list_entries))
+        results["list_entries"] = args.list_entries
         results["deciders"] = [_deciders(n, tmp, tls, pki, single_file, batch_files[1000], duration,
-                                         warmup, batch_s, n_runs) for n in deciders]
+                                         warmup, batch_s, n_runs, list_file) for n in deciders]
     probe_after = probe_ms()
 
     rows = []
@@ -448,9 +467,10 @@ def main() -> None:
                         f"{_range(u, 'decisions_per_s', ',.0f')} (CPU {_cpu(u)}/record)",
                         f"{u['decisions_per_s'] / d['decisions_per_s']:.1f}x"))
     base = results["deciders"][0] if results["deciders"] else None
+    listed = f", {results['list_entries']:,}-entry list in force" if results["list_entries"] else ""
     for dn in results["deciders"]:
         d, o = dn["batch"], dn["open"]
-        rows.append(Row(f"serve --workers {dn['workers']}: batch endpoint, 1,000 a call",
+        rows.append(Row(f"serve --workers {dn['workers']}{listed}: batch endpoint, 1,000 a call",
                         f"{d['decisions_per_s']:,.0f} decisions/s{_range(d, 'decisions_per_s', ',.0f')} "
                         f"({dn['workers']} calls in flight; CPU {_cpu(d)}/decision)",
                         "" if base is None or base is dn else
@@ -459,7 +479,7 @@ def main() -> None:
                         f"{d['decisions_per_s'] / base['batch']['decisions_per_s']:.2f}x",
                         ">= 8,000/s" if dn["workers"] == 2 else "",
                         verdict(d["decisions_per_s"] >= 8000) if dn["workers"] == 2 else ""))
-        rows.append(Row(f"serve --workers {dn['workers']}: POST /v1/decisions, 1,000/s offered: p99",
+        rows.append(Row(f"serve --workers {dn['workers']}{listed}: POST /v1/decisions, 1,000/s offered: p99",
                         f"{o['p99_ms']:.2f} ms{_range(o, 'p99_ms')} (p50 {o['p50_ms']:.2f}; "
                         f"{sum(o['errors'].values())} errors; fail-safe {o['fail_safe']}; CPU {_cpu(o)}/req)",
                         "", "", "", ""))
