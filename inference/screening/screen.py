@@ -225,7 +225,8 @@ def _every_window(toks: Sequence[str], listed: Sequence[str], weight: Callable[[
 
 
 class _LongText:
-    """A long text's windows, of which only those that could reach the floor are scored: a window is
+    """A free text's windows (any length since ``BOUNDED_FROM`` is 1; the name is from when only long
+    texts took it), of which only those that could reach the floor are scored: a window is
     left out when the listed tokens its words are alike weigh too little for ``score_bound`` to reach
     the floor and the names are not alike written together (``joined_may_count``, then
     ``joined_counts``). Such a window changes nothing (the best window counts, and only at the floor
