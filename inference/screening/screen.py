@@ -168,7 +168,7 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
     return _best(hits)
 
 
-# From this many words on, a text's windows are chosen by the bound (``_LongText``), from the first:
+# From this many words on, a text's windows are chosen by the bound (``_TextWindows``), from the first:
 # with a candidate's windows found from where its words stand, the bound costs less than scoring
 # every window even for an address line (the same hits either way; 1 << 62 scores every window).
 BOUNDED_FROM = 1
@@ -192,15 +192,15 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
         return []
     best: dict[tuple[int, str], Hit] = {}
     bounded = len(toks) >= BOUNDED_FROM
-    long_text: _LongText | None = None  # made for the first candidate: most texts have none
+    windows: _TextWindows | None = None  # made for the first candidate: most texts have none
     for i in index.candidates(toks, floor):
         pos, entry, k, listed = index.names[i]
         if not bounded or len(listed) * len(toks) > _MAX_CELLS:
             score = _every_window(toks, listed, index.weight)
         else:
-            if long_text is None:
-                long_text = _LongText(toks)
-            score = long_text.best(listed, index.weight, floor)
+            if windows is None:
+                windows = _TextWindows(toks)
+            score = windows.best(listed, index.weight, floor)
         if entry.weak_aliases and k in entry.weak_aliases:
             score = score * 9 // 10  # a weak alias, as a party's name is scored
         if score < floor:
@@ -224,9 +224,8 @@ def _every_window(toks: Sequence[str], listed: Sequence[str], weight: Callable[[
     return score
 
 
-class _LongText:
-    """A free text's windows (any length since ``BOUNDED_FROM`` is 1; the name is from when only long
-    texts took it), of which only those that could reach the floor are scored: a window is
+class _TextWindows:
+    """A free text's windows, of which only those that could reach the floor are scored: a window is
     left out when the listed tokens its words are alike weigh too little for ``score_bound`` to reach
     the floor and the names are not alike written together (``joined_may_count``, then
     ``joined_counts``). Such a window changes nothing (the best window counts, and only at the floor

@@ -1,4 +1,4 @@
-"""Hostile probes of ``_LongText._sparse`` against ``_LongText._dense``: both must score the same
+"""Hostile probes of ``_TextWindows._sparse`` against ``_TextWindows._dense``: both must score the same
 windows, so they give every candidate the same value at every floor (under the floor too), and
 ``screen_text`` on the sparse path finds exactly the hits of scoring every window. Probed: texts
 shorter than the name, texts of exactly L and L + 1 words, alike words at the first and last
@@ -35,7 +35,7 @@ def compare_ways(index: ListIndex, text: str, floors: Sequence[int] = FLOORS) ->
     toks = screen_module.name_tokens(text).tokens
     if not toks:
         return 0
-    long_text = screen_module._LongText(toks)
+    long_text = screen_module._TextWindows(toks)
     checked = 0
     for i in index.candidates(toks, 0):
         listed = index.names[i][3]

@@ -1,4 +1,4 @@
-"""Hostile probes of free-text screening's window filter (``screen._LongText``): the hits it finds
+"""Hostile probes of free-text screening's window filter (``screen._TextWindows``): the hits it finds
 must be exactly those of scoring every window, the definition before the filter (a copy of that loop
 is the reference here). Probed: weak aliases, names of many tokens (past 16, 64 and the index's 64
 slots), repeated listed tokens, initials and one-letter words, names written together at the 10%
@@ -194,7 +194,7 @@ def test_both_ways_of_finding_windows_give_every_candidate_the_same_score(
             words[5:5] = [w] * rng.randrange(2, 9)
             words.append(w)
         toks = screen_module.name_tokens(" ".join(words)).tokens
-        long_text = screen_module._LongText(toks)
+        long_text = screen_module._TextWindows(toks)
         for floor in (0, 600, DEFAULT_FLOOR):
             for i in idx.candidates(toks, floor)[:150]:
                 listed = idx.names[i][3]
