@@ -150,9 +150,14 @@ def _same_card(got: object, want: object, where: str) -> None:
             _same_card(g, w, f"{where}[{i}]")
     elif where.endswith(".roc_auc") and isinstance(want, float):
         assert isinstance(got, float) and abs(got - want) <= 2e-4, (where, got, want)
+    elif ".score_precision.max_abs_diff.fp32." in where and isinstance(want, float):
+        # two fp32 kernels (onnxruntime against the numpy reference) differ by rounding alone, and by
+        # how much depends on the CPU's kernels: 2.99e-7 where the card was made, 1.2e-6 on an AMD EPYC
+        # VM. Replay holds fp32 scores to 1e-4 whatever this says; it must stay far below that.
+        assert isinstance(got, float) and 0.0 <= got <= 1e-5, (where, got, want)
     elif ".score_precision.max_abs_diff." in where and isinstance(want, float):
-        # a measured distance between two float kernels (numpy at fp16 or fp64, onnxruntime): the
-        # kernels differ by CPU too, so the figure may move in its last digits from machine to machine
+        # a measured distance between two float kernels (numpy at fp16 or fp64): the kernels differ
+        # by CPU too, so the figure may move in its last digits from machine to machine
         assert isinstance(got, float) and abs(got - want) <= max(1e-7, 0.05 * want), (where, got, want)
     else:
         assert got == want, (where, got, want)

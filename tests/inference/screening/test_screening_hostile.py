@@ -476,11 +476,13 @@ def big_index() -> tuple[ListIndex, list[str]]:
     return make_index(entries), first + last[:40]
 
 
-def test_ten_thousand_words_of_free_text_screen_in_under_two_seconds(
+def test_ten_thousand_words_of_free_text_screen_in_seconds_not_tens_of_seconds(
         big_index: tuple[ListIndex, list[str]]) -> None:
     idx, words = big_index
     text = " ".join(words[i * 31 % len(words)] for i in range(10_000))
-    within(2.0, lambda: screen_text(idx, "remittance", text))
+    # 1.1-1.7 s of one core on a 2-core AMD EPYC VM whose CPU probe reads 11 ms, more under a loaded
+    # CI run; scoring every window took 11.7 s on a VM twice as fast: the budget tells them apart
+    within(6.0, lambda: screen_text(idx, "remittance", text))
 
 
 def test_the_longest_party_name_a_message_carries_screens_quickly(
