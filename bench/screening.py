@@ -30,7 +30,12 @@ the same list; CPU per payment is a batch's process time over its payments (the 
 the pools (they still repeat where the pools do: the share of repeated names is printed). Brute
 force, same run: each party name compared with every listed name by ``rapidfuzz.process.extractOne``
 (Jaro-Winkler, C++) on a sample of payments. Also timed: building the index of the list (the
-load). Run from the repository root: ``python -m bench.screening [--part all|quality|alerts|speed]
+load). Screening budget: the least budget (units, ``inference.screening.screen``) that screens
+each of a sample of the batch's payments and of the training simulator's (seed 5, with address lines
+and look-alikes) in full (its 99th percentile and maximum: what sizing
+``screening_budget`` reads), and the long remittance of listed words screened as a payment under
+the default budget (CPU until it stops, and where). Run from the repository root:
+``python -m bench.screening [--part all|quality|alerts|speed]
 [--entries N] [--names N] [--batches N] [--json PATH]``.
 """
 
@@ -50,6 +55,7 @@ import random
 import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -67,7 +73,8 @@ from inference.screening import screen as screen_module
 from inference.screening.entries import ENTRY_KINDS, EntryKind, ListEntry, SanctionsList
 from inference.screening.index import ListIndex
 from inference.screening.match import token_similarity
-from inference.screening.screen import screen, screen_text
+from inference.screening.screen import DEFAULT_BUDGET, screen, screen_text
+from inference.simulate import SimConfig, simulate
 
 DATA = Path(__file__).parent / "data" / "screening"
 # thresholds proposed for the rule pack (which does not read screening scores yet): REVIEW from 850, HOLD 920
@@ -310,18 +317,44 @@ def speed(entries: tuple[ListEntry, ...], index: ListIndex, batches: int) -> dic
                                processor=utils.default_process)
     brute = (time.process_time() - t0) / len(sample)
     ours = statistics.median(per)
+    simulated = [s.transaction for s in simulate(SimConfig(seed=5, n_normal=BUDGET_SAMPLE * 4, days=7,
+                                                           lookalikes=True))][:BUDGET_SAMPLE * 4]
+    need = sorted(least_budget(t, index) for t in [*txs[:BUDGET_SAMPLE], *simulated])
     return {"batch": 1024, "batches": batches, "cpu_us_per_payment": round(ours * 1e6, 1),
             "brute_force_cpu_us_per_payment": round(brute * 1e6, 1),
             "ratio_brute_over_ours": round(brute / ours, 1),
             "repeated_party_names": round(1 - len(set(drawn)) / len(drawn), 4),
-            "long_remittance": long_remittance(entries, index, rng)}
+            "budget_units": {"payments": len(need), "p99": need[int(0.99 * (len(need) - 1))], "max": need[-1],
+                             "default": DEFAULT_BUDGET},
+            "long_remittance": long_remittance(entries, index, rng, sample[0])}
+
+
+# payments of a batch whose least budget is searched (some 14 screenings each), and four times as many
+# of the training simulator's (parties with address lines, look-alikes among them)
+BUDGET_SAMPLE = 256
+
+
+def least_budget(tx: Transaction, index: ListIndex) -> int:
+    """The least budget (units, at least 1) under which ``tx`` is screened in full."""
+    lo, hi = 1, 1
+    while screen(tx, index, budget=hi).stopped is not None:
+        lo, hi = hi + 1, hi * 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if screen(tx, index, budget=mid).stopped is None:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def long_remittance(entries: tuple[ListEntry, ...], index: ListIndex, rng: random.Random,
-                    words: int = LONG_WORDS) -> dict[str, Any]:
+                    carrier: Transaction, words: int = LONG_WORDS) -> dict[str, Any]:
     """A remittance of ``words`` words drawn from the listed names' own words (what a hostile sender
     would write to make every window a candidate's), screened as free text; same-run baseline: the
-    same text with every window scored (the windows' bound off), which must find the same hits."""
+    same text with every window scored (the windows' bound off), which must find the same hits.
+    Then the same text as the remittance of ``carrier``, screened as the decision does, under the
+    default budget."""
     vocab = sorted({w for e in entries[:500] for n in e.names for w in n.split()})
     text = " ".join(rng.choice(vocab) for _ in range(words))
     token_similarity.cache_clear()  # each run compares its words afresh
@@ -334,9 +367,14 @@ def long_remittance(entries: tuple[ListEntry, ...], index: ListIndex, rng: rando
         every = screen_text(index, "remittance", text)
         base = time.process_time() - t0
     same = sorted((h.entry_id, h.score) for h in hits) == sorted((h.entry_id, h.score) for h in every)
+    token_similarity.cache_clear()
+    t0 = time.process_time()
+    budgeted = screen(replace(carrier, remittance=text), index, budget=DEFAULT_BUDGET)
+    cut = time.process_time() - t0
     return {"words": words, "distinct_words": len(vocab), "hits": len(hits), "cpu_s": round(ours, 2),
             "every_window_cpu_s": round(base, 2), "ratio_every_window_over_ours": round(base / ours, 1),
-            "same_hits": same}
+            "same_hits": same, "under_default_budget": {"cpu_s": round(cut, 3), "stopped": budgeted.stopped,
+                                                        "hits": len(budgeted.hits)}}
 
 
 def main(argv: list[str] | None = None) -> int:

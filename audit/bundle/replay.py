@@ -44,6 +44,7 @@ from audit.decide.explanation import check_explanation, is_explained
 from audit.decide.record import (
     DECISION_SCHEMA,
     DECISION_SCHEMA_V3,
+    DECISION_SCHEMA_V7,
     DECISION_SCHEMAS,
     FAIL_SAFE_DECISION,
     FIXED_SCHEMAS,
@@ -51,6 +52,7 @@ from audit.decide.record import (
     SCREENED_SCHEMAS,
     features_from_body,
     states_explanation,
+    states_precision,
 )
 from audit.decide.types import ActiveRules
 from audit.errors import BundleError, ReplayMismatch
@@ -158,8 +160,9 @@ class Replayer:
 
     def _screening(self, seq: int, trace_id: str, body: dict[str, Any], names: tuple[str, ...],
                    values: list[float | None]) -> BundleError | None:
-        """A version 5 or 6 body's screening columns are those its stated lists and hits give
-        (``ScreeningEvidence.values``); a body of another version states no screening."""
+        """A version 5, 6 or 7 body's screening columns are those its stated lists and hits give
+        (``ScreeningEvidence.values``; version 7: and where screening stopped); a body of another
+        version states no screening."""
         if body["schema"] not in SCREENED_SCHEMAS:
             if "screening" in body:
                 return self._miss((seq, trace_id), "replay.screening", f"a {body['schema']} body states "
@@ -175,6 +178,11 @@ class Replayer:
         if not evidence.lists and (evidence.hits or evidence.cleared):
             return self._miss((seq, trace_id), "replay.screening", "the record states hits but names no list "
                               "it was screened against")
+        if (evidence.stopped is not None) is not (body["schema"] == DECISION_SCHEMA_V7):
+            said = ("states where its screening stopped at its budget; only" if evidence.stopped is not None
+                    else "does not state where its screening stopped, as every")
+            return self._miss((seq, trace_id), "replay.screening", f"a {body['schema']} body {said} "
+                              f"{DECISION_SCHEMA_V7} record does")
         want = evidence.values()
         got = values[-len(SCREENING_NAMES):]
         for name, w, g in zip(SCREENING_NAMES, want, got, strict=True):
@@ -186,8 +194,11 @@ class Replayer:
         return None
 
     def _precision(self, seq: int, trace_id: str, body: dict[str, Any]) -> BundleError | None:
-        """A version 6 body names the precision its score was computed at; no earlier one does."""
+        """A version 6 body names the precision its score was computed at, a version 7 one may (where
+        its scorer stated one); no earlier one does."""
         model = body["model"]
+        if body["schema"] == DECISION_SCHEMA_V7 and "precision" not in model:
+            return None
         if body["schema"] in PRECISION_SCHEMAS:
             got = model.get("precision")
             if type(got) is not str or not got or type(model.get("backend")) is not str:
@@ -396,7 +407,7 @@ class Replayer:
         unbound: set[int] = set()
         for i, r in enumerate(rows):
             m = r.body["model"]
-            if r.body["schema"] in PRECISION_SCHEMAS and m["precision"] != REFERENCE_PRECISION:
+            if states_precision(r.body) and m["precision"] != REFERENCE_PRECISION:
                 tol = self._tolerance(sha, str(m["backend"]), str(m["precision"]))
                 if isinstance(tol, str):
                     out.append(self._miss(r, "replay.precision", tol))
@@ -476,7 +487,7 @@ class Replayer:
 
 def _at(body: dict[str, Any]) -> str:
     """Where a version 6 body says its score was computed (empty for earlier versions)."""
-    if body["schema"] not in PRECISION_SCHEMAS:
+    if not states_precision(body):
         return ""
     return f" computed at {body['model']['precision']} on {body['model']['backend']}"
 

@@ -9,7 +9,10 @@ withdrawal, sealed before the decision) and that its bytes hash to the version; 
 with the parser the record names, indexes the set of lists a decision names once, parses the
 decision's payment with the scoring path's parser, and screens it (``inference.screening.screen``).
 The hits (where, list, entry, listed name matched, score, basis) must equal the record's; the
-screening columns of its features must be those hits' (``audit.bundle.replay``). A decision whose
+screening columns of its features must be those hits' (``audit.bundle.replay``). A
+``sealtrail.decision/7`` payment, whose screening stopped at its budget, is screened again under
+the budget its record states and must stop where the record says, with the same hits; every other
+version's is screened in full. A decision whose
 payment was purged cannot be screened again: it is counted, not failed, as its replay would be.
 
 A hit the record names as cleared (a good-guy clearance, ``audit.screening.clearance``) is found
@@ -235,7 +238,12 @@ class Rescreener:
         if tx is None:
             return ReplayMismatch("no message of the payload is the transaction the record names",
                                   kind="replay.screening", file=_PAYLOADS, seq=seq, trace_id=tid)
-        again = screen(tx, index)
+        again = screen(tx, index, budget=ev.budget)  # None (in full) unless the record stopped at one
+        if again.stopped != ev.stopped:
+            said = "in full" if again.stopped is None else f"stops at {again.stopped}"
+            return ReplayMismatch(f"screened again under the record's budget ({ev.budget}), the payment "
+                                  f"{said}; the record says it stopped at {ev.stopped}"[:900],
+                                  kind="replay.screening", seq=seq, trace_id=tid)
         got = sorted(_key(h) for h in again.hits)
         stated = sorted([_key(h) for h in ev.hits] + [_key(h) for h, _ in ev.cleared])
         if got != stated:

@@ -33,8 +33,9 @@ __all__ = ["FIXED_SCHEMA", "FIXED_SCHEMAS", "LIMIT", "MAX_DIGITS", "SCORE_SCALE"
            "decode_score", "quantise_rows", "quantise_scores", "scaled_row", "scaled_score"]
 
 FIXED_SCHEMA = "sealtrail.decision/4"  # the first decision record version that holds these numbers
-# every version that does (5: and screening; 6: and the precision the score was computed at)
-FIXED_SCHEMAS = (FIXED_SCHEMA, "sealtrail.decision/5", "sealtrail.decision/6")
+# every version that does (5: and screening; 6: and the precision the score was computed at; 7: and
+# screening stopped at its budget)
+FIXED_SCHEMAS = (FIXED_SCHEMA, "sealtrail.decision/5", "sealtrail.decision/6", "sealtrail.decision/7")
 LIMIT: int = 2**50
 MAX_DIGITS = 15  # the most decimal digits a column may keep (10**15 is exact in float64)
 SCORE_SCALE: int = 10**SCORE_DIGITS

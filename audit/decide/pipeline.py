@@ -103,7 +103,7 @@ from inference.messages import PARSER, Transaction
 from inference.model import MlpModel
 from inference.schema import FEATURE_SCHEMA, SCREENING_NAMES, feature_digits
 from inference.screening.features import UNSCREENED, screening_values
-from inference.screening.screen import Hit, Screening, screen
+from inference.screening.screen import DEFAULT_BUDGET, Hit, Screening, screen
 from inference.state_store import features_state_bytes, read_features_state
 from inference.velocity import Journal, VelocityState, key_id
 from ledger import LedgerUnavailableError, Record, store
@@ -613,6 +613,7 @@ class Pipeline:
             return cols, [_EXPIRED if s.expired else none for s in subs]
         refs = in_force.refs
         max_age = self.screener.max_age_days if self.screener is not None else None
+        budget = self.screener.budget if self.screener is not None else DEFAULT_BUDGET
         stale: dict[object, tuple[str, ...]] = {}
         plain: dict[tuple[str, ...], ScreeningEvidence] = {}  # no hit: one object (and its bytes) a batch
         for i, s in enumerate(subs):
@@ -620,7 +621,7 @@ class Pipeline:
                 cols[i] = UNSCREENED
                 evidence.append(_EXPIRED)
                 continue
-            got = screen(s.transaction, index)
+            got = screen(s.transaction, index, budget=budget)
             day = s.received_at.astimezone(UTC).date()  # the record's day: its time is stated in UTC
             findings = stale.get(day)
             if findings is None:
@@ -629,7 +630,11 @@ class Pipeline:
             if in_force.cleared and got.hits:
                 got, cleared = self._cleared(s.transaction, got, in_force, day)
             cols[i] = screening_values(got)
-            if got.hits or cleared:
+            if got.stopped is not None:  # version 7: where it stopped, and a word for the officer
+                said = (*findings, f"not screened in full: screening stopped in {got.stopped} at its budget "
+                                   f"of {budget:,} units (a free text of very many listed words)")
+                evidence.append(ScreeningEvidence(refs, got.hits, said, cleared, got.stopped, got.budget))
+            elif got.hits or cleared:
                 evidence.append(ScreeningEvidence(refs, got.hits, findings, cleared))
             else:
                 ev = plain.get(findings)
@@ -773,7 +778,9 @@ class Pipeline:
             queue_us=[s.queue_us for s in subs],
             idempotency=[s.idempotency for s in subs] if any(s.idempotency for s in subs) else None,
             account_risk=risks, explanation=explanations, scaled_values=scaled,
-            screening=_screening_bytes(evidence))
+            screening=_screening_bytes(evidence),
+            stopped=[ev.stopped is not None for ev in evidence] if any(ev.stopped for ev in evidence)
+            else None)
         # Every body comes from the ledger's own encoder (ledger.jcs: canonical_bytes, or a template
         # filled with its pieces), so the ledger need not parse it again (Record.from_jcs).
         records = [Record.from_jcs(DECISION_KIND, body, payload=s.raw)

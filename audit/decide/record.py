@@ -1,4 +1,5 @@
-"""The decision record (``sealtrail.decision/6``; ``/5`` before the score's precision, ``/4`` before
+"""The decision record (``sealtrail.decision/6``, or ``/7`` where screening stopped at its budget;
+``/5`` before the score's precision, ``/4`` before
 screening, ``/3`` before numbers in fixed units, ``/2`` before explanations, ``/1`` before account
 risk): what one sealed decision binds.
 
@@ -41,6 +42,14 @@ Version 6 is version 5 with ``model.precision``: the arithmetic the score was co
 score at the reference's own precision to the fixed tolerance, and one at another precision to the
 bound the model card states for it (``audit.bundle.replay``). A scorer that states no precision
 still seals version 5.
+
+Version 7 is version 6 whose screening stopped at its budget (``inference.screening.screen``):
+``screening.stopped`` names where in the payment, ``screening.budget`` the budget it had, the hits
+are those found before it stopped, and the screening columns whose values depend on the rest (the
+best, party and text scores, the count of hits) are missing. Only such a decision is sealed as
+version 7 (with ``model.precision`` where its scorer states one); every other stays version 6, so
+a version 6 or 5 record's screening was done in full, and screening it again without a budget finds
+its hits. Bundle verification screens a version 7 payment again under the budget it states.
 
 This module owns the record's layout: ``decision_body`` states it, and ``decision_bodies`` makes
 a whole batch's canonical bodies from columns (spliced into one template per batch, with the
@@ -93,6 +102,7 @@ __all__ = [
     "DECISION_SCHEMA_V4",
     "DECISION_SCHEMA_V5",
     "DECISION_SCHEMA_V6",
+    "DECISION_SCHEMA_V7",
     "FAIL_SAFE_DECISION",
     "FIXED_SCHEMAS",
     "PRECISION_SCHEMAS",
@@ -117,6 +127,7 @@ __all__ = [
     "jcs_str",
     "slot_parts",
     "states_explanation",
+    "states_precision",
 ]
 
 DECISION_KIND = "decision"
@@ -126,17 +137,18 @@ DECISION_SCHEMA_V3 = "sealtrail.decision/3"  # version 2 and ``explanation``
 DECISION_SCHEMA_V4 = FIXED_SCHEMA  # version 3 with numbers in fixed units
 DECISION_SCHEMA_V5 = FIXED_SCHEMAS[1]  # version 4 and ``screening``
 DECISION_SCHEMA_V6 = FIXED_SCHEMAS[2]  # version 5 and ``model.precision``
-DECISION_SCHEMA = DECISION_SCHEMA_V6  # what is sealed
+DECISION_SCHEMA_V7 = FIXED_SCHEMAS[3]  # version 6 whose screening stopped at its budget
+DECISION_SCHEMA = DECISION_SCHEMA_V6  # what is sealed (version 7 where screening stopped)
 # every version read and replayed
 DECISION_SCHEMAS = (DECISION_SCHEMA_V1, DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA_V4,
-                    DECISION_SCHEMA_V5, DECISION_SCHEMA_V6)
+                    DECISION_SCHEMA_V5, DECISION_SCHEMA_V6, DECISION_SCHEMA_V7)
 # those stating ``account_risk``
 RISK_SCHEMAS = (DECISION_SCHEMA_V2, DECISION_SCHEMA_V3, DECISION_SCHEMA_V4, DECISION_SCHEMA_V5,
-                DECISION_SCHEMA_V6)
+                DECISION_SCHEMA_V6, DECISION_SCHEMA_V7)
 # those stating ``screening`` (the lists and hits)
-SCREENED_SCHEMAS = (DECISION_SCHEMA_V5, DECISION_SCHEMA_V6)
-# those stating ``model.precision``
-PRECISION_SCHEMAS = (DECISION_SCHEMA_V6,)
+SCREENED_SCHEMAS = (DECISION_SCHEMA_V5, DECISION_SCHEMA_V6, DECISION_SCHEMA_V7)
+# those stating ``model.precision`` (version 7: where its scorer states one, see ``states_precision``)
+PRECISION_SCHEMAS = (DECISION_SCHEMA_V6, DECISION_SCHEMA_V7)
 FAIL_SAFE_DECISION = "HOLD"
 
 
@@ -261,6 +273,8 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
             if d.precision is not None:
                 raise ValueError("only a record that states its screening (version 6) states its precision")
             schema = DECISION_SCHEMA_V4
+        elif d.screening.stopped is not None:
+            schema = DECISION_SCHEMA_V7
         else:
             schema = DECISION_SCHEMA_V5 if d.precision is None else DECISION_SCHEMA_V6
         numbers: dict[str, Any] = {"digits": list(digits), "scaled": scaled_row(d.feature_values, digits)}
@@ -298,7 +312,7 @@ def decision_body(d: DecisionInputs) -> dict[str, Any]:
         body["account_risk"] = d.account_risk.to_json()
     if d.explanation is not None:  # version 3, and version 4 where the model can be attributed
         body["explanation"] = d.explanation.to_json()
-    if d.screening is not None:  # version 5
+    if d.screening is not None:  # version 5 (version 7: with where it stopped)
         body["screening"] = d.screening.to_json()
     return body
 
@@ -319,6 +333,15 @@ def fired_json(hits: Sequence[RuleHit]) -> list[dict[str, str]]:
 def jcs_fired(hits: Sequence[RuleHit]) -> Jcs:
     """The canonical bytes of the record's ``fired`` array (the pipeline keeps them per set of hits)."""
     return canonical_bytes(fired_json(hits))
+
+
+def states_precision(body: dict[str, Any]) -> bool:
+    """Whether a decision body states the precision its score was computed at: every version 6
+    body, and a version 7 body whose scorer stated one (it then has ``model.precision``)."""
+    schema = body.get("schema")
+    model = body.get("model")
+    return schema == DECISION_SCHEMA_V6 or (
+        schema == DECISION_SCHEMA_V7 and isinstance(model, dict) and "precision" in model)
 
 
 def states_explanation(body: dict[str, Any]) -> bool:
@@ -400,6 +423,8 @@ class DecisionColumns:
     account_risk: Sequence[AccountRisk | None] | None = None  # None: version 1 bodies, no account risk
     explanation: Sequence[Explanation | None] | None = None  # None: no body states an explanation
     screening: Sequence[Jcs] | None = None  # version 5: each body's canonical "screening"; None: version 4
+    # each decision whose screening stopped at its budget (a version 7 body, made whole); None: none did
+    stopped: Sequence[bool] | None = None
 
 
 class BodyTemplate:
@@ -526,7 +551,7 @@ class BodyTemplate:
                    cols.transaction_sha256, cols.principal, score_bytes, cols.queue_us, strict=True)
         keys, risks, whys = cols.idempotency, cols.account_risk, cols.explanation
         keyed, risked, explained = self.keyed, self.risked, self.explained
-        screens = cols.screening
+        screens, stopped = cols.screening, cols.stopped
         if (screens is not None) is not self.screened:
             return [canonical_bytes(decision_body(whole(i))) for i in range(len(cols.at))]
         for i, (at, dec, why, vb, fsha, fired, fmt, mtype, raw, ref, tsha, who, sb, queue) in enumerate(rows):
@@ -534,7 +559,8 @@ class BodyTemplate:
             risk = None if risks is None else risks[i]
             said = None if whys is None else whys[i]
             if ((key is not None) is not keyed or (risk is not None) is not risked
-                    or (said is not None) is not explained):  # not this shape: whole
+                    or (said is not None) is not explained
+                    or (stopped is not None and stopped[i])):  # not this shape (or version): whole
                 push(canonical_bytes(decision_body(whole(i))))
                 continue
             try:  # in SLOTS order
@@ -584,6 +610,9 @@ def decision_bodies(shared: DecisionInputs, cols: DecisionColumns,
         first_why = None  # no version 3 template without account risk: such bodies go whole
     # a template for version 3 bodies, or version 2, or version 1
     shared = replace(shared, account_risk=first_risk, explanation=first_why)
+    if shared.screening is not None and shared.screening.stopped is not None:
+        # the template is of the batch's version 6 bodies; a version 7 one (``cols.stopped``) goes whole
+        shared = replace(shared, screening=replace(shared.screening, stopped=None, budget=None))
     try:
         template = BodyTemplate.for_batch(shared)
     except CanonicalError:

@@ -54,6 +54,7 @@ from inference.backends import Backend, load_backend
 from inference.batcher import Priority
 from inference.features import FeatureExtractor
 from inference.model import ModelFiles
+from inference.screening.screen import DEFAULT_BUDGET
 from ledger import database
 from ledger.append import CheckpointPolicy, Ledger
 from wasm_rules import Sandbox
@@ -286,6 +287,10 @@ class Runtime(Generic[S]):
         max_age = getattr(s, "screening_max_age_days", None)
         if max_age is not None and (type(max_age) is not int or max_age < 0):
             raise ValueError(f"screening_max_age_days is a number of days (0: no limit), not {max_age!r}")
+        budget = getattr(s, "screening_budget", None)
+        budget = DEFAULT_BUDGET if budget is None else budget
+        if type(budget) is not int or budget < 1:
+            raise ValueError(f"screening_budget is a positive number of units, not {budget!r}")
         engine = database.open_engine(s.db)
         try:
             # the key store the settings name (a pkcs11: token, or the key file), where they name one
@@ -307,7 +312,7 @@ class Runtime(Generic[S]):
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
             windows = _Windows(engine, ledger.origin, restored.covered, ledger, restored.from_seq)
             risk, risk_report = rebuild_account_risk(engine, policy, size=restored.covered)
-            screener = Screener(engine, max_age_days=max_age)
+            screener = Screener(engine, max_age_days=max_age, budget=budget)
             screener.refresh(wait=True)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
                                 rebuild=windows.rebuild, account_risk=risk, covered=restored.covered,

@@ -14,7 +14,10 @@
   its configured freshness when it was used;
 - ``cleared`` (only where there is one): the name hits a good-guy clearance in force suppressed
   (``audit.screening.clearance``), each as a hit with the seq of the clearance's proposal
-  (``clearance_seq``): found, and not a hit.
+  (``clearance_seq``): found, and not a hit;
+- ``stopped`` and ``budget`` (only where screening stopped at its budget, ``sealtrail.decision/7``):
+  where in the payment it stopped and the budget it had (``inference.screening.screen``); the
+  hits are those found before it stopped, and the screening columns say the scores are not known.
 
 The screening columns of the record's features (``inference.screening.features``) are a function
 of ``lists`` and ``hits`` alone (``values``): replay checks the two agree, and with the lists' and
@@ -57,6 +60,8 @@ class ScreeningEvidence:
     hits: tuple[Hit, ...]
     findings: tuple[str, ...] = ()
     cleared: tuple[tuple[Hit, int], ...] = ()  # (hit, clearance proposal seq)
+    stopped: str | None = None  # where screening stopped at its budget (None: screened in full)
+    budget: int | None = None  # that budget, stated where it stopped
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -66,6 +71,9 @@ class ScreeningEvidence:
         }
         if self.cleared:  # a hit a good-guy clearance suppressed: named, and not a hit
             out["cleared"] = [{**_hit_json(h), "clearance_seq": seq} for h, seq in self.cleared]
+        if self.stopped is not None:  # version 7
+            out["stopped"] = self.stopped
+            out["budget"] = self.budget
         return out
 
     def to_jcs(self) -> Jcs:
@@ -75,7 +83,8 @@ class ScreeningEvidence:
         """The screening feature columns these lists and hits give."""
         if not self.lists:
             return UNSCREENED
-        return screening_values(Screening(self.hits, tuple((x.name, x.sha256) for x in self.lists)))
+        return screening_values(Screening(self.hits, tuple((x.name, x.sha256) for x in self.lists),
+                                          self.stopped, self.budget))
 
 
 def sealed_hits(body: object) -> tuple[dict[str, Any], ...]:
@@ -135,5 +144,13 @@ def evidence_from_json(obj: Any) -> ScreeningEvidence:
     cleared = obj.get("cleared", ())
     if not isinstance(cleared, Sequence) or isinstance(cleared, str):
         raise ValueError("screening: cleared is an array")
+    stopped = budget = None
+    if "stopped" in obj or "budget" in obj:  # both or neither
+        stopped, budget = _str(obj, "stopped"), _int(obj, "budget", 1, 2**62)
+        if not stopped:
+            raise ValueError("screening: stopped names where in the payment screening stopped")
+        if not refs:
+            raise ValueError("screening: stopped at its budget, yet names no list it was screened against")
     return ScreeningEvidence(tuple(refs), tuple(_hit(h) for h in hits), tuple(findings),
-                             tuple((_hit(c), _int(c, "clearance_seq", 0, 2**62)) for c in cleared))
+                             tuple((_hit(c), _int(c, "clearance_seq", 0, 2**62)) for c in cleared),
+                             stopped, budget)

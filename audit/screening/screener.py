@@ -36,6 +36,7 @@ from audit.screening.evidence import ListRef
 from audit.screening.lists import LIST_KIND, ListInForce, collector_paused, lists_in_force, read_list
 from inference.screening.entries import SanctionsList
 from inference.screening.index import ListIndex
+from inference.screening.screen import DEFAULT_BUDGET
 from ledger import store
 
 __all__ = ["CHECK_EVERY_S", "InForce", "Screener"]
@@ -96,10 +97,16 @@ class Screener:
 
     def __init__(self, engine: Engine, *, check_every_s: float = CHECK_EVERY_S,
                  max_age_days: int | None = None, clock: Callable[[], float] = time.monotonic,
-                 background: bool = True) -> None:
+                 background: bool = True, budget: int = DEFAULT_BUDGET) -> None:
+        """``budget``: the units of screening work each payment gets (``inference.screening.screen``);
+        a payment whose names and free text need more is screened until then and says where it
+        stopped."""
         if max_age_days is not None and (type(max_age_days) is not int or max_age_days < 0):
             raise ValueError(f"screening_max_age_days is a number of days (0: no limit), "
                              f"not {max_age_days!r}")
+        if type(budget) is not int or budget < 1:
+            raise ValueError(f"a screening budget is a positive number of units, not {budget!r}")
+        self.budget = budget
         self._engine, self._clock, self._background = engine, clock, background
         self.check_every_s = check_every_s
         self.max_age_days = max_age_days

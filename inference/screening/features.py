@@ -17,6 +17,12 @@ integer (docs/scoring.md "Features", docs/screening.md "In the decision"):
 With no list in force every column but ``screen_lists`` is NaN (not screened), so that a rule
 written ``screen_best_score >= t`` stays silent and one written fail-closed can tell "screened,
 nothing found" (0) from "not screened".
+
+A screening that stopped at its budget (``Screening.stopped``) did not screen every name and text:
+its best, party and text scores and its count of hits are NaN (not known), while
+``screen_lists`` counts the lists and the identifier and BIC columns stand (every identifier and
+BIC is matched before any name). Lists in force with no best score is what the rule pack's
+``SANCTIONS_SCREENING_INCOMPLETE`` holds.
 """
 
 from __future__ import annotations
@@ -59,5 +65,8 @@ def screening_values(screening: Screening | None) -> tuple[float, ...]:
             party = max(party, h.score)
         else:
             text = max(text, h.score)
+    if screening.stopped is not None:  # not screened in full: the scores and the count are not known
+        return (float(len(screening.lists)), math.nan, math.nan, math.nan,
+                1.0 if ident else 0.0, 1.0 if bic else 0.0, math.nan)
     return (float(len(screening.lists)), float(screening.best), float(party), float(text),
             1.0 if ident else 0.0, 1.0 if bic else 0.0, float(len(entries)))

@@ -18,6 +18,17 @@ and its basis:
 
 Only hits scoring at least ``floor`` are kept. What a hit leads to (REVIEW, HOLD, BLOCK) is the
 rule pack's decision, not this module's.
+
+Free text costs time with the listed words it holds: a remittance written from a list's own words
+makes most of the list's names candidates, each scored over the text. ``screen(tx, index,
+budget=n)`` bounds that work per payment, deterministically: every identifier and BIC is matched
+first, then names and free text in a fixed order (parties, agents, remittance, sender-to-receiver),
+and each candidate a free text yields costs ``1 + words // WORDS_PER_UNIT`` units (a text's words
+as screened). When the next candidate would take the payment past ``n``, screening stops there:
+the ``Screening`` names where (``stopped``) and keeps the hits found until then. The same payment,
+lists and budget stop at the same candidate on every machine; a screening that did not stop found
+exactly what an unbounded one finds (the budget chooses where to stop, never what a candidate
+scores). Names of up to ``MAX_NAME_TOKENS`` words are not charged: the index bounds their cost.
 """
 
 from __future__ import annotations
@@ -41,8 +52,9 @@ from inference.screening.match import (
 )
 from inference.screening.normalise import name_tokens, shape_reading
 
-__all__ = ["COUNTRY_AGREES", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES", "KIND_DISAGREES",
-           "MAX_NAME_TOKENS", "Hit", "Screening", "screen", "screen_name", "screen_text"]
+__all__ = ["COUNTRY_AGREES", "DEFAULT_BUDGET", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES",
+           "KIND_DISAGREES", "MAX_NAME_TOKENS", "WORDS_PER_UNIT", "Budget", "Hit", "Screening", "screen",
+           "screen_name", "screen_text"]
 
 DEFAULT_FLOOR = 800
 MAX_NAME_TOKENS = 24  # more words than a name has: screened as free text
@@ -50,6 +62,13 @@ DOB_AGREES = 30
 DOB_DISAGREES = 80
 COUNTRY_AGREES = 20
 KIND_DISAGREES = 60
+# The screening budget the decision pipeline gives a payment, in units of ``Budget``. Against a
+# 30,000-entry list, payments of the training simulator and of ``bench.screening`` need at most a
+# few hundred units (most need none: a unit is a candidate, and an address like "9 Station Road
+# Lisbon" yields some 500 of them); a remittance made of listed words reaches 16,384 in about a
+# tenth of a second of CPU (docs/screening.md "Budget").
+DEFAULT_BUDGET = 16384
+WORDS_PER_UNIT = 16  # a candidate of a free text costs one unit more per this many words of it
 
 
 @dataclass(frozen=True)
@@ -73,18 +92,52 @@ class Hit:
 
 @dataclass(frozen=True)
 class Screening:
-    """A payment's screening: the hits, best first, and the lists it was screened against."""
+    """A payment's screening: the hits, best first, and the lists it was screened against. With
+    ``stopped`` (where in the payment), screening stopped there at its ``budget``: the hits are
+    those found before, and the payment was not screened in full."""
 
     hits: tuple[Hit, ...]
     lists: tuple[tuple[str, str], ...]  # (name, sha256) of every list indexed
+    stopped: str | None = None
+    budget: int | None = None  # the budget it was screened under (None: unbounded)
 
     @property
     def best(self) -> int:
         return max((h.score for h in self.hits), default=0)
 
+    @property
+    def complete(self) -> bool:
+        return self.stopped is None
+
     def to_json(self) -> dict[str, Any]:
-        return {"lists": [{"name": n, "sha256": s} for n, s in self.lists],
-                "hits": [h.to_json() for h in self.hits]}
+        out: dict[str, Any] = {"lists": [{"name": n, "sha256": s} for n, s in self.lists],
+                               "hits": [h.to_json() for h in self.hits]}
+        if self.stopped is not None:
+            out["stopped"] = self.stopped
+            out["budget"] = self.budget
+        return out
+
+
+class Budget:
+    """Units of screening work left for one payment (see the module), and where it ran out."""
+
+    __slots__ = ("left", "stopped", "total")
+
+    def __init__(self, units: int) -> None:
+        if type(units) is not int or units < 1:
+            raise ValueError(f"a screening budget is a positive number of units, got {units!r}")
+        self.total = units
+        self.left = units
+        self.stopped: str | None = None
+
+    def spend(self, units: int, where: str) -> bool:
+        """Take ``units`` if that many are left (True); else stop at ``where`` (False), for good."""
+        if self.stopped is None and units <= self.left:
+            self.left -= units
+            return True
+        if self.stopped is None:
+            self.stopped = where
+        return False
 
 
 def _dob_years(party: Party) -> set[int]:
@@ -122,26 +175,26 @@ def _best(hits: list[Hit]) -> list[Hit]:
 
 
 def screen_name(index: ListIndex, where: str, text: str, party: Party | None = None,
-                floor: int = DEFAULT_FLOOR) -> list[Hit]:
+                floor: int = DEFAULT_FLOOR, budget: Budget | None = None) -> list[Hit]:
     """Hits for one name, read as written and, where it has words in look-alike Cyrillic or Greek
-    letters, as those words look ("НАМАЅ" is screened as HAMAS too)."""
+    letters, as those words look ("НАМАЅ" is screened as HAMAS too). ``budget``: see the module."""
     shaped = shape_reading(text)
-    hits = _screen_name(index, where, text, party, floor)
-    if shaped is not None:
+    hits = _screen_name(index, where, text, party, floor, budget)
+    if shaped is not None and (budget is None or budget.stopped is None):
         hits += [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
-                 for h in _screen_name(index, where, shaped, party, floor)]
+                 for h in _screen_name(index, where, shaped, party, floor, budget)]
     return _best(hits)
 
 
 def _screen_name(index: ListIndex, where: str, text: str, party: Party | None = None,
-                 floor: int = DEFAULT_FLOOR) -> list[Hit]:
+                 floor: int = DEFAULT_FLOOR, budget: Budget | None = None) -> list[Hit]:
     """Hits for one name (a party's, or any name a caller has). A "name" of more than
     ``MAX_NAME_TOKENS`` words is screened as free text, so that padding a listed name with other
     words cannot bury it (nor make the comparison slow)."""
     name = name_tokens(text)
     if len(name.tokens) > MAX_NAME_TOKENS:
         return [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, "name")
-                for h in screen_text(index, where, text, floor)]
+                for h in screen_text(index, where, text, floor, budget)]
     is_company = bool(name.forms)
     out = []
     # the most secondary evidence can add for this party: only names within it of the floor count
@@ -156,15 +209,18 @@ def _screen_name(index: ListIndex, where: str, text: str, party: Party | None = 
     return out
 
 
-def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
+def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR,
+                budget: Budget | None = None) -> list[Hit]:
     """Listed names inside free text: each candidate scored on the windows of words as long as its
     name (and one longer) around the words alike one of its own, the best kept; the text read as
-    written and, where it has words in look-alike Cyrillic or Greek letters, as they look."""
+    written and, where it has words in look-alike Cyrillic or Greek letters, as they look.
+    ``budget``: each candidate is paid for before it is scored (see the module); when the budget
+    runs out, the hits found until then."""
     shaped = shape_reading(text)
-    hits = _screen_text(index, where, text, floor)
-    if shaped is not None:
+    hits = _screen_text(index, where, text, floor, budget)
+    if shaped is not None and (budget is None or budget.stopped is None):
         hits += [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
-                 for h in _screen_text(index, where, shaped, floor)]
+                 for h in _screen_text(index, where, shaped, floor, budget)]
     return _best(hits)
 
 
@@ -183,7 +239,8 @@ _MAX_CELLS = 1 << 22
 _SPARSE_STARTS = 256
 
 
-def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR) -> list[Hit]:
+def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FLOOR,
+                 budget: Budget | None = None) -> list[Hit]:
     """Each candidate's windows are the runs of words as long as its name, and one longer, that hold
     a word alike one of its tokens (a run cut by the end of the text counts from its start only);
     the best window's score counts."""
@@ -193,7 +250,10 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
     best: dict[tuple[int, str], Hit] = {}
     bounded = len(toks) >= BOUNDED_FROM
     windows: _TextWindows | None = None  # made for the first candidate: most texts have none
+    cost = 1 + len(toks) // WORDS_PER_UNIT
     for i in index.candidates(toks, floor):
+        if budget is not None and not budget.spend(cost, where):
+            break
         pos, entry, k, listed = index.names[i]
         if not bounded or len(listed) * len(toks) > _MAX_CELLS:
             score = _every_window(toks, listed, index.weight)
@@ -410,8 +470,10 @@ def _parties(tx: Transaction) -> Iterator[tuple[str, Party]]:
             yield role, p
 
 
-def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR) -> Screening:
-    """Every party, agent and free text of ``tx`` against ``index`` (see the module's text)."""
+def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR,
+           budget: int | None = None) -> Screening:
+    """Every party, agent and free text of ``tx`` against ``index`` (see the module's text); with
+    ``budget`` (units), names and free text until it runs out."""
     hits: list[Hit] = []
     for where, party in _parties(tx):
         for ident in party.identifiers:
@@ -432,20 +494,29 @@ def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR) -> Scr
                 lst = index.lists[ih.list_pos]
                 hits.append(Hit(f"{where}.bic", party.bic, lst.name, lst.sha256, ih.entry.entry_id, ih.value,
                                 1000, "bic"))
-        if party.name:
-            hits.extend(screen_name(index, where, party.name, party, floor))
-        if party.address_lines:
-            hits.extend(screen_text(index, f"{where}.address", " ".join(party.address_lines), floor))
     for agent in tx.agents:
         if agent.bic:
             for ih in index.match_bic(agent.bic):
                 lst = index.lists[ih.list_pos]
                 hits.append(Hit(f"agent.{agent.role}.bic", agent.bic, lst.name, lst.sha256, ih.entry.entry_id,
                                 ih.value, 1000, "bic"))
-        if agent.name_address:
-            hits.extend(screen_text(index, f"agent.{agent.role}", " ".join(agent.name_address), floor))
+    # then names and free text, in this order, until the budget (if any) runs out, and nothing after
+    # it; every exact match above is found whatever it does (the hits are sorted below: the order they
+    # are found in changes nothing)
+    spent = None if budget is None else Budget(budget)
+    for where, party in _parties(tx):
+        if party.name and (spent is None or spent.stopped is None):
+            hits.extend(screen_name(index, where, party.name, party, floor, spent))
+        if party.address_lines and (spent is None or spent.stopped is None):
+            hits.extend(screen_text(index, f"{where}.address", " ".join(party.address_lines), floor, spent))
+    for agent in tx.agents:
+        if agent.name_address and (spent is None or spent.stopped is None):
+            hits.extend(screen_text(index, f"agent.{agent.role}", " ".join(agent.name_address), floor, spent))
     for where, text in (("remittance", tx.remittance), ("sender_to_receiver", tx.sender_to_receiver)):
-        if text:
-            hits.extend(screen_text(index, where, text, floor))
+        if text and (spent is None or spent.stopped is None):
+            hits.extend(screen_text(index, where, text, floor, spent))
     hits.sort(key=lambda h: (-h.score, h.where, h.list_name, h.entry_id))
-    return Screening(tuple(hits), tuple((lst.name, lst.sha256) for lst in index.lists))
+    lists = tuple((lst.name, lst.sha256) for lst in index.lists)
+    if spent is not None and spent.stopped is not None:
+        return Screening(tuple(hits), lists, spent.stopped, budget)
+    return Screening(tuple(hits), lists)

@@ -32,12 +32,13 @@ from audit.decide.record import (
     DECISION_SCHEMA_V4,
     DECISION_SCHEMA_V5,
     DECISION_SCHEMA_V6,
+    DECISION_SCHEMA_V7,
     features_from_body,
 )
 from audit.query.index import record_rows
 from audit.state.account_risk_replay import apply_records
 from inference.features import features_sha256
-from inference.schema import feature_digits
+from inference.schema import FEATURE_SCHEMAS, feature_digits
 from ledger.jcs import canonical_bytes
 from wasm_rules import Sandbox
 
@@ -329,3 +330,48 @@ def test_precision_is_stated_in_version_6_only(sandbox: Sandbox) -> None:
     for body in (v5, missing, empty, number):
         errs = _replay(_v6_replayer(sandbox), [body])
         assert [e.kind for e in errs] == ["replay.precision"], body["model"]
+
+
+def _v7() -> list[tuple[bytes, dict[str, Any]]]:
+    lines = (VECTORS / "decision-v7" / "records.jsonl").read_bytes().splitlines()
+    return [(line, orjson.loads(line)) for line in lines]
+
+
+def _v7_replayer(sandbox: Sandbox) -> Replayer:
+    here = VECTORS / "decision-v7"
+    module, weights = (here / "pack.wasm").read_bytes(), (here / "weights.npz").read_bytes()
+    return Replayer(sandbox, lambda sha: module, lambda sha: weights)
+
+
+def test_version_7_records_state_where_screening_stopped_re_encode_and_replay(sandbox: Sandbox) -> None:
+    (line6, v6), (line7, v7) = _v7()
+    assert (v6["schema"], v7["schema"]) == (DECISION_SCHEMA_V6, DECISION_SCHEMA_V7)
+    for line, body in ((line6, v6), (line7, v7)):
+        assert canonical_bytes(body) == line == rfc8785.dumps(body) and _floats(body) == []
+    # version 6 and screening.stopped / screening.budget: nothing else in the layout moved
+    assert set(v7) == set(v6) and set(v7["model"]) == set(v6["model"])
+    assert set(v7["screening"]) - set(v6["screening"]) == {"stopped", "budget"}
+    assert (v7["screening"]["stopped"], v7["screening"]["budget"]) == ("remittance", 30)
+    assert v7["decision"] == "HOLD" and [f["id"] for f in v7["fired"]] == ["SANCTIONS_SCREENING_INCOMPLETE"]
+    scaled = dict(zip(FEATURE_SCHEMAS["sealtrail.features/5"], v7["features"]["scaled"], strict=True))
+    assert scaled["screen_lists"] is not None and scaled["screen_best_score"] is None
+    rp = _v7_replayer(sandbox)
+    assert _replay(rp, [v6, v7]) == [] and rp.replayed == rp.rescored == 2
+
+
+def test_where_screening_stopped_is_stated_in_version_7_only(sandbox: Sandbox) -> None:
+    (_, v6), (_, v7) = _v7()
+    unsaid = {**v7, "screening": {k: v for k, v in v7["screening"].items() if k not in ("stopped", "budget")}}
+    said = {**v6, "screening": {**v6["screening"], "stopped": "remittance", "budget": 30}}
+    relabelled = {**v7, "schema": DECISION_SCHEMA_V6}
+    half = {**v7, "screening": {k: v for k, v in v7["screening"].items() if k != "stopped"}}
+    zero = {**v7, "screening": {**v7["screening"], "budget": 0}}
+    for body in (unsaid, said, relabelled, half, zero):
+        errs = _replay(_v7_replayer(sandbox), [body])
+        assert "replay.screening" in [e.kind for e in errs], body["screening"]
+    # stopped, the scores are not known: a record stating one anyway is named
+    known = {**v7, "features": {**v7["features"], "scaled": list(v7["features"]["scaled"])}}
+    names = FEATURE_SCHEMAS["sealtrail.features/5"]
+    known["features"]["scaled"][names.index("screen_best_score")] = 0
+    errs = _replay(_v7_replayer(sandbox), [known])
+    assert "replay.screening" in [e.kind for e in errs]

@@ -100,8 +100,9 @@ def test_a_pipeline_that_sealed_fewer_hits_than_the_lists_give_is_caught(
     screener = screened(ledger)
     real = screen_module.screen
 
-    def blind(tx: Any, index: Any, floor: int = screen_module.DEFAULT_FLOOR) -> screen_module.Screening:
-        got = real(tx, index, floor)  # the beneficiary's name never screened: its hits dropped
+    def blind(tx: Any, index: Any, floor: int = screen_module.DEFAULT_FLOOR,
+              budget: int | None = None) -> screen_module.Screening:
+        got = real(tx, index, floor, budget)  # the beneficiary's name never screened: its hits dropped
         return replace(got, hits=tuple(h for h in got.hits if h.where != "beneficiary"))
 
     monkeypatch.setattr("audit.decide.pipeline.screen", blind)
