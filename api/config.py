@@ -103,11 +103,11 @@ class Settings(BaseSettings):
                                 "before a payment screened against it is a finding on the decision; "
                                 "unset or 0: no limit")
     screening_budget: int = Field(
-        16_384, ge=1, description="units of sanctions-screening work a payment gets (a candidate name in "
-                                  "a free text costs 1 + words/16): a payment whose names and free text "
-                                  "need more is screened until then, held by the pack's "
-                                  "SANCTIONS_SCREENING_INCOMPLETE and sealed as sealtrail.decision/7 "
-                                  "naming where it stopped")
+        16_384, ge=1, description="units of sanctions-screening work a payment gets (a free text costs a "
+                                  "unit per 8 characters, 32 per distinct word and 1 + words/16 per "
+                                  "candidate name): a payment whose free text needs more is screened "
+                                  "until then, held by the pack's SANCTIONS_SCREENING_INCOMPLETE and "
+                                  "sealed as sealtrail.decision/7 naming where it stopped")
     rate_limits: dict[str, RateLimit] = Field(
         default_factory=dict,
         description='per-principal request rates by role, JSON: {"scorer": {"per_second": 20000, '

@@ -19,16 +19,21 @@ and its basis:
 Only hits scoring at least ``floor`` are kept. What a hit leads to (REVIEW, HOLD, BLOCK) is the
 rule pack's decision, not this module's.
 
-Free text costs time with the listed words it holds: a remittance written from a list's own words
-makes most of the list's names candidates, each scored over the text. ``screen(tx, index,
-budget=n)`` bounds that work per payment, deterministically: every identifier and BIC is matched
-first, then names and free text in a fixed order (parties, agents, remittance, sender-to-receiver),
-and each candidate a free text yields costs ``1 + words // WORDS_PER_UNIT`` units (a text's words
-as screened). When the next candidate would take the payment past ``n``, screening stops there:
-the ``Screening`` names where (``stopped``) and keeps the hits found until then. The same payment,
-lists and budget stop at the same candidate on every machine; a screening that did not stop found
-exactly what an unbounded one finds (the budget chooses where to stop, never what a candidate
-scores). Names of up to ``MAX_NAME_TOKENS`` words are not charged: the index bounds their cost.
+Free text costs time with its length and with the listed words it holds: a remittance written
+from a list's own words makes most of the list's names candidates, each scored over the text, and
+one of many distinct words each alike many listed ones costs the index a lookup per word.
+``screen(tx, index, budget=n)`` bounds that work per payment, deterministically: every identifier
+and BIC is matched first, then every party's name, then the free text in a fixed order (each
+party's address, the agents' names and addresses, remittance, sender-to-receiver). A free text
+costs, each charge paid before the work it pays for: ``len(text) // CHARS_PER_UNIT`` units for
+each reading of it (as written, and as its look-alike letters look), ``WORD_UNITS`` per distinct
+word, and ``1 + words // WORDS_PER_UNIT`` per candidate name. When a charge would take the payment
+past ``n``, screening stops there: the ``Screening`` names where (``stopped``) and keeps the hits
+found until then, and no free text after it is screened. The same payment, lists and budget stop
+at the same place on every machine; a screening that did not stop found exactly what an unbounded
+one finds (the budget chooses where to stop, never what a candidate scores). A party's name of up
+to ``MAX_NAME_TOKENS`` words is not charged and is screened whatever the budget: the index bounds
+its cost (a longer one is screened, and charged, as free text).
 """
 
 from __future__ import annotations
@@ -52,9 +57,9 @@ from inference.screening.match import (
 )
 from inference.screening.normalise import name_tokens, shape_reading
 
-__all__ = ["COUNTRY_AGREES", "DEFAULT_BUDGET", "DEFAULT_FLOOR", "DOB_AGREES", "DOB_DISAGREES",
-           "KIND_DISAGREES", "MAX_NAME_TOKENS", "WORDS_PER_UNIT", "Budget", "Hit", "Screening", "screen",
-           "screen_name", "screen_text"]
+__all__ = ["CHARS_PER_UNIT", "COUNTRY_AGREES", "DEFAULT_BUDGET", "DEFAULT_FLOOR", "DOB_AGREES",
+           "DOB_DISAGREES", "KIND_DISAGREES", "MAX_NAME_TOKENS", "WORDS_PER_UNIT", "WORD_UNITS", "Budget",
+           "Hit", "Screening", "screen", "screen_name", "screen_text"]
 
 DEFAULT_FLOOR = 800
 MAX_NAME_TOKENS = 24  # more words than a name has: screened as free text
@@ -68,7 +73,9 @@ KIND_DISAGREES = 60
 # Lisbon" yields some 500 of them); a remittance made of listed words reaches 16,384 in about a
 # tenth of a second of CPU (docs/screening.md "Budget").
 DEFAULT_BUDGET = 16384
-WORDS_PER_UNIT = 16  # a candidate of a free text costs one unit more per this many words of it
+CHARS_PER_UNIT = 8  # a free text (each reading of it) costs a unit per this many characters, first
+WORD_UNITS = 32  # then each of its distinct words costs this many units (its reach in the index)
+WORDS_PER_UNIT = 16  # then each candidate costs one unit, and one more per this many words of the text
 
 
 @dataclass(frozen=True)
@@ -177,10 +184,13 @@ def _best(hits: list[Hit]) -> list[Hit]:
 def screen_name(index: ListIndex, where: str, text: str, party: Party | None = None,
                 floor: int = DEFAULT_FLOOR, budget: Budget | None = None) -> list[Hit]:
     """Hits for one name, read as written and, where it has words in look-alike Cyrillic or Greek
-    letters, as those words look ("НАМАЅ" is screened as HAMAS too). ``budget``: see the module."""
+    letters, as those words look ("НАМАЅ" is screened as HAMAS too). ``budget``: see the module (a
+    name screened as free text is charged as free text; any other costs nothing)."""
     shaped = shape_reading(text)
     hits = _screen_name(index, where, text, party, floor, budget)
-    if shaped is not None and (budget is None or budget.stopped is None):
+    if shaped is not None and not (len(name_tokens(text).tokens) > MAX_NAME_TOKENS
+                                   and len(name_tokens(shaped).tokens) > MAX_NAME_TOKENS):
+        # (a name screened as free text had its look-alike reading screened with it: not twice)
         hits += [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
                  for h in _screen_name(index, where, shaped, party, floor, budget)]
     return _best(hits)
@@ -216,9 +226,11 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
     written and, where it has words in look-alike Cyrillic or Greek letters, as they look.
     ``budget``: each candidate is paid for before it is scored (see the module); when the budget
     runs out, the hits found until then."""
+    if budget is not None and not budget.spend(len(text) // CHARS_PER_UNIT, where):
+        return []  # (before any work that grows with the text)
     shaped = shape_reading(text)
     hits = _screen_text(index, where, text, floor, budget)
-    if shaped is not None and (budget is None or budget.stopped is None):
+    if shaped is not None and (budget is None or budget.spend(len(shaped) // CHARS_PER_UNIT, where)):
         hits += [Hit(where, text, h.list_name, h.list_sha256, h.entry_id, h.matched, h.score, h.basis)
                  for h in _screen_text(index, where, shaped, floor, budget)]
     return _best(hits)
@@ -247,6 +259,8 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
     toks = name_tokens(text).tokens
     if not toks:
         return []
+    if budget is not None and not budget.spend(len(set(toks)) * WORD_UNITS, where):
+        return []  # (before each distinct word's reach in the index is found)
     best: dict[tuple[int, str], Hit] = {}
     bounded = len(toks) >= BOUNDED_FROM
     windows: _TextWindows | None = None  # made for the first candidate: most texts have none
@@ -500,13 +514,15 @@ def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR,
                 lst = index.lists[ih.list_pos]
                 hits.append(Hit(f"agent.{agent.role}.bic", agent.bic, lst.name, lst.sha256, ih.entry.entry_id,
                                 ih.value, 1000, "bic"))
-    # then names and free text, in this order, until the budget (if any) runs out, and nothing after
-    # it; every exact match above is found whatever it does (the hits are sorted below: the order they
-    # are found in changes nothing)
+    # then every party's name (free: the index bounds a name's cost, unless it is long enough to be
+    # screened as free text), then the free text in this order until the budget (if any) runs out,
+    # and none after it; every exact match above is found whatever it does (the hits are sorted
+    # below: the order they are found in changes nothing)
     spent = None if budget is None else Budget(budget)
     for where, party in _parties(tx):
-        if party.name and (spent is None or spent.stopped is None):
+        if party.name:
             hits.extend(screen_name(index, where, party.name, party, floor, spent))
+    for where, party in _parties(tx):
         if party.address_lines and (spent is None or spent.stopped is None):
             hits.extend(screen_text(index, f"{where}.address", " ".join(party.address_lines), floor, spent))
     for agent in tx.agents:

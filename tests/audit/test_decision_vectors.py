@@ -351,7 +351,7 @@ def test_version_7_records_state_where_screening_stopped_re_encode_and_replay(sa
     # version 6 and screening.stopped / screening.budget: nothing else in the layout moved
     assert set(v7) == set(v6) and set(v7["model"]) == set(v6["model"])
     assert set(v7["screening"]) - set(v6["screening"]) == {"stopped", "budget"}
-    assert (v7["screening"]["stopped"], v7["screening"]["budget"]) == ("remittance", 30)
+    assert (v7["screening"]["stopped"], v7["screening"]["budget"]) == ("remittance", 760)
     assert v7["decision"] == "HOLD" and [f["id"] for f in v7["fired"]] == ["SANCTIONS_SCREENING_INCOMPLETE"]
     scaled = dict(zip(FEATURE_SCHEMAS["sealtrail.features/5"], v7["features"]["scaled"], strict=True))
     assert scaled["screen_lists"] is not None and scaled["screen_best_score"] is None
@@ -362,7 +362,7 @@ def test_version_7_records_state_where_screening_stopped_re_encode_and_replay(sa
 def test_where_screening_stopped_is_stated_in_version_7_only(sandbox: Sandbox) -> None:
     (_, v6), (_, v7) = _v7()
     unsaid = {**v7, "screening": {k: v for k, v in v7["screening"].items() if k not in ("stopped", "budget")}}
-    said = {**v6, "screening": {**v6["screening"], "stopped": "remittance", "budget": 30}}
+    said = {**v6, "screening": {**v6["screening"], "stopped": "remittance", "budget": 760}}
     relabelled = {**v7, "schema": DECISION_SCHEMA_V6}
     half = {**v7, "screening": {k: v for k, v in v7["screening"].items() if k != "stopped"}}
     zero = {**v7, "screening": {**v7["screening"], "budget": 0}}

@@ -60,7 +60,7 @@ def governed(ledger: Ledger, sandbox: Sandbox, budget: int) -> Pipeline:
 
 def test_a_payment_not_screened_in_full_is_held_and_sealed_as_version_7_and_the_bundle_verifies(
         ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
-    pipe = governed(ledger, sandbox, budget=30)
+    pipe = governed(ledger, sandbox, budget=760)
     ds = pipe.decide([message(1), flooded(2), message(3, text="/RFB/goods for SEVMORNEFTEGAZ TRADING")])
     plain, flood, named = ds
     bodies = [record(ledger, d) for d in ds]
@@ -69,7 +69,7 @@ def test_a_payment_not_screened_in_full_is_held_and_sealed_as_version_7_and_the_
     body = bodies[1]
     assert body["schema"] == DECISION_SCHEMA_V7 == "sealtrail.decision/7"
     scr = body["screening"]
-    assert (scr["stopped"], scr["budget"]) == ("remittance", 30)
+    assert (scr["stopped"], scr["budget"]) == ("remittance", 760)
     assert any("not screened in full" in f and "remittance" in f for f in scr["findings"])
     assert column(body, "screen_lists") == 1 and column(body, "screen_best_score") is None
     assert column(body, "screen_hits") is None and column(body, "screen_identifier_match") == 0
@@ -96,7 +96,7 @@ def test_under_the_default_budget_the_same_payment_is_screened_in_full(
 def test_a_pipeline_claiming_a_stop_the_payment_does_not_reach_is_caught(
         ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    pipe = governed(ledger, sandbox, budget=30)
+    pipe = governed(ledger, sandbox, budget=760)
     real = screen_module.screen
 
     def lazy(tx: Any, index: Any, floor: int = screen_module.DEFAULT_FLOOR,
@@ -111,7 +111,7 @@ def test_a_pipeline_claiming_a_stop_the_payment_does_not_reach_is_caught(
     with pytest.raises(BundleFailed) as caught:
         verify_bundle(export(ledger, signer, tmp_path / "b.zip"), [signer.verifier], sandbox=sandbox)
     (err,) = caught.value.failures
-    assert err.kind == "replay.screening" and "under the record's budget (30)" in str(err)
+    assert err.kind == "replay.screening" and "under the record's budget (760)" in str(err)
     assert "in full" in str(err) and "stopped at remittance" in str(err)
 
 

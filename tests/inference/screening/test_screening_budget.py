@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from datetime import date
 from decimal import Decimal
 
@@ -19,7 +20,16 @@ from inference.messages.transaction import Agent, Identifier, Party, Transaction
 from inference.screening.entries import EntryId, ListEntry, SanctionsList
 from inference.screening.features import SCREENING_NAMES, screening_values
 from inference.screening.index import ListIndex
-from inference.screening.screen import DEFAULT_BUDGET, WORDS_PER_UNIT, Budget, Screening, screen
+from inference.screening.normalise import name_tokens
+from inference.screening.screen import (
+    CHARS_PER_UNIT,
+    DEFAULT_BUDGET,
+    WORD_UNITS,
+    WORDS_PER_UNIT,
+    Budget,
+    Screening,
+    screen,
+)
 from tests.inference.screening.test_text_windows import ENTRIES, WORDS
 
 LISTED = (*ENTRIES,
@@ -89,8 +99,11 @@ def test_the_least_budget_completes_and_one_unit_less_stops() -> None:
     assert screen(tx, INDEX, budget=need) == screen(tx, INDEX)
     cut = screen(tx, INDEX, budget=need - 1)
     assert cut.stopped == "remittance" and cut.budget == need - 1
-    # every candidate of a 200-word text costs 1 + 200 // WORDS_PER_UNIT units
-    assert need % (1 + 200 // WORDS_PER_UNIT) == 0
+    # the text's characters, then its distinct words, then 1 + 200 // WORDS_PER_UNIT a candidate
+    text = tx.remittance or ""
+    toks = name_tokens(text).tokens
+    paid = len(text) // CHARS_PER_UNIT + len(set(toks)) * WORD_UNITS
+    assert need > paid and (need - paid) % (1 + len(toks) // WORDS_PER_UNIT) == 0
 
 
 def test_screening_stops_where_the_budget_runs_out_and_nothing_after_is_screened() -> None:
@@ -110,11 +123,23 @@ def test_every_identifier_and_bic_is_matched_whatever_the_budget() -> None:
     assert {(h.basis, h.entry_id) for h in got.hits} >= {("identifier", "passport"), ("bic", "bank")}
 
 
-def test_a_payment_without_long_text_costs_nothing_and_never_stops() -> None:
-    tx = payment("INV 2026-991", name="Aleksandr KOVALEV")  # a listed name: names are not charged
+def test_party_names_are_screened_whatever_the_budget() -> None:
+    tx = payment(hostile(300), name="Aleksandr KOVALEV")  # a listed name: names are not charged
     got = screen(tx, INDEX, budget=1)
-    assert got.stopped is None and "kovalev" in {h.entry_id for h in got.hits}
-    assert got == screen(tx, INDEX)
+    assert got.stopped == "remittance"
+    assert "kovalev" in {h.entry_id for h in got.hits if h.where == "originator"}
+    # stopped at the originator's address, the beneficiary's name is still screened
+    tx = replace(payment(None, address=(hostile(300),)), beneficiary=Party(name="Aleksandr KOVALEV"))
+    got = screen(tx, INDEX, budget=5)
+    assert got.stopped == "originator.address"
+    assert "kovalev" in {h.entry_id for h in got.hits if h.where == "beneficiary"}
+
+
+def test_a_text_is_paid_for_before_it_is_read() -> None:
+    # a megabyte of text stops at once: its characters alone are over the budget
+    text = "invoice " * (1 << 17)
+    got = screen(payment(text), INDEX, budget=DEFAULT_BUDGET)
+    assert len(text) // CHARS_PER_UNIT > DEFAULT_BUDGET and got.stopped == "remittance" and got.hits == ()
 
 
 def test_a_stopped_screening_says_its_scores_are_not_known() -> None:

@@ -1,5 +1,5 @@
 """Writes records.jsonl, list.csv, pack.wasm and weights.npz: the canonical bodies of two records of
-one batch screened against one list under a budget of 30 units, a sealtrail.decision/6 (an unlisted
+one batch screened against one list under a budget of 760 units, a sealtrail.decision/6 (an unlisted
 company, screened in full) and a sealtrail.decision/7 (a remittance of 200 of the list's own words,
 whose screening stopped at the budget), the list, the rule module that decided them and the model
 that scored them (kept for the record, not run by the tests; run from the repository root:
@@ -34,7 +34,7 @@ with tempfile.TemporaryDirectory() as tmp, Sandbox() as sandbox:
     db = Db(f"sqlite:///{tmp}/v7.db", "sqlite")
     ledger = make_ledger(db, NoteSigner.generate(ORIGIN))
     seal(ledger)
-    screener = Screener(ledger.engine, budget=30)
+    screener = Screener(ledger.engine, budget=760)
     screener.refresh()
     pipe = Pipeline(ledger, load_backend("numpy", files.weights_path), ActiveRules.of(sandbox.load(wasm)),
                     screener=screener, index=TraceIndex())
