@@ -131,7 +131,8 @@ _RESCREENED: dict[str, Any] = {
     "annotated": [{"seq": 40881, "trace_id": "01938e11-52c0-7b1e-8d4f-2a6c9e0b7d31",
                    "annotation_seqs": [42118],
                    "hits": [{"where": "beneficiary", "list": "un", "list_sha256": _SHA, "entry_id": "TAi.154",
-                             "matched": "MALIK NOORZAI", "score": 1000, "basis": "name"}]}]}
+                             "matched": "MALIK NOORZAI", "score": 1000, "basis": "name"}]}],
+    "in_part": []}
 
 
 def _ok(status: int, example: Any) -> dict[int | str, dict[str, Any]]:

@@ -13,6 +13,12 @@ working the alert reads the annotation.
 
 Which payments are held is read from the alert view (a derived table the ledger verifies); a payment
 whose payload was purged cannot be screened again and is counted.
+
+Each payment is screened under ``HELD_BUDGET_FACTOR`` times the deciding budget
+(``inference.screening.screen``): a payment held because its screening stopped at the decision's
+budget is screened much further here, yet a list load is never stalled for minutes by one text of
+thousands of listed words. One that stops even so is listed in the report (``in_part``) and its
+decision annotated once with where screening stopped; the hits found before are annotated as ever.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from inference.screening.screen import Hit, screen
 from ledger import store
 from ledger.append import Ledger
 
-__all__ = ["HeldReport", "rescreen_held"]
+__all__ = ["HELD_BUDGET_FACTOR", "HeldReport", "rescreen_held"]
+
+HELD_BUDGET_FACTOR = 16  # a held payment is screened again under this many times the deciding budget
 
 
 @dataclass
@@ -51,16 +59,22 @@ class HeldReport:
     screened: int = 0
     purged: int = 0  # not screened: the payment's bytes were purged
     annotated: list[dict[str, Any]] = field(default_factory=list)  # {seq, trace_id, annotation_seqs, hits}
+    in_part: list[dict[str, Any]] = field(default_factory=list)  # {seq, trace_id, stopped, budget}
 
     def to_json(self) -> dict[str, Any]:
         return {"held": self.held, "screened": self.screened, "purged": self.purged,
-                "annotated": self.annotated}
+                "annotated": self.annotated, "in_part": self.in_part}
 
 
 def _note(h: Hit, sha: str) -> str:
     return (f"screened again after a list update: {h.basis} hit of entry {h.entry_id} of list "
             f"{h.list_name} (version {sha[:12]}), '{h.matched}', score {h.score}, at {h.where}; the "
             "decision's record does not name it")
+
+
+def _in_part_note(where: str, budget: int) -> str:
+    return (f"screened again after a list update in part only: screening stopped in {where} at its budget "
+            f"of {budget:,} units (a free text of very many listed words); no hit after it was looked for")
 
 
 def _notes(sentences: list[str]) -> list[str]:
@@ -102,6 +116,7 @@ def rescreen_held(ledger: Ledger, principal: Principal | Mapping[str, Any], *,
         held = [int(s) for s in conn.execute(select(alerts.c.seq).where(alerts.c.payment == Payment.HELD)
                                              .order_by(alerts.c.seq)).scalars()]
     report.held = len(held)
+    budget = screener.budget * HELD_BUDGET_FACTOR
     keyer = None
     day = datetime.now(UTC).date()
     for seq in held:
@@ -130,7 +145,8 @@ def rescreen_held(ledger: Ledger, principal: Principal | Mapping[str, Any], *,
             scr = body["screening"]
             known = {(h["list"], h["entry_id"]) for h in [*scr["hits"], *scr.get("cleared", ())]}
         new: list[Hit] = []
-        for h in screen(tx, in_force.index).hits:
+        got = screen(tx, in_force.index, budget=budget)
+        for h in got.hits:
             if (h.list_name, h.entry_id) in known:
                 continue
             party = party_of(tx, h.where) if h.basis == "name" else None
@@ -143,9 +159,15 @@ def rescreen_held(ledger: Ledger, principal: Principal | Mapping[str, Any], *,
             new.append(h)
         said = _annotated(ledger, seq)
         new = [h for h in new if _note(h, h.list_sha256) not in said]  # said once, by an earlier run
-        if not new:
+        sentences = [_note(h, h.list_sha256) for h in new]
+        if got.stopped is not None:
+            report.in_part.append({"seq": seq, "trace_id": env["trace_id"], "stopped": got.stopped,
+                                   "budget": budget})
+            if _in_part_note(got.stopped, budget) not in said:
+                sentences.append(_in_part_note(got.stopped, budget))
+        if not sentences:
             continue
-        parts = _notes([_note(h, h.list_sha256) for h in new])  # each within an annotation's size
+        parts = _notes(sentences)  # each within an annotation's size
         seqs = [annotate(ledger, str(env["trace_id"]), principal, "NOTE", part).seq for part in parts]
         hits = [{k: v for k, v in h.to_json().items() if k != "text"} for h in new]  # not the payment's words
         report.annotated.append({"seq": seq, "trace_id": env["trace_id"], "annotation_seqs": seqs,

@@ -2,7 +2,8 @@
 the shipped pack (SANCTIONS_SCREENING_INCOMPLETE), sealed as ``sealtrail.decision/7`` naming where it
 stopped and the budget, while the other payments of its batch are decided and sealed as ever; the
 bundle verifier screens it again under the stated budget and finds the same stop, and catches a
-pipeline that claims a stop the payment does not reach."""
+pipeline that claims a stop the payment does not reach; a list load screens the held payment again
+under a wider budget and annotates what its record lacks, or says it screened it in part."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from audit.errors import BundleFailed
 from audit.governance.models import register_model
 from audit.governance.service import Governance
 from audit.query.index import TraceIndex
+from audit.screening.held import HELD_BUDGET_FACTOR, rescreen_held
 from audit.screening.screener import Screener
 from inference.backends import load_backend
 from inference.model import ModelFiles
@@ -119,3 +121,26 @@ def test_a_pipeline_claiming_a_stop_the_payment_does_not_reach_is_caught(
 def test_a_bad_screening_budget_is_refused(ledger: Ledger, bad: object) -> None:
     with pytest.raises(ValueError, match="screening budget is a positive number of units"):
         Screener(ledger.engine, budget=bad)  # type: ignore[arg-type]
+
+
+def test_a_payment_held_as_not_screened_in_full_is_screened_further_when_a_list_is_loaded(
+        ledger: Ledger, sandbox: Sandbox) -> None:
+    pipe = governed(ledger, sandbox, budget=760)
+    (d,) = pipe.decide([flooded(2)])
+    stated = {h["entry_id"] for h in record(ledger, d)["screening"]["hits"]}
+    admin = Principal.local("list-admin")
+    # a list load's own screening of held payments gets HELD_BUDGET_FACTOR times the budget: this one
+    # (782 units in full) is screened in full there, and the hits its record lacks are annotated
+    wide = rescreen_held(ledger, admin, screener=Screener(ledger.engine, budget=760))
+    assert wide.in_part == [] and [a["seq"] for a in wide.annotated] == [d.seq]
+    found = {h["entry_id"] for h in wide.annotated[0]["hits"]}
+    assert found and not found & stated
+    # under a budget too small even so, it is listed as screened in part and annotated once saying where
+    narrow = Screener(ledger.engine, budget=40)
+    assert 40 * HELD_BUDGET_FACTOR < 782
+    part = rescreen_held(ledger, admin, screener=narrow)
+    assert part.in_part == [{"seq": d.seq, "trace_id": d.trace_id, "stopped": "remittance",
+                             "budget": 40 * HELD_BUDGET_FACTOR}]
+    assert [a["seq"] for a in part.annotated] == [d.seq] and part.annotated[0]["hits"] == []
+    again = rescreen_held(ledger, admin, screener=narrow)
+    assert again.in_part == part.in_part and again.annotated == []  # said once
