@@ -59,7 +59,7 @@ from inference.screening.normalise import name_tokens, shape_reading
 
 __all__ = ["CHARS_PER_UNIT", "COUNTRY_AGREES", "DEFAULT_BUDGET", "DEFAULT_FLOOR", "DOB_AGREES",
            "DOB_DISAGREES", "KIND_DISAGREES", "MAX_NAME_TOKENS", "WORDS_PER_UNIT", "WORD_UNITS", "Budget",
-           "Hit", "Screening", "screen", "screen_name", "screen_text"]
+           "Hit", "Screening", "screen", "screen_name", "screen_text", "units_needed"]
 
 DEFAULT_FLOOR = 800
 MAX_NAME_TOKENS = 24  # more words than a name has: screened as free text
@@ -488,6 +488,20 @@ def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR,
            budget: int | None = None) -> Screening:
     """Every party, agent and free text of ``tx`` against ``index`` (see the module's text); with
     ``budget`` (units), names and free text until it runs out."""
+    return _screen(tx, index, floor, None if budget is None else Budget(budget))
+
+
+def units_needed(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR) -> int:
+    """The units screening ``tx`` in full costs: every budget of at least this (and at least 1)
+    screens it in full, every smaller one stops (what a charge costs never depends on the budget).
+    For sizing ``screening_budget`` against the lists a bank loads."""
+    spent = Budget(1 << 62)
+    _screen(tx, index, floor, spent)
+    return spent.total - spent.left
+
+
+def _screen(tx: Transaction, index: ListIndex, floor: int, spent: Budget | None) -> Screening:
+    """``screen`` under ``spent`` (None: unbounded)."""
     hits: list[Hit] = []
     for where, party in _parties(tx):
         for ident in party.identifiers:
@@ -518,7 +532,6 @@ def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR,
     # screened as free text), then the free text in this order until the budget (if any) runs out,
     # and none after it; every exact match above is found whatever it does (the hits are sorted
     # below: the order they are found in changes nothing)
-    spent = None if budget is None else Budget(budget)
     for where, party in _parties(tx):
         if party.name:
             hits.extend(screen_name(index, where, party.name, party, floor, spent))
@@ -534,5 +547,5 @@ def screen(tx: Transaction, index: ListIndex, floor: int = DEFAULT_FLOOR,
     hits.sort(key=lambda h: (-h.score, h.where, h.list_name, h.entry_id))
     lists = tuple((lst.name, lst.sha256) for lst in index.lists)
     if spent is not None and spent.stopped is not None:
-        return Screening(tuple(hits), lists, spent.stopped, budget)
+        return Screening(tuple(hits), lists, spent.stopped, spent.total)
     return Screening(tuple(hits), lists)

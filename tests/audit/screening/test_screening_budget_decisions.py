@@ -20,16 +20,12 @@ from audit.decide.principal import Principal
 from audit.decide.record import DECISION_SCHEMA_V6, DECISION_SCHEMA_V7
 from audit.decide.types import Submission
 from audit.errors import BundleFailed
-from audit.governance.models import register_model
-from audit.governance.service import Governance
-from audit.query.index import TraceIndex
 from audit.screening.held import HELD_BUDGET_FACTOR, rescreen_held
 from audit.screening.screener import Screener
-from inference.backends import load_backend
-from inference.model import ModelFiles
 from inference.screening import screen as screen_module
 from ledger import NoteSigner
 from ledger.append import Ledger
+from tests.audit.screening import test_screening_bundle as bundle_tests
 from tests.audit.screening.test_screening_bundle import export
 from tests.audit.screening.test_screening_decisions import AT, PRINCIPAL, column, fired, message, record, seal
 from wasm_rules import Sandbox
@@ -48,16 +44,11 @@ def flooded(n: int, words: int = 200) -> Submission:
 
 
 def governed(ledger: Ledger, sandbox: Sandbox, budget: int) -> Pipeline:
-    op = Principal.local("operator")
-    gov = Governance(ledger)
-    gov.bootstrap_default(principal=op)
-    files = ModelFiles.open()
-    register_model(ledger, files, op, backends=["numpy"])
+    """The exit list sealed, and a governed pipeline screening against it under ``budget``."""
     seal(ledger)
     screener = Screener(ledger.engine, budget=budget)
     screener.refresh()
-    return Pipeline(ledger, load_backend("numpy", files.weights_path), gov.load_active(sandbox),
-                    index=TraceIndex(), screener=screener)
+    return bundle_tests.governed(ledger, sandbox, screener)
 
 
 def test_a_payment_not_screened_in_full_is_held_and_sealed_as_version_7_and_the_bundle_verifies(

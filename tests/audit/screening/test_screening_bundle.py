@@ -35,14 +35,19 @@ OFFICER = Principal.local("officer")
 ALL = ("2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z")
 
 
-def decide(ledger: Ledger, sandbox: Sandbox, screener: Screener) -> Pipeline:
+def governed(ledger: Ledger, sandbox: Sandbox, screener: Screener) -> Pipeline:
+    """A pipeline under the shipped pack and model, registered as a bank's governance does."""
     op = Principal.local("operator")
     gov = Governance(ledger)
     gov.bootstrap_default(principal=op)
     files = ModelFiles.open()
     register_model(ledger, files, op, backends=["numpy"])
-    pipe = Pipeline(ledger, load_backend("numpy", files.weights_path), gov.load_active(sandbox),
+    return Pipeline(ledger, load_backend("numpy", files.weights_path), gov.load_active(sandbox),
                     index=TraceIndex(), screener=screener)
+
+
+def decide(ledger: Ledger, sandbox: Sandbox, screener: Screener) -> Pipeline:
+    pipe = governed(ledger, sandbox, screener)
     pipe.decide([message(1), message(2, "KOVALEV ALEKSANDR"), message(3, bank="TEHRIRTHXXX")])
     pipe.decide([message(4, text="/RFB/goods for SEVMORNEFTEGAZ TRADING"), message(5, "Jane Doe")])
     return pipe

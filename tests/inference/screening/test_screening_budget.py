@@ -1,8 +1,8 @@
 """Screening under a budget: a payment's names and free text are screened until the budget runs out,
 deterministically. A screening that did not stop finds exactly what an unbounded one finds; one that
 stopped says where, keeps only hits an unbounded screening also finds, and its scores read as not
-known; every identifier and BIC is matched whatever the budget; the least budget that completes a
-payment completes it and one unit less stops it, on every run; a bad budget is refused."""
+known; every identifier and BIC is matched whatever the budget; the units a payment needs complete
+it and one unit less stops it, on every run; a bad budget is refused."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from inference.screening.screen import (
     Budget,
     Screening,
     screen,
+    units_needed,
 )
 from tests.inference.screening.test_text_windows import ENTRIES, WORDS
 
@@ -55,20 +56,6 @@ def hostile(words: int, seed: int = 1) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
 
-def least_budget(tx: Transaction) -> int:
-    """The least budget that screens ``tx`` in full (searched, from the outside)."""
-    lo, hi = 1, 1
-    while screen(tx, INDEX, budget=hi).stopped is not None:
-        lo, hi = hi + 1, hi * 2
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if screen(tx, INDEX, budget=mid).stopped is None:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 def by_entry(s: Screening) -> dict[tuple[str, str], int]:
     return {(h.where, h.entry_id): h.score for h in s.hits}
 
@@ -92,9 +79,9 @@ def test_a_budget_stops_screening_or_changes_nothing(seed: int, words: int, budg
         assert screen(tx, INDEX, budget=budget - 1).stopped is not None if budget > 1 else True
 
 
-def test_the_least_budget_completes_and_one_unit_less_stops() -> None:
+def test_the_units_needed_complete_and_one_unit_less_stops() -> None:
     tx = payment(hostile(200))
-    need = least_budget(tx)
+    need = units_needed(tx, INDEX)
     assert need > 2
     assert screen(tx, INDEX, budget=need) == screen(tx, INDEX)
     cut = screen(tx, INDEX, budget=need - 1)
