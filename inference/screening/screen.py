@@ -224,8 +224,8 @@ def screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_FL
     """Listed names inside free text: each candidate scored on the windows of words as long as its
     name (and one longer) around the words alike one of its own, the best kept; the text read as
     written and, where it has words in look-alike Cyrillic or Greek letters, as they look.
-    ``budget``: each candidate is paid for before it is scored (see the module); when the budget
-    runs out, the hits found until then."""
+    ``budget``: the text's characters, its distinct words and each candidate are paid for before the
+    work they stand for (see the module); when the budget runs out, the hits found until then."""
     if budget is not None and not budget.spend(len(text) // CHARS_PER_UNIT, where):
         return []  # (before any work that grows with the text)
     shaped = shape_reading(text)
