@@ -1,11 +1,13 @@
 """POST /v1/decisions with a sanctions list in force and a remittance written from the list's own
 words: the service answers at once with a HOLD (SANCTIONS_SCREENING_INCOMPLETE), the trace shows a
 ``sealtrail.decision/7`` record naming where screening stopped and the budget set by
-``screening_budget``; an ordinary payment of the same service is screened in full; a budget that is
-not a positive number of units is refused when the settings are read."""
+``screening_budget``, and so does the console's decision page; an ordinary payment of the same
+service is screened in full; a budget that is not a positive number of units is refused when the
+settings are read."""
 
 from __future__ import annotations
 
+import html
 import random
 from collections.abc import Iterator
 from dataclasses import replace
@@ -68,3 +70,19 @@ def test_a_flooded_remittance_is_held_as_not_screened_in_full_and_the_trace_says
 def test_a_budget_that_is_not_a_positive_number_of_units_is_refused(tmp_path: Path, bad: object) -> None:
     with pytest.raises(ValidationError, match="screening_budget"):
         Settings.model_validate({"db": "sqlite:///x.db", "keys": tmp_path / "keys", "screening_budget": bad})
+
+
+def test_the_console_shows_where_screening_stopped_and_the_hits_found_before(desk: Served) -> None:
+    rng = random.Random(2)
+    doc = desk.post(payment(2, " ".join(rng.choice(WORDS) for _ in range(200)))).json()
+    page = desk.client.get(f"/console/decisions/{doc['trace_id']}", headers={"x-test-role": "officer"})
+    assert page.status_code == 200
+    panel = html.unescape(page.text.split('id="screening"')[1].split("</section>")[0])
+    assert "Not screened in full: screening stopped in" in panel and "remittance" in panel
+    assert "at its budget of 760 units" in panel and "bank-exits" in panel
+    for hit in trace(desk, doc["trace_id"])["screening"]["hits"]:
+        assert hit["entry_id"] in panel and hit["matched"] in panel
+    plain = desk.post(payment(1)).json()
+    page = desk.client.get(f"/console/decisions/{plain['trace_id']}", headers={"x-test-role": "officer"})
+    panel = html.unescape(page.text.split('id="screening"')[1].split("</section>")[0])
+    assert "Not screened in full" not in panel and "No listed entry found." in panel
