@@ -51,6 +51,7 @@ def governed(ledger: Ledger, sandbox: Sandbox, budget: int) -> Pipeline:
     return bundle_tests.governed(ledger, sandbox, screener)
 
 
+@pytest.mark.requirement("FATF-R16-sanctions")
 def test_a_payment_not_screened_in_full_is_held_and_sealed_as_version_7_and_the_bundle_verifies(
         ledger: Ledger, signer: NoteSigner, sandbox: Sandbox, tmp_path: Path) -> None:
     pipe = governed(ledger, sandbox, budget=760)
