@@ -33,20 +33,14 @@ from audit.decide.types import Submission
 from audit.screening.lists import seal_list
 from bench.http import bodies
 from bench.machine import host_info
-from bench.report import write_json
+from bench.report import percentile, write_json
 from bench.screening import _list_entries, list_csv
+from bench.screening_reload import PRINCIPAL
 from inference.screening.screen import DEFAULT_BUDGET
 
 __all__ = ["flood", "main"]
 
-PRINCIPAL = {"subject": "CN=bench-scorer,O=sealtrail bench", "sans": [], "issuer": "CN=bench CA",
-             "fingerprint_sha256": "ab" * 32, "serial": "01"}
 UNBOUNDED = 1 << 62  # a budget no payment reaches: screened in full, as before the budget
-
-
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
 def _flooded(base: Submission, entries: int, words: int, n: int) -> list[Submission]:
@@ -117,7 +111,7 @@ def flood(entries: int, words: int, seconds: float, budget: int) -> dict[str, An
         "budget": budget, "healthy": len(good),
         "healthy_deadline_exceeded": sum(1 for _, why in good if why == "DEADLINE_EXCEEDED"),
         "healthy_latency_ms": {"median": round(statistics.median(lat) * 1e3, 2),
-                               "p99": round(_pct(lat, 0.99) * 1e3, 2), "max": round(max(lat) * 1e3, 2)},
+                               "p99": round(percentile(lat, 99) * 1e3, 2), "max": round(max(lat) * 1e3, 2)},
         "flooded": len(bad), "flooded_decisions": sorted({f"{dec}/{why}" for _, dec, why in bad}),
         "flooded_latency_ms_max": round(max((s for s, _, _ in bad), default=float("nan")) * 1e3, 1),
     }

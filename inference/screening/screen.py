@@ -112,10 +112,6 @@ class Screening:
     def best(self) -> int:
         return max((h.score for h in self.hits), default=0)
 
-    @property
-    def complete(self) -> bool:
-        return self.stopped is None
-
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"lists": [{"name": n, "sha256": s} for n, s in self.lists],
                                "hits": [h.to_json() for h in self.hits]}
