@@ -34,56 +34,56 @@ _BINS = 10  # deciles, as the card's score reference
 
 # Rebuilt by `python -m inference.drift_reference` (see the module docstring); do not edit by hand.
 REFERENCE: dict[str, Any] = {
-    "model_sha256": "42106ee7fee218d168b7d4a9e1f841464f4723153bb35c8ca7f88b4e5ea10d65",
+    "model_sha256": "69238cf44efc2278afd6e2021f69b6d6cc67464f016d15bb0f57bd0b597cc741",
     "payments": 660810,
     "features": {
         "amount_log2_ratio_q8": {
-            "first_layer_input": 4.316, "missing": 0.0,
+            "first_layer_input": 4.4362, "missing": 0.0,
             "edges": [-513.0, -267.0, -97.0, 0.0, 23.0, 159.0, 349.0, 634.0],
             "shares": [0.099959, 0.09989, 0.09962, 0.072056, 0.228011, 0.100375, 0.09984, 0.100227, 0.100023],
         },
         "bene_count_1h": {
-            "first_layer_input": 4.1138, "missing": 0.0,
+            "first_layer_input": 4.1835, "missing": 0.0,
             "edges": [1.0, 8.0, 16.0],
             "shares": [0.0, 0.799694, 0.093089, 0.107217],
         },
         "bene_fan_in_7d": {
-            "first_layer_input": 4.0222, "missing": 0.0,
+            "first_layer_input": 4.1792, "missing": 0.0,
             "edges": [1.0, 2.0, 3.0, 4.0, 6.0, 62.0, 165.0],
             "shares": [0.0, 0.310566, 0.164468, 0.094387, 0.106528, 0.122745, 0.099062, 0.102244],
         },
         "new_counterparty": {
-            "first_layer_input": 3.7443, "missing": 0.0,
+            "first_layer_input": 3.6739, "missing": 0.0,
             "edges": [0.0, 1.0],
             "shares": [0.0, 0.252306, 0.747694],
         },
-        "amount_history_n": {
-            "first_layer_input": 2.9968, "missing": 0.0,
-            "edges": [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 22.0],
-            "shares": [0.0, 0.209593, 0.148404, 0.10082, 0.124042, 0.108927, 0.091983, 0.115753, 0.100478],
+        "pass_through_7d_q16": {
+            "first_layer_input": 3.0877, "missing": 0.0,
+            "edges": [0.0, 6562.0, 21255.0, 52809.0, 121141.0, 262144.0],
+            "shares": [0.0, 0.499992, 0.099995, 0.100009, 0.100003, 0.061635, 0.138365],
+        },
+        "amount_percentile_permille": {
+            "first_layer_input": 2.9909, "missing": 0.0,
+            "edges": [-1.0, 0.0, 95.0, 333.0, 500.0, 666.0, 846.0, 1000.0],
+            "shares": [0.0, 0.209593, 0.190274, 0.099115, 0.082756, 0.114057, 0.103391, 0.038628, 0.162186],
         },
         "bene_fan_in_30d": {
-            "first_layer_input": 2.9191, "missing": 0.0,
+            "first_layer_input": 2.9231, "missing": 0.0,
             "edges": [1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 69.0, 187.0],
             "shares": [0.0, 0.222589, 0.15547, 0.100754, 0.117659, 0.08947, 0.113919, 0.099251, 0.100888],
         },
         "forward_share_permille": {
-            "first_layer_input": 2.6964, "missing": 0.0,
+            "first_layer_input": 2.8622, "missing": 0.0,
             "edges": [0.0, 56.0, 204.0, 425.0, 713.0],
             "shares": [0.0, 0.599584, 0.100156, 0.100053, 0.100117, 0.100091],
         },
         "cross_border": {
-            "first_layer_input": 2.6772, "missing": 0.0,
+            "first_layer_input": 2.782, "missing": 0.0,
             "edges": [0.0, 1.0],
             "shares": [0.0, 0.681633, 0.318367],
         },
-        "pass_through_7d_q16": {
-            "first_layer_input": 2.6529, "missing": 0.0,
-            "edges": [0.0, 6562.0, 21255.0, 52809.0, 121141.0, 262144.0],
-            "shares": [0.0, 0.499992, 0.099995, 0.100009, 0.100003, 0.061635, 0.138365],
-        },
         "orig_count_1h": {
-            "first_layer_input": 2.5754, "missing": 0.0,
+            "first_layer_input": 2.6774, "missing": 0.0,
             "edges": [1.0, 2.0],
             "shares": [0.0, 0.89821, 0.10179],
         },

@@ -137,7 +137,11 @@ def _forward_text(v: Values) -> str:
     after = "within the hour" if hours < 1 else "1 hour" if hours == 1 else f"{hours} hours"
     when = after if hours < 1 else f"{after} after it came in"
     part = "less than 0.1%" if share <= 0 else f"{share / 10:.1f}%"
-    return f"the sender passed on {part} of an amount it received, {when}"
+    text = f"the sender passed on {part} of an amount it received, {when}"
+    n = _n(v, "forward_source_fan_out")  # features/6 and later; 0 where a record has no such column
+    if n > 0:
+        text += f", from an account that paid {'1 account' if n == 1 else f'{n} accounts'} in 30 days"
+    return text
 
 
 def _dormancy_text(v: Values) -> str:
@@ -154,7 +158,8 @@ REASONS: tuple[tuple[str, tuple[str, ...], Callable[[Values], str]], ...] = (
                f" ({_n(v, 'cycle_count')} such paths)"),
     ("PASS_THROUGH", ("pass_through_24h_q16", "pass_through_7d_q16", "orig_in_out_24h", "bene_in_out_24h"),
      _pass_text),
-    ("FORWARDED_AMOUNT", ("forward_share_permille", "forward_delay_hours"), _forward_text),
+    ("FORWARDED_AMOUNT", ("forward_share_permille", "forward_delay_hours", "forward_source_fan_out"),
+     _forward_text),
     ("SCATTER_GATHER", ("scatter_gather",),
      lambda v: f"{_n(v, 'scatter_gather')} different accounts paid the sender in the 3 days before"),
     ("FAN_OUT", ("orig_fan_out_1d", "orig_fan_out_7d", "orig_fan_out_30d",

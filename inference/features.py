@@ -1,5 +1,5 @@
-"""Deterministic feature rows (schema ``sealtrail.features/4``, ``EXTRACTED_SCHEMA``) from canonical
-transactions; the pipeline appends the screening columns of ``features/5``.
+"""Deterministic feature rows (schema ``sealtrail.features/6``, ``EXTRACTED_SCHEMA``) from canonical
+transactions; the pipeline appends the screening columns of ``features/7``.
 
 ``FeatureExtractor.extract(transactions, at)`` returns one float64 row per transaction, in
 ``EXTRACTED_NAMES`` order, and advances the velocity windows: transactions are taken in the
@@ -21,7 +21,8 @@ Definitions (docs/scoring.md "Features" lists them for examiners):
   its length or check digits (the parser's ``IBAN_CHECK_DIGITS``, told apart by party);
   country_unreadable is 1 when a country or BIC's country could not be read (``COUNTRY_UNKNOWN``,
   ``BIC_UNKNOWN_COUNTRY``, ``BIC_MALFORMED``); service_nak is 1 behind a SWIFT NAK (``SERVICE_NAK``);
-- behaviour and graph (``features/3``; forwarding added in ``features/4``):
+- behaviour and graph (``features/3``; forwarding added in ``features/4``, the fan-out of a forwarded
+  amount's sender in ``features/6``):
   ``inference.graph.GraphFeatures`` under its default settings, fed the two accounts (as the
   velocity state keys them), the time and the USD cents; every value
   is NaN, and the payment is not added to the graph, when an account is unknown, the amount has

@@ -15,12 +15,17 @@ cycles of up to 3 hops), each an integer: counts, days, Q8 or Q16 fixed point.
 its sender received in the 7 days before, and how long after.
 ``sealtrail.features/5`` is ``features/4`` followed by the sanctions-screening columns
 (``SCREENING_NAMES``, ``inference.screening.features``): the payment's parties and free text against
-the lists in force. ``inference.features`` computes the ``features/4`` columns (``EXTRACTED_SCHEMA``:
-they depend on the feature state); the pipeline appends the screening columns, which depend on the
-lists alone.
-Because every schema so far extends the one before it, a risk model trained on an earlier schema
-reads the leading columns of a later row (``model_columns``): a model trained on ``features/3`` reads a
-``features/4`` row. Records name the schema their values follow, and replay reads each record
+the lists in force.
+``sealtrail.features/6`` is ``features/4`` followed by ``forward_source_fan_out``: how many accounts
+the sender of the amount a payment forwards paid in the window (an employer paying its staff, many; a
+fraud victim or a depositor, one or two). ``sealtrail.features/7`` is ``features/6`` followed by the
+screening columns, as ``features/5`` is ``features/4`` followed by them.
+``inference.features`` computes the ``features/6`` columns (``EXTRACTED_SCHEMA``: they depend on the
+feature state); the pipeline appends the screening columns, which depend on the lists alone.
+Each schema extends an earlier one (``features/6`` extends ``features/4``, not ``features/5``), so a
+risk model trained on an earlier schema reads the leading columns of a later row (``model_columns``):
+a model trained on ``features/4`` reads a ``features/7`` row, one trained on ``features/6`` does not
+read a ``features/5`` row. Records name the schema their values follow, and replay reads each record
 by its own (``feature_names``, ``rule_feature_names``).
 """
 
@@ -103,22 +108,26 @@ DATA_QUALITY_NAMES: tuple[str, ...] = (
 GRAPH_UNSEALED: tuple[str, ...] = ("flagged_hops",)
 GRAPH_NAMES: tuple[str, ...] = tuple(n for n in GRAPH_FEATURE_NAMES if n not in GRAPH_UNSEALED)
 _FORWARDING: tuple[str, ...] = ("forward_share_permille", "forward_delay_hours")  # added by features/4
-_GRAPH3: tuple[str, ...] = tuple(n for n in GRAPH_NAMES if n not in _FORWARDING)
+_SOURCE: tuple[str, ...] = ("forward_source_fan_out",)  # added by features/6
+_GRAPH4: tuple[str, ...] = tuple(n for n in GRAPH_NAMES if n not in _SOURCE)
+_GRAPH3: tuple[str, ...] = tuple(n for n in _GRAPH4 if n not in _FORWARDING)
 
 FEATURE_SCHEMAS: dict[str, tuple[str, ...]] = {
     "sealtrail.features/1": _V1,
     "sealtrail.features/2": (*_V1, *DATA_QUALITY_NAMES),
     "sealtrail.features/3": (*_V1, *DATA_QUALITY_NAMES, *_GRAPH3),
-    "sealtrail.features/4": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES),
-    "sealtrail.features/5": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES, *SCREENING_NAMES),
+    "sealtrail.features/4": (*_V1, *DATA_QUALITY_NAMES, *_GRAPH4),
+    "sealtrail.features/5": (*_V1, *DATA_QUALITY_NAMES, *_GRAPH4, *SCREENING_NAMES),
+    "sealtrail.features/6": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES),
+    "sealtrail.features/7": (*_V1, *DATA_QUALITY_NAMES, *GRAPH_NAMES, *SCREENING_NAMES),
 }
-FEATURE_SCHEMA = "sealtrail.features/5"  # what a decision records
+FEATURE_SCHEMA = "sealtrail.features/7"  # what a decision records
 FEATURE_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[FEATURE_SCHEMA]
 N_FEATURES = len(FEATURE_NAMES)
-EXTRACTED_SCHEMA = "sealtrail.features/4"  # what inference.features computes (the rest: screening)
+EXTRACTED_SCHEMA = "sealtrail.features/6"  # what inference.features computes (the rest: screening)
 EXTRACTED_NAMES: tuple[str, ...] = FEATURE_SCHEMAS[EXTRACTED_SCHEMA]
 N_EXTRACTED = len(EXTRACTED_NAMES)
-MODEL_SCHEMA = "sealtrail.features/4"  # the columns the shipped model is trained on
+MODEL_SCHEMA = "sealtrail.features/6"  # the columns the shipped model is trained on
 SCORE_NAME = "model_score"
 RULE_FEATURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, SCORE_NAME)
 

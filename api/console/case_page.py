@@ -64,6 +64,7 @@ from audit.errors import CaseError, GovernanceError, ReportError
 from audit.governance.state import same_person
 from audit.query.traces import AnnotationView, get_traces
 from inference.messages import Transaction
+from inference.schema import SCORE_NAME
 from ledger.records import now_utc
 from ledger.retention import Hold, current_holds
 from wasm_rules import RuleError
@@ -240,6 +241,7 @@ def rule_checks(body: dict[str, Any], rules: dict[str, Rule]) -> tuple[RuleCheck
             if named is None:
                 named = _features(body)
                 by_name = dict(named)
+                by_name[SCORE_NAME] = _score(body)  # what the model-score bands read: the recorded score
             for f in dict.fromkeys(_reads(rule.expr)):
                 if f.name in by_name:
                     values.append((f.name, by_name[f.name]))

@@ -33,7 +33,7 @@ and forgotten if its commit fails or is refused, so the state is always the rebu
 
 Each batch is screened against the sanctions lists in force (``screener``,
 ``audit.screening.screener``: one set of list versions per batch): every party, agent and line of
-free text (``inference.screening``), the screening columns of ``sealtrail.features/5`` appended to
+free text (``inference.screening``), the screening columns of ``sealtrail.features/7`` appended to
 the extracted ones, and the lists and hits stated in the record (version 5, ``screening``). A
 request whose deadline passed in the queue is not screened, and its record says so. Without a
 screener, or with no list in force, the columns say "not screened" (NaN) and the record names no

@@ -33,7 +33,8 @@ version.
 Version 5 is version 4 with ``screening`` (``audit.screening.evidence``): the list versions the
 payment's parties and free text were screened against, the hits (list, entry, listed name matched,
 score, basis, where in the payment) and findings on the screening (a stale list), and its features
-follow ``sealtrail.features/5``, whose screening columns those hits give. A pipeline without a
+follow ``sealtrail.features/5`` (``sealtrail.features/7`` from this release: the same with the
+fan-out of a forwarded amount's sender), whose screening columns those hits give. A pipeline without a
 screener still seals version 5, naming no list.
 
 Version 6 is version 5 with ``model.precision``: the arithmetic the score was computed at

@@ -11,7 +11,7 @@
   snapshots sealed by earlier releases.
 
 Everything is integer arithmetic, so the values and ``state_bytes()`` are the same on every CPU.
-``inference.schema.GRAPH_NAMES`` of these values are columns of the sealed ``sealtrail.features/4``
+``inference.schema.GRAPH_NAMES`` of these values are columns of the sealed ``sealtrail.features/6``
 (``inference.features`` computes them through ``GraphFeatures``).
 """
 

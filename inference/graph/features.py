@@ -9,13 +9,14 @@ Two moments, as a reader of the values needs to know:
 
 - measured on the graph *before* the payment is added (history it is compared with): the cycle,
   scatter-gather, dormancy, the amount against the account's history, forwarding of an amount
-  received and hops to a flagged account;
+  received (and how many accounts its sender paid) and hops to a flagged account;
 - measured *after* it is added (windows that count the current payment, as the velocity
   features do): fan-in and fan-out, activity in 24 hours and pass-through.
 
 docs/graph-features.md defines each value for an examiner. All but one of them
 (``inference.schema.GRAPH_UNSEALED``: ``flagged_hops``) are columns of the sealed
-``sealtrail.features/4``, and every value depends on the payments of the window alone.
+``sealtrail.features/6`` (``features/4`` without the sender of a forwarded amount's fan-out), and
+every value depends on the payments of the window alone.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ GRAPH_FEATURE_NAMES: tuple[str, ...] = (
     "orig_dormancy_days", "orig_activity_24h",
     "amount_history_n", "amount_log2_ratio_q8", "amount_percentile_permille",
     "flagged_hops",
-    "forward_share_permille", "forward_delay_hours",
+    "forward_share_permille", "forward_delay_hours", "forward_source_fan_out",
 )
 PASS_THROUGH_CAP_Q16 = 4 << 16  # out / in is reported up to 4.0
 
@@ -168,7 +169,7 @@ class GraphFeatures:
         else:
             log_ratio, pct = 0, -1
         # forwarding: the smallest amount src received in (t - 7 d, t) that this payment does not exceed
-        fwd_share, fwd_delay = 0, -1
+        fwd_share, fwd_delay, fwd_source = 0, -1, -1
         if inn and cents:
             hi = len(inn) if inn[-1][0] < t else bisect_left(inn, (t,))
             lo = bisect_left(inn, (lo7 + 1,), 0, hi) if inn[0][0] <= lo7 else 0
@@ -179,6 +180,8 @@ class GraphFeatures:
                     fwd_share = (1000 * cents) // best
                     at = hi - 1 - got[::-1].index(best)  # the latest edge of that amount
                     fwd_delay = (t - inn[at][0]) // HOUR_US
+                    # how many accounts its sender paid in the window (an employer's payroll: many)
+                    fwd_source = len(nodes[inn[at][1]].out_last)
         hops = (hops_to_flagged(src, dst, g.flagged, g.near, cfg.flag_hops, cfg.search_budget) if with_hops
                 else -1)
 
@@ -254,7 +257,8 @@ class GraphFeatures:
                 pass_7 = PASS_THROUGH_CAP_Q16
         return (c_len, c_count, c_cut, scatter, o_out1, o_out7, len(src.out_last), o_in1, o_in7,
                 len(src.in_last), b_in1, b_in7, len(dst.in_last),
-                pass_1, pass_7, dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops, fwd_share, fwd_delay)
+                pass_1, pass_7, dormancy, n_out1 + n_in1, n_hist, log_ratio, pct, hops, fwd_share, fwd_delay,
+                fwd_source)
 
 
 def as_dict(values: Sequence[int]) -> dict[str, int]:

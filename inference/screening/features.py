@@ -1,6 +1,7 @@
 """A payment's screening as feature columns: what the rule pack and the model read of it.
 
-``SCREENING_NAMES`` are the columns ``sealtrail.features/5`` adds after ``features/4``, each an
+``SCREENING_NAMES`` are the columns ``sealtrail.features/5`` adds after ``features/4`` (and
+``sealtrail.features/7`` after ``features/6``), each an
 integer (docs/scoring.md "Features", docs/screening.md "In the decision"):
 
 - ``screen_lists``: how many lists the payment was screened against; 0 when none was in force;

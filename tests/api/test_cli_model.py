@@ -22,7 +22,7 @@ def test_features_of_a_file_in_order_with_their_hashes() -> None:
                               "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["feature_schema"] == "sealtrail.features/4"
+    assert doc["feature_schema"] == "sealtrail.features/6"
     assert doc["tables"] == {"fx_rates": "ecb-2025-10", "jurisdiction_risk": "fatf-2025-10"}
     assert len(doc["rows"]) == 2
     first = doc["rows"][0]

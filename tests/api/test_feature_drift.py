@@ -60,14 +60,14 @@ def test_reference_like_traffic_is_stable_and_a_shifted_feature_is_not() -> None
     assert set(stable) == set(MAIN_FEATURES) and len(MAIN_FEATURES) == 10
     assert max(stable.values()) < 0.1, stable
     shifted = like_reference(PSI_WINDOW, rng)
-    # accounts with long histories: 20 to 200 earlier payments, where training mostly had a few
-    shifted[:, NAMES.index("amount_history_n")] = rng.integers(20, 200, len(shifted))
+    # beneficiaries paid by 300 to 1,000 senders in 30 days, where training mostly had a few
+    shifted[:, NAMES.index("bene_fan_in_30d")] = rng.integers(300, 1000, len(shifted))
     feed(m, shifted)
     after = gauges(m)
-    assert after["amount_history_n"] > 0.25
-    assert max(v for k, v in after.items() if k != "amount_history_n") < 0.1, after
+    assert after["bene_fan_in_30d"] > 0.25
+    assert max(v for k, v in after.items() if k != "bene_fan_in_30d") < 0.1, after
     feed(m, like_reference(PSI_WINDOW, rng))  # the window holds the recent rows only
-    assert gauges(m)["amount_history_n"] < 0.1
+    assert gauges(m)["bene_fan_in_30d"] < 0.1
 
 
 def test_each_value_falls_in_the_bin_of_its_own_feature_s_edges() -> None:

@@ -541,7 +541,7 @@ def test_a_beneficiary_iban_failing_its_check_digits_is_decided_and_reviewed(sql
     (_, env, _), (_, env_bad, _) = bodies(ledger.engine)
     for e, flag in ((env, 0.0), (env_bad, 1.0)):
         f = e["record"]["features"]
-        assert f["schema"] == "sealtrail.features/5"
+        assert f["schema"] == "sealtrail.features/7"
         named = dict(zip(FEATURE_NAMES, features_from_body(e["record"])[0], strict=True))
         assert named["bene_iban_invalid"] == flag and named["finding_count"] == flag
 
@@ -610,4 +610,4 @@ def test_money_returning_to_its_sender_is_a_sealed_3_hop_cycle(sqlite_db: Db, si
     assert [(v["forward_share_permille"], v["forward_delay_hours"]) for v in values] == [(0, -1), (1000, 5),
                                                                                          (1000, 5)]
     sealed = bodies(ledger.engine)
-    assert all(env["record"]["features"]["schema"] == "sealtrail.features/5" for _, env, _ in sealed)
+    assert all(env["record"]["features"]["schema"] == "sealtrail.features/7" for _, env, _ in sealed)

@@ -42,7 +42,7 @@ def test_attributions_add_up_to_the_score_above_the_baseline(model: MlpModel, ro
     assert attr.shape == rows.shape
     gap = forward(model, rows) - _baseline_score(model)
     off = np.abs(attr.sum(axis=1) - gap)
-    assert off.max() < 0.07  # the midpoint rule over 32 steps, ReLU kinks (docs/scoring.md)
+    assert off.max() < 0.08  # the midpoint rule over 32 steps, ReLU kinks (docs/scoring.md)
     assert np.percentile(off, 99) < 0.02
     assert np.abs(explain(model, rows, steps=256).sum(axis=1) - gap).max() < 0.012
 

@@ -344,12 +344,18 @@ def test_each_feature_schema_extends_the_one_before_column_for_column() -> None:
     v1, v2 = feature_names("sealtrail.features/1"), feature_names("sealtrail.features/2")
     assert v2 == (*v1, *DATA_QUALITY_NAMES)
     v3 = feature_names("sealtrail.features/3")
-    forwarding = ("forward_share_permille", "forward_delay_hours")
-    assert v3 == (*v2, *(n for n in GRAPH_NAMES if n not in forwarding))
+    forwarding, source = ("forward_share_permille", "forward_delay_hours"), ("forward_source_fan_out",)
+    assert v3 == (*v2, *(n for n in GRAPH_NAMES if n not in forwarding + source))
     assert len(v3) == 57  # sealed records of features/3 keep their 57 columns
-    assert feature_names("sealtrail.features/4") == (*v3, *forwarding) == EXTRACTED_NAMES
-    assert feature_names("sealtrail.features/5") == (*EXTRACTED_NAMES, *SCREENING_NAMES) == FEATURE_NAMES
-    assert model_columns(EXTRACTED_NAMES) == 59  # the shipped model reads the leading 59 of a features/5 row
+    v4 = feature_names("sealtrail.features/4")
+    assert v4 == (*v3, *forwarding)
+    assert feature_names("sealtrail.features/5") == (*v4, *SCREENING_NAMES)
+    assert feature_names("sealtrail.features/6") == (*v4, *source) == EXTRACTED_NAMES
+    assert feature_names("sealtrail.features/7") == (*EXTRACTED_NAMES, *SCREENING_NAMES) == FEATURE_NAMES
+    assert model_columns(EXTRACTED_NAMES) == 60  # the shipped model reads the leading 60 of a features/7 row
+    assert model_columns(v4) == 59  # a features/4 model reads the leading 59 columns of a features/7 row
+    with pytest.raises(FeatureError, match=r"not the leading columns of sealtrail\.features/5"):
+        model_columns(EXTRACTED_NAMES, "sealtrail.features/5")  # a features/6 model: not a features/5 row
     assert model_columns(v3) == 57  # a features/3 model reads the leading 57 columns of a features/4 row
     assert model_columns(v1) == 32  # a features/1 model reads the leading 32 columns of a features/2 row
     with pytest.raises(FeatureError, match=r"unknown feature schema 'sealtrail\.features/9'"):

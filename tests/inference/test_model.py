@@ -308,9 +308,10 @@ def test_a_features_1_model_reads_the_leading_columns_of_a_features_2_row() -> N
 def test_a_model_of_a_schema_this_build_does_not_know_is_refused() -> None:
     arrays = {**_arrays(), "feature_schema": np.array("sealtrail.features/9")}
     with pytest.raises(ModelError, match=r"'sealtrail.features/9'; this build computes "
-                                         r"'sealtrail.features/5' \(and reads sealtrail.features/1, "
+                                         r"'sealtrail.features/7' \(and reads sealtrail.features/1, "
                                          r"sealtrail.features/2, sealtrail.features/3, "
-                                         r"sealtrail.features/4, sealtrail.features/5\)"):
+                                         r"sealtrail.features/4, sealtrail.features/5, "
+                                         r"sealtrail.features/6, sealtrail.features/7\)"):
         load_npz(_savez(arrays))
 
 

@@ -23,6 +23,7 @@ from audit.cases.state import AlertState
 from audit.cases.store import catch_up
 from audit.cases.tables import alerts as alert_table
 from audit.cases.tables import cases, payment_outcomes
+from audit.decide.fixed_point import body_score
 from audit.query.traces import get_trace
 from ledger.retention import current_holds, purge_payloads
 from tests.api.console.conftest import Console
@@ -114,6 +115,8 @@ def test_the_timeline_mixes_decisions_and_events_in_seq_order(console: Console,
             assert compared.one("code", class_="when").text()  # the sealed rule source's condition
             names = [s.text() for s in compared.all("span", class_="mono")]
             assert names and all(n in compared.one("code").text() for n in names)
+            if "model_score" in compared.one("code").text():  # the bands: the score they compared
+                assert f"model_score = {body_score(detail.body):g}" in compared.text()
             assert " = " in compared.text()
             assert row.all("td")[3].text() == " ".join(hit["reason"].split())
         state = li.one("dl", class_="kv alert-state").text()
@@ -333,8 +336,10 @@ def test_a_conflict_is_explained_and_seals_nothing(console: Console, decided: li
 
 
 def test_closing_the_case_closes_its_alerts(console: Console, decided: list[AlertState]) -> None:
-    case_id = next(c for c, n in Counter(a.case_id for a in decided).items()
-                   if n >= 2 and all(a.payment is None for a in decided if a.case_id == c))
+    case_id = next(c for c, n in Counter(a.case_id for a in decided).items() if n >= 2)
+    for a in decided:  # a case closes once no payment of it is held
+        if a.case_id == case_id and a.payment == "HELD":
+            act(console.runtime.ledger, BOB, "release", alert=a.seq, rationale="documented source of funds")
     _, doc, _ = case_page(console, case_id)
     assert doc.has("form", id="case-close")
     assert post(console, case_id, "assign", form="case-quick").status_code == 303

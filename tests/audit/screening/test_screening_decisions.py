@@ -108,7 +108,7 @@ def test_listed_names_identifiers_and_bics_decide_and_the_record_names_the_list(
     bodies = [record(ledger, d) for d in ds]
     for body in bodies:
         assert body["schema"] == DECISION_SCHEMA == "sealtrail.decision/6"
-        assert body["features"]["schema"] == FEATURE_SCHEMA == "sealtrail.features/5"
+        assert body["features"]["schema"] == FEATURE_SCHEMA == "sealtrail.features/7"
         (ref,) = body["screening"]["lists"]
         assert (ref["name"], ref["seq"], ref["published"]) == ("bank-exits", seq, "2026-11-30")
         assert column(body, "screen_lists") == 1

@@ -22,7 +22,7 @@ import random
 import orjson
 import pytest
 
-from inference.graph import GraphConfig, GraphFeatures, as_dict
+from inference.graph import GRAPH_FEATURE_NAMES, GraphConfig, GraphFeatures, as_dict
 from inference.graph.counted import CountedGraph
 from inference.graph.errors import GraphInputError
 from inference.graph.store import GraphJournal, TransactionGraph
@@ -30,6 +30,9 @@ from inference.graph.store import GraphJournal, TransactionGraph
 H = 3_600_000_000
 DAY = 24 * H
 T0 = 1_767_225_600_000_000
+# The values the code before had (the digests below predate ``forward_source_fan_out``, the last one;
+# tests/inference/graph/test_forward_source.py checks it)
+_BEFORE = GRAPH_FEATURE_NAMES.index("forward_source_fan_out")
 
 
 # --- golden streams -------------------------------------------------------------------------------
@@ -99,7 +102,7 @@ def _stream(seed: int, nops: int, long: bool) -> str:
                     v = gf.observe_sealed(o, b, tt, c)
                 else:
                     v = gf.observe_many([(o, b, tt, c)])[0]
-                out.append(["o", o, b, tt - T0, c, list(v)])
+                out.append(["o", o, b, tt - T0, c, list(v[:_BEFORE])])
             elif r < 0.70:
                 k = rng.choice(keys)
                 gf.flag(k)
@@ -210,7 +213,7 @@ def test_forgotten_and_recreated_keys_under_journals_and_restores() -> None:
     assert gf.state_bytes() == before
     vals.append(gf.observe("C", "A", T0 + 3, 5))
     # the values of the code before the change
-    assert vals == [
+    assert [v[:_BEFORE] for v in vals] == [
         (0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, -1, 1, 0, 0, -1, -1, 0, -1),
         (0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0, 500, -1, 0, -1),
         (0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, -1, 1, 0, 0, -1, -1, 0, -1),
@@ -251,8 +254,8 @@ def test_unflag_then_rollback_leaves_a_graph_whose_state_round_trips_and_searche
     assert restored.state_bytes() == gf.state_bytes()
     # the values of the code before (its search went through K's node all the same)
     expected = (0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 65536, 65536, 0, 2, 0, 0, -1, -1, 1000, 0)
-    assert gf.observe("Q", "A", T0 + 1, 100) == expected
-    assert restored.observe("Q", "A", T0 + 1, 100) == expected
+    assert gf.observe("Q", "A", T0 + 1, 100)[:_BEFORE] == expected
+    assert restored.observe("Q", "A", T0 + 1, 100)[:_BEFORE] == expected
 
 
 def test_unflag_then_rollback_a_payment_to_k_counts_one_beneficiary() -> None:
