@@ -15,7 +15,7 @@ Two moments, as a reader of the values needs to know:
 
 docs/graph-features.md defines each value for an examiner. All but one of them
 (``inference.schema.GRAPH_UNSEALED``: ``flagged_hops``) are columns of the sealed
-``sealtrail.features/6`` (``features/4`` without the sender of a forwarded amount's fan-out), and
+``sealtrail.features/6`` (``features/4`` holds all of them but ``forward_source_fan_out``), and
 every value depends on the payments of the window alone.
 """
 
