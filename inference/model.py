@@ -145,7 +145,7 @@ class MlpModel:
 
     @property
     def sizes(self) -> tuple[int, ...]:
-        """Layer widths, input first: (57, 64, 32, 1) for the shipped model."""
+        """Layer widths, input first: (60, 64, 32, 1) for the shipped model."""
         return (self.n_features, *(w.shape[1] for w, _ in self.layers))
 
     @classmethod

@@ -1,7 +1,8 @@
 """The feature schema: the ordered names of a feature row, versioned.
 
-``FEATURE_NAMES`` is what ``inference.features`` produces, in this order (float64), under the
-schema id ``FEATURE_SCHEMA``. The rule pack reads the same names plus ``model_score``, which the
+``FEATURE_NAMES`` is a decision's feature row, in this order (float64), under the schema id
+``FEATURE_SCHEMA``: what ``inference.features`` produces (``EXTRACTED_NAMES``) followed by the
+screening columns the pipeline appends. The rule pack reads the same names plus ``model_score``, which the
 pipeline appends after scoring (``RULE_FEATURE_NAMES``). Changing the order, a name or a definition
 means a new schema id and a new rule pack.
 
