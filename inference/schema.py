@@ -2,8 +2,8 @@
 
 ``FEATURE_NAMES`` is a decision's feature row, in this order (float64), under the schema id
 ``FEATURE_SCHEMA``: what ``inference.features`` produces (``EXTRACTED_NAMES``) followed by the
-screening columns the pipeline appends. The rule pack reads the same names plus ``model_score``, which the
-pipeline appends after scoring (``RULE_FEATURE_NAMES``). Changing the order, a name or a definition
+screening columns the pipeline appends. The rule pack reads the same names plus ``model_score``,
+which the pipeline appends after scoring (``RULE_FEATURE_NAMES``). Changing the order, a name or a definition
 means a new schema id and a new rule pack.
 
 ``sealtrail.features/2`` is ``sealtrail.features/1``'s 32 columns, unchanged, followed by the

@@ -51,8 +51,8 @@ def _forward(held: list[Pay], u: str, t: int, c: int) -> tuple[int, int]:
     return (1000 * c) // best, (t - latest) // H
 
 
-def _forward_source(held: list[Pay], kept: list[Pay], u: str, t: int, c: int) -> int:
-    """How many accounts the sender of that amount paid over ``kept`` (the latest such payment to
+def _forward_source(held: list[Pay], u: str, t: int, c: int) -> int:
+    """How many accounts the sender of that amount paid over ``held`` (the latest such payment to
     arrive, when several came in at once); -1 when none is forwarded."""
     got = [p for p in held if p[1] == u and t - 7 * DAY < p[2] < t and p[3] >= c]
     if not got or c == 0:
@@ -60,7 +60,7 @@ def _forward_source(held: list[Pay], kept: list[Pay], u: str, t: int, c: int) ->
     best = min(p[3] for p in got)
     latest = max(p[2] for p in got if p[3] == best)
     source = [p for p in got if p[3] == best and p[2] == latest][-1][0]
-    return len({p[1] for p in kept if p[0] == source})
+    return len({p[1] for p in held if p[0] == source})
 
 
 def _distinct(held: list[Pay], t: int, lo: int, key: int, match: int, who: str) -> int:
@@ -91,7 +91,7 @@ def test_values_match_a_slow_re_derivation(seed: int, k: int) -> None:
             assert got["amount_log2_ratio_q8"] == log2_q8(max(c, 1)) - log2_q8(max(med, 1))
         assert got["orig_dormancy_days"] == ((t - last_seen[u]) // DAY if u in last_seen else -1)
         assert (got["forward_share_permille"], got["forward_delay_hours"]) == _forward(held, u, t, c)
-        assert got["forward_source_fan_out"] == _forward_source(held, held, u, t, c)
+        assert got["forward_source_fan_out"] == _forward_source(held, u, t, c)
         now = [*held, (u, v, t, c)]
         for span, name in ((DAY, "1d"), (7 * DAY, "7d"), (window, "30d")):
             assert got[f"orig_fan_out_{name}"] == _distinct(now, t, t - span, 1, 0, u)
@@ -126,5 +126,5 @@ def test_cycles_match_with_late_payments_and_uneven_degrees(seed: int, k: int, a
         assert got["scatter_gather"] == len({p[0] for p in held if p[1] == u and t - DAY < p[2] < t})
         kept = [p for p in seen if p[2] > latest - window]  # what the graph still holds
         assert (got["forward_share_permille"], got["forward_delay_hours"]) == _forward(kept, u, t, c)
-        assert got["forward_source_fan_out"] == _forward_source(kept, kept, u, t, c)
+        assert got["forward_source_fan_out"] == _forward_source(kept, u, t, c)
         seen.append((u, v, t, c))
