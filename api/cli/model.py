@@ -154,6 +154,20 @@ def card_cmd(
          lambda: _print_card(files.card, evaluation))
 
 
+def _place_rows(table: Table, place: dict[str, Any] | None) -> None:
+    """The first payments of patterns apart from the later ones, and the patterns seen at all (cards
+    of models trained before these figures lack them)."""
+    if not isinstance(place, dict):
+        return
+    for key, label in (("first_payment", "first payment of a pattern"), ("later_payments", "later payments")):
+        m = place[key]
+        if m["detected"] is not None:
+            table.add_row(f"  {label}", f"{m['detected']:.3f} of {m['n']:,}")
+    pat = place["patterns"]
+    if pat["detected"] is not None:
+        table.add_row("  patterns with a payment detected", f"{pat['detected']:.3f} of {pat['n']:,}")
+
+
 def _print_card(card: dict[str, Any], evaluation: dict[str, Any] | None = None) -> None:
     held, ev = card["metrics"]["heldout"], card["metrics"]["evasion"]
     table = Table(title=f"model {card['name']}  {card['model_sha256']}", show_header=False)
@@ -167,10 +181,12 @@ def _print_card(card: dict[str, Any], evaluation: dict[str, Any] | None = None) 
                   f"{held['recall_at_1pct_fpr']:.4f} (score > {held['threshold_at_1pct_fpr']:.4f})")
     for kind, m in held["per_typology_recall_at_1pct_fpr"].items():
         table.add_row(f"  {kind}", f"{m['detected']:.3f} of {m['n']:,}")
+    _place_rows(table, held.get("by_place_at_1pct_fpr"))
     table.add_row("evasion variants detected", f"{ev['detection_rate_at_1pct_fpr']:.4f} at 1% FPR, "
                   f"{ev['detection_rate_score_ge_0_5']:.4f} at score >= 0.5")
     for kind, m in ev["per_typology_at_1pct_fpr"].items():
         table.add_row(f"  {kind}", f"{m['detected']:.3f} of {m['n']:,}")
+    _place_rows(table, ev.get("by_place_at_1pct_fpr"))
     for pop in card["metrics"].get("heldout_populations", []):
         table.add_row(f"  population x{pop['amount_scale']:g}{' evasion' if pop['evasion'] else ''}",
                       f"ROC-AUC {pop['roc_auc']:.3f}, recall {pop['recall_at_1pct_fpr']:.3f} "

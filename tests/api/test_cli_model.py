@@ -79,6 +79,19 @@ def test_model_card_shows_the_shipped_model() -> None:
     assert doc["metrics"]["heldout"]["roc_auc"] > 0.9
     human = runner.invoke(app, ["model", "card"])
     assert "held-out ROC-AUC" in human.stdout and "evasion variants detected" in human.stdout
+    assert "first payment of a pattern" in human.stdout and "patterns with a payment detected" in human.stdout
+
+
+def test_model_card_of_a_model_trained_before_the_pattern_figures(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    shutil.copytree(shipped_model_dir(), d)
+    card = json.loads((d / "card.json").read_bytes())
+    for part in ("heldout", "evasion"):
+        del card["metrics"][part]["by_place_at_1pct_fpr"]
+    (d / "card.json").write_bytes(json.dumps(card).encode())
+    human = runner.invoke(app, ["model", "card", "--model", str(d)])
+    assert human.exit_code == 0, human.output
+    assert "evasion variants detected" in human.stdout and "first payment of a pattern" not in human.stdout
 
 
 def _evaluation(model_sha256: str) -> dict[str, object]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,16 @@ from inference.model import (
 )
 from inference.schema import MODEL_SCHEMA, feature_names
 from inference.simulate import SimConfig, simulate
-from inference.train import TrainConfig, build_rows, draw_populations, recall_at_fpr, roc_auc, train
+from inference.train import (
+    TrainConfig,
+    build_rows,
+    by_place,
+    draw_populations,
+    pattern_places,
+    recall_at_fpr,
+    roc_auc,
+    train,
+)
 
 
 def test_shipped_model_files_match_their_card() -> None:
@@ -39,6 +49,39 @@ def test_shipped_model_files_match_their_card() -> None:
     # the card shows what the model is worth: a useful ranking, and the evasion figure as measured
     assert held["roc_auc"] >= 0.95 and held["recall_at_1pct_fpr"] >= 0.6
     assert 0 < ev["detection_rate_at_1pct_fpr"] <= 1 and ev["rows"] > ev["positives"] > 0
+    for part in (held, ev):  # every laundering payment is a first or a later one; a pattern has one first
+        place = part["by_place_at_1pct_fpr"]
+        assert place["first_payment"]["n"] + place["later_payments"]["n"] == part["positives"]
+        assert place["patterns"]["n"] == place["first_payment"]["n"] == sum(
+            v["n"] for v in place["patterns"]["per_typology"].values())
+    # what the card says of evasion: a pattern's first payment is where most detection is lost, and
+    # more patterns are seen than payments
+    place = ev["by_place_at_1pct_fpr"]
+    assert (place["first_payment"]["detected"] < ev["detection_rate_at_1pct_fpr"]
+            < place["later_payments"]["detected"] < place["patterns"]["detected"])
+
+
+def test_payments_are_placed_in_their_patterns_by_first_payment() -> None:
+    base = simulate(SimConfig(seed=5, n_normal=200, n_accounts=100, days=7))[0]
+    seq = [replace(base, label=0, typology="normal", pattern=0),
+           replace(base, label=1, typology="layering", pattern=1),
+           replace(base, label=1, typology="fan_in", pattern=1),  # the same number, another typology
+           replace(base, label=1, typology="layering", pattern=1),
+           replace(base, label=1, typology="layering", pattern=2),
+           replace(base, label=0, typology="normal", pattern=0)]
+    places, patterns = pattern_places(seq)
+    assert places.tolist() == [-1, 0, 0, 1, 0, -1] and patterns.tolist() == [-1, 0, 1, 0, 2, -1]
+    got = by_place(np.array([0.9, 0.1, 0.8, 0.7, 0.2, 0.95]), seq, 0.5)
+    assert got == {"first_payment": {"n": 3, "detected": round(1 / 3, 6)},
+                   "later_payments": {"n": 1, "detected": 1.0},
+                   "patterns": {"n": 3, "detected": round(2 / 3, 6),
+                                "per_typology": {"fan_in": {"n": 1, "detected": 1.0},
+                                                 "layering": {"n": 2, "detected": 0.5}}}}
+    # at the threshold is not above it; normal payments above it count for nothing
+    assert by_place(np.array([0.9, 0.5, 0.5, 0.5, 0.5, 0.95]), seq, 0.5)["patterns"]["detected"] == 0.0
+    none = by_place(np.array([0.9]), seq[:1], 0.5)  # no laundering at all: nothing to share out
+    assert none == {"first_payment": {"n": 0, "detected": None}, "later_payments": {"n": 0, "detected": None},
+                    "patterns": {"n": 0, "detected": None, "per_typology": {}}}
 
 
 def test_a_different_seed_gives_a_different_model(tmp_path: Path) -> None:
