@@ -50,6 +50,9 @@ _WHOLE_SLOT = _SLOTS - 1  # positions from here on are not filed
 # customers, common names): tens of bytes for most words (alike no listed token), a few kB for a
 # word alike many; then it forgets them all and starts again.
 _REACH_CACHE = 1 << 15
+# query initials up to this many have the prefix tokens they may partner bounded by their number (the
+# heaviest that many of a name's); with more, every prefix token no key found counts
+_INITIALS_BOUNDED = 3
 
 _ID_CLEAN = re.compile(r"[^0-9A-Z]")
 
@@ -130,7 +133,8 @@ class ListIndex:
         wholes: dict[str, list[int]] = {}
         # per name, for the bound in ``candidates``: the name's whole weight, and the part outside its
         # prefix (tokens no key is filed for)
-        totals, outsides = [], []
+        totals, outsides, heaviest = [], [], []
+        firsts: set[str] = set()  # the letters (or digits) filed prefix tokens begin with
         self._name_weights: list[tuple[int, ...]] = []
         for i, (*_, toks) in enumerate(names):
             informative = [t for t in toks if t not in PARTICLES] or list(toks)
@@ -142,6 +146,12 @@ class ListIndex:
             # query word it begins may partner it, with no key in common)
             outsides.append(sum(w for p, (t, w) in enumerate(zip(toks, weights, strict=True))
                                 if t not in prefix or p >= _WHOLE_SLOT or len(t) == 1))
+            # the rest, the filed tokens of more than one letter: what a query initial may partner with
+            # no key in common; the weight of its heaviest 1, 2 and 3 (a query initial partners one)
+            filed = sorted((w for p, (t, w) in enumerate(zip(toks, weights, strict=True))
+                            if t in prefix and p < _WHOLE_SLOT and len(t) > 1), reverse=True)
+            firsts.update(t[0] for p, t in enumerate(toks[:_WHOLE_SLOT]) if t in prefix and len(t) > 1)
+            heaviest.append([sum(filed[:k]) for k in range(1, _INITIALS_BOUNDED + 1)])
             for p, t in enumerate(toks[:_WHOLE_SLOT]):
                 if t in prefix:
                     tid = vocab.get(t)
@@ -168,6 +178,8 @@ class ListIndex:
         self._wholes = {k: tuple(v) for k, v in wholes.items()}
         self._total = np.array(totals, dtype=np.float64)
         self._outside = np.array(outsides, dtype=np.float64)
+        self._heaviest = np.array(heaviest, dtype=np.float64).reshape(len(names), _INITIALS_BOUNDED)
+        self._firsts = frozenset(firsts)
 
     @property
     def names(self) -> Sequence[tuple[int, ListEntry, int, tuple[str, ...]]]:
@@ -250,8 +262,14 @@ class ListIndex:
         keyed = np.add.reduceat(w, starts)  # the weight of the prefix tokens some query token found
         got = np.add.reduceat(w * sims[order], starts)  # and how much of it, at best
         total, outside = self._total[uids], self._outside[uids]
-        unkeyed = INITIAL_SIMILARITY if any(len(t) == 1 for t in tokens) else 0.0
-        cover = (got + outside + unkeyed * (total - outside - keyed)) / total
+        # the prefix tokens no key found that the query's initials may partner: only those beginning
+        # with one of them, and one each (a digit, as in "9 Station Road", begins no name's token)
+        initials = sum(1 for t in tokens if len(t) == 1 and t in self._firsts)
+        unfound = total - outside - keyed
+        if initials and initials <= _INITIALS_BOUNDED:
+            unfound = np.minimum(unfound, self._heaviest[uids, initials - 1])
+        unkeyed = INITIAL_SIMILARITY if initials else 0.0
+        cover = (got + outside + unkeyed * unfound) / total
         keep = LISTED_SHARE * cover + (1 - LISTED_SHARE) >= floor / 1000 - 1e-9
         kept: list[int] = uids[keep].tolist()  # ascending
         return sorted({*kept, *whole}) if whole else kept
