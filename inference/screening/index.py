@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from anyascii import anyascii
 
 from inference.screening.entries import ListEntry, SanctionsList
@@ -203,11 +204,27 @@ class ListIndex:
 
         The bound: each prefix token of a listed name counts as found as alike as the query token
         most like it (``match.token_similarity``, which is 0 for tokens that share no key), each
-        token outside its prefix as found whole (never looked up), and each prefix token no key
-        found as not found or, when the query has initials, as found at ``INITIAL_SIMILARITY``;
-        the query's own coverage as complete; a name written together the same way as the query
-        is always scored. A name whose bound is under ``floor`` cannot reach it and is not
-        scored."""
+        token outside its prefix as found whole (never looked up), and the prefix tokens no key
+        found as not found, but for what the query's initials may partner: an initial partners one
+        listed word, which it begins, at ``INITIAL_SIMILARITY``, so for ``k`` initials that begin
+        some filed token the name's heaviest ``k`` prefix tokens count as found so (a digit, as in
+        the house number of "9 Station Road", begins none); the query's own coverage as complete;
+        a name written together the same way as the query is always scored. A name whose bound is
+        under ``floor`` cannot reach it and is not scored."""
+        return self._candidates(tokens, floor)[0]
+
+    def charged_candidates(self, tokens: Sequence[str], floor: int) -> tuple[list[int], list[int]]:
+        """``(candidates, charged)``: ``candidates(tokens, floor)``, and the names a free text's
+        screening budget charges a unit cost for, in order: those of the bound that counted every
+        prefix token no key found as found at ``INITIAL_SIMILARITY`` as soon as the query held any
+        one-character token. Budgets are stated in decision records (``sealtrail.decision/7``) and
+        counted again by their verifier, so they keep being charged as they were; the names of
+        ``charged`` not in ``candidates`` cannot reach ``floor`` and are charged without being
+        scored. Every name of ``candidates`` is in ``charged``."""
+        return self._candidates(tokens, floor)
+
+    def _candidates(self, tokens: Sequence[str], floor: int) -> tuple[list[int], list[int]]:
+        """``charged_candidates``."""
         # each listed token found by a query token's keys, as alike as the query token most like it
         # (a token shares no key with another query token is not alike it at all)
         best: dict[int, float] = {}
@@ -242,9 +259,10 @@ class ListIndex:
             found = set(whole)
             for a in arrays:
                 found.update(a.tolist())
-            return sorted(found)
+            every = sorted(found)
+            return every, every
         if not arrays:
-            return sorted(whole)
+            return sorted(whole), sorted(whole)
         ids = np.concatenate(arrays)
         # numpy floats here only choose what is scored (conservatively): scores are integer-exact
         w = np.concatenate([self._posting_weights[tid] for tid in best])
@@ -264,12 +282,27 @@ class ListIndex:
         total, outside = self._total[uids], self._outside[uids]
         # the prefix tokens no key found that the query's initials may partner: only those beginning
         # with one of them, and one each (a digit, as in "9 Station Road", begins no name's token)
+        singles = sum(1 for t in tokens if len(t) == 1)
         initials = sum(1 for t in tokens if len(t) == 1 and t in self._firsts)
         unfound = total - outside - keyed
-        if initials and initials <= _INITIALS_BOUNDED:
-            unfound = np.minimum(unfound, self._heaviest[uids, initials - 1])
-        unkeyed = INITIAL_SIMILARITY if initials else 0.0
-        cover = (got + outside + unkeyed * unfound) / total
+        # the bound charged for (see ``charged_candidates``): any one-character token credits them all
+        loose: npt.NDArray[np.float64] | float = INITIAL_SIMILARITY * unfound if singles else 0.0
+        charged = self._kept(uids, (got + outside + loose) / total, floor, whole)
+        if initials == singles and (not initials or initials > _INITIALS_BOUNDED):
+            return charged, charged  # the two bounds are one
+        credit: npt.NDArray[np.float64] | float
+        if not initials:
+            credit = 0.0
+        elif initials > _INITIALS_BOUNDED:
+            credit = loose
+        else:
+            credit = INITIAL_SIMILARITY * np.minimum(unfound, self._heaviest[uids, initials - 1])
+        return self._kept(uids, (got + outside + credit) / total, floor, whole), charged
+
+    @staticmethod
+    def _kept(uids: npt.NDArray[np.int64], cover: npt.NDArray[np.float64], floor: int,
+              whole: tuple[int, ...]) -> list[int]:
+        """The names of ``uids`` whose listed cover ``cover`` may reach ``floor``, and ``whole``."""
         keep = LISTED_SHARE * cover + (1 - LISTED_SHARE) >= floor / 1000 - 1e-9
         kept: list[int] = uids[keep].tolist()  # ascending
         return sorted({*kept, *whole}) if whole else kept

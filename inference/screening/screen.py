@@ -261,9 +261,13 @@ def _screen_text(index: ListIndex, where: str, text: str, floor: int = DEFAULT_F
     bounded = len(toks) >= BOUNDED_FROM
     windows: _TextWindows | None = None  # made for the first candidate: most texts have none
     cost = 1 + len(toks) // WORDS_PER_UNIT
-    for i in index.candidates(toks, floor):
+    candidates, charged = index.charged_candidates(toks, floor)
+    scored = set(candidates) if len(charged) > len(candidates) else None
+    for i in charged if budget is not None else candidates:
         if budget is not None and not budget.spend(cost, where):
             break
+        if scored is not None and i not in scored:
+            continue  # charged as a budget counts it, but it cannot reach the floor
         pos, entry, k, listed = index.names[i]
         if not bounded or len(listed) * len(toks) > _MAX_CELLS:
             score = _every_window(toks, listed, index.weight)

@@ -17,7 +17,14 @@ from inference.screening.entries import ListEntry, SanctionsList
 from inference.screening.index import ListIndex
 from inference.screening.match import name_score
 from inference.screening.normalise import name_tokens
-from inference.screening.screen import DEFAULT_FLOOR
+from inference.screening.screen import (
+    CHARS_PER_UNIT,
+    DEFAULT_FLOOR,
+    WORD_UNITS,
+    WORDS_PER_UNIT,
+    Budget,
+    screen_text,
+)
 
 
 def make_index(names: Sequence[str]) -> ListIndex:
@@ -82,3 +89,23 @@ def test_initials_and_numbers_in_a_query_never_leave_out_a_name_at_the_floor(nam
     index = make_index(names)
     kept = set(index.candidates(name_tokens(query).tokens, floor))
     assert brute_force(index, query, floor) <= kept
+
+
+def test_a_free_texts_budget_is_charged_for_the_candidates_it_always_was() -> None:
+    """Decision records state the budget a payment was screened under and where it stopped, and
+    their verifier screens again counting the same units: the names the bound now leaves out are
+    still charged (without being scored), so a budget stops where it always did."""
+    index = make_index(LISBIN)
+    toks = name_tokens("9 Lisbin Road").tokens
+    candidates, charged = index.charged_candidates(toks, DEFAULT_FLOOR)
+    assert candidates == index.candidates(toks, DEFAULT_FLOOR) and set(candidates) <= set(charged)
+    assert len(charged) == len(LISBIN) > len(candidates)  # a digit used to credit every unfound word
+    text = "9 Lisbin Road"
+    words = len(set(toks))
+    need = len(text) // CHARS_PER_UNIT + words * WORD_UNITS + len(charged) * (1 + len(toks) // WORDS_PER_UNIT)
+    budget = Budget(1 << 30)
+    assert screen_text(index, "remittance", text, DEFAULT_FLOOR, budget) == []
+    assert budget.total - budget.left == need
+    short = Budget(need - 1)  # one unit short: it stops in this text, at the last candidate
+    screen_text(index, "remittance", text, DEFAULT_FLOOR, short)
+    assert short.stopped == "remittance"
