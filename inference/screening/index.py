@@ -29,11 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from anyascii import anyascii
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
 
 from inference.screening.entries import ListEntry, SanctionsList
 from inference.screening.errors import ScreeningError
 from inference.screening.match import (
     INITIAL_SIMILARITY,
+    JOINED_FLOOR,
     LISTED_SHARE,
     token_keys,
     token_similarity,
@@ -54,6 +57,9 @@ _REACH_CACHE = 1 << 15
 # query initials up to this many have the prefix tokens they may partner bounded by their number (the
 # heaviest that many of a name's); with more, every prefix token no key found counts
 _INITIALS_BOUNDED = 3
+# names times runs of a text compared written together, in C, before the names the bound left out are
+# scored instead (``ListIndex._joined_may_count``)
+_JOINED_CELLS = 1 << 16
 
 _ID_CLEAN = re.compile(r"[^0-9A-Z]")
 
@@ -134,7 +140,7 @@ class ListIndex:
         wholes: dict[str, list[int]] = {}
         # per name, for the bound in ``candidates``: the name's whole weight, and the part outside its
         # prefix (tokens no key is filed for)
-        totals, outsides, heaviest = [], [], []
+        totals, outsides, heaviest, sizes = [], [], [], []
         firsts: set[str] = set()  # the letters (or digits) filed prefix tokens begin with
         self._name_weights: list[tuple[int, ...]] = []
         for i, (*_, toks) in enumerate(names):
@@ -153,6 +159,7 @@ class ListIndex:
                             if t in prefix and p < _WHOLE_SLOT and len(t) > 1), reverse=True)
             firsts.update(t[0] for p, t in enumerate(toks[:_WHOLE_SLOT]) if t in prefix and len(t) > 1)
             heaviest.append([sum(filed[:k]) for k in range(1, _INITIALS_BOUNDED + 1)])
+            sizes.append(len(toks))
             for p, t in enumerate(toks[:_WHOLE_SLOT]):
                 if t in prefix:
                     tid = vocab.get(t)
@@ -181,6 +188,7 @@ class ListIndex:
         self._outside = np.array(outsides, dtype=np.float64)
         self._heaviest = np.array(heaviest, dtype=np.float64).reshape(len(names), _INITIALS_BOUNDED)
         self._firsts = frozenset(firsts)
+        self._sizes = sizes  # tokens a name has
 
     @property
     def names(self) -> Sequence[tuple[int, ListEntry, int, tuple[str, ...]]]:
@@ -210,8 +218,15 @@ class ListIndex:
         some filed token the name's heaviest ``k`` prefix tokens count as found so (a digit, as in
         the house number of "9 Station Road", begins none); the query's own coverage as complete;
         a name written together the same way as the query is always scored. A name whose bound is
-        under ``floor`` cannot reach it and is not scored."""
-        return self._candidates(tokens, floor)[0]
+        under ``floor`` cannot reach it and is not scored.
+
+        The names scored are always among those of the looser bound ``charged_candidates`` states,
+        and every one of those that reaches ``floor`` is scored, so the hits are those that bound
+        gave (decision records are screened again by their verifier): where a query initial may
+        partner a word a key found, that word counts at ``INITIAL_SIMILARITY`` at least; the bound is
+        rounded as scores are; and a name of the looser bound that the query written together may
+        match closely enough to count (``match.joined_counts``) is scored whatever its tokens."""
+        return self._candidates(tokens, floor, False)[0]
 
     def charged_candidates(self, tokens: Sequence[str], floor: int) -> tuple[list[int], list[int]]:
         """``(candidates, charged)``: ``candidates(tokens, floor)``, and the names a free text's
@@ -221,10 +236,11 @@ class ListIndex:
         counted again by their verifier, so they keep being charged as they were; the names of
         ``charged`` not in ``candidates`` cannot reach ``floor`` and are charged without being
         scored. Every name of ``candidates`` is in ``charged``."""
-        return self._candidates(tokens, floor)
+        return self._candidates(tokens, floor, True)
 
-    def _candidates(self, tokens: Sequence[str], floor: int) -> tuple[list[int], list[int]]:
-        """``charged_candidates``."""
+    def _candidates(self, tokens: Sequence[str], floor: int, text: bool) -> tuple[list[int], list[int]]:
+        """``charged_candidates``; ``text``: the tokens are a free text's, compared with a name by
+        windows of as many words as it has and one more (``screen.screen_text``), else a name's."""
         # each listed token found by a query token's keys, as alike as the query token most like it
         # (a token shares no key with another query token is not alike it at all)
         best: dict[int, float] = {}
@@ -278,7 +294,8 @@ class ListIndex:
         uids = ids[starts]
         w = w[order]
         keyed = np.add.reduceat(w, starts)  # the weight of the prefix tokens some query token found
-        got = np.add.reduceat(w * sims[order], starts)  # and how much of it, at best
+        sims = sims[order]
+        got = np.add.reduceat(w * sims, starts)  # and how much of it, at best
         total, outside = self._total[uids], self._outside[uids]
         # the prefix tokens no key found that the query's initials may partner: only those beginning
         # with one of them, and one each (a digit, as in "9 Station Road", begins no name's token)
@@ -293,16 +310,55 @@ class ListIndex:
         credit: npt.NDArray[np.float64] | float
         if not initials:
             credit = 0.0
-        elif initials > _INITIALS_BOUNDED:
-            credit = loose
         else:
-            credit = INITIAL_SIMILARITY * np.minimum(unfound, self._heaviest[uids, initials - 1])
-        return self._kept(uids, (got + outside + credit) / total, floor, whole), charged
+            if initials > _INITIALS_BOUNDED:
+                credit = loose
+            else:
+                credit = INITIAL_SIMILARITY * np.minimum(unfound, self._heaviest[uids, initials - 1])
+            # an initial may partner a word a key found, at more than that key's similarity
+            got = np.add.reduceat(w * np.maximum(sims, INITIAL_SIMILARITY), starts)
+        cover = (got + outside + credit) / total
+        tight = set(uids[(LISTED_SHARE * cover + (1 - LISTED_SHARE)) * 1000 >= floor - 0.5 - 1e-6].tolist())
+        rest = [i for i in charged if i not in tight and i not in whole]
+        joined_in = self._joined_may_count(tokens, rest, text) if rest else set()
+        return [i for i in charged if i in tight or i in whole or i in joined_in], charged
+
+    def _joined_may_count(self, tokens: Sequence[str], names: Sequence[int], text: bool) -> set[int]:
+        """The names of ``names`` that the query written together may match closely enough for
+        ``weighted_score`` to count it: a name's words written together against the query's (a name
+        of another number of tokens), or against the text's runs of one word more than the name has
+        and the whole text (``text``); ``match.joined_may_pass``'s test, in one call per run length.
+        Past ``_JOINED_CELLS`` comparisons, every name of ``names``."""
+        runs: dict[int, list[str]] = {}
+        need: dict[int, list[int]] = {}
+        for i in names:
+            size = self._sizes[i] + 1 if text else len(tokens)
+            if not text and self._sizes[i] == len(tokens):
+                continue  # a name of as many tokens is not compared written together
+            need.setdefault(size, []).append(i)
+        cells = 0
+        for size in need:
+            joined = {"".join(tokens)}  # the whole query (a text shorter than the run: cut there)
+            if text:
+                joined.update("".join(tokens[s:s + size]) for s in range(max(0, len(tokens) - size + 1)))
+            runs[size] = sorted(joined)
+            cells += len(runs[size]) * len(need[size])
+        if cells > _JOINED_CELLS:
+            return set(names)
+        out: set[int] = set()
+        for size, group in need.items():
+            listed = ["".join(self._names[i][3]) for i in group]
+            sims = process.cdist(listed, runs[size], scorer=OSA.normalized_similarity,
+                                 score_cutoff=2 * JOINED_FLOOR - 1 - 0.01)
+            close: list[bool] = (np.asarray(sims) != 0).any(axis=1).tolist()
+            out.update(i for i, row in zip(group, close, strict=True) if row)
+        return out
 
     @staticmethod
     def _kept(uids: npt.NDArray[np.int64], cover: npt.NDArray[np.float64], floor: int,
               whole: tuple[int, ...]) -> list[int]:
-        """The names of ``uids`` whose listed cover ``cover`` may reach ``floor``, and ``whole``."""
+        """The names of ``uids`` whose listed cover ``cover`` may reach ``floor`` (the bound as it
+        was: not rounded), and ``whole``."""
         keep = LISTED_SHARE * cover + (1 - LISTED_SHARE) >= floor / 1000 - 1e-9
         kept: list[int] = uids[keep].tolist()  # ascending
         return sorted({*kept, *whole}) if whole else kept
