@@ -29,15 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from anyascii import anyascii
-from rapidfuzz import process
-from rapidfuzz.distance import OSA
 
 from inference.screening.entries import ListEntry, SanctionsList
 from inference.screening.errors import ScreeningError
 from inference.screening.match import (
     INITIAL_SIMILARITY,
-    JOINED_FLOOR,
     LISTED_SHARE,
+    joined_may_pass_any,
     token_keys,
     token_similarity,
     weighted_score,
@@ -319,15 +317,17 @@ class ListIndex:
             got = np.add.reduceat(w * np.maximum(sims, INITIAL_SIMILARITY), starts)
         cover = (got + outside + credit) / total
         tight = set(uids[(LISTED_SHARE * cover + (1 - LISTED_SHARE)) * 1000 >= floor - 0.5 - 1e-6].tolist())
-        rest = [i for i in charged if i not in tight and i not in whole]
-        joined_in = self._joined_may_count(tokens, rest, text) if rest else set()
-        return [i for i in charged if i in tight or i in whole or i in joined_in], charged
+        tight.update(whole)
+        rest = [i for i in charged if i not in tight]
+        if rest:
+            tight |= self._joined_may_count(tokens, rest, text)
+        return [i for i in charged if i in tight], charged
 
     def _joined_may_count(self, tokens: Sequence[str], names: Sequence[int], text: bool) -> set[int]:
         """The names of ``names`` that the query written together may match closely enough for
         ``weighted_score`` to count it: a name's words written together against the query's (a name
         of another number of tokens), or against the text's runs of one word more than the name has
-        and the whole text (``text``); ``match.joined_may_pass``'s test, in one call per run length.
+        and the whole text (``text``); ``match.joined_may_pass_any``, one call per run length.
         Past ``_JOINED_CELLS`` comparisons, every name of ``names``."""
         runs: dict[int, list[str]] = {}
         need: dict[int, list[int]] = {}
@@ -347,10 +347,7 @@ class ListIndex:
             return set(names)
         out: set[int] = set()
         for size, group in need.items():
-            listed = ["".join(self._names[i][3]) for i in group]
-            sims = process.cdist(listed, runs[size], scorer=OSA.normalized_similarity,
-                                 score_cutoff=2 * JOINED_FLOOR - 1 - 0.01)
-            close: list[bool] = (np.asarray(sims) != 0).any(axis=1).tolist()
+            close = joined_may_pass_any(runs[size], ["".join(self._names[i][3]) for i in group])
             out.update(i for i, row in zip(group, close, strict=True) if row)
         return out
 

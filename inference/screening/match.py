@@ -38,12 +38,16 @@ from rapidfuzz.distance import OSA, JaroWinkler
 from inference.screening.normalise import skeleton
 
 __all__ = ["INITIAL_SIMILARITY", "JOINED_FLOOR", "LISTED_SHARE", "SKELETON_DISCOUNT", "joined_counts",
-           "joined_may_count", "joined_may_pass", "name_score", "score_bound", "token_keys",
+           "joined_may_count", "joined_may_pass",
+           "joined_may_pass_any", "name_score", "score_bound", "token_keys",
            "token_similarity", "weighted_score"]
 
 SKELETON_DISCOUNT = 0.94
 SKELETON_MIN = 5  # skeletons shorter than this say too little to compare
 JOINED_FLOOR = 0.95  # names written together count only when that alike, as one word
+# the optimal-string-alignment similarity under which two names written together cannot reach
+# JOINED_FLOOR (their mean with Jaro-Winkler, at most 1), less a margin: see ``joined_may_pass``
+_JOINED_OSA_CUTOFF = 2 * JOINED_FLOOR - 1 - 0.01
 FIRST_LETTER_DIFFERS = 0.9  # two tokens whose first letters differ, even once folded
 TOKEN_FLOOR = 0.8  # two tokens less alike than this are different words: "romanenko" / "romaniuk"
 INITIAL_SIMILARITY = 0.90
@@ -137,9 +141,18 @@ def joined_may_pass(joined: Sequence[str], listed: str) -> list[int]:
     them in one call (in C, a margin below it), so that only these are put to the test itself."""
     if not joined:
         return []
-    sims = process.cdist([listed], joined, scorer=OSA.normalized_similarity,
-                         score_cutoff=2 * JOINED_FLOOR - 1 - 0.01)
+    sims = process.cdist([listed], joined, scorer=OSA.normalized_similarity, score_cutoff=_JOINED_OSA_CUTOFF)
     return np.flatnonzero(sims[0]).tolist()
+
+
+def joined_may_pass_any(joined: Sequence[str], listed: Sequence[str]) -> list[bool]:
+    """For each name of ``listed`` (written together), whether any of the texts ``joined`` could
+    pass the test ``joined_counts`` puts to it: ``joined_may_pass`` for many names in one call."""
+    if not joined or not listed:
+        return [False] * len(listed)
+    sims = process.cdist(listed, joined, scorer=OSA.normalized_similarity, score_cutoff=_JOINED_OSA_CUTOFF)
+    close: list[bool] = (np.asarray(sims) != 0).any(axis=1).tolist()
+    return close
 
 
 def joined_may_count(a: int, b: int) -> bool:
