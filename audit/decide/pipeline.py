@@ -66,7 +66,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -235,15 +235,18 @@ class Pipeline:
         preparing batches that would be refused."""
         if not subs:
             return []
+        # screening reads no decision state: done here, outside every lock (deciders screen side by
+        # side, none holds the sequencer for it), and kept if the batch is prepared again
+        screened = self._screened(subs)
         if time.monotonic() < self._contended_until:
-            return self._decide_locked(subs)
+            return self._decide_locked(subs, screened)
         try:
-            return self._decide_once(subs)
+            return self._decide_once(subs, screened)
         except StateSuperseded:
             self.superseded += 1
             self._quiet = 0
             self._contended_until = time.monotonic() + _CONTENDED_S
-            return self._decide_locked(subs)
+            return self._decide_locked(subs, screened)
 
     def catch_up(self) -> int:
         """Bring the feature state and account risk up to the log now, if no batch of ours is in
@@ -264,24 +267,25 @@ class Pipeline:
         finally:
             self._lock.release()
 
-    def _decide_locked(self, subs: Sequence[Submission]) -> list[Decision]:
+    def _decide_locked(self, subs: Sequence[Submission], screened: _Screened) -> list[Decision]:
         """Catch up, prepare and commit ``subs`` under the sequencer lock (``Ledger.append_many``
         ``build``), in this pipeline's ticket order; no other batch of ours prepares meanwhile."""
         with self._lock:
             ticket = self._tickets
             self._tickets += 1
             self.locked += 1
-            return self._seal(subs, None, ticket, 0, make=lambda: self._make_locked(subs, ticket))
+            return self._seal(subs, None, ticket, 0, make=lambda: self._make_locked(subs, screened, ticket))
 
-    def _make_locked(self, subs: Sequence[Submission], ticket: int) -> tuple[_Prepared, int]:
+    def _make_locked(self, subs: Sequence[Submission], screened: _Screened,
+                     ticket: int) -> tuple[_Prepared, int]:
         """Under ``_lock`` and the sequencer lock, at ``ticket``'s turn (every batch of ours before it
         committed or failed): the batch prepared on the state caught up with the whole log."""
-        prepared, journal, epoch = self._prepare_on_state(subs, catch_up=True)
+        prepared, journal, epoch = self._prepare_on_state(subs, screened, catch_up=True)
         with self._state:
             self._pending[ticket] = journal
         return prepared, epoch
 
-    def _prepare_on_state(self, subs: Sequence[Submission],
+    def _prepare_on_state(self, subs: Sequence[Submission], screened: _Screened,
                           catch_up: bool) -> tuple[_Prepared, Journal | None, int]:
         """Under ``_lock``: the windows recovered if stale and keyed, caught up with the log (if
         ``catch_up``, or when no batch of ours is in flight), then advanced by ``subs`` under a
@@ -308,7 +312,7 @@ class Pipeline:
         try:  # the windows advance: from here on, no commit means stale windows
             txs, ats = [s.transaction for s in subs], [s.received_at for s in subs]
             rows = self.extractor.extract(txs, ats, deltas)
-            prepared = self._prepare(subs, rows, t0, epoch,
+            prepared = self._prepare(subs, rows, screened, t0, epoch,
                                      (state_key_id, entries_bytes(deltas), self.state_from))
         except BaseException:
             if journal is None or not self._take_back([journal]):  # the latest batch: back at once
@@ -319,9 +323,9 @@ class Pipeline:
                 state.end_journal()
         return prepared, journal, epoch
 
-    def _decide_once(self, subs: Sequence[Submission]) -> list[Decision]:
+    def _decide_once(self, subs: Sequence[Submission], screened: _Screened) -> list[Decision]:
         with self._lock:  # one batch at a time advances the windows: the order of the ledger
-            prepared, journal, epoch = self._prepare_on_state(subs, catch_up=False)
+            prepared, journal, epoch = self._prepare_on_state(subs, screened, catch_up=False)
             ticket = self._tickets
             self._tickets += 1
             with self._state:
@@ -533,17 +537,18 @@ class Pipeline:
                          explanation=None if said is None else said[i])
                 for i, r in enumerate(receipts)]
 
-    def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], t0: float,
+    def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], screened: _Screened, t0: float,
                  epoch: int, deltas: _Deltas) -> _Prepared:
-        """Model, rules, account risk and the records of a batch whose feature rows are ``rows``.
+        """Model, rules, account risk and the records of a batch whose feature rows are ``rows``
+        and whose screening is ``screened``.
 
         The rows and then the scores are first put in the fixed units a version 4 record states
         (``audit.decide.fixed_point``): the model, the rules and account risk read exactly the
         numbers the record holds."""
         clock, rules, n = self._clock, self._rules, len(subs)
         ts = clock()
-        screened, evidence = self._screen(subs)
-        rows, scaled = quantise_rows(np.hstack([rows, screened]), _DIGITS)
+        evidence = screened.evidence
+        rows, scaled = quantise_rows(np.hstack([rows, screened.cols]), _DIGITS)
         t1 = clock()
         live = np.array([not s.expired for s in subs])
         scores = np.full(n, math.nan)
@@ -573,7 +578,7 @@ class Pipeline:
             except SandboxFault as exc:
                 sandbox_fault = f"SANDBOX_FAULT: {type(exc).__name__}: {exc}"
         t3 = clock()
-        stage = {"features": _us(t0, ts), "screening": _us(ts, t1), "model": _us(t1, t2),
+        stage = {"features": _us(t0, ts), "screening": screened.us + _us(ts, t1), "model": _us(t1, t2),
                  "rules": _us(t2, t3)}
         outs = [OUTCOMES[k] for k in outcomes.tolist()]
         explanations = None
@@ -595,13 +600,23 @@ class Pipeline:
         risk = self._assess(subs, scores, outs, why, keyer, epoch)
         try:
             return self._finish(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, keyer, risk,
-                                t0, explanations, deltas, evidence)
+                                # the batch's start moved back by the screening done before its state was
+                                # taken: the stages, screening included, add up to the total
+                                t0 - screened.us / 1e6, explanations, deltas, evidence)
         except BaseException:
             self.account_risk.discard(risk)
             raise
 
+    def _screened(self, subs: Sequence[Submission]) -> _Screened:
+        """``_screen`` timed: its CPU counts in the batch's screening stage, not before its start."""
+        t = self._clock()
+        cols, evidence = self._screen(subs)
+        return _Screened(cols, evidence, _us(t, self._clock()))
+
     def _screen(self, subs: Sequence[Submission]) -> tuple[npt.NDArray[F64], list[ScreeningEvidence]]:
-        """The screening columns of each submission (one row each) and what its record states."""
+        """The screening columns of each submission (one row each) and what its record states: a
+        function of the submissions, the lists in force and the clearances, never of the decision
+        state, so it needs no lock."""
         n = len(subs)
         in_force: InForce | None = None if self.screener is None else self.screener.current()
         index = None if in_force is None else in_force.index
@@ -807,6 +822,14 @@ class Pipeline:
 # the state key's id, the canonical entries of the batch's state delta, and where the state the batch
 # was prepared on was caught up from (None: not known)
 _Deltas = tuple[str, bytes, int | None]
+
+
+class _Screened(NamedTuple):
+    """A batch screened (``Pipeline._screen``), and the microseconds it took."""
+
+    cols: npt.NDArray[F64]
+    evidence: list[ScreeningEvidence]
+    us: int
 
 
 @dataclass(frozen=True)
