@@ -147,11 +147,11 @@ def build() -> dict[str, Any]:
     """``REFERENCE`` rebuilt from the training simulation (about two minutes); ``ValueError``
     when the model's scores on the rebuilt payments do not give the card's score reference."""
     from inference.model import ModelFiles, forward, load_npz
-    from inference.train import drift_reference
+    from inference.train import drift_reference, same_drift_reference
 
     rows, card = _training_normal_rows()
     model = load_npz(ModelFiles.open().weights_path)
-    if drift_reference(forward(model, rows)) != card.get("drift_reference"):
+    if not same_drift_reference(drift_reference(forward(model, rows)), card.get("drift_reference")):
         raise ValueError("the rebuilt training payments do not give the model card's score reference: "
                          "the simulator or the features changed since the model was trained")
     ranked = main_features(model, rows)

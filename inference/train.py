@@ -55,7 +55,7 @@ from inference.schema import MODEL_SCHEMA, feature_names
 from inference.simulate import SimConfig, SimTx, simulate
 
 __all__ = ["TrainConfig", "TrainResult", "build_rows", "by_place", "evaluation_configs", "pattern_places",
-           "recall_at_fpr", "roc_auc", "train"]
+           "recall_at_fpr", "roc_auc", "same_drift_reference", "train"]
 
 F64 = np.float64
 # The model learns from the columns of MODEL_SCHEMA (the leading columns of every row).
@@ -189,6 +189,28 @@ def drift_reference(scores: np.ndarray) -> dict[str, Any]:
     counts = np.bincount(np.searchsorted(np.array(inner), scores, side="right"), minlength=len(inner) + 1)
     return {"score": {"edges": inner, "shares": [round(float(c) / len(scores), 6) for c in counts],
                       "payments": len(scores)}}
+
+
+# How far a share of two score references of the same model may differ (``same_drift_reference``).
+DRIFT_SHARE_TOLERANCE = 1e-5
+
+
+def same_drift_reference(got: object, want: object) -> bool:
+    """Whether two ``drift_reference`` objects agree: the same edges and payments, every share within
+    ``DRIFT_SHARE_TOLERANCE``. The edges are the scores' own deciles, so some scores sit at an edge,
+    and the last bits of a float forward pass depend on the CPU's BLAS kernels: such a score falls on
+    either side on two machines, and a share moves by a payment or a few (1.5e-6 each of the card's
+    660,810 normal training payments). Anything else differing means other payments or another model."""
+    if not (isinstance(got, dict) and isinstance(want, dict) and got.keys() == want.keys() == {"score"}):
+        return False
+    g, w = got["score"], want["score"]
+    if not (isinstance(g, dict) and isinstance(w, dict) and g.keys() == w.keys()
+            and g.get("edges") == w.get("edges") and g.get("payments") == w.get("payments")):
+        return False
+    gs, ws = g.get("shares"), w.get("shares")
+    return (isinstance(gs, list) and isinstance(ws, list) and len(gs) == len(ws)
+            and all(isinstance(a, float | int) and isinstance(b, float | int)
+                    and abs(a - b) <= DRIFT_SHARE_TOLERANCE for a, b in zip(gs, ws, strict=True)))
 
 
 def build_rows(sims: Sequence[SimTx]) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ from inference.drift_reference import (
 )
 from inference.model import MlpModel, ModelFiles, load_npz
 from inference.schema import MODEL_SCHEMA, feature_names
+from inference.train import same_drift_reference
 
 
 def test_the_reference_is_the_shipped_model_s_and_another_model_gets_none() -> None:
@@ -63,3 +65,19 @@ def test_main_features_rank_by_what_the_first_layer_receives() -> None:
 @pytest.mark.slow
 def test_the_reference_rebuilds_from_the_training_simulation() -> None:
     assert build() == REFERENCE  # about two minutes: 26 simulated sets, checked against the card's score
+
+
+def test_score_references_agree_within_a_few_payments_at_an_edge_and_nowhere_else() -> None:
+    want = ModelFiles.open().card["drift_reference"]
+    moved = copy.deepcopy(want)
+    moved["score"]["shares"][1] += 2e-6  # one payment at an edge on the other side (another CPU's kernels)
+    moved["score"]["shares"][2] -= 2e-6
+    assert same_drift_reference(moved, want)
+    far = copy.deepcopy(want)
+    far["score"]["shares"][1] += 1e-4  # some 66 payments: other payments or another model
+    edge = copy.deepcopy(want)
+    edge["score"]["edges"][1] += 1e-6
+    fewer = copy.deepcopy(want)
+    fewer["score"]["payments"] -= 1
+    for bad in (far, edge, fewer, {"score": {**want["score"], "shares": "0.3"}}, {}, None):
+        assert not same_drift_reference(bad, want)
