@@ -57,6 +57,7 @@ bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.inference
 	$(BIN)/python -m bench.canonical
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.deciders
 	$(BIN)/python -m bench.queries
 	$(BIN)/python -m bench.http
 	$(BIN)/python -m bench.console
