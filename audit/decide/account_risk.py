@@ -183,9 +183,18 @@ class AccountRiskPolicy:
                                    "and BLOCK")
         if doc["floor_milli"] != FLOOR_MILLI or type(doc["floor_milli"]) is not int:
             raise AccountRiskError(f"account_risk.policy.floor_milli must be {FLOOR_MILLI}")
-        return cls(half_life_hours=doc["half_life_hours"], threshold_milli=doc["threshold_milli"],
-                   score_milli=doc["score_milli"], missing_score_milli=doc["missing_score_milli"],
-                   review_milli=out["REVIEW"], hold_milli=out["HOLD"], block_milli=out["BLOCK"])
+        values = (doc["half_life_hours"], doc["threshold_milli"], doc["score_milli"],
+                  doc["missing_score_milli"], out["REVIEW"], out["HOLD"], out["BLOCK"])
+        if all(type(v) is int for v in values):  # every record states its policy: made once, checked once
+            held = _POLICIES.get(values)
+            if held is not None:
+                return held
+        policy = cls(half_life_hours=values[0], threshold_milli=values[1], score_milli=values[2],
+                     missing_score_milli=values[3], review_milli=values[4], hold_milli=values[5],
+                     block_milli=values[6])
+        if len(_POLICIES) < 64 and all(type(v) is int for v in values):
+            _POLICIES[values] = policy  # by plain ints alone: True or 1.0 must still be refused
+        return policy
 
     @classmethod
     def from_settings(cls, settings: object) -> AccountRiskPolicy:
@@ -196,6 +205,9 @@ class AccountRiskPolicy:
             if v is not None:
                 kw[name] = v
         return cls(**kw)
+
+
+_POLICIES: dict[tuple[int, ...], AccountRiskPolicy] = {}  # the policies records stated, by their values
 
 
 def points_milli(policy: AccountRiskPolicy, score: float | None, decision: str, fail_safe: str | None) -> int:

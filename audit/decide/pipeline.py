@@ -94,7 +94,7 @@ from audit.screening.clearance import party_of
 from audit.screening.clearance_state import Clearance
 from audit.screening.evidence import ScreeningEvidence
 from audit.screening.screener import InForce, Screener
-from audit.state.account_risk_replay import apply_records
+from audit.state.account_risk_replay import apply_records, risk_fields
 from audit.state.delta import DELTA_KIND, decider_name, delta_body, entries_bytes
 from audit.state.replay import catch_up, decision_pages
 from inference.features import FeatureExtractor, StateDelta
@@ -230,9 +230,9 @@ class Pipeline:
         one batch's records are built while the one before it commits.
 
         A batch another decider got ahead of is prepared again under the sequencer lock (caught
-        up, prepared and committed while no other decider can commit), and so is every batch of
-        the next ``_CONTENDED_S`` seconds: under contention the deciders take turns instead of
-        preparing batches that would be refused."""
+        up, prepared and committed while no other decider can commit), and so is every batch until
+        ``_CONTENDED_S`` seconds pass in which none of them met another decider's commit: under
+        contention the deciders take turns instead of preparing batches that would be refused."""
         if not subs:
             return []
         # screening reads no decision state: done here, outside every lock (deciders screen side by
@@ -280,7 +280,10 @@ class Pipeline:
                      ticket: int) -> tuple[_Prepared, int]:
         """Under ``_lock`` and the sequencer lock, at ``ticket``'s turn (every batch of ours before it
         committed or failed): the batch prepared on the state caught up with the whole log."""
+        before = self.caught_up
         prepared, journal, epoch = self._prepare_on_state(subs, screened, catch_up=True)
+        if self.caught_up > before:  # others still commit: a batch prepared outside the lock would be refused
+            self._contended_until = time.monotonic() + _CONTENDED_S
         with self._state:
             self._pending[ticket] = journal
         return prepared, epoch
@@ -380,7 +383,8 @@ class Pipeline:
             self._rules = self.rules_source()  # before the state moves: a failure here changes nothing
         # every read that can fail before anything changes; the features' part journaled, taken back
         # whole if it fails half-way (never applied twice by the next catch-up)
-        risk = [(s, env["record"]) for page in decision_pages(engine, covered, end) for s, env in page]
+        risk = [(s, risk_fields(env["record"])) for page in decision_pages(engine, covered, end)
+                for s, env in page]
         state = self.extractor.state
         journal = state.begin_journal() if isinstance(state, VelocityState) else None
         try:
@@ -422,8 +426,8 @@ class Pipeline:
             extractor, covered = got[0], got[1]
             self.state_from = got[2] if len(got) > 2 else None
             if before is not None and covered > before:  # other deciders' decisions it holds
-                risk = [(s, env["record"]) for page in decision_pages(self.ledger.engine, before, covered)
-                        for s, env in page]
+                risk = [(s, risk_fields(env["record"]))
+                        for page in decision_pages(self.ledger.engine, before, covered) for s, env in page]
                 apply_records(self.account_risk, risk)
             self.extractor, self._covered = extractor, covered
             self._tip_read = False  # the newest delta before the size it covers, read at the catch-up
@@ -882,7 +886,8 @@ def _screening_bytes(evidence: list[ScreeningEvidence]) -> list[Jcs]:
 
 
 _QUIET_READS = 16  # catch-up reads in a row that found nobody else: the next idle batches skip the read
-_CONTENDED_S = 1.0  # after another decider got ahead, batches are prepared under the lock this long
+_CONTENDED_S = 1.0  # after another decider got ahead, or committed before a batch prepared under the lock,
+# batches are prepared under the lock this long
 _NO_HITS: _Hits = ((), Jcs(b"[]"))
 _MODULE = ("module",)  # the fired cache's entry naming the module it holds hits for
 _EPOCH64 = np.datetime64(0, "us")

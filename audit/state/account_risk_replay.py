@@ -26,10 +26,20 @@ from audit.decide.record import RISK_SCHEMAS, body_score
 from audit.state.replay import decision_pages
 from ledger import store
 
-__all__ = ["AccountRiskReport", "apply_records", "rebuild_account_risk"]
+__all__ = ["AccountRiskReport", "apply_records", "rebuild_account_risk", "risk_fields"]
 
 log = logging.getLogger(__name__)
 _PAGE = 2000
+_READ = ("schema", "account_risk", "at", "score", "score_ppm", "decision", "fail_safe")  # all it reads
+
+
+def risk_fields(body: Any) -> Any:
+    """Of a decision body, the fields ``apply_records`` reads (a body that is no object as it is).
+    A caller holding many bodies before it applies them (a decider's catch-up) keeps these alone:
+    a whole parsed record is some hundred objects the garbage collector must walk while it is held."""
+    if not isinstance(body, dict):
+        return body
+    return {k: body[k] for k in _READ if k in body}
 
 
 @dataclass(frozen=True)

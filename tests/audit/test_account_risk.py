@@ -84,6 +84,18 @@ def test_a_policy_reads_back_from_what_a_record_states() -> None:
         AccountRiskPolicy.from_json({"id": "sealtrail.account-risk/9"})
 
 
+@pytest.mark.parametrize(("field", "value"), [("score_milli", True), ("half_life_hours", 48.0),
+                                              ("missing_score_milli", 1.0)])
+def test_a_policy_read_once_does_not_let_the_same_values_of_another_type_through(field: str,
+                                                                                 value: object) -> None:
+    p = AccountRiskPolicy(half_life_hours=48, score_milli=1, missing_score_milli=1)
+    assert AccountRiskPolicy.from_json(p.to_json()) is AccountRiskPolicy.from_json(p.to_json())  # held
+    doc = p.to_json()
+    doc[field] = value  # equal to the held policy's value (True == 1, 48.0 == 48), not an integer
+    with pytest.raises(AccountRiskError, match=field):
+        AccountRiskPolicy.from_json(doc)
+
+
 def _ev(t: datetime, o: str | None, b: str | None, pts: int) -> RiskEvent:
     return RiskEvent(event_hour(t), o, b, pts)
 

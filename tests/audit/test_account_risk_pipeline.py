@@ -23,7 +23,7 @@ from audit.decide.account_risk import (
 from audit.decide.pipeline import Pipeline
 from audit.decide.record import DECISION_SCHEMA, DECISION_SCHEMA_V5
 from audit.decide.types import ActiveRules, Submission
-from audit.state.account_risk_replay import apply_records, rebuild_account_risk
+from audit.state.account_risk_replay import apply_records, rebuild_account_risk, risk_fields
 from inference.backends import load_backend
 from inference.model import ModelFiles
 from ledger import LedgerUnavailableError
@@ -124,6 +124,12 @@ def test_a_rebuild_from_the_ledger_holds_the_live_state_bit_for_bit(  # type: ig
     assert 0 < len(live) < len(named)  # the sweep dropped accounts that decayed below one point
     sealed = [env["record"] for _, env, _ in bodies(ledger.engine)]
     assert any(b["account_risk"]["alerts"] for b in sealed)
+    # what a decider catching up holds of each body (risk_fields) applies as the whole body does
+    slim = AccountRiskState(AccountRiskPolicy(half_life_hours=6, threshold_milli=3000))
+    got_report = apply_records(slim, [(s, risk_fields(env["record"])) for s, env, _ in bodies(ledger.engine)])
+    assert slim.fingerprint() == live.fingerprint()
+    assert (got_report.applied, got_report.mismatched) == (600, 0)
+    assert all(len(risk_fields(b)) < len(b) for b in sealed)
     # a process that starts from the rebuild decides the next payments exactly as the live one
     more = submissions(100, seed=8)[:100]
     shifted = [Submission(s.raw, s.transaction, s.message_format, s.principal,
