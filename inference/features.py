@@ -299,7 +299,7 @@ class FeatureExtractor:
         if not isinstance(state, VelocityState):
             raise FeatureError("state deltas advance a VelocityState only")
         observe_ids, graph = state.observe_ids_into, self.graph
-        g_observe, g_late, g = graph.observe_sealed, graph.config.late_us, graph.graph
+        g_add, g_late, g = graph.add_sealed, graph.config.late_us, graph.graph  # the graph's values unread
         scratch: list[float] = []
         n = 0
         for o_id, b_id, us, cents in deltas:
@@ -308,7 +308,7 @@ class FeatureExtractor:
             wm = g.watermark
             if not (o_id is None or b_id is None or cents is None or cents < 0
                     or (wm is not None and us < wm - g_late)):
-                g_observe(o_id, b_id, us, cents)
+                g_add(o_id, b_id, us, cents)
             n += 1
         return n
 

@@ -29,7 +29,7 @@ from inference.graph.config import DAY_US, HOUR_US, WEEK_US, GraphConfig
 from inference.graph.cycles import temporal_cycle
 from inference.graph.fixedpoint import log2_q8
 from inference.graph.flagged import hops_to_flagged
-from inference.graph.store import Edge, GraphJournal, TransactionGraph
+from inference.graph.store import Edge, GraphJournal, Node, TransactionGraph
 
 __all__ = ["GRAPH_FEATURE_NAMES", "PASS_THROUGH_CAP_Q16", "GraphFeatures", "Payment", "as_dict"]
 
@@ -113,14 +113,23 @@ class GraphFeatures:
         outside ``inference.schema.GRAPH_UNSEALED`` (the feature extractor)."""
         return self._observe(orig, bene, t, cents, False)
 
-    def _observe(self, orig: str, bene: str, t: int, cents: int, with_hops: bool) -> tuple[int, ...]:
-        """``observe``; the windows of ``_window`` and ``_distinct`` are inlined for the usual case (a
-        payment at or after every edge of the list), the hot path of every scoring batch."""
+    def add_sealed(self, orig: str, bene: str, t: int, cents: int) -> None:
+        """``observe_sealed`` without its values: the same checks and the same graph after it (the
+        values are read from the graph, never written to it), for a caller that only brings a state
+        up to date, a decider applying other deciders' state deltas, without the cycle search and
+        the windows that are most of a payment's cost."""
         g = self.graph
-        cfg = self.config
+        src, dst = self._enter(orig, bene, t, cents)
+        g.add(src, dst, t, cents)
+
+    def _enter(self, orig: str, bene: str, t: int, cents: int) -> tuple[Node, Node]:
+        """A payment checked (``GraphInputError``, nothing changed), the watermark moved to it and
+        its two accounts, journaled when a journal is open: what ``_observe`` and ``add_sealed``
+        change before the payment's edge is added."""
+        g = self.graph
         wm = g.watermark
         if not (type(orig) is str and type(bene) is str and type(t) is int and type(cents) is int
-                and orig and bene and cents >= 0 and (wm is None or t >= wm - cfg.late_us)):
+                and orig and bene and cents >= 0 and (wm is None or t >= wm - self.config.late_us)):
             g.check(orig, bene, t, cents)  # says what is wrong
         if wm is None or t > wm:
             g.advance(t)  # before the accounts are looked up: expiry may forget an account
@@ -130,6 +139,15 @@ class GraphFeatures:
         if g._journal is not None:
             g.touch(src)
             g.touch(dst)
+        return src, dst
+
+    def _observe(self, orig: str, bene: str, t: int, cents: int, with_hops: bool) -> tuple[int, ...]:
+        """``observe``; the windows of ``_window`` and ``_distinct`` are inlined for the usual case (a
+        payment at or after every edge of the list), the hot path of every scoring batch."""
+        g = self.graph
+        cfg = self.config
+        src, dst = self._enter(orig, bene, t, cents)
+        nodes = g.nodes
 
         # --- before the payment is added ---
         c_len, c_count, c_cut = temporal_cycle(src, dst, t, cfg.cycle_hops, cfg.search_budget, nodes)

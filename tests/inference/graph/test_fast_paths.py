@@ -9,12 +9,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inference.graph import CountedGraph, GraphConfig, GraphFeatures, as_dict
 from inference.graph.config import DAY_US, WEEK_US
 from inference.graph.cycles import CYCLE_COUNT_CAP, temporal_cycle
+from inference.graph.errors import GraphInputError
 from inference.graph.fixedpoint import log2_q8, mid_rank_permille, ratio_q16
 from inference.graph.store import Edge, Node, TransactionGraph
 
@@ -244,3 +246,43 @@ def test_an_edge_the_global_cap_takes_during_the_payment_is_not_in_its_windows()
     assert got["scatter_gather"] == 1  # measured before: X had paid A
     assert (got["orig_fan_in_1d"], got["orig_fan_in_7d"], got["orig_fan_in_30d"]) == (0, 0, 0)
     assert got["pass_through_24h_q16"] == 0 and got["orig_activity_24h"] == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([6, 12, 40]), st.sampled_from([2, 3, 1024]),
+       st.sampled_from([1, 2, 30]), st.sampled_from([40, 100_000]))
+def test_add_sealed_leaves_the_graph_observe_sealed_leaves(
+        seed: int, accounts: int, node_cap: int, window_days: int, global_cap: int) -> None:
+    """What a decider catching up applies (the state alone) against what the decider that made the
+    payments held: late payments, caps, expiry, a journal taken back, and bad payments refused alike."""
+    cfg = GraphConfig(node_cap=node_cap, window_us=window_days * DAY_US,
+                      scatter_us=min(3 * DAY_US, window_days * DAY_US), late_us=15 * 60_000_000,
+                      global_cap=global_cap)
+    made, caught_up = GraphFeatures(cfg), GraphFeatures(cfg)
+    t = 1_767_225_600_000_000
+    stream = _random_stream(seed, 300, accounts, 4 * H)
+    for i, (o, b, gap, late, cents) in enumerate(stream):
+        t += gap
+        wm = made.graph.watermark
+        when = t - late if wm is None or t - late >= wm - cfg.late_us else t
+        payment = (f"A{o}", f"A{b}", when, cents)
+        if i % 97 == 50:  # a batch taken back (its commit refused): both journal it and roll it back
+            jm, jc = made.begin_journal(), caught_up.begin_journal()
+            made.observe_sealed(*payment)
+            caught_up.add_sealed(*payment)
+            made.end_journal()
+            caught_up.end_journal()
+            made.rollback([jm])
+            caught_up.rollback([jc])
+            assert caught_up.state_bytes() == made.state_bytes()
+        made.observe_sealed(*payment)
+        caught_up.add_sealed(*payment)
+    assert caught_up.state_bytes() == made.state_bytes()
+    for bad in (("", "A1", t, 5), ("A1", "A2", t, -1), ("A1", "A2", float(t), 5),
+                ("A1", "A2", (made.graph.watermark or t) - cfg.late_us - 1, 5)):
+        with pytest.raises(GraphInputError) as want:
+            made.observe_sealed(*bad)  # type: ignore[arg-type]
+        with pytest.raises(GraphInputError) as got:
+            caught_up.add_sealed(*bad)  # type: ignore[arg-type]
+        assert str(got.value) == str(want.value)
+    assert caught_up.state_bytes() == made.state_bytes()
