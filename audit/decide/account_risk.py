@@ -178,7 +178,8 @@ class AccountRiskPolicy:
         if set(doc) != want:
             raise AccountRiskError(f"account_risk.policy has fields {sorted(doc)}, not {sorted(want)}")
         out = doc["outcome_milli"]
-        if not isinstance(out, dict) or set(out) != set(_OUTCOMES) or out.get("ALLOW") != 0:
+        if (not isinstance(out, dict) or set(out) != set(_OUTCOMES) or out.get("ALLOW") != 0
+                or type(out["ALLOW"]) is not int):
             raise AccountRiskError("account_risk.policy.outcome_milli must name ALLOW (0), REVIEW, HOLD "
                                    "and BLOCK")
         if doc["floor_milli"] != FLOOR_MILLI or type(doc["floor_milli"]) is not int:

@@ -235,8 +235,9 @@ class Pipeline:
         contention the deciders take turns instead of preparing batches that would be refused."""
         if not subs:
             return []
-        # screening reads no decision state: done here, outside every lock (deciders screen side by
-        # side, none holds the sequencer for it), and kept if the batch is prepared again
+        # the lists' search reads no decision state: done here, outside every lock (deciders screen side
+        # by side, none holds the sequencer for it), and kept if the batch is prepared again; the
+        # clearances are applied when the batch is prepared (``_screen``), as the ledger has them then
         screened = self._screened(subs)
         if time.monotonic() < self._contended_until:
             return self._decide_locked(subs, screened)
@@ -551,8 +552,8 @@ class Pipeline:
         numbers the record holds."""
         clock, rules, n = self._clock, self._rules, len(subs)
         ts = clock()
-        evidence = screened.evidence
-        rows, scaled = quantise_rows(np.hstack([rows, screened.cols]), _DIGITS)
+        cols, evidence = self._screen(subs, screened)
+        rows, scaled = quantise_rows(np.hstack([rows, cols]), _DIGITS)
         t1 = clock()
         live = np.array([not s.expired for s in subs])
         scores = np.full(n, math.nan)
@@ -612,21 +613,29 @@ class Pipeline:
             raise
 
     def _screened(self, subs: Sequence[Submission]) -> _Screened:
-        """``_screen`` timed: its CPU counts in the batch's screening stage, not before its start."""
+        """Each submission searched in the lists in force (None for one whose deadline passed), and
+        the microseconds it took: a function of the submissions and the lists alone, never of the
+        decision state, so it needs no lock."""
         t = self._clock()
-        cols, evidence = self._screen(subs)
-        return _Screened(cols, evidence, _us(t, self._clock()))
-
-    def _screen(self, subs: Sequence[Submission]) -> tuple[npt.NDArray[F64], list[ScreeningEvidence]]:
-        """The screening columns of each submission (one row each) and what its record states: a
-        function of the submissions, the lists in force and the clearances, never of the decision
-        state, so it needs no lock."""
-        n = len(subs)
         in_force: InForce | None = None if self.screener is None else self.screener.current()
         index = None if in_force is None else in_force.index
+        if in_force is None or index is None:
+            return _Screened(None, [], _us(t, self._clock()))
+        budget = self.screener.budget if self.screener is not None else DEFAULT_BUDGET
+        found = [None if s.expired else screen(s.transaction, index, budget=budget) for s in subs]
+        return _Screened(in_force, found, _us(t, self._clock()))
+
+    def _screen(self, subs: Sequence[Submission],
+                screened: _Screened) -> tuple[npt.NDArray[F64], list[ScreeningEvidence]]:
+        """The screening columns of each submission (one row each) and what its record states, from
+        the lists' search (``_screened``) with the clearances in force now: a batch prepared under
+        the sequencer lock reads them as the ledger has them then, a revocation sealed since the
+        search included."""
+        n = len(subs)
+        in_force = screened.in_force
         cols = np.empty((n, len(SCREENING_NAMES)), dtype=F64)
         evidence: list[ScreeningEvidence] = []
-        if in_force is None or index is None:
+        if in_force is None:
             cols[:] = UNSCREENED
             none = ScreeningEvidence((), ())
             return cols, [_EXPIRED if s.expired else none for s in subs]
@@ -636,11 +645,11 @@ class Pipeline:
         stale: dict[object, tuple[str, ...]] = {}
         plain: dict[tuple[str, ...], ScreeningEvidence] = {}  # no hit: one object (and its bytes) a batch
         for i, s in enumerate(subs):
-            if s.expired:
+            got = screened.found[i]
+            if got is None:  # its deadline passed in the queue
                 cols[i] = UNSCREENED
                 evidence.append(_EXPIRED)
                 continue
-            got = screen(s.transaction, index, budget=budget)
             day = s.received_at.astimezone(UTC).date()  # the record's day: its time is stated in UTC
             findings = stale.get(day)
             if findings is None:
@@ -829,10 +838,10 @@ _Deltas = tuple[str, bytes, int | None]
 
 
 class _Screened(NamedTuple):
-    """A batch screened (``Pipeline._screen``), and the microseconds it took."""
+    """A batch searched in the lists in force (``Pipeline._screened``), and the microseconds it took."""
 
-    cols: npt.NDArray[F64]
-    evidence: list[ScreeningEvidence]
+    in_force: InForce | None  # None: no list in force (or no screener)
+    found: list[Screening | None]  # each submission's search; None: not screened (its deadline passed)
     us: int
 
 

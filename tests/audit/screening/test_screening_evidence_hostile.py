@@ -132,8 +132,9 @@ def forging(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
     def start(change: Change, recolumn: bool | Columns = True) -> None:
         columns = ScreeningEvidence.values if recolumn is True else recolumn
 
-        def bent(self: Pipeline, subs: Any) -> tuple[npt.NDArray[np.float64], list[ScreeningEvidence]]:
-            cols, evs = real(self, subs)
+        def bent(self: Pipeline, subs: Any, *rest: Any) -> tuple[npt.NDArray[np.float64],
+                                                                  list[ScreeningEvidence]]:
+            cols, evs = real(self, subs, *rest)
             out = [change(e) for e in evs]
             if columns is not False:
                 for i, e in enumerate(out):
