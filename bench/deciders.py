@@ -49,7 +49,7 @@ from audit.query.index import TraceIndex
 from audit.screening.lists import seal_list
 from audit.screening.screener import Screener
 from bench.dbs import connect_postgres, fresh_db
-from bench.machine import host_info, probe_ms
+from bench.machine import host_info, probe_ms, report_probe
 from bench.pipeline import PACK, PRINCIPAL, workload
 from bench.report import Row, format_table, write_json
 from bench.screening import list_csv
@@ -177,9 +177,7 @@ def main() -> None:
                          "never lower" if r is not base else "",
                          ("yes" if r["per_s"] >= base["per_s"] else "NO") if r is not base else ""))
     print("\n" + format_table(table, "deciders on one log (durable)"))
-    probe_after = probe_ms()
-    print(f"\nCPU probe: {probe_before:.1f} ms before, {probe_after:.1f} ms after")
-    host["cpu_probe_ms"] = {"before": probe_before, "after": probe_after}
+    report_probe(host, probe_before)
     if args.json:
         write_json(args.json, {"machine": host, "postgresql": pg, "results": results})
 

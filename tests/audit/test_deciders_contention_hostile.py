@@ -1,8 +1,9 @@
 """Several deciders under contention, screening first: a batch is searched in the lists before any
-lock and keeps that search when it is prepared again, the clearances read when it is prepared; a decider stays on the sequencer lock while others commit and
-leaves it once they stop; a catch-up applies only the fields account risk reads. Each test holds the log
-to what a user or an examiner would check: the records one process would seal, latency stages that add
-up, a clearance in force for every hit a record says it cleared, and account risk equal to its rebuild."""
+lock and keeps that search when it is prepared again, the clearances read when it is prepared; a
+decider stays on the sequencer lock while others commit and leaves it once they stop; a catch-up
+applies only the fields account risk reads. Each test holds the log to what a user or an examiner
+would check: the records one process would seal, latency stages that add up, a clearance in force
+for every hit a record says it cleared, and account risk equal to its rebuild."""
 
 from __future__ import annotations
 
