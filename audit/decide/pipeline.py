@@ -38,7 +38,9 @@ the extracted ones, and the lists and hits stated in the record (version 5, ``sc
 request whose deadline passed in the queue is not screened, and its record says so. Without a
 screener, or with no list in force, the columns say "not screened" (NaN) and the record names no
 list. A name hit on a party whose account a good-guy clearance in force covers
-(``audit.screening.clearance``) is named in the record as cleared and raises no column.
+(``audit.screening.clearance``) is named in the record as cleared and raises no column. The lists'
+search reads no decision state, so it runs before the batch takes any lock and is kept if the batch
+is prepared again; the clearances are applied when the batch is prepared.
 
 When the scorer carries its model (every ``inference.backends`` backend does), each decision the
 model scored high or the rules held also records its reason codes (``audit.decide.explanation``),
@@ -545,7 +547,7 @@ class Pipeline:
     def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], screened: _Screened, t0: float,
                  epoch: int, deltas: _Deltas) -> _Prepared:
         """Model, rules, account risk and the records of a batch whose feature rows are ``rows``
-        and whose screening is ``screened``.
+        and whose lists' search is ``screened``.
 
         The rows and then the scores are first put in the fixed units a version 4 record states
         (``audit.decide.fixed_point``): the model, the rules and account risk read exactly the
