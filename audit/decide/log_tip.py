@@ -23,6 +23,7 @@ from sqlalchemy import Connection
 from audit.decide.record import DECISION_KIND
 from audit.decide.summary import SUMMARY_KIND
 from audit.errors import StateSuperseded
+from audit.screening.clearance_state import CLEARANCE_KIND
 from audit.state.delta import DELTA_KIND
 from ledger import store
 
@@ -45,12 +46,16 @@ def activations_between(conn: Connection, lo: int, hi: int) -> int:
     return int(n)
 
 
-def fence(conn: Connection, first: int, tip: int | None, since: int | None) -> tuple[int, bytes] | None:
+def fence(conn: Connection, first: int, tip: int | None, since: int | None,
+          cleared_at: int | None = None) -> tuple[int, bytes] | None:
     """Under the sequencer lock, before a batch sealed from seq ``first`` on a state ending at
     delta ``tip``, with the rules active when the log was ``since`` entries long:
     ``StateSuperseded`` unless the newest delta before the batch is ``tip`` and no ruleset was
-    activated since. Returns the newest ``decision.summary``'s (seq, leaf hash), or None: the
-    batch's summary links to it. Both read in one statement (index seeks on ``(kind, seq)``)."""
+    activated since, nor (for a batch that cleared a hit by the clearances as of the clearance
+    record at ``cleared_at``) a clearance record sealed after that one: a revocation sealed
+    meanwhile must clear nothing in it. Returns the newest ``decision.summary``'s (seq, leaf hash),
+    or None: the batch's summary links to it. Both read in one statement (index seeks on
+    ``(kind, seq)``)."""
     p = store.param(conn)
     newest = f"FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1"
     found, decision, summary_seq, summary_leaf = conn.exec_driver_sql(
@@ -67,4 +72,10 @@ def fence(conn: Connection, first: int, tip: int | None, since: int | None) -> t
     if since is not None and since < first and activations_between(conn, since, first):
         raise StateSuperseded(tip, found, f"a ruleset was activated at or after seq {since}, after "
                                           "this batch's rules were chosen: nothing written")
+    if cleared_at is not None:
+        newest_clearance = store.last_of_kind(conn, CLEARANCE_KIND, first)
+        if newest_clearance is not None and newest_clearance[0] > cleared_at:
+            raise StateSuperseded(tip, found, f"a clearance record was sealed at seq {newest_clearance[0]}, "
+                                              "after this batch cleared a hit by the clearances as of seq "
+                                              f"{cleared_at}: nothing written")
     return None if summary_seq is None else (int(summary_seq), bytes(summary_leaf))

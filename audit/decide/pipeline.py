@@ -503,7 +503,7 @@ class Pipeline:
                 n = len(p.records)
                 # first (nothing inserted yet): no other decider committed, and no ruleset was
                 # activated, since this batch's state and rules
-                prev = fence(conn, seq - n, self._tip, self._covered)
+                prev = fence(conn, seq - n, self._tip, self._covered, p.cleared_at)
                 return _commit_tail(p.key_id, p.summary, n, *p.deltas, self.decider, prev)(seq)
             if prepared is not None:
                 sealed = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)
@@ -554,7 +554,7 @@ class Pipeline:
         numbers the record holds."""
         clock, rules, n = self._clock, self._rules, len(subs)
         ts = clock()
-        cols, evidence = self._screen(subs, screened)
+        cols, evidence, cleared_at = self._screen(subs, screened)
         rows, scaled = quantise_rows(np.hstack([rows, cols]), _DIGITS)
         t1 = clock()
         live = np.array([not s.expired for s in subs])
@@ -606,13 +606,15 @@ class Pipeline:
             keyer = self._keyer = load_keyer(self.ledger.engine)
         risk = self._assess(subs, scores, outs, why, keyer, epoch)
         try:
-            return self._finish(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, keyer, risk,
-                                # the batch's start moved back by the screening done before its state was
-                                # taken: the stages, screening included, add up to the total
-                                t0 - screened.us / 1e6, explanations, deltas, evidence)
+            prepared = self._finish(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, keyer,
+                                    risk,
+                                    # the batch's start moved back by the screening done before its state
+                                    # was taken: the stages, screening included, add up to the total
+                                    t0 - screened.us / 1e6, explanations, deltas, evidence)
         except BaseException:
             self.account_risk.discard(risk)
             raise
+        return prepared if cleared_at is None else replace(prepared, cleared_at=cleared_at)
 
     def _screened(self, subs: Sequence[Submission]) -> _Screened:
         """Each submission searched in the lists in force (None for one whose deadline passed), and
@@ -628,19 +630,21 @@ class Pipeline:
         return _Screened(in_force, found, _us(t, self._clock()))
 
     def _screen(self, subs: Sequence[Submission],
-                screened: _Screened) -> tuple[npt.NDArray[F64], list[ScreeningEvidence]]:
+                screened: _Screened) -> tuple[npt.NDArray[F64], list[ScreeningEvidence], int | None]:
         """The screening columns of each submission (one row each) and what its record states, from
         the lists' search (``_screened``) with the clearances in force now: a batch prepared under
         the sequencer lock reads them as the ledger has them then, a revocation sealed since the
-        search included."""
+        search included. Third: the seq of the newest clearance record the batch's cleared hits were
+        checked against (None: it cleared none), which its commit checks is still the newest."""
         n = len(subs)
         in_force = screened.in_force
         cols = np.empty((n, len(SCREENING_NAMES)), dtype=F64)
         evidence: list[ScreeningEvidence] = []
+        cleared_at: int | None = None
         if in_force is None:
             cols[:] = UNSCREENED
             none = ScreeningEvidence((), ())
-            return cols, [_EXPIRED if s.expired else none for s in subs]
+            return cols, [_EXPIRED if s.expired else none for s in subs], None
         refs = in_force.refs
         max_age = self.screener.max_age_days if self.screener is not None else None
         budget = self.screener.budget if self.screener is not None else DEFAULT_BUDGET
@@ -658,7 +662,9 @@ class Pipeline:
                 findings = stale[day] = in_force.stale(day, max_age)
             cleared: tuple[tuple[Hit, int], ...] = ()
             if in_force.cleared and got.hits:
-                got, cleared = self._cleared(s.transaction, got, in_force, day)
+                got, cleared, as_of = self._cleared(s.transaction, got, in_force, day)
+                if as_of is not None:
+                    cleared_at = as_of if cleared_at is None else max(cleared_at, as_of)
             cols[i] = screening_values(got)
             if got.stopped is not None:  # version 7: where it stopped, and a word for the officer
                 said = (*findings, f"not screened in full: screening stopped in {got.stopped} at its budget "
@@ -671,17 +677,19 @@ class Pipeline:
                 if ev is None:
                     ev = plain[findings] = ScreeningEvidence(refs, (), findings)
                 evidence.append(ev)
-        return cols, evidence
+        return cols, evidence, cleared_at
 
     def _cleared(self, tx: Transaction, got: Screening, in_force: InForce,
-                 day: date) -> tuple[Screening, tuple[tuple[Hit, int], ...]]:
-        """``got`` without the name hits a clearance in force on ``day`` covers, and those hits."""
+                 day: date) -> tuple[Screening, tuple[tuple[Hit, int], ...], int | None]:
+        """``got`` without the name hits a clearance in force on ``day`` covers, those hits, and the
+        seq of the newest clearance record the check read (None: nothing cleared)."""
         keyer = self._keyer
         if keyer is None:
             keyer = self._keyer = load_keyer(self.ledger.engine)
         kept: list[Hit] = []
         gone: list[tuple[Hit, int]] = []
         now: Mapping[tuple[str, str, str], tuple[Clearance, ...]] | None = None
+        as_of = in_force.covers
         for h in got.hits:
             party = party_of(tx, h.where) if h.basis == "name" else None
             by = None
@@ -689,14 +697,17 @@ class Pipeline:
                 key = (keyer.key(party.account), h.list_name, h.entry_id)
                 if key in in_force.cleared:  # about to clear: as the ledger has the clearances now
                     if now is None:
-                        now = self.screener.cleared_now() if self.screener is not None else in_force.cleared
+                        if self.screener is not None:
+                            as_of, now = self.screener.cleared_as_of()
+                        else:
+                            now = in_force.cleared
                     by = next((c for c in now.get(key, ()) if c.key_id == keyer.key_id and c.clears(day)),
                               None)
             if by is None:
                 kept.append(h)
             else:
                 gone.append((h, by.seq))
-        return replace(got, hits=tuple(kept)), tuple(gone)
+        return replace(got, hits=tuple(kept)), tuple(gone), as_of if gone else None
 
     def _assess(self, subs: Sequence[Submission], scores: npt.NDArray[F64], outs: list[str],
                 why: list[str | None], keyer: AccountKeyer, epoch: int) -> Pending:
@@ -864,6 +875,7 @@ class _Prepared:
     risk: Pending  # the batch's account risk, applied when it commits
     explanations: list[Explanation] | None  # None: the scorer has no model to attribute to
     deltas: _Deltas
+    cleared_at: int | None = None  # the newest clearance record its cleared hits were checked against
 
 
 def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: bytes, state_from: int | None,

@@ -185,17 +185,23 @@ class Screener:
         than those held (one indexed read): a clearance is applied only if no revocation sealed
         since the last look ends it, so a revoked one clears nothing from the next batch on (not
         the next look). Called only when a batch is about to clear a hit."""
+        return self.cleared_as_of()[1]
+
+    def cleared_as_of(self) -> tuple[int, Mapping[tuple[str, str, str], tuple[Clearance, ...]]]:
+        """``cleared_now`` and the seq of the newest clearance record it reflects (-1: none): a batch
+        that clears a hit is sealed only if no clearance record came after it
+        (``audit.decide.log_tip.fence``)."""
         with self._engine.connect() as conn:
             got = store.last_of_kind(conn, CLEARANCE_KIND)
         newest = -1 if got is None else got[0]
         held = self._fresh
         if held is not None and held[0] >= newest:
-            return held[1]
+            return newest, held[1]
         if newest <= self._in_force.covers:
-            return self._in_force.cleared
+            return newest, self._in_force.cleared
         fresh = _in_force_by_key(self._engine, newest)
         self._fresh = (newest, fresh)
-        return fresh
+        return newest, fresh
 
     def _build(self, newest: tuple[int, int]) -> None:
         lists_seq, covers = newest

@@ -196,7 +196,7 @@ def test_three_deciders_with_hits_clearances_and_a_refused_batch_seal_what_one_p
 # --------------------------------------------------------------------------- a clearance revoked meanwhile
 
 
-@pytest.mark.parametrize("path", ["superseded", "contended"])
+@pytest.mark.parametrize("path", ["superseded", "contended", "unlocked"])
 def test_a_clearance_revoked_before_a_batch_prepared_under_the_lock_clears_nothing_in_it(
         path: str, db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,6 +224,8 @@ def test_a_clearance_revoked_before_a_batch_prepared_under_the_lock_clears_nothi
             revoke()
             b.decide([message(3)])
         _overtaken(monkeypatch, a, revoke_then_commit)
+    elif path == "unlocked":  # revoked alone after a's batch was prepared outside the lock: no state moved
+        _overtaken(monkeypatch, a, revoke)
     else:  # a prepares under the lock; the revocation is sealed after its screening, before that lock
         _overtaken(monkeypatch, a, lambda: b.decide([message(3)]))
         a.decide([message(4)])
@@ -236,7 +238,7 @@ def test_a_clearance_revoked_before_a_batch_prepared_under_the_lock_clears_nothi
             return out
         monkeypatch.setattr(a, "_screened", screened_then_revoked)
     (d,) = a.decide([message(5, LISTED)])
-    assert a.locked == (1 if path == "superseded" else 2)
+    assert a.locked == (2 if path == "contended" else 1)  # the unlocked batch: refused at its commit
     (now,) = clearances(ledger.engine)
     assert now.revoked_seq is not None and now.revoked_seq < d.seq  # the log: revoked, then this decision
     for cleared in record(ledger, d)["screening"].get("cleared", ()):  # the bundle verifier's own rule

@@ -244,7 +244,7 @@ def test_a_decider_whose_commit_is_refused_even_under_the_lock_writes_nothing(
     size = ledger.size()
     real = log_tip.fence  # the database's check, against a tip no log ever ends at: always another's
     monkeypatch.setattr(pipeline_module, "fence",
-                        lambda conn, first, _tip, since: real(conn, first, -1, since))
+                        lambda conn, first, _tip, since, *rest: real(conn, first, -1, since, *rest))
     with pytest.raises(LedgerUnavailableError, match="another decider sealed"):
         a.decide(subs[10:])  # refused, then refused again under the lock: never sealed on a wrong state
     assert ledger.size() == size and (a.superseded, a.locked) == (1, 1)

@@ -20,8 +20,6 @@ from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import orjson
 import pytest
 from sqlalchemy import select
@@ -132,14 +130,13 @@ def forging(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
     def start(change: Change, recolumn: bool | Columns = True) -> None:
         columns = ScreeningEvidence.values if recolumn is True else recolumn
 
-        def bent(self: Pipeline, subs: Any, *rest: Any) -> tuple[npt.NDArray[np.float64],
-                                                                  list[ScreeningEvidence]]:
-            cols, evs = real(self, subs, *rest)
+        def bent(self: Pipeline, subs: Any, *rest: Any) -> tuple[Any, ...]:
+            cols, evs, *more = real(self, subs, *rest)
             out = [change(e) for e in evs]
             if columns is not False:
                 for i, e in enumerate(out):
                     cols[i] = columns(e)
-            return cols, out
+            return (cols, out, *more)
 
         monkeypatch.setattr(Pipeline, "_screen", bent)
 
