@@ -58,6 +58,7 @@ bench: $(DEVSTAMP)
 	$(BIN)/python -m bench.canonical
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.deciders
+	$(BIN)/python -m bench.risk_restart
 	$(BIN)/python -m bench.queries
 	$(BIN)/python -m bench.http
 	$(BIN)/python -m bench.console

@@ -79,7 +79,9 @@ def ledger_verify(
         show_default=setting_default("checkpoint_every"))] = None,
     state_roots: Annotated[bool, typer.Option(
         "--state-roots", help="also recompute the root of every sealed state snapshot from the state "
-                              "deltas (a catch-up of the feature state per decider run)")] = False,
+                              "deltas (a catch-up of the feature state per decider run), and of every "
+                              "sealed account-risk snapshot from the decision records (a rebuild per "
+                              "policy)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Recompute every leaf, chain hash, node and root; check every checkpoint signature; check
@@ -122,6 +124,10 @@ def ledger_verify(
                       if d.commits_without_delta else "")
             out.print(f"state deltas: {d.state_deltas} matching the commits they speak for{before}",
                       markup=False)
+            if d.state_snapshots or d.account_risk_snapshots:
+                out.print(f"state snapshots: {d.state_snapshots} sealed ({d.state_roots_recomputed} roots "
+                          f"recomputed); account-risk snapshots: {d.account_risk_snapshots} sealed "
+                          f"({d.account_risk_roots_recomputed} roots recomputed)", markup=False)
             v = d.case_view
             if v:
                 out.print(f"alert and case view: {v['alerts']} alerts, {v['cases']} cases, {v['events']} "

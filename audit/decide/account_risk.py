@@ -393,6 +393,21 @@ class AccountRiskState:
         self._pending: list[Pending] = []
         self._lock = threading.Lock()
 
+    @classmethod
+    def of(cls, policy: AccountRiskPolicy, account_key_id: str | None, hour: int | None,
+           swept_day: int | None, applied: int, accounts: Mapping[str, tuple[int, int]]) -> AccountRiskState:
+        """A state holding what ``committed()`` returned (a sealed snapshot's, read back)."""
+        state = cls(policy, account_key_id)
+        state.hour, state.swept_day, state.applied = hour, swept_day, applied
+        state.accounts = dict(accounts)
+        return state
+
+    def committed(self) -> tuple[str | None, int | None, int | None, int, dict[str, tuple[int, int]]]:
+        """What the committed state holds, copied: its key id, newest hour, last swept day, decisions
+        applied and accounts (batches assessed and not committed are not part of it)."""
+        with self._lock:
+            return self.account_key_id, self.hour, self.swept_day, self.applied, dict(self.accounts)
+
     # reading --------------------------------------------------------------------------------------
     def _read(self, entry: tuple[int, int] | None, at: int, policy: AccountRiskPolicy) -> int:
         return _risk_at(entry, at, policy.half_life_hours)

@@ -4,8 +4,9 @@ Start-up order matters: the ledger first (fail early on a missing key or schema)
 model (checked against its card and registered in the ledger), the active rule module (the
 shipped pack is bootstrapped on a fresh ledger, flagged as such), then the velocity windows
 rebuilt from the ledger's recent decisions, so that a restarted process computes the same
-features as the one that stopped, and the account-risk state rebuilt from every sealed decision
-record (``audit.state.account_risk_replay``), under the policy the settings state
+features as the one that stopped, and the account-risk state: the sealed snapshot in the file
+beside the velocity snapshot with the decision records after it applied, else rebuilt from every
+sealed decision record (``audit.state.risk_snapshot``), under the policy the settings state
 (``account_risk_*`` fields, defaults where absent; a bad value refuses to start), and the index of
 the sanctions lists in force (``audit.screening.screener``; a list sealed later is indexed beside
 the batches and swapped in whole; ``screening_max_age_days``, where set, makes a list older than
@@ -14,7 +15,8 @@ that a finding on the decisions that use it). Only then does the batcher accept 
 State snapshots: every ``state_snapshot_every`` decisions this process sealed (a settings field,
 default ``STATE_SNAPSHOT_EVERY`` where absent; 0: at a clean stop only) and at a clean stop, the
 feature state is sealed as a ``state.snapshot`` (``audit.state.sealed``) and written to the
-velocity snapshot file, which a restart then trusts against the sealed root. The state is read
+velocity snapshot file, and the account-risk state as a ``state.account-risk`` written to the file
+beside it, which a restart then trusts against the sealed roots. The state is read
 between batches (nothing in flight: the pipeline's state is the log's up to this process's last
 commit); the batcher waits while it is copied, the tree, the seal and the file are made beside
 it on one thread.
@@ -46,9 +48,11 @@ from audit.governance.service import Governance
 from audit.query.index import TraceIndex, catch_up
 from audit.screening.screener import Screener
 from audit.state import snapshot as velocity_snapshot
-from audit.state.account_risk_replay import AccountRiskReport, rebuild_account_risk
+from audit.state.account_risk_replay import AccountRiskReport
 from audit.state.delta import DELTA_KIND, parse_delta
 from audit.state.replay import ReplayReport, decision_pages
+from audit.state.risk_snapshot import RestoredRisk, restore_account_risk, risk_file, save_risk
+from audit.state.risk_snapshot_body import RiskState, SealedRiskSnapshot
 from audit.state.sealed import SealedSnapshot
 from inference.backends import Backend, load_backend
 from inference.batcher import Priority
@@ -152,8 +156,10 @@ class _Snapshots:
     (no batch, catch-up, rollback or rebuild moved the state since)."""
 
     def __init__(self, pipeline: Pipeline, ledger: Ledger, windows: _Windows, path: Path, every: int,
-                 restored: velocity_snapshot.Restored) -> None:
+                 restored: velocity_snapshot.Restored, risk: RestoredRisk) -> None:
         self._pipeline, self._ledger, self._windows, self._path = pipeline, ledger, windows, path
+        self._risk_path = risk_file(path)
+        self.risk_sealed: SealedRiskSnapshot | None = risk.sealed  # the newest sealed or restored
         self.every = every
         self._since = 0  # decisions sealed here since the last snapshot was taken
         self._mark: _Mark | None = (restored.covered, restored.from_seq, False, self._counters())
@@ -195,31 +201,56 @@ class _Snapshots:
         if mark is None or mark[3] != self._counters():
             return None
         covered, from_seq, ours, _ = mark
-        sealed = self.sealed
-        engine = self._ledger.engine
-        if sealed is not None and sealed.from_seq == from_seq and sealed.covers_seq < covered and (
-                velocity_snapshot.decisions_between(engine, sealed.covers_seq + 1, covered) == 0):
-            return None  # that very state is sealed already (no decision since the seq it covers)
-        data = velocity_snapshot.keyed_state_bytes(self._ledger.engine, self._pipeline.extractor)
+        sealed, risk_sealed = self.sealed, self.risk_sealed
+        policy = self._pipeline.account_risk.policy
+        # that very state is sealed already where no decision came after the seq a snapshot covers
+        features_done = (sealed is not None and sealed.from_seq == from_seq
+                         and self._unchanged(sealed.covers_seq, covered))
+        risk_done = risk_sealed is not None and risk_sealed.policy == policy and self._unchanged(
+            risk_sealed.covers_seq, covered)
+        if features_done and risk_done:
+            return None
+        data = None if features_done else velocity_snapshot.keyed_state_bytes(self._ledger.engine,
+                                                                              self._pipeline.extractor)
+        risk = None if risk_done else RiskState.of(self._pipeline.account_risk)
         if mark[3] != self._counters():  # the state moved meanwhile (a caller beside the service)
             return None
         self._since = 0
-        self._job = self._thread.submit(self._seal, data, covered, from_seq, ours)
+        self._job = self._thread.submit(self._seal, data, risk, policy, covered, from_seq, ours)
         return self._job
 
-    def _seal(self, data: bytes, covered: int, from_seq: int, ours: bool) -> None:
+    def _unchanged(self, covers_seq: int, covered: int) -> bool:
+        """Whether no decision sits after ``covers_seq`` in the first ``covered`` entries."""
+        between = velocity_snapshot.decisions_between
+        return covers_seq < covered and between(self._ledger.engine, covers_seq + 1, covered) == 0
+
+    def _seal(self, data: bytes | None, risk: RiskState | None, policy: AccountRiskPolicy, covered: int,
+              from_seq: int, ours: bool) -> None:
         try:
             if ours and not self._our_commit(covered):
                 log.warning("state snapshot not sealed: seq %d is not this process's state delta",
                             covered - 1)
                 return
-            sealed = velocity_snapshot.seal(self._ledger, data, covered, from_seq, self._pipeline.decider)
-            self.sealed = sealed
-            velocity_snapshot.write(self._path, self._ledger.engine, self._ledger.origin, data, sealed)
-            log.info("state snapshot of seq %d sealed at seq %d (%d accounts)", sealed.covers_seq, sealed.seq,
-                     sealed.accounts)
-        except Exception as exc:  # a snapshot is an optimisation: log, never fail the process
-            log.warning("state snapshot not sealed or not written: %s", exc)
+        except Exception as exc:
+            log.warning("state snapshot not sealed: %s", exc)
+            return
+        if data is not None:
+            try:
+                sealed = velocity_snapshot.seal(self._ledger, data, covered, from_seq, self._pipeline.decider)
+                self.sealed = sealed
+                velocity_snapshot.write(self._path, self._ledger.engine, self._ledger.origin, data, sealed)
+                log.info("state snapshot of seq %d sealed at seq %d (%d accounts)", sealed.covers_seq,
+                         sealed.seq, sealed.accounts)
+            except Exception as exc:  # a snapshot is an optimisation: log, never fail the process
+                log.warning("state snapshot not sealed or not written: %s", exc)
+        if risk is not None:
+            try:
+                self.risk_sealed = got = save_risk(self._risk_path, self._ledger, risk, policy, covered,
+                                                   self._pipeline.decider)
+                log.info("account-risk snapshot of seq %d sealed at seq %d (%d accounts)", got.covers_seq,
+                         got.seq, got.accounts)
+            except Exception as exc:  # the same: the next start rebuilds account risk from the whole log
+                log.warning("account-risk snapshot not sealed or not written: %s", exc)
 
     def _our_commit(self, covered: int) -> bool:
         """Whether the entry at ``covered - 1`` is the state delta this pipeline sealed with its last
@@ -268,6 +299,7 @@ class Runtime(Generic[S]):
     _snapshots: _Snapshots = field(repr=False)
     _closed: bool = field(default=False, repr=False)
     account_risk: AccountRiskReport | None = None  # what the account-risk rebuild read at start
+    account_risk_snapshot: SealedRiskSnapshot | None = None  # where account risk began (None: the whole log)
     screener: Screener | None = None  # the sanctions lists in force, indexed
 
     @classmethod
@@ -311,7 +343,9 @@ class Runtime(Generic[S]):
             restored = velocity_snapshot.restore(s.velocity_snapshot_file, engine, ledger.origin)
             catch_up(engine)  # decisions sealed before the index existed (or restored) become searchable
             windows = _Windows(engine, ledger.origin, restored.covered, ledger, restored.from_seq)
-            risk, risk_report = rebuild_account_risk(engine, policy, size=restored.covered)
+            restored_risk = restore_account_risk(risk_file(s.velocity_snapshot_file), engine, ledger.origin,
+                                                 policy, size=restored.covered)
+            risk = restored_risk.state
             screener = Screener(engine, max_age_days=max_age, budget=budget)
             screener.refresh(wait=True)
             pipeline = Pipeline(ledger, scorer, rules, extractor=restored.extractor, index=TraceIndex(),
@@ -320,7 +354,8 @@ class Runtime(Generic[S]):
             pipeline.rules_source = lambda: governance.load_active(sandbox)  # another decider activated
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000, catch_up_idle_s=CATCH_UP_IDLE_S)
-            snapshots = _Snapshots(pipeline, ledger, windows, s.velocity_snapshot_file, every, restored)
+            snapshots = _Snapshots(pipeline, ledger, windows, s.velocity_snapshot_file, every, restored,
+                                   restored_risk)
             service.after_batch = snapshots.after_batch
             service.after_catch_up = snapshots.after_catch_up
         except BaseException:
@@ -329,7 +364,8 @@ class Runtime(Generic[S]):
             engine.dispose()
             raise
         return cls(s, engine, ledger, sandbox, scorer, model, governance, pipeline, service, restored.report,
-                   restored.from_snapshot, windows, snapshots, account_risk=risk_report, screener=screener)
+                   restored.from_snapshot, windows, snapshots, account_risk=restored_risk.report,
+                   account_risk_snapshot=restored_risk.sealed, screener=screener)
 
     def decide(self, subs: Sequence[Submission], priority: Priority = Priority.P1,
                timeout_s: float | None = None) -> list[Decision]:
@@ -359,8 +395,8 @@ class Runtime(Generic[S]):
 
     def close(self) -> None:
         """Finish what is queued, seal and save the feature state (a ``state.snapshot`` and the
-        velocity snapshot file), release the sandbox, model and database. A second call does
-        nothing; deciding after it is refused."""
+        velocity snapshot file) and account risk (a ``state.account-risk`` and its file), release
+        the sandbox, model and database. A second call does nothing; deciding after it is refused."""
         if self._closed:
             return
         self._closed = True

@@ -35,7 +35,7 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from audit.cases.verify import check_case_view
-from audit.decide.account_secret import read_state_key
+from audit.decide.account_secret import read_keyer, read_state_key
 from audit.decide.idempotency import principal_fp
 from audit.errors import DerivedRowError
 from audit.query.delta_check import DeltaWalk
@@ -46,6 +46,7 @@ from audit.query.index import (
     payload_data,
     record_rows,
 )
+from audit.query.risk_snapshot_check import check_risk_snapshots
 from audit.query.snapshot_check import check_snapshots
 from audit.query.summary_check import SummaryWalk
 from inference.messages import MessageError
@@ -80,6 +81,8 @@ class IndexReport:
     deltas_other_key: int = 0  # state deltas under another state key than the ledger's now
     state_snapshots: int = 0  # sealed state snapshots checked (parsed, in place)
     state_roots_recomputed: int = 0  # of those, roots recomputed from the state deltas (state_roots=True)
+    account_risk_snapshots: int = 0  # sealed account-risk snapshots checked (parsed, in place)
+    account_risk_roots_recomputed: int = 0  # of those, roots recomputed from the decisions (state_roots=True)
     case_view: dict[str, int] = field(default_factory=dict)  # alert and case view rows checked, its watermark
     seconds: float = 0.0
 
@@ -90,7 +93,10 @@ class IndexReport:
                 "refusals": self.refusals, "refusals_unsummarised": self.refusals_unsummarised,
                 "state_deltas": self.state_deltas, "commits_without_delta": self.commits_without_delta,
                 "deltas_other_key": self.deltas_other_key, "state_snapshots": self.state_snapshots,
-                "state_roots_recomputed": self.state_roots_recomputed, "case_view": dict(self.case_view),
+                "state_roots_recomputed": self.state_roots_recomputed,
+                "account_risk_snapshots": self.account_risk_snapshots,
+                "account_risk_roots_recomputed": self.account_risk_roots_recomputed,
+                "case_view": dict(self.case_view),
                 "seconds": round(self.seconds, 3)}
 
 
@@ -345,6 +351,13 @@ def _state_key(conn: Connection) -> bytes | None:
         return None
 
 
+def _account_key_id(conn: Connection) -> str | None:
+    try:
+        return read_keyer(conn).key_id
+    except SchemaError:
+        return None
+
+
 def _state_key_id(conn: Connection) -> str | None:
     try:
         return key_id(read_state_key(conn))
@@ -438,7 +451,9 @@ def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS,
     ``workers`` processes re-parse the payloads for their account keys (default: one per core,
     at most 4, once the ledger holds more than two pages of decisions; 1: this process only).
     Sealed state snapshots are parsed and checked in place; with ``state_roots`` their roots are
-    recomputed from the state deltas too (``audit.query.snapshot_check``: a catch-up per run)."""
+    recomputed from the state deltas too (``audit.query.snapshot_check``: a catch-up per run), and
+    the roots of the sealed account-risk snapshots from the decision records
+    (``audit.query.risk_snapshot_check``: a rebuild per policy)."""
     started = time.perf_counter()
     report = IndexReport()
     found = _Findings(cap)
@@ -450,8 +465,11 @@ def verify_index(engine: Engine, *, page: int = _PAGE, cap: int = MAX_FINDINGS,
         report.case_view = {"watermark": view.watermark, "alerts": view.alerts, "cases": view.cases,
                             "events": view.events, "outcomes": view.outcomes}
         state_key = _state_key(conn)
+        risk_key_id = _account_key_id(conn)
     snaps = check_snapshots(engine, state_key, found.add, roots=state_roots)
     report.state_snapshots, report.state_roots_recomputed = snaps.snapshots, snaps.recomputed
+    risks = check_risk_snapshots(engine, risk_key_id, found.add, roots=state_roots)
+    report.account_risk_snapshots, report.account_risk_roots_recomputed = risks.snapshots, risks.recomputed
     if found.total:
         raise found.error()
     report.seconds = time.perf_counter() - started

@@ -92,24 +92,27 @@ def _bodies(engine: Engine, from_seq: int) -> Iterator[tuple[int, dict[str, Any]
 
 def rebuild_account_risk(engine: Engine, policy: AccountRiskPolicy | None = None, *,
                          progress: Callable[[int], None] | None = None, size: int | None = None,
+                         state: AccountRiskState | None = None, from_seq: int = 0,
                          ) -> tuple[AccountRiskState, AccountRiskReport]:
     """The account-risk state of the ledger at ``engine`` as it is now (or of its first ``size``
     entries), under ``policy`` for the decisions still to come (each sealed one is applied under
-    the policy it states)."""
-    state = AccountRiskState(policy)
+    the policy it states). With ``state`` (the state after the first ``from_seq`` entries: a
+    sealed snapshot's), only the decisions from ``from_seq`` on are applied, to it."""
+    if state is None:
+        state = AccountRiskState(policy)
     if size is None:
         with engine.connect() as conn:
             size = store.tail(conn)[0]
 
     def counted() -> Iterator[tuple[int, dict[str, Any]]]:
-        for n, item in enumerate(_bodies(engine, 0), 1):
+        for n, item in enumerate(_bodies(engine, from_seq), 1):
             if item[0] >= size:
                 return
             if progress is not None and n % _PAGE == 0:
                 progress(n)
             yield item
 
-    report = apply_records(state, counted(), size)
+    report = apply_records(state, counted(), max(size, from_seq))
     if report.mismatched:
         log.warning("account risk: %d decision(s) state other values than the rebuild (first at seq %d)",
                     report.mismatched, report.first_mismatch_seq)

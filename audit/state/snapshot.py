@@ -56,7 +56,7 @@ from inference.velocity import KEY_BYTES, VelocityState, key_id
 from ledger import store
 from ledger.append import Ledger
 
-__all__ = ["KEY_FILE_NAME", "SNAPSHOT_SCHEMA", "Restored", "decisions_between", "key_file",
+__all__ = ["KEY_FILE_NAME", "SNAPSHOT_SCHEMA", "Restored", "chain_at_size", "decisions_between", "key_file",
            "keyed_state_bytes", "ledger_size", "load_key", "restore", "save", "seal", "write"]
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,9 @@ class Restored:
             and not r.foreign_deltas else None
 
 
-def _chain(engine: Engine, size: int) -> str | None:
+def chain_at_size(engine: Engine, size: int) -> str | None:
+    """The chain hash (hex) of the ledger's first ``size`` entries: what a state file names the
+    history it describes by (None for none, or where the entry is not there)."""
     if size == 0:
         return None
     with engine.connect() as conn:
@@ -164,7 +166,7 @@ def seal(ledger: Ledger, data: bytes, covered: int, from_seq: int, decider: str)
 def write(path: Path, engine: Engine, origin: str, data: bytes, sealed: SealedSnapshot) -> None:
     """Replace the file at ``path`` with the state ``data`` that ``sealed`` seals."""
     size = sealed.covers_seq + 1
-    head = {"origin": origin, "size": size, "chain": _chain(engine, size), "from_seq": sealed.from_seq,
+    head = {"origin": origin, "size": size, "chain": chain_at_size(engine, size), "from_seq": sealed.from_seq,
             "root": sealed.root.hex(), "sealed_seq": sealed.seq, "schema": SNAPSHOT_SCHEMA}
     write_atomically(path, orjson.dumps(head) + b"\n" + data)
 
@@ -196,7 +198,7 @@ def _load(path: Path, engine: Engine, origin: str,
         if schema != SNAPSHOT_SCHEMA or head.get("origin") != origin or not isinstance(head.get("size"), int):
             return None
         size, from_seq, hint = head["size"], head.get("from_seq"), head.get("sealed_seq")
-        if size < 1 or size > ledger_size(engine) or head.get("chain") != _chain(engine, size):
+        if size < 1 or size > ledger_size(engine) or head.get("chain") != chain_at_size(engine, size):
             return None  # another ledger, or history this state does not describe
         if type(from_seq) is not int or not (hint is None or type(hint) is int):
             raise StateSnapshotError("the file's head names no from_seq")

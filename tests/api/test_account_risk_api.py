@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from audit.decide.runtime import Runtime
+from audit.state.risk_snapshot import risk_file
 from tests.api.test_cli_score import Cli
 from tests.api.test_cli_traces import all_pages, scored  # noqa: F401  (a fixture)
 from tests.api.test_fail_closed import JSON, Served, in_process, txs
@@ -53,15 +54,21 @@ def test_bad_account_risk_filters_are_refused_with_422(served: Served, params: d
     assert r.status_code == 422, r.text
 
 
-def test_a_restarted_runtime_rebuilds_the_same_account_risk(db: Db, tmp_path: Path) -> None:
+def test_a_restarted_runtime_holds_the_same_account_risk(db: Db, tmp_path: Path) -> None:
     with in_process(db, tmp_path) as (client, rt, s):
         for tx in txs(30, seed=72):
             assert client.post("/v1/decisions", content=tx, headers={**JSON, "x-test-role": "scorer"}
                                ).status_code == 200
         live = rt.pipeline.account_risk.fingerprint()
-    with Runtime.open(s) as again:
+    with Runtime.open(s) as again:  # from the account risk sealed at the clean stop: nothing to apply
         assert again.pipeline.account_risk.fingerprint() == live
-        assert again.account_risk is not None and again.account_risk.applied == 30
+        assert again.account_risk is not None and again.account_risk.applied == 0
+        assert again.account_risk_snapshot is not None
+    risk_file(s.velocity_snapshot_file).unlink()  # without the file: every decision of the log applied
+    with Runtime.open(s) as rebuilt:
+        assert rebuilt.pipeline.account_risk.fingerprint() == live
+        assert rebuilt.account_risk is not None and rebuilt.account_risk.applied == 30
+        assert rebuilt.account_risk_snapshot is None
 
 
 def test_a_bad_account_risk_setting_refuses_to_open(db: Db, tmp_path: Path) -> None:

@@ -152,14 +152,14 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
     # first run's export (the empty summary it seals as its window's right edge, then its
     # export.created record), then this run's 25 decisions in one batch and the crafted payments in
     # another, each sealed with its batch's summary and state delta, the clearance's proposal and
-    # approval, the two payments after it in a batch of their own, then the state snapshot of its
-    # clean stop
+    # approval, the two payments after it in a batch of their own, then the state snapshot and the
+    # account-risk snapshot of its clean stop
     assert cli.kinds(first["ledger_size"], second["ledger_size"]) == [
         "decision.summary", "export.created", *["decision"] * 25, "decision.summary", "state.delta",
         *["decision"] * CRAFTED, "decision.summary", "state.delta",
         "screening.clearance", "screening.clearance", *["decision"] * AFTER, "decision.summary",
-        "state.delta", "state.snapshot"]
-    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 2 + CRAFTED + 2 + 2 + AFTER + 3
+        "state.delta", "state.snapshot", "state.account-risk"]
+    assert second["ledger_size"] == first["ledger_size"] + 2 + 25 + 2 + CRAFTED + 2 + 2 + AFTER + 4
     # the second run's crafted payments pay customers of their own: the first run's clearance clears
     # none of them, and this run's listed name is held and cleared again
     check_sanctions(second, sealed_now=False)
@@ -172,8 +172,9 @@ def test_demo_runs_end_to_end_and_a_second_run_appends(db: Db, tmp_path: Path) -
 
     human = cli("demo", "--transactions", "10", "--certs", str(certs), "--exports", str(exports)).stdout
     # the second export's two entries, 10 decisions and the crafted ones, each batch's summary and
-    # state delta, the clearance's two records and the payments after it, and the state snapshot
-    size = f"{second['ledger_size'] + 2 + 10 + 2 + CRAFTED + 2 + 2 + AFTER + 3}"
+    # state delta, the clearance's two records and the payments after it, and the state and
+    # account-risk snapshots
+    size = f"{second['ledger_size'] + 2 + 10 + 2 + CRAFTED + 2 + 2 + AFTER + 4}"
     for word in ("outcomes", "top rules", "p50", "p99", "verified", "sealtrail export verify", size,
                  "sealed by an earlier run", "screened again"):
         assert word in human
