@@ -404,9 +404,11 @@ class AccountRiskState:
 
     def committed(self) -> tuple[str | None, int | None, int | None, int, dict[str, tuple[int, int]]]:
         """What the committed state holds, copied: its key id, newest hour, last swept day, decisions
-        applied and accounts (batches assessed and not committed are not part of it)."""
+        applied and accounts (batches assessed and not committed are not part of it: a key id only
+        once a decision is applied, as a rebuild of the log has it)."""
         with self._lock:
-            return self.account_key_id, self.hour, self.swept_day, self.applied, dict(self.accounts)
+            kid = self.account_key_id if self.applied else None
+            return kid, self.hour, self.swept_day, self.applied, dict(self.accounts)
 
     # reading --------------------------------------------------------------------------------------
     def _read(self, entry: tuple[int, int] | None, at: int, policy: AccountRiskPolicy) -> int:

@@ -96,9 +96,9 @@ from audit.screening.clearance import party_of
 from audit.screening.clearance_state import Clearance
 from audit.screening.evidence import ScreeningEvidence
 from audit.screening.screener import InForce, Screener
-from audit.state.account_risk_replay import apply_records, risk_fields
+from audit.state.account_risk_replay import apply_records, risk_bodies
 from audit.state.delta import DELTA_KIND, decider_name, delta_body, entries_bytes
-from audit.state.replay import catch_up, decision_pages
+from audit.state.replay import catch_up
 from inference.features import FeatureExtractor, StateDelta
 from inference.graph import GraphFeatures
 from inference.messages import PARSER, Transaction
@@ -386,8 +386,7 @@ class Pipeline:
             self._rules = self.rules_source()  # before the state moves: a failure here changes nothing
         # every read that can fail before anything changes; the features' part journaled, taken back
         # whole if it fails half-way (never applied twice by the next catch-up)
-        risk = [(s, risk_fields(env["record"])) for page in decision_pages(engine, covered, end)
-                for s, env in page]
+        risk = list(risk_bodies(engine, covered, end))
         state = self.extractor.state
         journal = state.begin_journal() if isinstance(state, VelocityState) else None
         try:
@@ -429,8 +428,7 @@ class Pipeline:
             extractor, covered = got[0], got[1]
             self.state_from = got[2] if len(got) > 2 else None
             if before is not None and covered > before:  # other deciders' decisions it holds
-                risk = [(s, risk_fields(env["record"]))
-                        for page in decision_pages(self.ledger.engine, before, covered) for s, env in page]
+                risk = list(risk_bodies(self.ledger.engine, before, covered))
                 apply_records(self.account_risk, risk)
             self.extractor, self._covered = extractor, covered
             self._tip_read = False  # the newest delta before the size it covers, read at the catch-up

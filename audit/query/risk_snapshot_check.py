@@ -19,8 +19,7 @@ from sqlalchemy import Engine
 
 from audit.decide.account_risk import AccountRiskPolicy, AccountRiskState
 from audit.errors import StateSnapshotError
-from audit.state.account_risk_replay import apply_records, risk_fields
-from audit.state.replay import decision_pages
+from audit.state.account_risk_replay import apply_records, risk_bodies
 from audit.state.risk_snapshot import risk_snapshot_pages
 from audit.state.risk_snapshot_body import RiskState, SealedRiskSnapshot, parse_risk_snapshot
 
@@ -66,8 +65,7 @@ def check_risk_snapshots(engine: Engine, account_key_id: str | None, fail: Fail,
         pos = 0
         for s in sorted(snaps, key=lambda x: (x.covers_seq, x.seq)):
             if s.covers_seq + 1 > pos:
-                pages = decision_pages(engine, pos, s.covers_seq + 1)
-                apply_records(state, ((q, risk_fields(env["record"])) for page in pages for q, env in page))
+                apply_records(state, risk_bodies(engine, pos, s.covers_seq + 1))
                 pos = s.covers_seq + 1
             done.recomputed += 1
             diff = s.matches(RiskState.of(state), policy)

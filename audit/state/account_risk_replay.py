@@ -19,14 +19,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine
 
 from audit.decide.account_risk import AccountRisk, AccountRiskError, AccountRiskPolicy, AccountRiskState
-from audit.decide.record import RISK_SCHEMAS, body_score
-from audit.state.replay import decision_pages
+from audit.decide.record import DECISION_KIND, RISK_SCHEMAS, body_score
+from audit.state.replay import entry_pages
 from ledger import store
 
-__all__ = ["AccountRiskReport", "apply_records", "rebuild_account_risk", "risk_fields"]
+__all__ = ["AccountRiskReport", "apply_records", "rebuild_account_risk", "risk_bodies", "risk_fields"]
 
 log = logging.getLogger(__name__)
 _PAGE = 2000
@@ -84,10 +85,15 @@ def apply_records(state: AccountRiskState, records: Iterable[tuple[int, dict[str
     return AccountRiskReport(applied, without, unreadable, mismatched, first, last, len(state))
 
 
-def _bodies(engine: Engine, from_seq: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    for envs in decision_pages(engine, from_seq):
-        for s, env in envs:
-            yield s, env["record"]
+def risk_bodies(engine: Engine, from_seq: int, to_seq: int | None = None) -> Iterator[tuple[int, Any]]:
+    """``(seq, risk_fields(body))`` of each decision from ``from_seq`` on (to ``to_seq``), in seq
+    order. Each envelope is parsed as it is reached and only those fields kept: a page of whole
+    parsed records (some hundred objects each) kept the garbage collector walking, a quarter of a
+    rebuild's time."""
+    loads = orjson.loads
+    for page in entry_pages(engine, DECISION_KIND, from_seq, to_seq):
+        for s, raw in page:
+            yield s, risk_fields(loads(raw)["record"])
 
 
 def rebuild_account_risk(engine: Engine, policy: AccountRiskPolicy | None = None, *,
@@ -105,7 +111,7 @@ def rebuild_account_risk(engine: Engine, policy: AccountRiskPolicy | None = None
             size = store.tail(conn)[0]
 
     def counted() -> Iterator[tuple[int, dict[str, Any]]]:
-        for n, item in enumerate(_bodies(engine, from_seq), 1):
+        for n, item in enumerate(risk_bodies(engine, from_seq), 1):
             if item[0] >= size:
                 return
             if progress is not None and n % _PAGE == 0:

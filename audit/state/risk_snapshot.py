@@ -135,6 +135,10 @@ def _load(path: Path, engine: Engine, origin: str, policy: AccountRiskPolicy,
         data = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a directory, no permission: the file cannot be used, the log still can
+        log.warning("account-risk snapshot %s not used (account risk is rebuilt from the whole log): %s",
+                    path, exc)
+        return None
     line, _, body = data.partition(b"\n")
     try:
         try:
@@ -148,11 +152,15 @@ def _load(path: Path, engine: Engine, origin: str, policy: AccountRiskPolicy,
         covers, hint = head["covers_seq"], head["sealed_seq"]
         if type(covers) is not int or type(hint) is not int or not 0 <= covers < hint:
             raise StateSnapshotError("its head names no covered seq and sealed seq")
-        if covers >= size or head["chain"] != chain_at_size(engine, covers + 1):
+        if covers >= size:
+            raise StateSnapshotError(f"it covers seq {covers}, past the {size} entries the state is wanted "
+                                     "for")
+        if head["chain"] != chain_at_size(engine, covers + 1):
             raise StateSnapshotError(f"the ledger does not hold the history it describes (to seq {covers})")
         state = RiskState.from_bytes(body)
         root = state.root()
-        sealed = find_risk_sealed(engine, covers, root, hint)
+        # the head's sealed seq is only where to look first: one past the ledger is no seq at all
+        sealed = find_risk_sealed(engine, covers, root, hint if hint < ledger_size(engine) else None)
         if sealed is None:
             raise StateSnapshotError(f"no sealed state.account-risk of seq {covers} has its root "
                                      f"{root.hex()[:16]}...: the file is not the state the ledger vouches "

@@ -188,6 +188,9 @@ def _load(path: Path, engine: Engine, origin: str,
         data = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a directory, no permission: the file cannot be used, the ledger still can
+        log.warning("velocity snapshot %s not used (the state is replayed from the ledger): %s", path, exc)
+        return None
     line, _, body = data.partition(b"\n")
     try:
         head = orjson.loads(line)
@@ -206,6 +209,8 @@ def _load(path: Path, engine: Engine, origin: str,
         if graph is None:
             raise FeatureError("the snapshot holds no transaction graph")
         tree = state_tree(body, key_id(key))
+        if hint is not None and hint >= ledger_size(engine):  # where to look first; past the ledger, nowhere
+            hint = None
         sealed = _sealed_for(engine, tree, size - 1, from_seq, hint)
     except (orjson.JSONDecodeError, FeatureError, StateSnapshotError) as exc:
         log.warning("velocity snapshot %s not used (the state is replayed from the ledger): %s", path, exc)

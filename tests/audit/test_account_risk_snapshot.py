@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from audit.decide.account_risk import AccountRiskPolicy, AccountRiskState
+from audit.decide.account_risk import AccountRiskPolicy, AccountRiskState, RiskEvent
 from audit.decide.runtime import Runtime
 from audit.errors import DerivedRowError, StateSnapshotError
 from audit.query.verify import verify_index
@@ -212,6 +212,15 @@ def test_ledger_verify_names_an_account_risk_snapshot_keyed_under_another_secret
         assert finding[:2] == ("state.account-risk", bad.seq) and "0000000000000000" in finding[2]
     finally:
         engine.dispose()
+
+
+def test_a_batch_assessed_and_discarded_leaves_no_key_id_in_the_committed_state() -> None:
+    state = AccountRiskState()
+    pending = state.assess([RiskEvent(400_000, "a" * 32, "b" * 32, 5000)], "0123456789abcdef")
+    state.discard(pending)  # refused or failed: the log holds nothing of it
+    held = RiskState.of(state)
+    assert (held.account_key_id, held.applied, held.accounts) == (None, 0, {})
+    assert held.root() == RiskState.of(AccountRiskState()).root()
 
 
 # --- the format ------------------------------------------------------------------------------------

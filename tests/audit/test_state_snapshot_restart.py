@@ -146,3 +146,42 @@ def test_a_bad_snapshot_interval_refuses_to_start(db: Db, tmp_path: Path) -> Non
     s = _every(db, tmp_path, every=-1)
     with pytest.raises(ValueError, match="state_snapshot_every"):
         Runtime.open(s)
+
+
+def _hint_past_the_ledger(path: Path) -> None:
+    head, _, body = path.read_bytes().partition(b"\n")
+    doc = orjson.loads(head)
+    doc["sealed_seq"] = 2**63 - 1  # where to look first: no seq a ledger holds
+    path.write_bytes(orjson.dumps(doc) + b"\n" + body)
+
+
+def test_a_head_whose_sealed_seq_is_past_the_ledger_still_finds_the_sealed_snapshot(db: Db,
+                                                                                     tmp_path: Path) -> None:
+    s = _every(db, tmp_path, every=0)
+    rt = Runtime.open(s)
+    rt.service.decide(subs(53, 60), timeout_s=60)
+    rt.close()
+    _hint_past_the_ledger(s.velocity_snapshot_file)
+    resumed = Runtime.open(s)
+    try:
+        assert resumed.velocity_from_snapshot and resumed.replay.replayed == 0
+    finally:
+        resumed.close()
+
+
+def test_a_snapshot_path_that_cannot_be_read_is_a_logged_rebuild(db: Db, tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    s = _every(db, tmp_path, every=0)
+    rt = Runtime.open(s)
+    rt.service.decide(subs(54, 40), timeout_s=60)
+    rt.close()
+    s.velocity_snapshot_file.unlink()
+    s.velocity_snapshot_file.mkdir()  # what stands there is no file
+    with caplog.at_level(logging.WARNING, logger="audit.state.snapshot"):
+        resumed = Runtime.open(s)
+    try:
+        assert not resumed.velocity_from_snapshot and resumed.replay.replayed == 40
+        assert "not used" in caplog.text and str(s.velocity_snapshot_file) in caplog.text
+    finally:
+        resumed.service.close()
+        resumed.engine.dispose()
