@@ -41,6 +41,7 @@ from audit.state.risk_snapshot_body import (
     parse_risk_snapshot,
     risk_snapshot_body,
 )
+from audit.state.sealed import find_claim
 from audit.state.snapshot import chain_at_size
 from inference.state_store import write_atomically
 from ledger.append import Ledger
@@ -98,23 +99,7 @@ def find_risk_sealed(engine: Engine, covers_seq: int, root: bytes,
                      hint: int | None = None) -> SealedRiskSnapshot | None:
     """A sealed account-risk snapshot of the state after ``covers_seq`` with root ``root`` (the one
     at seq ``hint`` first, if it is one), else None. Records that do not parse are passed over."""
-    def of(seq: int, rec: bytes) -> SealedRiskSnapshot | None:
-        try:
-            s = parse_risk_snapshot(seq, orjson.loads(rec).get("record"))
-        except (StateSnapshotError, orjson.JSONDecodeError, AttributeError):
-            return None
-        return s if s.covers_seq == covers_seq and s.root == root else None
-
-    if hint is not None and hint > covers_seq:
-        for page in risk_snapshot_pages(engine, hint, hint + 1):
-            for seq, rec in page:
-                if (got := of(seq, rec)) is not None:
-                    return got
-    for page in risk_snapshot_pages(engine, covers_seq + 1):
-        for seq, rec in page:
-            if (got := of(seq, rec)) is not None:
-                return got
-    return None
+    return find_claim(engine, RISK_SNAPSHOT_KIND, parse_risk_snapshot, covers_seq, root, hint)
 
 
 @dataclass(frozen=True)

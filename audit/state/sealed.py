@@ -33,7 +33,8 @@ entries it covers, by any decider, at any time (its body names the seq it speaks
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 import orjson
 from sqlalchemy import Engine
@@ -52,8 +53,8 @@ from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
 from ledger.records import Record
 
-__all__ = ["SNAPSHOT_KIND", "SNAPSHOT_SCHEMA", "SealedSnapshot", "find_sealed", "parse_snapshot",
-           "seal_snapshot", "snapshot_body", "snapshot_pages"]
+__all__ = ["SNAPSHOT_KIND", "SNAPSHOT_SCHEMA", "SealedSnapshot", "find_claim", "find_sealed",
+           "parse_snapshot", "seal_snapshot", "snapshot_body", "snapshot_pages"]
 
 
 def seal_snapshot(ledger: Ledger, tree: StateTree, covers_seq: int, from_seq: int,
@@ -76,19 +77,39 @@ def find_sealed(engine: Engine, covers_seq: int, root: bytes,
                 hint: int | None = None) -> SealedSnapshot | None:
     """A sealed snapshot of the state after ``covers_seq`` with root ``root`` (the one at seq
     ``hint`` first, if it is one), else None. Records that do not parse are passed over."""
-    def of(seq: int, rec: bytes) -> SealedSnapshot | None:
+    return find_claim(engine, SNAPSHOT_KIND, parse_snapshot, covers_seq, root, hint)
+
+
+class _Claim(Protocol):
+    @property
+    def covers_seq(self) -> int: ...
+
+    @property
+    def root(self) -> bytes: ...
+
+
+C = TypeVar("C", bound=_Claim)
+
+
+def find_claim(engine: Engine, kind: str, parse: Callable[[int, object], C], covers_seq: int, root: bytes,
+               hint: int | None = None) -> C | None:
+    """The first record of ``kind`` (parsed by ``parse``, which raises ``StateSnapshotError`` for
+    one that does not follow its schema) sealed after ``covers_seq`` that claims root ``root`` for
+    the state after it, the one at seq ``hint`` first; else None. Records that do not parse are
+    passed over."""
+    def of(seq: int, rec: bytes) -> C | None:
         try:
-            s = parse_snapshot(seq, orjson.loads(rec).get("record"))
+            s = parse(seq, orjson.loads(rec).get("record"))
         except (StateSnapshotError, orjson.JSONDecodeError, AttributeError):
             return None
         return s if s.covers_seq == covers_seq and s.root == root else None
 
     if hint is not None and hint > covers_seq:
-        for page in snapshot_pages(engine, hint, hint + 1):
+        for page in entry_pages(engine, kind, hint, hint + 1):
             for seq, rec in page:
                 if (got := of(seq, rec)) is not None:
                     return got
-    for page in snapshot_pages(engine, covers_seq + 1):
+    for page in entry_pages(engine, kind, covers_seq + 1):
         for seq, rec in page:
             if (got := of(seq, rec)) is not None:
                 return got

@@ -9,7 +9,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,18 +169,29 @@ def test_a_file_that_is_not_the_sealed_state_is_refused_and_account_risk_rebuilt
         _stop(resumed)
 
 
-def test_ledger_verify_names_an_account_risk_snapshot_whose_root_the_log_does_not_give(
-        db: Db, tmp_path: Path) -> None:
-    s = _every(db, tmp_path, every=0)
+def forge(state: RiskState) -> RiskState:
+    """``state`` with its first account a point riskier."""
+    key, (milli, hour) = next(iter(sorted(state.accounts.items())))
+    return replace(state, accounts={**state.accounts, key: (milli + 1000, hour)})
+
+
+def _seal_changed(db: Db, tmp: Path, seed: int, n: int,
+                  change: Callable[[RiskState], RiskState]) -> tuple[Every, int, Runtime[Every]]:
+    """A runtime that decided ``n`` payments and sealed ``change`` of its account risk as its state:
+    the settings, that record's seq and the runtime (still open)."""
+    s = _every(db, tmp, every=0)
     rt = Runtime.open(s)
-    rt.service.decide(subs(63, 80), timeout_s=60)
+    rt.service.decide(subs(seed, n), timeout_s=60)
     covered = rt.pipeline.covered
     assert covered is not None
-    state = RiskState.of(rt.pipeline.account_risk)
-    key, (milli, hour) = next(iter(sorted(state.accounts.items())))
-    forged = RiskState(state.account_key_id, state.hour, state.swept_day, state.applied,
-                       {**state.accounts, key: (milli + 1000, hour)})
-    bad = seal_risk(rt.ledger, forged, rt.pipeline.account_risk.policy, covered, "forger/1/00000000")
+    risk = rt.pipeline.account_risk
+    bad = seal_risk(rt.ledger, change(RiskState.of(risk)), risk.policy, covered, "forger/1/00000000")
+    return s, bad.seq, rt
+
+
+def test_ledger_verify_names_an_account_risk_snapshot_whose_root_the_log_does_not_give(
+        db: Db, tmp_path: Path) -> None:
+    s, bad, rt = _seal_changed(db, tmp_path, 63, 80, forge)
     rt.close()  # seals the true state at the stop beside it
     engine = database.open_engine(s.db)
     try:
@@ -188,28 +200,21 @@ def test_ledger_verify_names_an_account_risk_snapshot_whose_root_the_log_does_no
         with pytest.raises(DerivedRowError) as got:
             verify_index(engine, state_roots=True)
         (finding,) = got.value.findings
-        assert finding[:2] == ("state.account-risk", bad.seq) and "root" in finding[2]
+        assert finding[:2] == ("state.account-risk", bad) and "root" in finding[2]
     finally:
         engine.dispose()
 
 
 def test_ledger_verify_names_an_account_risk_snapshot_keyed_under_another_secret(db: Db,
                                                                                  tmp_path: Path) -> None:
-    s = _every(db, tmp_path, every=0)
-    rt = Runtime.open(s)
-    rt.service.decide(subs(64, 30), timeout_s=60)
-    covered = rt.pipeline.covered
-    assert covered is not None
-    state = RiskState.of(rt.pipeline.account_risk)
-    other = RiskState("0" * 16, state.hour, state.swept_day, state.applied, state.accounts)
-    bad = seal_risk(rt.ledger, other, rt.pipeline.account_risk.policy, covered, "forger/1/00000000")
+    s, bad, rt = _seal_changed(db, tmp_path, 64, 30, lambda state: replace(state, account_key_id="0" * 16))
     _stop(rt)
     engine = database.open_engine(s.db)
     try:
         with pytest.raises(DerivedRowError) as got:
             verify_index(engine)
         (finding,) = got.value.findings
-        assert finding[:2] == ("state.account-risk", bad.seq) and "0000000000000000" in finding[2]
+        assert finding[:2] == ("state.account-risk", bad) and "0000000000000000" in finding[2]
     finally:
         engine.dispose()
 

@@ -32,7 +32,7 @@ from ledger import database
 from ledger.append import CheckpointPolicy
 from ledger.jcs import canonical_bytes
 from ledger.records import Record
-from tests.audit.test_account_risk_snapshot import Every, _every, _kinds, _rebuilt, _stop
+from tests.audit.test_account_risk_snapshot import Every, _every, _kinds, _rebuilt, _stop, forge
 from tests.audit.test_runtime import subs
 from tests.audit.test_state_snapshot_restart import _crash
 from tests.conftest import Db
@@ -106,13 +106,6 @@ def test_a_head_whose_sealed_seq_is_beyond_any_seq_never_crashes_the_start(
         _stop(rt)
 
 
-def _forge(state: RiskState) -> RiskState:
-    """``state`` with its first account a point riskier."""
-    key, (milli, hour) = next(iter(sorted(state.accounts.items())))
-    return RiskState(state.account_key_id, state.hour, state.swept_day, state.applied,
-                     {**state.accounts, key: (milli + 1000, hour)})
-
-
 def test_a_hint_at_a_forged_twin_or_at_nothing_neither_misleads_nor_blocks_the_start(
         db: Db, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     s = _every(db, tmp_path, every=0)
@@ -122,7 +115,7 @@ def test_a_hint_at_a_forged_twin_or_at_nothing_neither_misleads_nor_blocks_the_s
     assert covered is not None
     true_state = RiskState.of(rt.pipeline.account_risk)
     policy = rt.pipeline.account_risk.policy
-    twin = seal_risk(rt.ledger, _forge(true_state), policy, covered, "forger/1/0000000a")
+    twin = seal_risk(rt.ledger, forge(true_state), policy, covered, "forger/1/0000000a")
     rt.close()  # the true state, sealed for the same seq right after the forged twin
     twin_seq, true_seq = _kinds(s.db, RISK_SNAPSHOT_KIND)
     assert twin_seq == twin.seq
@@ -160,7 +153,7 @@ def test_a_start_that_trusts_a_forged_sealed_snapshot_is_named_by_ledger_verify(
     rt.service.decide(subs(73, 60), timeout_s=60)
     covered = rt.pipeline.covered
     assert covered is not None
-    forged = _forge(RiskState.of(rt.pipeline.account_risk))
+    forged = forge(RiskState.of(rt.pipeline.account_risk))
     bad = seal_risk(rt.ledger, forged, rt.pipeline.account_risk.policy, covered, "forger/1/0000000b")
     write_risk(risk_file(s.velocity_snapshot_file), rt.ledger.engine, ORIGIN, forged, bad)
     _stop(rt)
