@@ -97,6 +97,12 @@ class Settings(BaseSettings):
                              "after a crash catches up only what follows; 0 (default): at a clean stop "
                              "only (the batcher pauses while the state is copied: seconds for a large "
                              "state, longer than the decision deadline)")
+    account_risk_snapshot_every: int = Field(
+        100_000, ge=0, description="seal the account-risk state (a state.account-risk record) and save it "
+                                   "beside the velocity snapshot every this many decisions, so that a "
+                                   "restart after a crash applies only the decisions after it; 0: only "
+                                   "with the state snapshots (its copy pauses the batcher for "
+                                   "milliseconds)")
     decision_timeout_ms: float = Field(250.0, gt=0, description="queue deadline before a fail-safe HOLD")
     screening_max_age_days: int | None = Field(
         None, ge=0, description="a sanctions list dated (published, else loaded) more than this many days "

@@ -16,7 +16,9 @@ State snapshots: every ``state_snapshot_every`` decisions this process sealed (a
 default ``STATE_SNAPSHOT_EVERY`` where absent; 0: at a clean stop only) and at a clean stop, the
 feature state is sealed as a ``state.snapshot`` (``audit.state.sealed``) and written to the
 velocity snapshot file, and the account-risk state as a ``state.account-risk`` written to the file
-beside it, which a restart then trusts against the sealed roots. The state is read
+beside it, which a restart then trusts against the sealed roots. Account risk is also sealed on
+its own every ``account_risk_snapshot_every`` decisions (default ``ACCOUNT_RISK_SNAPSHOT_EVERY``;
+0: with the feature state only): it has no window, and its copy is cheap. The state is read
 between batches (nothing in flight: the pipeline's state is the log's up to this process's last
 commit); the batcher waits while it is copied, the tree, the seal and the file are made beside
 it on one thread.
@@ -63,7 +65,8 @@ from ledger import database
 from ledger.append import CheckpointPolicy, Ledger
 from wasm_rules import Sandbox
 
-__all__ = ["STATE_SNAPSHOT_EVERY", "Runtime", "RuntimeSettings", "open_runtime"]
+__all__ = ["ACCOUNT_RISK_SNAPSHOT_EVERY", "STATE_SNAPSHOT_EVERY", "Runtime", "RuntimeSettings",
+           "open_runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,10 @@ log = logging.getLogger(__name__)
 # pauses the batcher (seconds for a state of 100,000 accounts), and a pause longer than the decision
 # deadline turns the payments queued behind it into fail-safe HOLDs.
 STATE_SNAPSHOT_EVERY = 0
+# Decisions between sealed account-risk snapshots taken on their own: account risk has no window, so
+# without one a start after a crash applies every decision since the last clean stop. Its copy is
+# a dict of the accounts at risk (milliseconds), so it is on by default.
+ACCOUNT_RISK_SNAPSHOT_EVERY = 100_000
 # An idle decider catches up with the others' commits this often (Pipeline.catch_up), so that the
 # request that ends its idle spell does not pay for all of them (one indexed read when none).
 CATCH_UP_IDLE_S = 0.05
@@ -156,12 +163,13 @@ class _Snapshots:
     (no batch, catch-up, rollback or rebuild moved the state since)."""
 
     def __init__(self, pipeline: Pipeline, ledger: Ledger, windows: _Windows, path: Path, every: int,
-                 restored: velocity_snapshot.Restored, risk: RestoredRisk) -> None:
+                 restored: velocity_snapshot.Restored, risk: RestoredRisk, risk_every: int = 0) -> None:
         self._pipeline, self._ledger, self._windows, self._path = pipeline, ledger, windows, path
         self._risk_path = risk_file(path)
         self.risk_sealed: SealedRiskSnapshot | None = risk.sealed  # the newest sealed or restored
-        self.every = every
+        self.every, self.risk_every = every, risk_every
         self._since = 0  # decisions sealed here since the last snapshot was taken
+        self._risk_since = 0  # the same for account risk (sealed with each feature snapshot, or alone)
         self._mark: _Mark | None = (restored.covered, restored.from_seq, False, self._counters())
         self.sealed: SealedSnapshot | None = restored.sealed  # the newest sealed or restored
         self._job: Future[None] | None = None
@@ -183,8 +191,11 @@ class _Snapshots:
             # a commit of ours: its decisions, then its summary and state delta (checked when sealed)
             self._mark = (max(seqs) + 3, self._windows.from_seq, True, self._counters())
             self._since += len(seqs)
-            if self.every and self._since >= self.every and (self._job is None or self._job.done()):
-                self._take()
+            self._risk_since += len(seqs)
+            features = bool(self.every) and self._since >= self.every
+            risk = bool(self.risk_every) and self._risk_since >= self.risk_every
+            if (features or risk) and (self._job is None or self._job.done()):
+                self._take(features)
         except Exception:  # a snapshot is an optimisation: never fail a batch
             log.exception("state snapshot not taken")
 
@@ -195,8 +206,9 @@ class _Snapshots:
         if covered is not None and not self._pipeline.velocity_stale:
             self._mark = (covered, self._windows.from_seq, False, self._counters())
 
-    def _take(self) -> Future[None] | None:
-        """Copy the state at the mark (the batcher waits) and seal and write it on the snapshot thread."""
+    def _take(self, features: bool = True) -> Future[None] | None:
+        """Copy the state at the mark (the batcher waits) and seal and write it on the snapshot thread:
+        the feature state and account risk, or (``features`` False) account risk alone."""
         mark = self._mark
         if mark is None or mark[3] != self._counters():
             return None
@@ -204,8 +216,8 @@ class _Snapshots:
         sealed, risk_sealed = self.sealed, self.risk_sealed
         policy = self._pipeline.account_risk.policy
         # that very state is sealed already where no decision came after the seq a snapshot covers
-        features_done = (sealed is not None and sealed.from_seq == from_seq
-                         and self._unchanged(sealed.covers_seq, covered))
+        features_done = not features or (sealed is not None and sealed.from_seq == from_seq
+                                         and self._unchanged(sealed.covers_seq, covered))
         risk_done = risk_sealed is not None and risk_sealed.policy == policy and self._unchanged(
             risk_sealed.covers_seq, covered)
         if features_done and risk_done:
@@ -215,7 +227,9 @@ class _Snapshots:
         risk = None if risk_done else RiskState.of(self._pipeline.account_risk)
         if mark[3] != self._counters():  # the state moved meanwhile (a caller beside the service)
             return None
-        self._since = 0
+        if features:
+            self._since = 0
+        self._risk_since = 0
         self._job = self._thread.submit(self._seal, data, risk, policy, covered, from_seq, ours)
         return self._job
 
@@ -316,6 +330,11 @@ class Runtime(Generic[S]):
         if type(every) is not int or every < 0:
             raise ValueError(f"state_snapshot_every is a number of decisions (0: at a clean stop only), "
                              f"not {every!r}")
+        risk_every = getattr(s, "account_risk_snapshot_every", None)
+        risk_every = ACCOUNT_RISK_SNAPSHOT_EVERY if risk_every is None else risk_every
+        if type(risk_every) is not int or risk_every < 0:
+            raise ValueError(f"account_risk_snapshot_every is a number of decisions (0: with the state "
+                             f"snapshots only), not {risk_every!r}")
         max_age = getattr(s, "screening_max_age_days", None)
         if max_age is not None and (type(max_age) is not int or max_age < 0):
             raise ValueError(f"screening_max_age_days is a number of days (0: no limit), not {max_age!r}")
@@ -355,7 +374,7 @@ class Runtime(Generic[S]):
             service = DecisionService(pipeline, max_batch=s.max_batch,
                                       timeout_s=s.decision_timeout_ms / 1000, catch_up_idle_s=CATCH_UP_IDLE_S)
             snapshots = _Snapshots(pipeline, ledger, windows, s.velocity_snapshot_file, every, restored,
-                                   restored_risk)
+                                   restored_risk, risk_every)
             service.after_batch = snapshots.after_batch
             service.after_catch_up = snapshots.after_catch_up
         except BaseException:

@@ -4,7 +4,8 @@ only the decision records after it.
 Without a snapshot a process rebuilds account risk from every decision record of the log
 (``audit.state.account_risk_replay``): about 40 µs a decision, so minutes at start for a ledger of
 millions. The runtime therefore seals the account-risk state whenever it seals its feature state
-(``audit.decide.runtime``: every ``state_snapshot_every`` decisions and at a clean stop): a
+(``audit.decide.runtime``: every ``state_snapshot_every`` decisions and at a clean stop), and on
+its own every ``account_risk_snapshot_every`` decisions: a
 ``state.account-risk`` record (``audit.state.risk_snapshot_body``: the root of the per-account tree,
 the seq it covers, the policy of its sweeps), then the state to the file beside the velocity
 snapshot (``risk_file``). At start, ``restore_account_risk`` trusts the file only if the root it

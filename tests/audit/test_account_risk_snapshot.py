@@ -113,6 +113,49 @@ def test_a_restart_after_a_crash_loads_the_sealed_account_risk_and_applies_only_
         engine.dispose()
 
 
+@dataclass(frozen=True)
+class RiskEvery(Settings):
+    state_snapshot_every: int = 0
+    account_risk_snapshot_every: int = 50
+
+
+def test_account_risk_is_sealed_on_its_own_every_so_many_decisions_and_a_crash_restart_starts_there(
+        db: Db, tmp_path: Path) -> None:
+    base = settings(db, tmp_path)
+    s = RiskEvery(db=base.db, keys=base.keys)
+    batch = subs(65, 170)
+    rt = Runtime.open(s)
+    for i in range(0, 170, 40):  # 40, 80 (sealed: 50 or more since), 120, 160 (sealed), 170
+        rt.service.decide(batch[i:i + 40], timeout_s=60)
+        job = rt._snapshots._job
+        if job is not None:
+            job.result()
+    _crash(rt)
+    assert _kinds(s.db, "state.snapshot") == []  # the feature state is sealed at a clean stop only
+    first, second = _kinds(s.db, "state.account-risk")
+    resumed = Runtime.open(s)
+    try:
+        assert not resumed.velocity_from_snapshot  # features: the window replayed, as without a snapshot
+        assert resumed.account_risk_snapshot is not None and resumed.account_risk_snapshot.seq == second
+        assert resumed.account_risk is not None and resumed.account_risk.applied == 10
+        assert resumed.pipeline.account_risk.fingerprint() == _rebuilt(s.db)
+    finally:
+        _stop(resumed)
+    engine = database.open_engine(s.db)
+    try:
+        derived = verify_index(engine, state_roots=True)
+        assert (derived.account_risk_snapshots, derived.account_risk_roots_recomputed) == (2, 2)
+        assert first < second
+    finally:
+        engine.dispose()
+
+
+def test_a_bad_account_risk_snapshot_interval_refuses_to_start(db: Db, tmp_path: Path) -> None:
+    base = settings(db, tmp_path)
+    with pytest.raises(ValueError, match="account_risk_snapshot_every"):
+        Runtime.open(RiskEvery(db=base.db, keys=base.keys, account_risk_snapshot_every=-1))
+
+
 def _change_one_account(path: Path) -> None:
     head, _, body = path.read_bytes().partition(b"\n")
     doc = orjson.loads(body)
