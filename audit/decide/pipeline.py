@@ -648,6 +648,18 @@ class Pipeline:
         budget = self.screener.budget if self.screener is not None else DEFAULT_BUDGET
         stale: dict[object, tuple[str, ...]] = {}
         plain: dict[tuple[str, ...], ScreeningEvidence] = {}  # no hit: one object (and its bytes) a batch
+        # the clearances as the ledger has them, read once a batch, when a payment is first about to
+        # clear a hit: every payment of the batch is checked against that one reading, whose seq the
+        # commit's fence checks is still the newest (two readings would let a revocation sealed
+        # between them through for the payments checked against the first)
+        reading: list[tuple[int, Mapping[tuple[str, str, str], tuple[Clearance, ...]]]] = []
+
+        def clearances() -> tuple[int, Mapping[tuple[str, str, str], tuple[Clearance, ...]]]:
+            if not reading:
+                reading.append(self.screener.cleared_as_of() if self.screener is not None
+                               else (in_force.covers, in_force.cleared))
+            return reading[0]
+
         for i, s in enumerate(subs):
             got = screened.found[i]
             if got is None:  # its deadline passed in the queue
@@ -660,9 +672,9 @@ class Pipeline:
                 findings = stale[day] = in_force.stale(day, max_age)
             cleared: tuple[tuple[Hit, int], ...] = ()
             if in_force.cleared and got.hits:
-                got, cleared, as_of = self._cleared(s.transaction, got, in_force, day)
-                if as_of is not None:
-                    cleared_at = as_of if cleared_at is None else max(cleared_at, as_of)
+                got, cleared = self._cleared(s.transaction, got, in_force, day, clearances)
+                if cleared:
+                    cleared_at = clearances()[0]
             cols[i] = screening_values(got)
             if got.stopped is not None:  # version 7: where it stopped, and a word for the officer
                 said = (*findings, f"not screened in full: screening stopped in {got.stopped} at its budget "
@@ -677,35 +689,30 @@ class Pipeline:
                 evidence.append(ev)
         return cols, evidence, cleared_at
 
-    def _cleared(self, tx: Transaction, got: Screening, in_force: InForce,
-                 day: date) -> tuple[Screening, tuple[tuple[Hit, int], ...], int | None]:
-        """``got`` without the name hits a clearance in force on ``day`` covers, those hits, and the
-        seq of the newest clearance record the check read (None: nothing cleared)."""
+    def _cleared(self, tx: Transaction, got: Screening, in_force: InForce, day: date,
+                 clearances: Callable[[], tuple[int, Mapping[tuple[str, str, str], tuple[Clearance, ...]]]],
+                 ) -> tuple[Screening, tuple[tuple[Hit, int], ...]]:
+        """``got`` without the name hits a clearance in force on ``day`` covers, and those hits, as
+        ``clearances()`` (the batch's one reading of the ledger's clearances) has them."""
         keyer = self._keyer
         if keyer is None:
             keyer = self._keyer = load_keyer(self.ledger.engine)
         kept: list[Hit] = []
         gone: list[tuple[Hit, int]] = []
-        now: Mapping[tuple[str, str, str], tuple[Clearance, ...]] | None = None
-        as_of = in_force.covers
         for h in got.hits:
             party = party_of(tx, h.where) if h.basis == "name" else None
             by = None
             if party is not None and party.account:
                 key = (keyer.key(party.account), h.list_name, h.entry_id)
                 if key in in_force.cleared:  # about to clear: as the ledger has the clearances now
-                    if now is None:
-                        if self.screener is not None:
-                            as_of, now = self.screener.cleared_as_of()
-                        else:
-                            now = in_force.cleared
+                    now = clearances()[1]
                     by = next((c for c in now.get(key, ()) if c.key_id == keyer.key_id and c.clears(day)),
                               None)
             if by is None:
                 kept.append(h)
             else:
                 gone.append((h, by.seq))
-        return replace(got, hits=tuple(kept)), tuple(gone), as_of if gone else None
+        return replace(got, hits=tuple(kept)), tuple(gone)
 
     def _assess(self, subs: Sequence[Submission], scores: npt.NDArray[F64], outs: list[str],
                 why: list[str | None], keyer: AccountKeyer, epoch: int) -> Pending:
