@@ -100,8 +100,13 @@ class RiskState:
                 + str(m).encode() + b"}" for k, (m, h) in sorted(self.accounts.items())]
 
     def root(self) -> bytes:
-        hashes = [leaf_hash(leaf) for leaf in self.leaves()]
-        return root_of(hashes) if hashes else EMPTY_ROOT
+        """The tree's root, hashed once (a start checks it against the sealed record twice)."""
+        got: bytes | None = self.__dict__.get("_root")
+        if got is None:
+            hashes = [leaf_hash(leaf) for leaf in self.leaves()]
+            got = root_of(hashes) if hashes else EMPTY_ROOT
+            object.__setattr__(self, "_root", got)
+        return got
 
     def to_bytes(self) -> bytes:
         """The state file's body (``RISK_STATE_FORMAT``)."""
