@@ -18,6 +18,9 @@ newest summary the batch's own summary links to.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+import orjson
 from sqlalchemy import Connection
 
 from audit.decide.record import DECISION_KIND
@@ -30,6 +33,30 @@ from ledger import store
 __all__ = ["ACTIVATION_KINDS", "StateSuperseded", "activations_between", "fence", "newest_delta"]
 
 ACTIVATION_KINDS = ("ruleset.activated", "ruleset.bootstrapped")  # a record that changes the active rules
+
+def _clearance_steps(conn: Connection, after: int, below: int, used: Collection[int] | None) -> int | None:
+    """Seq of the first clearance record at ``after`` < seq < ``below`` that may change a clearance in
+    ``used`` (a step naming one of them, or a record that cannot be read as a step; with ``used``
+    None, any), or None. Proposals and steps of other clearances leave the batch's cleared hits as
+    they were checked: an officer at work on other customers refuses no batch."""
+    p = store.param(conn)
+    if used is None:
+        got = store.last_of_kind(conn, CLEARANCE_KIND, below)
+        return got[0] if got is not None and got[0] > after else None
+    rows = conn.exec_driver_sql(f"SELECT seq, record FROM ledger_entries WHERE kind = {p} AND seq > {p} "
+                                f"AND seq < {p} ORDER BY seq", (CLEARANCE_KIND, after, below)).all()
+    for seq, raw in rows:
+        try:
+            body = orjson.loads(raw).get("record")
+        except (orjson.JSONDecodeError, AttributeError):
+            return int(seq)
+        if not isinstance(body, dict):
+            return int(seq)
+        target = body.get("clearance")
+        if body.get("action") != "proposed" and (type(target) is not int or target in used):
+            return int(seq)
+    return None
+
 
 def newest_delta(conn: Connection, below: int | None = None) -> int | None:
     """Seq of the newest ``state.delta`` (before seq ``below``, if given); None if there is none."""
@@ -47,15 +74,16 @@ def activations_between(conn: Connection, lo: int, hi: int) -> int:
 
 
 def fence(conn: Connection, first: int, tip: int | None, since: int | None,
-          cleared_at: int | None = None) -> tuple[int, bytes] | None:
+          cleared_at: int | None = None, used: Collection[int] | None = None) -> tuple[int, bytes] | None:
     """Under the sequencer lock, before a batch sealed from seq ``first`` on a state ending at
     delta ``tip``, with the rules active when the log was ``since`` entries long:
     ``StateSuperseded`` unless the newest delta before the batch is ``tip`` and no ruleset was
     activated since, nor (for a batch that cleared a hit by the clearances as of the clearance
-    record at ``cleared_at``) a clearance record sealed after that one: a revocation sealed
-    meanwhile must clear nothing in it. Returns the newest ``decision.summary``'s (seq, leaf hash),
-    or None: the batch's summary links to it. Both read in one statement (index seeks on
-    ``(kind, seq)``)."""
+    record at ``cleared_at``) a clearance record sealed after that one that steps on a clearance
+    the batch used (``used``: their proposals' seqs; None: any record after it): a revocation
+    sealed meanwhile must clear nothing in it. Returns the newest ``decision.summary``'s (seq,
+    leaf hash), or None: the batch's summary links to it. Both read in one statement (index seeks
+    on ``(kind, seq)``)."""
     p = store.param(conn)
     newest = f"FROM ledger_entries WHERE kind = {p} AND seq < {p} ORDER BY seq DESC LIMIT 1"
     found, decision, summary_seq, summary_leaf = conn.exec_driver_sql(
@@ -73,9 +101,9 @@ def fence(conn: Connection, first: int, tip: int | None, since: int | None,
         raise StateSuperseded(tip, found, f"a ruleset was activated at or after seq {since}, after "
                                           "this batch's rules were chosen: nothing written")
     if cleared_at is not None:
-        newest_clearance = store.last_of_kind(conn, CLEARANCE_KIND, first)
-        if newest_clearance is not None and newest_clearance[0] > cleared_at:
-            raise StateSuperseded(tip, found, f"a clearance record was sealed at seq {newest_clearance[0]}, "
-                                              "after this batch cleared a hit by the clearances as of seq "
+        stepped = _clearance_steps(conn, cleared_at, first, used)
+        if stepped is not None:
+            raise StateSuperseded(tip, found, f"a clearance record was sealed at seq {stepped}, after this "
+                                              "batch cleared a hit by the clearances as of seq "
                                               f"{cleared_at}: nothing written")
     return None if summary_seq is None else (int(summary_seq), bytes(summary_leaf))

@@ -501,7 +501,7 @@ class Pipeline:
                 n = len(p.records)
                 # first (nothing inserted yet): no other decider committed, and no ruleset was
                 # activated, since this batch's state and rules
-                prev = fence(conn, seq - n, self._tip, self._covered, p.cleared_at)
+                prev = fence(conn, seq - n, self._tip, self._covered, p.cleared_at, p.used)
                 return _commit_tail(p.key_id, p.summary, n, *p.deltas, self.decider, prev)(seq)
             if prepared is not None:
                 sealed = self.ledger.append_many(prepared.records, alongside=alongside, tail=tail)
@@ -612,7 +612,10 @@ class Pipeline:
         except BaseException:
             self.account_risk.discard(risk)
             raise
-        return prepared if cleared_at is None else replace(prepared, cleared_at=cleared_at)
+        if cleared_at is None:
+            return prepared
+        used = frozenset(seq for ev in evidence for _, seq in ev.cleared)
+        return replace(prepared, cleared_at=cleared_at, used=used)
 
     def _screened(self, subs: Sequence[Submission]) -> _Screened:
         """Each submission searched in the lists in force (None for one whose deadline passed), and
@@ -881,6 +884,7 @@ class _Prepared:
     explanations: list[Explanation] | None  # None: the scorer has no model to attribute to
     deltas: _Deltas
     cleared_at: int | None = None  # the newest clearance record its cleared hits were checked against
+    used: frozenset[int] = frozenset()  # the clearances (their proposals' seqs) its cleared hits name
 
 
 def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: bytes, state_from: int | None,
