@@ -25,12 +25,12 @@ nothing), as for every four-eyes step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, timedelta
 from typing import Any, Literal
 
 import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 
 from audit.decide.account_secret import load_keyer
 from audit.decide.principal import Principal
@@ -41,7 +41,7 @@ from audit.officer_words import signed_act
 from audit.screening.clearance_state import CLEARANCE_KIND, CLEARANCE_SCHEMA, Clearance, fold, proposed
 from inference.messages import MessageError, Transaction, parse_messages, transaction_schema_of
 from inference.messages.transaction import Party
-from ledger import Record, store
+from ledger import Receipt, Record, store
 from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
 
@@ -146,8 +146,22 @@ def _step(ledger: Ledger, seq: object, action: Action, principal: Principal | Ma
     who, why = signed_act(principal, rationale, ClearanceError)
     if type(seq) is not int:
         raise ClearanceError("seq", "must be the seq of the clearance's proposal")
-    current = {c.seq: c for c in clearances(ledger.engine)}
-    c = current.get(seq)
+    _may(clearances(ledger.engine), seq, action, who)
+
+    def still(conn: Connection, receipts: Sequence[Receipt]) -> None:
+        # again under the sequencer lock, on the log as the step is sealed after it: another officer's
+        # step sealed since the read above (an approval, a revocation) refuses this one, nothing written,
+        # where it would otherwise be sealed and then ignored by ``fold``
+        _may(_read(conn, receipts[0].seq), seq, action, who)
+    rec = {"schema": CLEARANCE_SCHEMA, "action": action, "clearance": seq, "principal": who, "rationale": why}
+    ledger.append_many([Record.from_canonical_body(CLEARANCE_KIND, canonical_bytes(rec))], alongside=still)
+    return {x.seq: x for x in clearances(ledger.engine)}[seq]
+
+
+def _may(now: Sequence[Clearance], seq: int, action: Action, who: Mapping[str, Any]) -> None:
+    """``ClearanceError`` (or ``ClearanceNotFoundError``) unless ``who`` may take ``action`` on the
+    clearance proposed at ``seq``, as the clearances ``now`` stand."""
+    c = next((x for x in now if x.seq == seq), None)
     if c is None:
         raise ClearanceNotFoundError("seq", f"no clearance was proposed at seq {seq}")
     if c.revoked_seq is not None:
@@ -162,9 +176,6 @@ def _step(ledger: Ledger, seq: object, action: Action, principal: Principal | Ma
             raise ClearanceError("principal", f"clearance {seq} was proposed by "
                                               f"{c.proposer.get('subject')!r}, who cannot approve it: a "
                                               "second officer must (four-eyes)")
-    rec = {"schema": CLEARANCE_SCHEMA, "action": action, "clearance": seq, "principal": who, "rationale": why}
-    ledger.append_many([Record.from_canonical_body(CLEARANCE_KIND, canonical_bytes(rec))])
-    return {x.seq: x for x in clearances(ledger.engine)}[seq]
 
 
 def approve_clearance(ledger: Ledger, seq: int, principal: Principal | Mapping[str, Any],
@@ -181,12 +192,16 @@ def revoke_clearance(ledger: Ledger, seq: int, principal: Principal | Mapping[st
 
 def clearances(engine: Engine, *, before: int | None = None) -> list[Clearance]:
     """Every clearance proposed (before seq ``before`` if given) and what became of it, oldest first."""
+    with engine.connect() as conn:
+        return _read(conn, before)
+
+
+def _read(conn: Connection, before: int | None) -> list[Clearance]:
     e = store.entries
     q = select(e.c.seq, e.c.record).where(e.c.kind == CLEARANCE_KIND)
     if before is not None:
         q = q.where(e.c.seq < before)
-    with engine.connect() as conn:
-        rows = conn.execute(q.order_by(e.c.seq)).all()
+    rows = conn.execute(q.order_by(e.c.seq)).all()
     recs = []
     for seq, raw in rows:
         env = orjson.loads(raw)
