@@ -32,7 +32,6 @@ if not __package__:  # keep the same entry point as the other benchmarks
     sys.exit("run it as a module from the repository root: python -m bench.deciders")
 
 import argparse
-import gc
 import multiprocessing as mp
 import tempfile
 import time
@@ -43,6 +42,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 import migrations
+from api.server import tune_gc_for_serving
 from audit.decide.pipeline import Pipeline
 from audit.decide.types import ActiveRules, Submission
 from audit.query.index import TraceIndex
@@ -78,8 +78,7 @@ def _decider(k: int, url: str, signer: NoteSigner, subs: list[Submission], wasm:
                         ActiveRules.of(sandbox.load(wasm)), index=TraceIndex(), screener=screener,
                         decider=f"bench-decider-{k}")
         pipe.decide(subs[k * BATCH:(k + 1) * BATCH])  # warm: first instance, first commit
-        gc.collect()
-        gc.freeze()
+        tune_gc_for_serving()  # as ``sealtrail serve`` leaves each worker after its start-up
         start.wait()
         t0, cpu0, held0 = time.perf_counter(), time.process_time(), ledger.held_s
         superseded0, locked0 = pipe.superseded, pipe.locked

@@ -140,8 +140,8 @@ def decided(files: ServerFiles) -> list[str]:
         engine.dispose()
 
 
-def verified(files: ServerFiles) -> dict[str, Any]:
-    r = sealtrail("ledger", "verify", "--db", files.db, "--keys", str(files.keys), "--json")
+def verified(files: ServerFiles, *more: str) -> dict[str, Any]:
+    r = sealtrail("ledger", "verify", "--db", files.db, "--keys", str(files.keys), "--json", *more)
     assert r.returncode == 0, r.stdout + r.stderr
     doc: dict[str, Any] = orjson.loads(r.stdout)
     return doc
@@ -190,6 +190,13 @@ def test_a_killed_worker_is_replaced_and_nothing_acknowledged_is_lost(files: Ser
         load.join()
         assert srv.stop() == 0
     settled(files, load)
+    # each worker alive at the stop sealed its state (feature state and account risk) as it held it;
+    # recomputed from the log, each root is the log's state at its seq: the survivors, the
+    # replacement among them, held the state the log gives, whatever the crash cut short
+    doc = verified(files, "--state-roots")["derived"]
+    assert doc["state_snapshots"] >= 3 and doc["state_roots_recomputed"] == doc["state_snapshots"]
+    assert doc["account_risk_snapshots"] >= 3
+    assert doc["account_risk_roots_recomputed"] == doc["account_risk_snapshots"]
 
 
 def test_a_worker_paused_past_the_others_commits_resumes_on_the_log(db: Db, files: ServerFiles) -> None:
