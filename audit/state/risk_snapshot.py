@@ -96,11 +96,12 @@ def save_risk(path: Path, ledger: Ledger, state: RiskState, policy: AccountRiskP
     return sealed
 
 
-def find_risk_sealed(engine: Engine, covers_seq: int, root: bytes,
-                     hint: int | None = None) -> SealedRiskSnapshot | None:
+def find_risk_sealed(engine: Engine, covers_seq: int, root: bytes, hint: int | None = None,
+                     fits: Callable[[SealedRiskSnapshot], bool] | None = None) -> SealedRiskSnapshot | None:
     """A sealed account-risk snapshot of the state after ``covers_seq`` with root ``root`` (the one
-    at seq ``hint`` first, if it is one), else None. Records that do not parse are passed over."""
-    return find_claim(engine, RISK_SNAPSHOT_KIND, parse_risk_snapshot, covers_seq, root, hint)
+    at seq ``hint`` first, if it is one; one that ``fits``, if given), else None. Records that do
+    not parse are passed over."""
+    return find_claim(engine, RISK_SNAPSHOT_KIND, parse_risk_snapshot, covers_seq, root, hint, fits)
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,12 @@ def _load(path: Path, engine: Engine, origin: str, policy: AccountRiskPolicy,
         state = RiskState.from_bytes(body)
         root = state.root()
         # the head's sealed seq is only where to look first: one past the ledger is no seq at all
-        sealed = find_risk_sealed(engine, covers, root, hint if hint < ledger_size(engine) else None)
+        where = hint if hint < ledger_size(engine) else None
+        # the claim that states this state's counts, hour, sweep day and policy: a record of the same
+        # seq and root under other terms (another policy) is passed over, not taken to refuse the file
+        sealed = find_risk_sealed(engine, covers, root, where, lambda s: s.matches(state, policy) is None)
+        if sealed is None:
+            sealed = find_risk_sealed(engine, covers, root, where)  # none fits: say how the first differs
         if sealed is None:
             raise StateSnapshotError(f"no sealed state.account-risk of seq {covers} has its root "
                                      f"{root.hex()[:16]}...: the file is not the state the ledger vouches "

@@ -92,17 +92,20 @@ C = TypeVar("C", bound=_Claim)
 
 
 def find_claim(engine: Engine, kind: str, parse: Callable[[int, object], C], covers_seq: int, root: bytes,
-               hint: int | None = None) -> C | None:
+               hint: int | None = None, fits: Callable[[C], bool] | None = None) -> C | None:
     """The first record of ``kind`` (parsed by ``parse``, which raises ``StateSnapshotError`` for
     one that does not follow its schema) sealed after ``covers_seq`` that claims root ``root`` for
-    the state after it, the one at seq ``hint`` first; else None. Records that do not parse are
-    passed over."""
+    the state after it (and that ``fits``, if given: the rest of its claim is the caller's), the one
+    at seq ``hint`` first; else None. Records that do not parse are passed over, and so are claims
+    that do not fit: a twin of the same root under other terms cannot hide the one that fits."""
     def of(seq: int, rec: bytes) -> C | None:
         try:
             s = parse(seq, orjson.loads(rec).get("record"))
         except (StateSnapshotError, orjson.JSONDecodeError, AttributeError):
             return None
-        return s if s.covers_seq == covers_seq and s.root == root else None
+        if s.covers_seq != covers_seq or s.root != root:
+            return None
+        return s if fits is None or fits(s) else None
 
     if hint is not None and hint > covers_seq:
         for page in entry_pages(engine, kind, hint, hint + 1):

@@ -693,3 +693,33 @@ def test_seals_taken_while_another_decider_commits_are_each_the_logs_state(db: D
             assert rt.pipeline.account_risk.fingerprint() == want
         finally:
             _stop(rt)
+
+
+def test_a_twin_of_the_true_root_under_another_policy_neither_hides_it_nor_forces_a_rebuild(
+        db: Db, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A ``state.account-risk`` of the very state (same seq, same root) claiming another policy is
+    sealed before the true one: a start passes over it to the claim that fits, wherever the head's
+    hint points, instead of refusing the file and rebuilding the whole log."""
+    s = _every(db, tmp_path, every=0)
+    rt = Runtime.open(s)
+    rt.service.decide(subs(74, 60), timeout_s=60)
+    covered = rt.pipeline.covered
+    assert covered is not None
+    twin = seal_risk(rt.ledger, RiskState.of(rt.pipeline.account_risk), SHORT, covered, "forger/1/0000000b")
+    rt.close()
+    twin_seq, true_seq = _kinds(s.db, RISK_SNAPSHOT_KIND)
+    assert twin_seq == twin.seq < true_seq
+    path = risk_file(s.velocity_snapshot_file)
+    head, body = _split(path)
+    assert head["covers_seq"] == twin.covers_seq
+    want = _rebuilt(s.db)
+    for hint in (twin_seq, true_seq, 10**12):
+        _join(path, {**head, "sealed_seq": hint}, body)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            got = _restore(s.db, path)
+        assert got.sealed is not None and got.sealed.seq == true_seq, hint
+        assert got.state.fingerprint() == want, hint
+        assert "not used" not in caplog.text, hint
+    (finding,) = _verify_findings(s.db)  # the twin's root is not what its policy's rebuild gives
+    assert finding[:2] == (RISK_SNAPSHOT_KIND, twin_seq)
