@@ -164,8 +164,8 @@ def _clearances(conn: Connection, seqs: set[int], ctx: Context) -> None:
         return
     found = set()
     for row, env in _rows(conn, f"kind = {store.param(conn)}", (CLEARANCE_KIND,)):
-        body = env["record"]
-        if row.seq in seqs or body.get("clearance") in seqs:
+        target = env["record"].get("clearance")  # a step names its proposal by seq, an int, as ``fold`` reads
+        if row.seq in seqs or (type(target) is int and target in seqs):
             ctx.entries.append(row)
             found.add(row.seq)
     missing = seqs - found
