@@ -486,18 +486,24 @@ class AccountRiskState:
         """Apply one sealed decision's account risk as the live pipeline did: the points from its
         recorded score, decision and fail_safe under its recorded policy, its recorded accounts;
         returns what the state computes (equal to ``risk`` when the record and state agree)."""
-        if self.account_key_id is None:
-            self.account_key_id = risk.account_key_id
-        elif risk.account_key_id != self.account_key_id:
-            raise AccountRiskError(f"a record keys accounts under {risk.account_key_id}, the state under "
-                                   f"{self.account_key_id}")
         policy = risk.policy
         ev = RiskEvent(event_hour(at), None if risk.originator is None else risk.originator.account,
                        None if risk.beneficiary is None else risk.beneficiary.account,
                        points_milli(policy, score, decision, fail_safe))
+        return self.apply_event(policy, risk.account_key_id, ev)
+
+    def apply_event(self, policy: AccountRiskPolicy, account_key_id: str, ev: RiskEvent) -> AccountRisk:
+        """Apply one sealed decision's event (its state delta's account-risk entry, or what its
+        record gives: ``apply_record``) under the policy it was decided under; returns its
+        ``AccountRisk`` as the state computes it."""
+        if self.account_key_id is None:
+            self.account_key_id = account_key_id
+        elif account_key_id != self.account_key_id:
+            raise AccountRiskError(f"a record keys accounts under {account_key_id}, the state under "
+                                   f"{self.account_key_id}")
         with self._lock:
             when = ev.hour if self.hour is None else max(self.hour, ev.hour)
-            result, updates = _step(policy, risk.account_key_id, ev, self.accounts.get, when)
+            result, updates = _step(policy, account_key_id, ev, self.accounts.get, when)
             self._apply(when, updates)
         return result
 

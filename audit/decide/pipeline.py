@@ -50,7 +50,8 @@ backend does) has it sealed in each record's ``model`` (version 6).
 
 Several pipelines (processes, hosts) may decide into one log (``audit.decide.log_tip``). Before a
 batch is prepared, with none of its own in flight, a pipeline catches its feature state and its
-account risk up with what the others sealed since (their state deltas and decision records); its
+account risk up with what the others sealed since (their state deltas; the decision records of
+commits whose delta states no account risk, sealed by an earlier release); its
 commit is then refused by the database, nothing written, if another pipeline committed after that
 catch-up, and the batch is taken back, caught up and prepared again (``superseded`` counts them).
 Whichever pipelines decide, every record is the one a single pipeline deciding the same batches
@@ -96,9 +97,9 @@ from audit.screening.clearance import party_of
 from audit.screening.clearance_state import Clearance
 from audit.screening.evidence import ScreeningEvidence
 from audit.screening.screener import InForce, Screener
-from audit.state.account_risk_replay import apply_records, risk_bodies
-from audit.state.delta import DELTA_KIND, decider_name, delta_body, entries_bytes
-from audit.state.replay import catch_up
+from audit.state.account_risk_replay import apply_records, risk_bodies, risk_items
+from audit.state.delta import DELTA_KIND, decider_name, delta_body, entries_bytes, risk_bytes
+from audit.state.replay import catch_up, delta_pages
 from inference.features import FeatureExtractor, StateDelta
 from inference.graph import GraphFeatures
 from inference.messages import PARSER, Transaction
@@ -385,12 +386,14 @@ class Pipeline:
         if activated and self.rules_source is not None:  # another decider activated a ruleset
             self._rules = self.rules_source()  # before the state moves: a failure here changes nothing
         # every read that can fail before anything changes; the features' part journaled, taken back
-        # whole if it fails half-way (never applied twice by the next catch-up)
-        risk = list(risk_bodies(engine, covered, end))
+        # whole if it fails half-way (never applied twice by the next catch-up). Account risk comes
+        # from the same deltas (version 3; the records of decisions no such delta speaks for)
+        pages = list(delta_pages(engine, covered, end))
+        risk = risk_items(engine, pages, covered, end)
         state = self.extractor.state
         journal = state.begin_journal() if isinstance(state, VelocityState) else None
         try:
-            report = catch_up(engine, self.extractor, covered, end)
+            report = catch_up(engine, self.extractor, covered, end, pages=pages)
         except BaseException:
             if journal is not None:
                 state.end_journal()
@@ -543,7 +546,7 @@ class Pipeline:
                 for i, r in enumerate(receipts)]
 
     def _prepare(self, subs: Sequence[Submission], rows: npt.NDArray[F64], screened: _Screened, t0: float,
-                 epoch: int, deltas: _Deltas) -> _Prepared:
+                 epoch: int, deltas: _StateDeltas) -> _Prepared:
         """Model, rules, account risk and the records of a batch whose feature rows are ``rows``
         and whose lists' search is ``screened``.
 
@@ -736,7 +739,7 @@ class Pipeline:
                 scores: npt.NDArray[F64],
                 outs: list[str], fired: list[_Hits], why: list[str | None], fuel: int, stage: dict[str, int],
                 rules: ActiveRules, keyer: AccountKeyer, risk: Pending, t0: float,
-                explanations: list[Explanation] | None, deltas: _Deltas,
+                explanations: list[Explanation] | None, deltas: _StateDeltas,
                 evidence: list[ScreeningEvidence]) -> _Prepared:
         """The records and summary of a batch assessed for account risk."""
         records, meta = self._bodies(subs, rows, scaled, scores, outs, fired, why, fuel, stage, rules, risk,
@@ -749,7 +752,7 @@ class Pipeline:
         summary = entries_jcs(outs, [ids[id(h)] for h, _ in fired],
                               [keyer.keys((tx.originator.account, tx.beneficiary.account)) for tx in txs])
         return _Prepared(t0, stage, records, meta, outs, scores.tolist(), fired, why, keyer.key_id, summary,
-                         risk, explanations, deltas)
+                         risk, explanations, (*deltas, risk_bytes(risk.results)))
 
     def _fired(self, rules: ActiveRules, words: npt.NDArray[np.uint64]) -> list[_Hits]:
         """Each row's fired rules and their canonical ``fired`` array, by the row's bitset words
@@ -855,7 +858,8 @@ class Pipeline:
 
 # the state key's id, the canonical entries of the batch's state delta, and where the state the batch
 # was prepared on was caught up from (None: not known)
-_Deltas = tuple[str, bytes, int | None]
+_StateDeltas = tuple[str, bytes, int | None]  # state key id, the entries' bytes, the state's origin
+_Deltas = tuple[str, bytes, int | None, bytes]  # and the account-risk part (``risk_bytes``)
 
 
 class _Screened(NamedTuple):
@@ -888,12 +892,13 @@ class _Prepared:
 
 
 def _commit_tail(key_id: str, summary: Jcs, n: int, state_key_id: str, deltas: bytes, state_from: int | None,
-                 decider: str, prev: tuple[int, bytes] | None) -> Callable[[int], list[Record]]:
+                 account_risk: bytes, decider: str,
+                 prev: tuple[int, bytes] | None) -> Callable[[int], list[Record]]:
     """The records sealed after a commit's ``n`` decisions, under the sequencer lock: its summary
     at ``seq`` (linked to ``prev``, the newest summary before the batch), then its state delta
     for the decisions before it."""
     def tail(seq: int) -> list[Record]:
-        delta = delta_body(state_key_id, seq - n, deltas, decider, state_from)
+        delta = delta_body(state_key_id, seq - n, deltas, decider, state_from, account_risk)
         return [Record.from_jcs(SUMMARY_KIND, summary_body(key_id, summary, prev)),
                 Record.from_jcs(DELTA_KIND, delta)]
     return tail

@@ -9,7 +9,10 @@ first delta no commit of decisions goes without one. Commits sealed before the f
 release that sealed none) are counted, not judged; so are deltas under another state key than
 the ledger's now (sealed before its account secret was lost and made again: catch-up replays
 their decisions from the payloads). The keyed accounts and the amounts are not
-recomputed here (that needs every payload parsed and keyed again).
+recomputed here (that needs every payload parsed and keyed again). A version 3 delta's
+account-risk part is: each entry must name the accounts and points its decision record's
+``account_risk`` states, under its key id and policy (deciders catch their account risk up from
+it, not from the records).
 """
 
 from __future__ import annotations
@@ -37,22 +40,24 @@ class DeltaWalk:
     def __init__(self, fail: Fail, state_key_id: str | None) -> None:
         self._fail = fail
         self._key_id = state_key_id  # None: the schema holds no secret (nothing to compare)
-        self._at: dict[int, str] = {}  # decision seq -> its event time, until its summary is seen
-        self._commits: dict[int, tuple[int, list[str] | None]] = {}  # summary seq -> (first seq, ats)
+        self._at: dict[int, tuple[str, object]] = {}  # decision seq -> its event time and account_risk,
+        # until its summary is seen
+        self._commits: dict[int, tuple[int, list[tuple[str, object]] | None]] = {}  # summary seq -> (first
+        # seq, [(at, account_risk)])
         self.started = False  # a delta was seen: from here on every commit of decisions has one
         self.deltas = 0
         self.without = 0  # commits of decisions sealed before the first delta
         self.other_key = 0  # deltas under another state key than the ledger's now
 
-    def decision(self, seq: int, at: str) -> None:
-        self._at[seq] = at
+    def decision(self, seq: int, at: str, account_risk: object = None) -> None:
+        self._at[seq] = (at, account_risk)
 
     def summary(self, s: Summary | None, seq: int) -> None:
         """The summary at ``seq`` (None: it did not parse; the summary walk reports that)."""
         if s is None or not s.entries or any(e.refusal is not None for e in s.entries):
             ats = None  # no decisions: no delta follows
         else:
-            ats = [self._at.pop(s.first_seq + i, "") for i in range(len(s.entries))]
+            ats = [self._at.pop(s.first_seq + i, ("", None)) for i in range(len(s.entries))]
         for early in [k for k in self._at if k < seq]:
             del self._at[early]  # no summary speaks for it: the summary walk reports that
         for prior in [k for k in self._commits if k < seq]:
@@ -88,10 +93,21 @@ class DeltaWalk:
             return
         if self._key_id is not None and d.state_key_id != self._key_id:
             self.other_key += 1
-        for i, (entry, at) in enumerate(zip(d.entries, ats or (), strict=True)):
+        for i, (entry, (at, _)) in enumerate(zip(d.entries, ats or (), strict=True)):
             if entry[2] != _us(at):
                 fail(TABLE, seq, f"entry {i} is at {entry[2]} µs; the decision at seq {first + i} is at "
                                  f"{at!r}")
+                break
+        part = d.account_risk
+        if part is None:
+            return
+        policy = part.policy.to_json()
+        for i, (side, (_, stated)) in enumerate(zip(part.entries, ats or (), strict=True)):
+            want = _risk_entry(stated)
+            if want is None or want[:3] != side or want[3] != part.account_key_id or want[4] != policy:
+                fail(TABLE, seq, f"account_risk entry {i} {list(side)} (key {part.account_key_id}) is not "
+                                 f"what the decision at seq {first + i} states: "
+                                 f"{'no account_risk' if want is None else list(want[:4])}")
                 break
 
     def _missing(self, summary_seq: int) -> None:
@@ -105,6 +121,19 @@ class DeltaWalk:
     def finish(self) -> None:
         for prior in list(self._commits):
             self._missing(prior)
+
+
+def _risk_entry(stated: object) -> tuple[str | None, str | None, int, object, object] | None:
+    """(originator, beneficiary, points, key id, policy) of a record's ``account_risk``; None if it
+    states none it can be read from."""
+    if not isinstance(stated, dict):
+        return None
+    try:
+        o, b = stated["originator"], stated["beneficiary"]
+        return (None if o is None else o["account"], None if b is None else b["account"],
+                stated["points_milli"], stated["account_key_id"], stated["policy"])
+    except (KeyError, TypeError):
+        return None
 
 
 def _us(at: str) -> int | None:

@@ -147,6 +147,7 @@ class Checked:
     accounts: frozenset[str] | None  # account keys its payload names; None: not recomputable (purged)
     indexed_accounts: frozenset[str]  # the account rows found for it (what stands where ``accounts`` is None)
     at: str = ""  # the event time the record states
+    risk: object = None  # the record's ``account_risk`` as it states it (None: none)
 
 
 def _accounts(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
@@ -227,7 +228,7 @@ def check_decisions(conn: Connection, page: Sequence[tuple[int, bytes]], traces_
                     fail(ACCOUNTS, seq, diff)
         out.append(Checked(seq, env["recorded_at"], env["record"]["decision"], tuple(ids),
                            None if keys is None else frozenset(keys), frozenset(got),
-                           str(env["record"]["at"])))
+                           str(env["record"]["at"]), env["record"].get("account_risk")))
     return out
 
 
@@ -313,7 +314,7 @@ def _check_all_decisions(conn: Connection, report: IndexReport, found: _Findings
                                      accounts_many=pool):
                 report.accounts_unverifiable += c.accounts is None
                 walk.decision(c.seq, c.recorded_at, c.decision, c.rules)
-                deltas.decision(c.seq, c.at)
+                deltas.decision(c.seq, c.at, c.risk)
             for s, rec in refusals.upto(last):
                 walk.refusal(int(s), bytes(rec))
             _summaries(summaries.upto(last), walk, deltas)

@@ -15,19 +15,28 @@ bodies only, a page at a time).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from sqlalchemy import Engine
 
-from audit.decide.account_risk import AccountRisk, AccountRiskError, AccountRiskPolicy, AccountRiskState
+from audit.decide.account_risk import (
+    HOUR_US,
+    AccountRisk,
+    AccountRiskError,
+    AccountRiskPolicy,
+    AccountRiskState,
+    RiskEvent,
+)
 from audit.decide.record import DECISION_KIND, RISK_SCHEMAS, body_score
+from audit.state.delta import Delta
 from audit.state.replay import entry_pages
 from ledger import store
 
-__all__ = ["AccountRiskReport", "apply_records", "rebuild_account_risk", "risk_bodies", "risk_fields"]
+__all__ = ["AccountRiskReport", "SealedEvent", "apply_records", "rebuild_account_risk", "risk_bodies",
+           "risk_fields", "risk_items"]
 
 log = logging.getLogger(__name__)
 _PAGE = 2000
@@ -57,14 +66,34 @@ class AccountRiskReport:
     accounts: int  # accounts held after the rebuild
 
 
-def apply_records(state: AccountRiskState, records: Iterable[tuple[int, dict[str, Any]]],
+@dataclass(frozen=True)
+class SealedEvent:
+    """A decision's account-risk event as its commit's state delta states it (version 3): applied
+    as is, with nothing to compare (the delta states inputs, not the risk they gave)."""
+
+    policy: AccountRiskPolicy
+    account_key_id: str
+    event: RiskEvent
+
+
+def apply_records(state: AccountRiskState, records: Iterable[tuple[int, dict[str, Any] | SealedEvent]],
                   to_seq: int = 0) -> AccountRiskReport:
-    """Apply decision bodies ``(seq, body)`` in seq order to ``state`` (pure: no database)."""
+    """Apply decision bodies ``(seq, body)`` (or the events their deltas state: ``risk_items``) in
+    seq order to ``state`` (pure: no database)."""
     applied = without = unreadable = mismatched = 0
     first: int | None = None
     last = to_seq
     for seq, body in records:
         last = max(last, seq + 1)
+        if isinstance(body, SealedEvent):
+            try:
+                state.apply_event(body.policy, body.account_key_id, body.event)
+            except AccountRiskError as exc:
+                unreadable += 1
+                log.warning("account risk: decision at seq %d not applied: %s", seq, exc)
+                continue
+            applied += 1
+            continue
         if not isinstance(body, dict) or body.get("schema") not in RISK_SCHEMAS:
             without += 1
             continue
@@ -94,6 +123,36 @@ def risk_bodies(engine: Engine, from_seq: int, to_seq: int | None = None) -> Ite
     for page in entry_pages(engine, DECISION_KIND, from_seq, to_seq):
         for s, raw in page:
             yield s, risk_fields(loads(raw)["record"])
+
+
+def risk_items(engine: Engine, pages: Iterable[Sequence[Delta]], from_seq: int,
+               to_seq: int) -> list[tuple[int, dict[str, Any] | SealedEvent]]:
+    """What ``apply_records`` applies for the decisions at ``from_seq`` .. ``to_seq - 1``, given the
+    state deltas sealed there (``pages``, in seq order, as ``audit.state.replay.delta_pages`` reads
+    them): each version 3 delta's events as it states them, without reading a record; the
+    account-risk fields of the records of every other decision (those of a version 1 or 2 delta,
+    and any no delta speaks for), read from the ledger."""
+    out: list[tuple[int, dict[str, Any] | SealedEvent]] = []
+    pos = from_seq  # every decision before pos is accounted for
+    after = from_seq - 1  # the seq after which the next delta's decisions may begin (see replay.catch_up)
+    for page in pages:
+        for d in page:
+            part = d.account_risk
+            if part is None:  # no events stated: its decisions (and any before them) are read as records
+                continue
+            if d.first_seq > after + 1 and d.first_seq > pos:
+                out.extend(risk_bodies(engine, pos, d.first_seq))
+            skip = max(0, pos - d.first_seq)
+            policy, kid = part.policy, part.account_key_id
+            for i in range(skip, len(part.entries)):
+                o, b, points = part.entries[i]
+                hour = d.entries[i][2] // HOUR_US
+                out.append((d.first_seq + i, SealedEvent(policy, kid, RiskEvent(hour, o, b, points))))
+            pos = max(pos, d.first_seq + len(d.entries))
+            after = d.seq
+    if to_seq > pos:
+        out.extend(risk_bodies(engine, pos, to_seq))
+    return out
 
 
 def rebuild_account_risk(engine: Engine, policy: AccountRiskPolicy | None = None, *,

@@ -34,6 +34,23 @@ at or before a decision's window gives the same state (the ``sealtrail.graph/1``
 releases also kept counts that remembered further back; no feature read them). Version 1 deltas
 read as before, origin unknown.
 
+Version 3 (``sealtrail.state-delta/3``, what is sealed now) adds ``"account_risk"``: what each
+decision brought to the account-risk state (``audit.decide.account_risk``), so that a decider
+catches its account risk up from the deltas as it does its feature state, without reading a
+decision record::
+
+    "account_risk": {"account_key_id": "<16 hex>",
+                     "entries": [["<32 hex>" | null, "<32 hex>" | null, <points_milli>], ...],
+                     "policy": {<the sealtrail.account-risk/1 policy, as records state it>}}
+
+``account_risk.entries[i]`` is the decision at ``first_seq + i``'s originator and beneficiary as
+its record's ``account_risk`` names them (keyed under the ledger's account secret, named by
+``account_key_id``: not the state key of ``entries``) and the points it added to each; its event
+hour is its entry's time, in whole hours. These are inputs (points follow from the decision's
+score, outcome and ``fail_safe`` under the policy), never the accumulated risk. ``ledger verify``
+requires each to be what its decision record states. Version 1 and 2 deltas read as before:
+catch-up reads the account-risk fields of their decisions' records.
+
 ``decider`` names the process that sealed the commit (its host name, process id and a random
 tag of its start, so a reused pid is told apart): with several deciders on one log, each commit
 says which of them made it.
@@ -56,21 +73,29 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from audit.decide.account_risk import AccountRisk, AccountRiskError, AccountRiskPolicy
 from audit.errors import StateDeltaError
 from inference.features import StateDelta
 from ledger.jcs import Jcs
 
-__all__ = ["DELTA_KIND", "DELTA_SCHEMA", "DELTA_SCHEMAS", "DELTA_SCHEMA_V1", "Delta", "decider_name",
-           "delta_body", "entries_bytes", "parse_delta"]
+__all__ = ["DELTA_KIND", "DELTA_SCHEMA", "DELTA_SCHEMAS", "DELTA_SCHEMA_V1", "DELTA_SCHEMA_V2", "Delta",
+           "RiskEntry", "RiskPart", "decider_name", "delta_body", "entries_bytes", "parse_delta",
+           "risk_bytes"]
 
 DELTA_KIND = "state.delta"
-DELTA_SCHEMA = "sealtrail.state-delta/2"
+DELTA_SCHEMA = "sealtrail.state-delta/3"
 DELTA_SCHEMA_V1 = "sealtrail.state-delta/1"
-DELTA_SCHEMAS = (DELTA_SCHEMA_V1, DELTA_SCHEMA)
+DELTA_SCHEMA_V2 = "sealtrail.state-delta/2"
+DELTA_SCHEMAS = (DELTA_SCHEMA_V1, DELTA_SCHEMA_V2, DELTA_SCHEMA)
 _HEX16 = re.compile(r"[0-9a-f]{16}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _KEYS = frozenset({"decider", "entries", "first_seq", "schema", "state_key_id"})
 _KEYS_V2 = _KEYS | {"state_from"}
+_KEYS_V3 = _KEYS_V2 | {"account_risk"}
+_RISK_KEYS = frozenset({"account_key_id", "entries", "policy"})
+
+RiskEntry = tuple[str | None, str | None, int]  # a decision's originator, beneficiary (keyed), points
 _DECIDER = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no space
 
 
@@ -104,11 +129,29 @@ def entries_bytes(deltas: Sequence[StateDelta]) -> bytes:
     return b"[" + b",".join(parts) + b"]"
 
 
+def risk_bytes(results: Sequence[AccountRisk]) -> bytes:
+    """The canonical ``account_risk`` part of a version 3 delta for a batch's decisions (their
+    ``AccountRisk``, in order; one policy and key id, as a batch is assessed under one)."""
+    if not results:
+        raise StateDeltaError("a state delta speaks for one decision at least")
+    first = results[0]
+    parts = []
+    for r in results:
+        if r.policy != first.policy or r.account_key_id != first.account_key_id:
+            raise StateDeltaError("a batch's decisions are assessed under one account-risk policy and key")
+        o = b"null" if r.originator is None else b'"' + r.originator.account.encode() + b'"'
+        b = b"null" if r.beneficiary is None else b'"' + r.beneficiary.account.encode() + b'"'
+        parts.append(b"[" + o + b"," + b + b"," + str(int(r.points_milli)).encode() + b"]")
+    return (b'{"account_key_id":"' + first.account_key_id.encode() + b'","entries":[' + b",".join(parts)
+            + b'],"policy":' + first.policy.jcs + b"}")
+
+
 def delta_body(state_key_id: str, first_seq: int, entries: bytes, decider: str,
-               state_from: int | None = None) -> Jcs:
-    """The canonical version 2 body of a delta whose ``entries`` (from ``entries_bytes``) speak
-    for the decisions from ``first_seq`` on, sealed by ``decider`` whose state was caught up from
-    ``state_from`` (None: not known)."""
+               state_from: int | None = None, account_risk: bytes | None = None) -> Jcs:
+    """The canonical body of a delta whose ``entries`` (from ``entries_bytes``) speak for the
+    decisions from ``first_seq`` on, sealed by ``decider`` whose state was caught up from
+    ``state_from`` (None: not known): version 3 with ``account_risk`` (from ``risk_bytes``), else
+    version 2."""
     if not _HEX16.fullmatch(state_key_id):
         raise StateDeltaError(f"state key id {state_key_id!r} is not 16 hex digits")
     if not _DECIDER.fullmatch(decider) or "\\" in decider or '"' in decider:
@@ -117,10 +160,21 @@ def delta_body(state_key_id: str, first_seq: int, entries: bytes, decider: str,
         raise StateDeltaError(f"state_from {state_from!r} is not a seq at or before the delta's first "
                               "decision")
     origin = b"null" if state_from is None else str(state_from).encode()
-    return Jcs(b'{"decider":"' + decider.encode() + b'","entries":' + entries + b',"first_seq":'
-               + str(int(first_seq)).encode()
-               + b',"schema":"' + DELTA_SCHEMA.encode() + b'","state_from":' + origin
+    risk = b"" if account_risk is None else b'{"account_risk":' + account_risk + b","
+    schema = DELTA_SCHEMA_V2 if account_risk is None else DELTA_SCHEMA
+    return Jcs((risk or b"{") + b'"decider":"' + decider.encode() + b'","entries":' + entries
+               + b',"first_seq":' + str(int(first_seq)).encode()
+               + b',"schema":"' + schema.encode() + b'","state_from":' + origin
                + b',"state_key_id":"' + state_key_id.encode() + b'"}')
+
+
+@dataclass(frozen=True)
+class RiskPart:
+    """A version 3 delta's ``account_risk``: ``entries[i]`` is the decision at ``first_seq + i``'s."""
+
+    account_key_id: str
+    policy: AccountRiskPolicy
+    entries: tuple[RiskEntry, ...]
 
 
 @dataclass(frozen=True)
@@ -133,7 +187,8 @@ class Delta:
     entries: tuple[StateDelta, ...]
     decider: str = ""
     state_from: int | None = None  # the sealing decider's state origin (version 2; None: not known)
-    version: int = 2
+    version: int = 3
+    account_risk: RiskPart | None = None  # what its decisions brought to account risk (version 3)
 
     @property
     def seqs(self) -> range:
@@ -151,8 +206,8 @@ def parse_delta(seq: int, body: object) -> Delta:
     where = f"state delta at seq {seq}"
     if not isinstance(body, dict) or body.get("schema") not in DELTA_SCHEMAS:
         raise StateDeltaError(f"{where}: schema is not one of {', '.join(DELTA_SCHEMAS)}")
-    version = 1 if body["schema"] == DELTA_SCHEMA_V1 else 2
-    if body.keys() != (_KEYS if version == 1 else _KEYS_V2):
+    version = DELTA_SCHEMAS.index(body["schema"]) + 1
+    if body.keys() != (_KEYS, _KEYS_V2, _KEYS_V3)[version - 1]:
         raise StateDeltaError(f"{where}: fields {sorted(body)} are not the schema's")
     origin = body.get("state_from")
     kid, first, raw, decider = body["state_key_id"], body["first_seq"], body["entries"], body["decider"]
@@ -174,4 +229,30 @@ def parse_delta(seq: int, body: object) -> Delta:
                 or type(e[2]) is not int or not (e[3] is None or type(e[3]) is int)):
             raise StateDeltaError(f"{where}: entry {i} (seq {first + i}) is malformed")
         push((e[0], e[1], e[2], e[3]))
-    return Delta(seq, first, kid, tuple(entries), decider, origin, version)
+    risk = _risk_part(where, body["account_risk"], len(entries)) if version == 3 else None
+    return Delta(seq, first, kid, tuple(entries), decider, origin, version, risk)
+
+
+def _side(v: object) -> bool:
+    return v is None or (type(v) is str and len(v) == 32 and _HEX32.fullmatch(v) is not None)
+
+
+def _risk_part(where: str, doc: object, n: int) -> RiskPart:
+    if not isinstance(doc, dict) or doc.keys() != _RISK_KEYS:
+        raise StateDeltaError(f"{where}: account_risk is not {{account_key_id, entries, policy}}")
+    kid, raw = doc["account_key_id"], doc["entries"]
+    if type(kid) is not str or not _HEX16.fullmatch(kid):
+        raise StateDeltaError(f"{where}: account_risk.account_key_id is not 16 hex digits")
+    try:
+        policy = AccountRiskPolicy.from_json(doc["policy"])
+    except AccountRiskError as exc:
+        raise StateDeltaError(f"{where}: {exc}") from None
+    if type(raw) is not list or len(raw) != n:
+        raise StateDeltaError(f"{where}: account_risk.entries is not a list of one entry per decision ({n})")
+    out: list[RiskEntry] = []
+    for i, e in enumerate(raw):
+        if (type(e) is not list or len(e) != 3 or not _side(e[0]) or not _side(e[1])
+                or type(e[2]) is not int or e[2] < 0):
+            raise StateDeltaError(f"{where}: account_risk entry {i} is not [originator, beneficiary, points]")
+        out.append((e[0], e[1], e[2]))
+    return RiskPart(kid, policy, tuple(out))

@@ -18,7 +18,7 @@ size it covers makes a restart replay only the entries after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -116,7 +116,8 @@ def _decisions(engine: Engine, from_seq: int,
 
 
 def catch_up(engine: Engine, extractor: FeatureExtractor, from_seq: int, to_seq: int | None = None,
-             progress: Callable[[int], None] | None = None) -> ReplayReport:
+             progress: Callable[[int], None] | None = None,
+             pages: Iterable[Sequence[Delta]] | None = None) -> ReplayReport:
     """Bring ``extractor`` from the state of the first ``from_seq`` entries to that of the first
     ``to_seq`` (default: every entry now): the sealed state deltas applied in seq order, and the
     decisions no delta speaks for (sealed before the ledger held deltas, or after it by a writer
@@ -124,7 +125,11 @@ def catch_up(engine: Engine, extractor: FeatureExtractor, from_seq: int, to_seq:
 
     A delta keyed under another key than the extractor's state (one sealed before the ledger's
     account secret was lost and made again) is not applied: its decisions are replayed from their
-    payloads like those of an earlier release (``foreign_deltas`` counts such deltas)."""
+    payloads like those of an earlier release (``foreign_deltas`` counts such deltas).
+
+    ``pages``: the deltas sealed from ``from_seq`` to ``to_seq`` (``delta_pages``), where the caller
+    has read them already (a decider reads them before it changes anything, and catches its
+    account risk up from the same deltas)."""
     state_kid = extractor.state.key_id
     end = to_seq if to_seq is not None else ledger_size(engine)
     pos = from_seq  # every decision before pos is applied
@@ -139,7 +144,7 @@ def catch_up(engine: Engine, extractor: FeatureExtractor, from_seq: int, to_seq:
             missing += r.missing_payload
 
     after = from_seq - 1  # the seq after which the next delta's decisions may begin (its summary's)
-    for page in delta_pages(engine, from_seq, end):
+    for page in (delta_pages(engine, from_seq, end) if pages is None else pages):
         for d in page:
             if d.state_key_id != state_kid:
                 foreign += 1

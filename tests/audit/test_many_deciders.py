@@ -343,7 +343,6 @@ def test_a_ruleset_activated_between_catch_up_and_commit_refuses_the_commit_on_t
 def test_a_catch_up_that_fails_half_way_is_taken_back_not_applied_twice(
         db: Db, signer: NoteSigner, ledger: Ledger, sandbox: Sandbox, pack_wasm: bytes,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from audit.state import replay
 
     subs = submissions(80, seed=27)
     second = _open(db, signer)
@@ -351,14 +350,15 @@ def test_a_catch_up_that_fails_half_way_is_taken_back_not_applied_twice(
     a.decide(subs[:10])
     for i in range(10, 50, 10):
         b.decide(subs[i:i + 10])  # four commits of b's for a to catch up with
-    real = replay.delta_pages
+    real = a.extractor.advance
+    applied: list[int] = []
 
     def failing(*args: Any, **kw: Any) -> Any:
-        for n, page in enumerate(real(*args, **kw)):
-            if n == 0:
-                yield page[:2]  # two deltas applied, then the database goes away
-                raise LedgerUnavailableError("connection reset")
-    monkeypatch.setattr(replay, "delta_pages", failing)
+        applied.append(1)
+        if len(applied) == 3:  # two deltas applied, then the third fails half-way
+            raise LedgerUnavailableError("connection reset")
+        return real(*args, **kw)
+    monkeypatch.setattr(a.extractor, "advance", failing)
     with pytest.raises(LedgerUnavailableError, match="connection reset"):
         a.decide(subs[50:60])
     monkeypatch.undo()

@@ -220,7 +220,7 @@ def forged(tmp_path_factory: pytest.TempPathFactory, sandbox: Sandbox) -> Forged
 
 
 def _v1_delta_body(state_key_id: str, first_seq: int, entries: bytes, decider: str,
-                   state_from: int | None = None) -> Jcs:
+                   state_from: int | None = None, account_risk: bytes | None = None) -> Jcs:
     """A version 1 delta, as an earlier release sealed it: no ``state_from``."""
     return Jcs(b'{"decider":"' + decider.encode() + b'","entries":' + entries + b',"first_seq":'
                + str(first_seq).encode() + b',"schema":"' + DELTA_SCHEMA_V1.encode() + b'","state_key_id":"'
