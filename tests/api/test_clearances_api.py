@@ -49,6 +49,11 @@ def record(d: Desk, trace_id: str) -> dict[str, Any]:
 
 @pytest.fixture
 def held(desk: Desk) -> dict[str, Any]:
+    return held_over(desk)
+
+
+def held_over(desk: Desk) -> dict[str, Any]:
+    """The exit list loaded over HTTP and a payment to the listed name held (its decision)."""
     query = urlencode({"name": "bank-exits", "format": "internal-csv", "published": "2026-11-30",
                        "rationale": "quarterly exit list"})
     r = desk.client.post(f"/v1/lists?{query}", content=LIST, headers={"content-type": "text/csv",

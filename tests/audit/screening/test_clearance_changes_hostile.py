@@ -20,7 +20,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import orjson
 import pytest
@@ -37,8 +36,7 @@ from ledger.append import Ledger
 from ledger.jcs import canonical_bytes
 from ledger.records import Record
 from tests.api.test_cases_api import Desk, desk_over
-from tests.api.test_clearances_api import decide as decide_http
-from tests.api.test_clearances_api import proposal
+from tests.api.test_clearances_api import held_over, proposal
 from tests.audit.screening.test_clearance import ALICE, BOB, TODAY
 from tests.audit.screening.test_clearance_fence import check, step
 from tests.audit.screening.test_clearance_fence import seal as seal_raw
@@ -59,7 +57,7 @@ from tests.audit.screening.test_clearance_fence_hostile import (
     revoke,
 )
 from tests.audit.screening.test_clearance_steps_race import CAROL, racing, steps
-from tests.audit.screening.test_screening_decisions import LIST, message
+from tests.audit.screening.test_screening_decisions import message
 from tests.audit.test_deciders_contention_hostile import _decider, _other, _overtaken
 from tests.conftest import Db
 from wasm_rules import Sandbox
@@ -468,18 +466,7 @@ def desk(db: Db, tmp_path: Path) -> Iterator[Desk]:
         yield d
 
 
-def _held(desk: Desk) -> dict[str, Any]:
-    """The exit list loaded over HTTP and a payment to the listed name held (its decision)."""
-    query = urlencode({"name": "bank-exits", "format": "internal-csv", "published": "2026-11-30",
-                       "rationale": "quarterly exit list"})
-    r = desk.client.post(f"/v1/lists?{query}", content=LIST, headers={"content-type": "text/csv",
-                                                                      "x-test-role": "admin"})
-    assert r.status_code == 201, r.text
-    assert desk.runtime.screener is not None
-    desk.runtime.screener.refresh(wait=True)
-    doc = decide_http(desk, 1)
-    assert doc["decision"] == "HOLD", doc
-    return doc
+_held = held_over
 
 
 def _propose_local(desk: Desk, trace: str) -> int:
