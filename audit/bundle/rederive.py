@@ -145,7 +145,9 @@ def read_state(records: Iterable[bytes], index: Iterable[bytes], size: int, foun
             if kind == DELTA_KIND:
                 d = parse_delta(seq, env["record"])
                 packed = _Packed(d.entries, accounts)  # OverflowError: an integer past 64 bits
-                out.deltas.append(replace(d, entries=cast(tuple[StateDelta, ...], packed)))
+                # the account-risk part is re-derived from nothing here: not held (a tuple and two
+                # identifiers a decision, for the whole re-derivation)
+                out.deltas.append(replace(d, entries=cast(tuple[StateDelta, ...], packed), account_risk=None))
             elif kind == SNAPSHOT_KIND:
                 out.snapshots.append(parse_snapshot(seq, env["record"]))
             else:

@@ -10,9 +10,11 @@ release that sealed none) are counted, not judged; so are deltas under another s
 the ledger's now (sealed before its account secret was lost and made again: catch-up replays
 their decisions from the payloads). The keyed accounts and the amounts are not
 recomputed here (that needs every payload parsed and keyed again). A version 3 delta's
-account-risk part is: each entry must name the accounts and points its decision record's
-``account_risk`` states, under its key id and policy (deciders catch their account risk up from
-it, not from the records).
+account-risk part is: each entry must name the accounts its decision record's ``account_risk``
+states, under its key id and policy, and the points that the record's score, outcome and
+``fail_safe`` give under that policy, as a rebuild from the records computes them (deciders catch
+their account risk up from the delta, not from the records: a record whose stated points its
+score does not give is named here, where the rebuild alone would only count it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from datetime import datetime
 
 import orjson
 
+from audit.decide.account_risk import AccountRiskError, AccountRiskPolicy, points_milli
+from audit.decide.fixed_point import body_score
 from audit.decide.summary import Summary
 from audit.errors import StateDeltaError
 from audit.state.delta import parse_delta
@@ -105,9 +109,12 @@ class DeltaWalk:
         for i, (side, (_, stated)) in enumerate(zip(part.entries, ats or (), strict=True)):
             want = _risk_entry(stated)
             if want is None or want[:3] != side or want[3] != part.account_key_id or want[4] != policy:
+                got = "no account_risk it can be read from" if want is None else str(list(want[:4]))
+                if want is not None and want[5] != want[2]:
+                    got += (f" (its record states {want[5]} points, not what its score, outcome and "
+                            "fail_safe give)")
                 fail(TABLE, seq, f"account_risk entry {i} {list(side)} (key {part.account_key_id}) is not "
-                                 f"what the decision at seq {first + i} states: "
-                                 f"{'no account_risk' if want is None else list(want[:4])}")
+                                 f"what the decision at seq {first + i} gives: {got}")
                 break
 
     def _missing(self, summary_seq: int) -> None:
@@ -123,16 +130,20 @@ class DeltaWalk:
             self._missing(prior)
 
 
-def _risk_entry(stated: object) -> tuple[str | None, str | None, int, object, object] | None:
-    """(originator, beneficiary, points, key id, policy) of a record's ``account_risk``; None if it
-    states none it can be read from."""
-    if not isinstance(stated, dict):
+def _risk_entry(fields: object) -> tuple[str | None, str | None, int, object, object, object] | None:
+    """Of a decision record (its ``risk_fields``): (originator, beneficiary, the points its score,
+    outcome and fail_safe give under its policy, key id, policy, the points its ``account_risk``
+    states); None if it states no ``account_risk`` these can be read from."""
+    if not isinstance(fields, dict) or not isinstance(stated := fields.get("account_risk"), dict):
         return None
     try:
         o, b = stated["originator"], stated["beneficiary"]
-        return (None if o is None else o["account"], None if b is None else b["account"],
-                stated["points_milli"], stated["account_key_id"], stated["policy"])
-    except (KeyError, TypeError):
+        fs = fields.get("fail_safe")
+        points = points_milli(AccountRiskPolicy.from_json(stated["policy"]), body_score(fields),
+                              str(fields["decision"]), fs if isinstance(fs, str) else None)
+        return (None if o is None else o["account"], None if b is None else b["account"], points,
+                stated["account_key_id"], stated["policy"], stated["points_milli"])
+    except (AccountRiskError, KeyError, TypeError, ValueError):
         return None
 
 

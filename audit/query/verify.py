@@ -49,6 +49,7 @@ from audit.query.index import (
 from audit.query.risk_snapshot_check import check_risk_snapshots
 from audit.query.snapshot_check import check_snapshots
 from audit.query.summary_check import SummaryWalk
+from audit.state.account_risk_replay import risk_fields
 from inference.messages import MessageError
 from inference.velocity import key_id
 from ledger import SchemaError
@@ -147,7 +148,7 @@ class Checked:
     accounts: frozenset[str] | None  # account keys its payload names; None: not recomputable (purged)
     indexed_accounts: frozenset[str]  # the account rows found for it (what stands where ``accounts`` is None)
     at: str = ""  # the event time the record states
-    risk: object = None  # the record's ``account_risk`` as it states it (None: none)
+    risk: object = None  # what account risk reads of the record (``risk_fields``; None: none)
 
 
 def _accounts(body: dict[str, Any], raw: bytes | None) -> set[str] | None:
@@ -228,7 +229,7 @@ def check_decisions(conn: Connection, page: Sequence[tuple[int, bytes]], traces_
                     fail(ACCOUNTS, seq, diff)
         out.append(Checked(seq, env["recorded_at"], env["record"]["decision"], tuple(ids),
                            None if keys is None else frozenset(keys), frozenset(got),
-                           str(env["record"]["at"]), env["record"].get("account_risk")))
+                           str(env["record"]["at"]), risk_fields(env["record"])))
     return out
 
 
