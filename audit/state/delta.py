@@ -48,7 +48,8 @@ its record's ``account_risk`` names them (keyed under the ledger's account secre
 ``account_key_id``: not the state key of ``entries``) and the points it added to each; its event
 hour is its entry's time, in whole hours. These are inputs (points follow from the decision's
 score, outcome and ``fail_safe`` under the policy), never the accumulated risk. ``ledger verify``
-requires each to be what its decision record states. Version 1 and 2 deltas read as before:
+requires each to name its decision record's accounts, key id and policy, with the points its
+score, outcome and ``fail_safe`` give. Version 1 and 2 deltas read as before:
 catch-up reads the account-risk fields of their decisions' records.
 
 ``decider`` names the process that sealed the commit (its host name, process id and a random
