@@ -21,6 +21,12 @@ this run's ledger first) with group commit on a fresh SQLite ledger opened as ``
 opens it, and no decision logic: sealtrail's p99 over its p99 is what deciding adds beyond a
 durable write (target <= 3x at 1,000/s), and so for server CPU per request.
 
+Every payment sent to a sealtrail ledger is one it was never sent before (``Feed``): a payment
+sent again is answered from the idempotency store with its first decision, not decided, so a
+run that reused payments would time replays. The load generator counts answers marked
+``replayed``, and a run against sealtrail with any is refused. A batch run stops early, its rate
+still measured, when the payments prepared for it (``BATCH_FEED_PER_S`` for its seconds) run out.
+
 Modes: ``--quick`` 3 s per rate after 1 s warm-up, batch runs of 4 s; the default 10 s per rate
 after 2 s, batch runs of 10 s; ``--full`` 30 s per rate after 2 s, batch runs of 10 s, and every
 configuration (each server at each rate, each batch size, each ``--deciders`` count) run 3 times,
@@ -70,6 +76,8 @@ FULL_S = 30.0  # --full: measured seconds per rate
 FULL_RUNS = 3  # --full: runs per configuration, the median reported
 SEED = 20261204
 ROOT = Path(__file__).parents[1]
+FEED_CHUNK = 50_000  # payments simulated at a time (one seed each) as a run needs more
+BATCH_FEED_PER_S = 12_000  # payments prepared a second of a batch run (it stops early past them)
 
 
 def bodies(n: int) -> list[bytes]:
@@ -78,6 +86,61 @@ def bodies(n: int) -> list[bytes]:
     out = [s.transaction.canonical_bytes() for s in sims[:n]]
     assert all(b"\n" not in b for b in out)
     return out
+
+
+class Feed:
+    """Seeded simulated payments, never reused against one ledger: ``ledger()`` starts a ledger's
+    cursor at the first payment, and each file it writes holds the payments after the last one
+    it handed out. Simulated ``FEED_CHUNK`` at a time (seed ``SEED + k`` for chunk ``k``; each
+    payment's UETR, its idempotency key, differs across them) and shared by every ledger."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self._pool: list[bytes] = []
+        self._files = 0
+
+    def _upto(self, n: int) -> None:
+        while len(self._pool) < n:
+            k = len(self._pool) // FEED_CHUNK
+            sims = simulate(SimConfig(seed=SEED + k, n_normal=FEED_CHUNK, days=10))
+            self._pool += [s.transaction.canonical_bytes() for s in sims[:FEED_CHUNK]]
+
+    def ledger(self) -> FeedCursor:
+        """A cursor for a fresh ledger: its first file starts at the first payment."""
+        return FeedCursor(self)
+
+    def _write(self, lines: list[bytes]) -> Path:
+        self._files += 1
+        path = self.tmp / f"feed-{self._files}.jsonl"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        return path
+
+
+class FeedCursor:
+    """Where one ledger is in the feed: every file it writes holds payments that ledger was not sent."""
+
+    def __init__(self, feed: Feed) -> None:
+        self.feed = feed
+        self.at = 0
+
+    def _take(self, n: int) -> list[bytes]:
+        self.feed._upto(self.at + n)
+        out = self.feed._pool[self.at:self.at + n]
+        self.at += n
+        return out
+
+    def singles(self, n: int) -> Path:
+        """A file of the next ``n`` payments, one request body a line."""
+        return self.feed._write(self._take(n))
+
+    def batches(self, size: int, calls: int) -> Path:
+        """A file of ``calls`` batch bodies of ``size`` payments each, the next ``size * calls``."""
+        got = self._take(size * calls)
+        return self.feed._write([b"[" + b",".join(got[k * size:(k + 1) * size]) + b"]" for k in range(calls)])
+
+    def batch_run(self, size: int, seconds: float) -> Path:
+        """Enough batch bodies of ``size`` for a run of ``seconds`` at up to ``BATCH_FEED_PER_S``."""
+        return self.batches(size, max(2, -(-round(seconds * BATCH_FEED_PER_S) // size)))
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -154,15 +217,19 @@ class Loader:
     CPU time around it (the server's CPU per request is what the code under test costs; the
     wall figures also carry whatever else runs on these cores)."""
 
-    def __init__(self, server: Served, pki: Path) -> None:
+    def __init__(self, server: Served, pki: Path, sealtrail: bool = False) -> None:
+        """``sealtrail``: the server decides with an idempotency store, so each body is sent at most
+        once and a run answered with any replay is refused (``RuntimeError``)."""
         self.url = server.url
         self.pid = server.pid
         self.pki = pki
+        self.sealtrail = sealtrail
 
     def run(self, path: str, body_file: Path, *extra: str) -> dict[str, Any]:
         argv = [sys.executable, "-m", "bench.http_load", "--url", self.url, "--path", path,
                 "--ca", str(self.pki / "ca.pem"), "--cert", str(self.pki / "scorer.pem"),
-                "--key", str(self.pki / "scorer.key"), "--bodies", str(body_file), *extra]
+                "--key", str(self.pki / "scorer.key"), "--bodies", str(body_file), *extra,
+                *(["--once"] if self.sealtrail else [])]
         cpu0 = process_cpu_s(self.pid)
         res = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
                              cwd=ROOT)
@@ -170,12 +237,25 @@ class Loader:
         if res.returncode != 0:
             raise RuntimeError(f"load generator failed ({res.returncode}):\n{res.stderr}")
         doc: dict[str, Any] = orjson.loads(res.stdout.strip().splitlines()[-1])
+        if self.sealtrail and doc.get("replayed"):
+            raise RuntimeError(f"{doc['replayed']} answers of {path} were replays of earlier decisions "
+                               f"({body_file} held payments this ledger had been sent): not a measurement")
         # Every request the run sent (warm-up included) costs server CPU; per decision for batches.
         sent = doc["requests_sent"] if doc["mode"] == "open" else doc.get("decisions", doc["ok"])
         doc["server_cpu_s"] = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
         doc["server_cpu_us_per_request"] = (None if doc["server_cpu_s"] is None or not sent
                                             else doc["server_cpu_s"] / sent * 1e6)
         return doc
+
+
+def _short(r: dict[str, Any]) -> str:
+    """Says when a batch run used every payment prepared for it before its time was up."""
+    runs = r.get("runs", [r])
+    short = sum(1 for x in runs if x.get("exhausted"))
+    if not short:
+        return ""
+    wall = statistics.median(x["wall_s"] for x in runs)
+    return f"; {short} of {len(runs)} runs sent every payment prepared, in {wall:.1f} s"
 
 
 def _cpu(r: dict[str, Any]) -> str:
@@ -225,7 +305,7 @@ def _range(r: dict[str, Any], key: str, fmt: str = ".2f") -> str:
     return "" if lo_hi is None else f" [{lo_hi[0]:{fmt}}-{lo_hi[1]:{fmt}}]"
 
 
-def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, single_file: Path, batch_file: Path,
+def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, feed: Feed,
               duration: float, warmup: float, batch_s: float, n_runs: int = 1,
               list_file: Path | None = None) -> dict[str, Any]:
     """``serve --workers n`` on a fresh ledger of its own (with the sanctions list ``list_file``
@@ -243,20 +323,22 @@ def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, single_file: Path, b
     argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(home / "keys"),
             "--port", "0", *tls, "--roles", str(pki / "roles.toml"), "--workers", str(n)]
     bs, os_ = [], []
+    cursor = feed.ledger()
     with serving(argv, home, "sealtrail serving on ") as server:
-        real = Loader(server, pki)
+        real = Loader(server, pki, sealtrail=True)
         for k in range(n_runs):
-            bs.append(real.run("/v1/decisions/batch", batch_file, "--mode", "batch", "--duration",
-                               str(batch_s), "--connections", str(n)))
-            os_.append(real.run("/v1/decisions", single_file, "--rate", "1000", "--duration",
-                                str(duration), "--warmup", str(warmup)))
+            bs.append(real.run("/v1/decisions/batch", cursor.batch_run(1000, batch_s), "--mode", "batch",
+                               "--duration", str(batch_s), "--connections", str(n)))
+            os_.append(real.run("/v1/decisions", cursor.singles(round(P99_TARGET_RATE * (duration + warmup))),
+                                "--rate", str(P99_TARGET_RATE), "--duration", str(duration),
+                                "--warmup", str(warmup)))
             if n_runs > 1:
                 print(f"  run {k + 1}/{n_runs}: --workers {n}: batch {bs[-1]['decisions_per_s']:,.0f} "
                       f"decisions/s; 1,000/s offered p99 {os_[-1].get('p99_ms', 0.0):.2f} ms")
     b, o = combine(bs), combine(os_)
     listed = "" if list_file is None else ", a sanctions list in force"
     print(f"serve --workers {n}{listed}: batch endpoint {b['decisions_per_s']:,.0f} decisions/s ({n} calls "
-          f"in flight, server CPU {_cpu(b)}/decision)")
+          f"in flight{_short(b)}, server CPU {_cpu(b)}/decision)")
     print(_open_line(f"--workers {n}", o))
     return {"workers": n, "batch": b, "open": o, "list": list_file is not None}
 
@@ -330,16 +412,8 @@ def main() -> None:
         durable_overrides: dict[str, Any] = {"db": durable_url, "keys": durable_home / "keys"}
         ops.initialise(Settings(**durable_overrides))
         create_dev_pki(pki)
-        top = max(rates)
-        singles = bodies(round(top * (duration + warmup)) + 1000)
-        single_file = tmp / "single.jsonl"
-        single_file.write_bytes(b"\n".join(singles) + b"\n")
-        batch_files = {}
-        for size in (1000, 10_000):
-            batch_files[size] = tmp / f"batch{size}.jsonl"
-            batch_files[size].write_bytes(b"\n".join(
-                b"[" + b",".join(singles[(k * size + j) % len(singles)] for j in range(size)) + b"]"
-                for k in range(4)) + b"\n")
+        feed = Feed(tmp)
+        cursor = feed.ledger()  # the payments the main sealtrail server is sent, each once
         tls = ["--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
                "--client-ca", str(pki / "ca.pem")]
         bare_argv = [sys.executable, "-m", "bench.bare_app", "--port", "0", *tls]
@@ -349,8 +423,9 @@ def main() -> None:
         with ExitStack() as servers:
             bare_server = servers.enter_context(serving(bare_argv, tmp, "bare serving on "))
             real_server = servers.enter_context(serving(real_argv, tmp, "sealtrail serving on "))
-            bare, real = Loader(bare_server, pki), Loader(real_server, pki)
-            cap = bare.run("/", single_file, "--mode", "capacity", "--duration", "3", "--connections", "32")
+            bare, real = Loader(bare_server, pki), Loader(real_server, pki, sealtrail=True)
+            cap = bare.run("/", feed.ledger().singles(10_000), "--mode", "capacity", "--duration", "3",
+                           "--connections", "32")
             results["client_capacity"] = cap
             us = cap["client_cpu_us_per_request"]
             print(f"client capacity (closed loop, 32 connections, against the bare app on the same cores): "
@@ -358,7 +433,8 @@ def main() -> None:
                   f"(~{1e6 / us:,.0f}/s of one core)")
             # The durable baseline seals records as long as sealtrail's decision records: a second
             # of decisions first (on the ledger the measured runs then extend), their mean length.
-            real.run("/v1/decisions", single_file, "--rate", "100", "--duration", "1", "--warmup", "0")
+            real.run("/v1/decisions", cursor.singles(100), "--rate", "100", "--duration", "1",
+                     "--warmup", "0")
             n_records, record_mean = decision_record_bytes(tmp / "ledger.db")
             if not n_records:
                 raise RuntimeError("sealtrail sealed no decision record to measure")
@@ -380,6 +456,7 @@ def main() -> None:
                 for k in range(n_runs):
                     if n_runs > 1:
                         print(f" run {k + 1}/{n_runs}:")
+                    single_file = cursor.singles(round(rate * (duration + warmup)))
                     runs["bare"].append(bare.run("/", single_file, *common))
                     print(_open_line("bare app", runs["bare"][-1]))
                     runs["durable"].append(durable.run("/", single_file, *common))
@@ -394,19 +471,21 @@ def main() -> None:
                     print(_open_line("POST /v1/decisions", entry["decisions"]))
                 results["open"].append(entry)
             print("batch endpoint (closed loop, one call in flight):")
-            for size, f in batch_files.items():
+            for size in (1000, 10_000):
                 batch_args = ("--duration", str(batch_s), "--connections", "1")
                 bs: list[dict[str, Any]] = []
                 us_: list[dict[str, Any]] = []
                 ds: list[dict[str, Any]] = []
                 for _ in range(n_runs):
+                    f = cursor.batch_run(size, batch_s)
                     bs.append(bare.run("/", f, "--mode", "capacity", *batch_args))
                     # transactions/s the transport alone carries
                     bs[-1]["decisions_per_s"] = bs[-1]["per_s"] * size
                     us_.append(durable.run("/batch", f, "--mode", "batch", *batch_args))
                     ds.append(real.run("/v1/decisions/batch", f, "--mode", "batch", *batch_args))
                 b, u, d = combine(bs), combine(us_), combine(ds)
-                print(f"  {size:>6,} a call: {d['decisions_per_s']:>8,.0f} decisions/s ({d['ok']} calls, "
+                print(f"  {size:>6,} a call: {d['decisions_per_s']:>8,.0f} decisions/s "
+                      f"({d['ok']} calls{_short(d)}, "
                       f"p50 {d.get('p50_ms', 0):,.0f} ms a call, errors {sum(d['errors'].values())}; "
                       f"server CPU {_cpu(d)}/decision); bare app with the same bodies "
                       f"{b['decisions_per_s']:,.0f} transactions/s")
@@ -420,8 +499,8 @@ def main() -> None:
             list_file = tmp / "list.csv"
             list_file.write_bytes(list_csv(args.list_entries))
         results["list_entries"] = args.list_entries
-        results["deciders"] = [_deciders(n, tmp, tls, pki, single_file, batch_files[1000], duration,
-                                         warmup, batch_s, n_runs, list_file) for n in deciders]
+        results["deciders"] = [_deciders(n, tmp, tls, pki, feed, duration, warmup, batch_s, n_runs, list_file)
+                               for n in deciders]
     probe_after = probe_ms()
 
     rows = []

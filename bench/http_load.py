@@ -8,8 +8,12 @@ starts; the client is plain asyncio protocols with httptools' response parser, s
 offers thousands of requests/s (``--mode capacity`` measures how many, closed-loop).
 ``--mode batch`` sends batch calls back to back and counts the decisions they return.
 
-Bodies come one per line from ``--bodies`` (reused in turn). The result is one JSON object
-on stdout; the parent, ``bench.http``, prints it.
+Bodies come one per line from ``--bodies``, reused in turn; with ``--once`` each is sent at most
+once (an open-loop run whose schedule needs more bodies than the file holds is refused; a closed
+loop stops when they run out). Answers that say ``"replayed":true`` are counted (``replayed``): a
+payment sent again to sealtrail is answered from its idempotency store, not decided, so a run
+that reuses bodies against one ledger measures replays. The result is one JSON object on stdout;
+the parent, ``bench.http``, prints it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from bench.report import percentile
 __all__ = ["main"]
 
 _FAIL_SAFE_NULL = b'"fail_safe":null'
+_REPLAYED = b'"replayed":true'  # an answer from the idempotency store (sealtrail's JSON has no spaces)
 
 
 class _Conn(asyncio.Protocol):
@@ -139,6 +144,7 @@ async def open_loop(t: _Target, rate: float, duration: float, warmup: float, con
     measure_from = start + warmup
     last_done = measure_from
     reqs = t.requests
+    replayed = 0
 
     def send(conn: _Conn, i: int, sched: float, waited: bool = False) -> None:
         nonlocal outstanding, waited_n
@@ -153,7 +159,7 @@ async def open_loop(t: _Target, rate: float, duration: float, warmup: float, con
         fut.add_done_callback(lambda f: finished(conn, f, sched))
 
     def finished(conn: _Conn, fut: asyncio.Future[tuple[int, bytes]], sched: float) -> None:
-        nonlocal outstanding, fail_safe, last_done
+        nonlocal outstanding, fail_safe, last_done, replayed
         outstanding -= 1
         now = loop.time()
         counted = sched >= measure_from
@@ -163,6 +169,7 @@ async def open_loop(t: _Target, rate: float, duration: float, warmup: float, con
                 errors[type(exc).__name__] += 1
         else:
             status, body = fut.result()
+            replayed += body.count(_REPLAYED)  # the warm-up's too: a replay anywhere taints the run
             if counted:
                 if status == 200:
                     lat.append(now - sched)
@@ -207,47 +214,54 @@ async def open_loop(t: _Target, rate: float, duration: float, warmup: float, con
     measured = total - round(rate * warmup)
     return {"mode": "open", "offered_per_s": rate, "duration_s": duration, "warmup_s": warmup,
             "connections": connections, "requests": measured, "requests_sent": total, "ok": len(lat),
+            "replayed": replayed,
             "achieved_per_s": len(lat) / window, "errors": dict(errors), "fail_safe": fail_safe,
             **_latency_summary(lat), "send_lag_p99_ms": percentile(lag, 99) * 1e3 if lag else None,
             "waited_for_connection": waited_n,
             "client_cpu_s": cpu, "client_cpu_share": cpu / (warmup + duration)}
 
 
-async def closed_loop(t: _Target, duration: float, concurrency: int, count_field: bool) -> dict[str, Any]:
-    """Each connection sends its next request when the previous answer arrived; for capacity."""
+async def closed_loop(t: _Target, duration: float, concurrency: int, count_field: bool,
+                      once: bool = False) -> dict[str, Any]:
+    """Each connection sends its next request when the previous answer arrived; for capacity.
+    ``once``: each body at most once, stopping early when they run out (``exhausted``)."""
     loop = asyncio.get_running_loop()
     conns = await t.connect(concurrency)
     ok = 0
     decisions = 0
+    replayed = 0
+    sent = 0  # the next body (one counter for every connection)
+    reqs = t.requests
     errors: Counter[str] = Counter()
     lat: list[float] = []
     cpu0 = time.process_time()
     t0 = loop.time()
     stop_at = t0 + duration
 
-    async def worker(k: int, conn: _Conn) -> None:
-        nonlocal ok, decisions
-        n = k
-        while loop.time() < stop_at and not conn.closed:
+    async def worker(conn: _Conn) -> None:
+        nonlocal ok, decisions, replayed, sent
+        while loop.time() < stop_at and not conn.closed and not (once and sent >= len(reqs)):
+            n, sent = sent, sent + 1
             s = loop.time()
             try:
-                status, body = await conn.request(t.requests[n % len(t.requests)])
+                status, body = await conn.request(reqs[n % len(reqs)])
             except (ConnectionError, httptools.HttpParserError) as exc:
                 errors[type(exc).__name__] += 1
                 return
-            n += concurrency
             if status != 200:
                 errors[f"HTTP {status}"] += 1
                 continue
             ok += 1
             lat.append(loop.time() - s)
+            replayed += body.count(_REPLAYED)
             if count_field:
                 decisions += int(orjson.loads(body)["count"])
 
-    await asyncio.gather(*(worker(k, c) for k, c in enumerate(conns)))
+    await asyncio.gather(*(worker(c) for c in conns))
     wall = loop.time() - t0
     cpu = time.process_time() - cpu0
     out = {"mode": "closed", "concurrency": concurrency, "wall_s": wall, "ok": ok, "per_s": ok / wall,
+           "replayed": replayed, "exhausted": once and sent >= len(reqs) and loop.time() < stop_at,
            "errors": dict(errors), **_latency_summary(lat), "client_cpu_s": cpu,
            "client_cpu_us_per_request": cpu / max(ok, 1) * 1e6}
     if count_field:
@@ -269,12 +283,19 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=10.0, help="measured seconds")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds sent first and not counted (open)")
     ap.add_argument("--connections", type=int, default=64, help="pool size (open), or in flight (closed)")
+    ap.add_argument("--once", action="store_true",
+                    help="send each body at most once (a closed loop stops when they run out)")
     args = ap.parse_args()
     target = _Target(args)
     if args.mode == "open":
+        need = round(args.rate * (args.warmup + args.duration))
+        if args.once and need > len(target.requests):
+            raise SystemExit(f"{args.bodies}: {len(target.requests)} bodies, the schedule sends {need} "
+                             "and --once sends each at most once")
         coro = open_loop(target, args.rate, args.duration, args.warmup, args.connections)
     else:
-        coro = closed_loop(target, args.duration, args.connections, count_field=args.mode == "batch")
+        coro = closed_loop(target, args.duration, args.connections, count_field=args.mode == "batch",
+                           once=args.once)
     result = asyncio.run(coro)
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
 

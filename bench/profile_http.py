@@ -25,7 +25,7 @@ import orjson
 from api import ops
 from api.certs import create_dev_pki
 from api.config import Settings
-from bench.http import Loader, bodies, serving
+from bench.http import Feed, Loader, serving
 from bench.machine import host_info
 
 
@@ -71,21 +71,22 @@ def main() -> int:
         overrides: dict[str, Any] = {"db": url, "keys": keys}
         ops.initialise(Settings(**overrides))
         create_dev_pki(pki)
-        single = tmp / "single.jsonl"
-        single.write_bytes(b"\n".join(bodies(round(args.rate * (args.seconds + 4)) + 1000)) + b"\n")
+        cursor = Feed(tmp).ledger()  # each payment sent once: a payment sent again is a replay
         argv = [sys.executable, "-m", "api.cli", "serve", "--db", url, "--keys", str(keys), "--port", "0",
                 "--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
                 "--client-ca", str(pki / "ca.pem"), "--roles", str(pki / "roles.toml")]
         extra = dict(e.split("=", 1) for e in args.env)
         with serving(argv, tmp, "sealtrail serving on ", env_extra=extra) as server:
-            loader = Loader(server, pki)
-            loader.run("/v1/decisions", single, "--rate", str(args.rate), "--duration", "2", "--warmup", "0")
+            loader = Loader(server, pki, sealtrail=True)
+            loader.run("/v1/decisions", cursor.singles(round(args.rate * 2)), "--rate", str(args.rate),
+                       "--duration", "2", "--warmup", "0")
             out = tmp / "profile.json"
             spy_proc = subprocess.Popen([spy, "record", "--pid", str(server.pid), "--format", "speedscope",
                                          "--output", str(out), "--rate", "250", "--nonblocking",
                                          "--duration", str(round(args.seconds + 1))],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            doc = loader.run("/v1/decisions", single, "--rate", str(args.rate), "--duration",
+            doc = loader.run("/v1/decisions", cursor.singles(round(args.rate * args.seconds)), "--rate",
+                             str(args.rate), "--duration",
                              str(args.seconds), "--warmup", "0")
             _, err = spy_proc.communicate(timeout=120)
             if not out.exists():
