@@ -34,7 +34,8 @@ interleaved, the median of the 3 reported with its range. ``--full`` takes about
 the default rates and deciders (each further rate ~5 min, each further decider count ~2.5 min).
 Run from the repository root:
 ``python -m bench.http [--quick | --full] [--json PATH] [--dir DIR] [--rates 500,1000] [--deciders 1,2,4]
-[--list-entries N]``.
+[--list-entries N] [--server-env SEALTRAIL_NAME=VALUE ...]`` (``--server-env``: a setting for every
+sealtrail server of the run, printed at the top; the baselines do not read it).
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ def _range(r: dict[str, Any], key: str, fmt: str = ".2f") -> str:
 
 def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, feed: Feed,
               duration: float, warmup: float, batch_s: float, n_runs: int = 1,
-              list_file: Path | None = None) -> dict[str, Any]:
+              list_file: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """``serve --workers n`` on a fresh ledger of its own (with the sanctions list ``list_file``
     sealed first, when given): batch throughput with ``n`` calls in flight, then POST /v1/decisions
     at 1,000/s offered; ``n_runs`` times each, interleaved."""
@@ -324,7 +325,7 @@ def _deciders(n: int, tmp: Path, tls: list[str], pki: Path, feed: Feed,
             "--port", "0", *tls, "--roles", str(pki / "roles.toml"), "--workers", str(n)]
     bs, os_ = [], []
     cursor = feed.ledger()
-    with serving(argv, home, "sealtrail serving on ") as server:
+    with serving(argv, home, "sealtrail serving on ", env_extra=env) as server:
         real = Loader(server, pki, sealtrail=True)
         for k in range(n_runs):
             bs.append(real.run("/v1/decisions/batch", cursor.batch_run(1000, batch_s), "--mode", "batch",
@@ -376,9 +377,15 @@ def main() -> None:
     ap.add_argument("--rates", default="500,1000", help="offered requests/s, comma-separated")
     ap.add_argument("--deciders", default="1,2",
                     help="serve --workers counts for the deciders rows ('' for none)")
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for every sealtrail server of the run, e.g. SEALTRAIL_BATCH_LINGER_MS=2 "
+                         "(repeatable)")
     ap.add_argument("--list-entries", type=int, default=0,
                     help="a sanctions list of this many entries in force for the deciders rows [none]")
     args = ap.parse_args()
+    server_env = dict(e.split("=", 1) for e in args.server_env)
+    if any(not k.startswith("SEALTRAIL_") for k in server_env):
+        ap.error("--server-env takes SEALTRAIL_* settings")
     deciders = [int(n) for n in args.deciders.split(",") if n.strip()]
     duration, warmup = (3.0, 1.0) if args.quick else (FULL_S, 2.0) if args.full else (10.0, 2.0)
     batch_s = 4.0 if args.quick else 10.0
@@ -402,6 +409,8 @@ def main() -> None:
               f"{warmup:.0f} s warm-up, {duration:.0f} s measured per rate"
               + (f"; every configuration {n_runs} times, interleaved, median reported [range]\n"
                  if n_runs > 1 else "\n"))
+        if server_env:
+            print("Server:     " + ", ".join(f"{k}={v}" for k, v in server_env.items()) + "\n")
         url = f"sqlite:///{tmp / 'ledger.db'}"
         keys, pki = tmp / "keys", tmp / "pki"
         overrides: dict[str, Any] = {"db": url, "keys": keys}
@@ -422,7 +431,8 @@ def main() -> None:
         results: dict[str, Any] = {"open": [], "batch": []}
         with ExitStack() as servers:
             bare_server = servers.enter_context(serving(bare_argv, tmp, "bare serving on "))
-            real_server = servers.enter_context(serving(real_argv, tmp, "sealtrail serving on "))
+            real_server = servers.enter_context(serving(real_argv, tmp, "sealtrail serving on ",
+                                                        env_extra=server_env))
             bare, real = Loader(bare_server, pki), Loader(real_server, pki, sealtrail=True)
             cap = bare.run("/", feed.ledger().singles(10_000), "--mode", "capacity", "--duration", "3",
                            "--connections", "32")
@@ -499,7 +509,8 @@ def main() -> None:
             list_file = tmp / "list.csv"
             list_file.write_bytes(list_csv(args.list_entries))
         results["list_entries"] = args.list_entries
-        results["deciders"] = [_deciders(n, tmp, tls, pki, feed, duration, warmup, batch_s, n_runs, list_file)
+        results["deciders"] = [_deciders(n, tmp, tls, pki, feed, duration, warmup, batch_s, n_runs, list_file,
+                                         server_env)
                                for n in deciders]
     probe_after = probe_ms()
 
