@@ -1,8 +1,10 @@
 """Where a decision's server CPU goes: ``sealtrail serve`` (one process, SQLite) under an open-loop
 rate of POST /v1/decisions over mutual TLS, sampled by py-spy (``pip install py-spy``; the dev
 extras carry it). Prints the server's CPU per request and the functions that hold the most
-samples, by own time and with what they call; ``--out FILE`` also writes py-spy's speedscope
-JSON. Run from the repository root: ``python -m bench.profile_http [--rate 1000] [--seconds 10]``.
+samples, by own time and with what they call, and the CPU each of the server's threads used a
+request (read from ``/proc``: py-spy counts the event loop's wait for the network as busy, since
+uvloop waits inside C); ``--out FILE`` also writes py-spy's speedscope JSON. Run from the
+repository root: ``python -m bench.profile_http [--rate 1000] [--seconds 10]``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ if not __package__:
 
 import argparse
 import collections
+import os
 import shutil
 import subprocess
 import tempfile
@@ -48,6 +51,35 @@ def _top(profile: dict[str, Any], n: int) -> tuple[list[tuple[str, float]], list
     def top(d: dict[str, float]) -> list[tuple[str, float]]:
         return sorted(d.items(), key=lambda kv: -kv[1])[:n]
     return top(own), top(total), samples
+
+
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of process ``pid`` so far; empty off Linux."""
+    out: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def thread_names(profile: dict[str, Any]) -> dict[int, str]:
+    """Thread id -> Python thread name, from the names py-spy gives its profiles
+    (``Thread 1234 "MainThread"``)."""
+    names: dict[int, str] = {}
+    for prof in profile["profiles"]:
+        head, _, rest = str(prof.get("name", "")).partition(" ")
+        tid, _, name = rest.partition(" ")
+        if head == "Thread" and tid.isdigit():
+            names[int(tid)] = name.strip('"') or tid
+    return names
 
 
 def main() -> int:
@@ -85,9 +117,11 @@ def main() -> int:
                                          "--output", str(out), "--rate", "250", "--nonblocking",
                                          "--duration", str(round(args.seconds + 1))],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            cpu0 = thread_cpu_s(server.pid)
             doc = loader.run("/v1/decisions", cursor.singles(round(args.rate * args.seconds)), "--rate",
                              str(args.rate), "--duration",
                              str(args.seconds), "--warmup", "0")
+            cpu1 = thread_cpu_s(server.pid)
             _, err = spy_proc.communicate(timeout=120)
             if not out.exists():
                 print(f"py-spy wrote no profile: {err.decode()[-2000:]}", file=sys.stderr)
@@ -97,6 +131,12 @@ def main() -> int:
             args.out.write_bytes(out.read_bytes())
     print(f"{doc['requests_sent']:,} requests at {args.rate:,.0f}/s offered; p50 {doc['p50_ms']:.2f} ms, "
           f"p99 {doc['p99_ms']:.2f} ms; server CPU {doc['server_cpu_us_per_request']:,.0f} µs/request")
+    names = thread_names(profile)
+    sent = max(int(doc["requests_sent"]), 1)
+    print("CPU a request by thread (/proc; py-spy's sampling shown after it, not a share of CPU):")
+    for tid, used in sorted(((t, cpu1[t] - cpu0.get(t, 0.0)) for t in cpu1), key=lambda kv: -kv[1]):
+        if used > 0:
+            print(f"  {used / sent * 1e6:8,.0f} µs  {names.get(tid, f'thread {tid}')}")
     own, total, samples = _top(profile, args.top)
     print(f"\n{samples:.1f} s of samples over the server's threads (py-spy, 250/s, idle excluded)\nown time:")
     for name, k in own:
