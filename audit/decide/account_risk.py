@@ -153,6 +153,12 @@ class AccountRiskPolicy:
         decay_table(self.half_life_hours)  # built once, here, not inside a batch
 
     @cached_property
+    def most_milli(self) -> int:
+        """The most milli-points one decision can add under this policy (a score of 1, or a missing
+        score, whichever adds more, and the largest outcome's points)."""
+        return max(self.score_milli, self.missing_score_milli) + max(self.outcome_milli.values())
+
+    @cached_property
     def jcs(self) -> bytes:
         """The canonical bytes of ``to_json()`` (made once per policy)."""
         return bytes(canonical_bytes(self.to_json()))

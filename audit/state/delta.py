@@ -251,9 +251,13 @@ def _risk_part(where: str, doc: object, n: int) -> RiskPart:
     if type(raw) is not list or len(raw) != n:
         raise StateDeltaError(f"{where}: account_risk.entries is not a list of one entry per decision ({n})")
     out: list[RiskEntry] = []
+    most = policy.most_milli
     for i, e in enumerate(raw):
         if (type(e) is not list or len(e) != 3 or not _side(e[0]) or not _side(e[1])
                 or type(e[2]) is not int or e[2] < 0):
             raise StateDeltaError(f"{where}: account_risk entry {i} is not [originator, beneficiary, points]")
+        if e[2] > most:  # (also keeps every stated number inside what any JSON reader holds exactly)
+            raise StateDeltaError(f"{where}: account_risk entry {i} states {e[2]} milli-points, more than "
+                                  f"one decision adds under its policy ({most})")
         out.append((e[0], e[1], e[2]))
     return RiskPart(kid, policy, tuple(out))

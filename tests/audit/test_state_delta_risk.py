@@ -194,6 +194,9 @@ def test_a_version_3_delta_reads_its_account_risk_and_version_2_reads_without() 
     ({"entries": [[ORIG, BENE, -1], [None, BENE, 0]]}, "entry 0"),
     ({"entries": [[ORIG, BENE, 1.0], [None, BENE, 0]]}, "entry 0"),
     ({"entries": [[ORIG, BENE, True], [None, BENE, 0]]}, "entry 0"),
+    # more than a score of 1 and a BLOCK add (10,000 + 50,000 under the default policy)
+    ({"entries": [[ORIG, BENE, 60_001], [None, BENE, 0]]}, "entry 0 states 60001 milli-points"),
+    ({"entries": [[ORIG, BENE, 2**53 + 1], [None, BENE, 0]]}, "entry 0 states"),
     ({"entries": [[ORIG, BENE, 1], [A, BENE, 0]]}, "entry 1"),  # a 64-hex state key, not an account key
     ({"entries": [[ORIG, BENE], [None, BENE, 0]]}, "entry 0"),
     ({"account_key_id": "XYZ"}, "account_key_id"),
