@@ -5,8 +5,10 @@ arrived while the batch before it ran; every batch pays a fixed share (its trans
 statements of its commit, the fence, the index write, the rule module's call, the template of its
 records) on top of each decision's own work. This runs the server's runtime in process
 (``audit.decide.runtime.Runtime`` on a fresh SQLite ledger, WAL + ``synchronous=FULL``, the
-trace index, idempotency keys, account risk and explanations: what ``sealtrail serve`` runs
-behind the HTTP stack) over seeded simulated JSON payments parsed beforehand, in batches of 1,
+trace index, idempotency keys (each payment's, derived as the server derives it), account risk
+and explanations: what ``sealtrail serve`` runs behind the HTTP stack) over seeded simulated
+JSON payments parsed beforehand, each decided and sealed (a replay or a fail-safe answer stops the
+run), in batches of 1,
 3, 10, 30, 100 and 1,000, and fits this process's CPU per batch as ``fixed + per_decision x n``
 (least squares over the sizes). The same-run baseline is the per-decision cost at 1,000 a
 batch. Run from the repository root: ``python -m bench.batch_cost [--quick] [--json PATH]``.
@@ -22,6 +24,7 @@ if not __package__:  # keep the same entry point as the other benchmarks
 import argparse
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ import numpy as np
 
 from api import ops
 from api.config import Settings
+from audit.decide.idempotency import derived_key
 from audit.decide.runtime import Runtime
 from audit.decide.types import Submission
 from bench.http import bodies
@@ -54,8 +58,13 @@ def main() -> int:
     need = 200 + per_size * len(SIZES) + 1000 * len(SIZES)
     raws = bodies(need)
     now = datetime.now(UTC)
-    subs = [s for raw in raws for s in Submission.parse(raw, "json", PRINCIPAL, now)
+    # each with the idempotency key the server derives (its UETR): the key's lookup before a batch and
+    # its insert in the commit are part of what a batch costs
+    subs = [replace(s, idempotency=derived_key(s.transaction))
+            for raw in raws for s in Submission.parse(raw, "json", PRINCIPAL, now)
             if isinstance(s, Submission)]
+    if any(s.idempotency is None for s in subs):
+        raise RuntimeError("a simulated payment has no idempotency key (no UETR, no reference)")
     if len(subs) < need:
         raise RuntimeError(f"{need - len(subs)} simulated payments did not parse")
     rows: list[dict[str, Any]] = []
@@ -70,11 +79,14 @@ def main() -> int:
             rt.service.decide(subs[:k])  # warm: model, module, caches
             for size in SIZES:
                 batches = max(per_size // size, 3)
+                got = []
                 cpu0, wall0 = time.process_time(), time.perf_counter()
                 for _ in range(batches):
-                    rt.service.decide(subs[k:k + size], timeout_s=60.0)
+                    got += rt.service.decide(subs[k:k + size], timeout_s=60.0)
                     k += size
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+                if any(d.replayed or d.fail_safe for d in got):  # each one decided and sealed
+                    raise RuntimeError(f"batch {size}: a payment was answered again or held fail-safe")
                 rows.append({"batch": size, "batches": batches, "cpu_ms_per_batch": cpu / batches * 1e3,
                              "cpu_us_per_decision": cpu / (batches * size) * 1e6,
                              "wall_us_per_decision": wall / (batches * size) * 1e6})
