@@ -205,6 +205,28 @@ def test_a_page_with_a_window_or_an_alert_reads_one_range_in_seq_order(db: Db, s
             assert plan.startswith("MERGE (UNION ALL)"), plan
 
 
+@pytest.mark.parametrize("window", [{}, {"since": "2026-01-01T00:00:00Z", "until": "2026-02-01T00:00:00Z"}],
+                         ids=["whole log", "window"])
+def test_a_rule_and_an_account_together_are_driven_by_the_accounts_index(sqlite_db: Db, signer: NoteSigner,
+                                                                          window: dict[str, Any]) -> None:
+    """An account's decisions are few, a rule's may be most of the log: a page driven down the
+    rule's index would read every decision the rule fired on to find the account's. SQLite gets no
+    statistics (sealtrail never runs ANALYZE), so the statement itself must make the account drive."""
+    from audit.query.traces import _page_query
+
+    engine = make_ledger(sqlite_db, signer).engine
+    given: dict[str, Any] = {"rule_id": "VELOCITY_BURST", "account": "DE89370400440532013000", **window}
+    for cursor in (None, TraceFilter(**given).cursor_after(10**6)):  # a first page and a later one
+        f = TraceFilter(**given, cursor=cursor)
+        with engine.connect() as conn:
+            sql = str(_page_query(f, "sqlite").compile(conn, compile_kwargs={"literal_binds": True}))
+        (plan,) = plans(engine, [(sql, ())])
+        driving = [line for line in plan.splitlines() if line.startswith("SEARCH") and " w " not in line]
+        assert driving[0].startswith("SEARCH a USING") and "account_key=?" in driving[0], plan
+        assert any(line.startswith("SEARCH r USING") and "rule_id=? AND seq=?" in line
+                   for line in driving), plan
+
+
 def test_query_traces_runs_only_such_statements(sqlite_db: Db, signer: NoteSigner) -> None:
     """The plans above are those of the statements query_traces sends (bounds bound, not inlined)."""
     from audit.query.traces import query_traces
