@@ -378,7 +378,7 @@ def main() -> None:
     ap.add_argument("--deciders", default="1,2",
                     help="serve --workers counts for the deciders rows ('' for none)")
     ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="a setting for every sealtrail server of the run, e.g. SEALTRAIL_BATCH_LINGER_MS=2 "
+                    help="a setting for every sealtrail server of the run, e.g. SEALTRAIL_MAX_BATCH=256 "
                          "(repeatable)")
     ap.add_argument("--list-entries", type=int, default=0,
                     help="a sanctions list of this many entries in force for the deciders rows [none]")
