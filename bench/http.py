@@ -144,23 +144,25 @@ class FeedCursor:
         return self.batches(size, max(2, -(-round(seconds * BATCH_FEED_PER_S) // size)))
 
 
+def proc_stat(path: Path) -> tuple[int, int] | None:
+    """(parent pid, user + system CPU ticks) from a ``/proc/.../stat`` file; None if unreadable."""
+    try:
+        f = (path / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(f[1]), int(f[11]) + int(f[12])
+
+
 def process_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of process ``pid`` (all its threads) and of its live child
     processes (``serve --workers``) so far; None off Linux."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    own = proc_stat(Path(f"/proc/{pid}"))
+    if own is None:
         return None
-    total = int(fields[11]) + int(fields[12])
+    total = own[1]
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            f = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(f[1]) == pid:
-            total += int(f[11]) + int(f[12])
+        if entry.name.isdigit() and (st := proc_stat(entry)) is not None and st[0] == pid:
+            total += st[1]
     return total / os.sysconf("SC_CLK_TCK")
 
 

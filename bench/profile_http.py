@@ -28,7 +28,7 @@ import orjson
 from api import ops
 from api.certs import create_dev_pki
 from api.config import Settings
-from bench.http import Feed, Loader, serving
+from bench.http import Feed, Loader, proc_stat, serving
 from bench.machine import host_info
 
 
@@ -56,17 +56,13 @@ def _top(profile: dict[str, Any], n: int) -> tuple[list[tuple[str, float]], list
 def thread_cpu_s(pid: int) -> dict[int, float]:
     """User + system CPU seconds of each thread of process ``pid`` so far; empty off Linux."""
     out: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return out
     for task in tasks:
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+        if (st := proc_stat(task)) is not None:
+            out[int(task.name)] = st[1] / os.sysconf("SC_CLK_TCK")
     return out
 
 

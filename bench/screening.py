@@ -304,12 +304,13 @@ BUDGET_SAMPLE = 20_000
 LONG_WORDS = 300  # words: over BOUNDED_FROM, and short enough for the baseline to finish in seconds
 
 
-def empty_caches(index: ListIndex) -> None:
-    """Empty every word-level memo screening keeps (the matcher's, the normaliser's and the index's
-    own), so that the next payment is screened as the first after a start."""
+def empty_caches(index: ListIndex | None = None) -> None:
+    """Empty every word-level memo screening keeps (the matcher's, the normaliser's and, given one,
+    the index's own), so that the next payment is screened as the first after a start."""
     for memo in (token_keys, token_similarity, name_tokens, skeleton):
         memo.cache_clear()
-    index._reach.clear()
+    if index is not None:
+        index._reach.clear()
 
 
 def speed(entries: tuple[ListEntry, ...], index: ListIndex, batches: int) -> dict[str, Any]:

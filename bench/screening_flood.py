@@ -34,10 +34,8 @@ from audit.screening.lists import seal_list
 from bench.http import bodies
 from bench.machine import host_info
 from bench.report import percentile, write_json
-from bench.screening import _list_entries, list_csv
+from bench.screening import _list_entries, empty_caches, list_csv
 from bench.screening_reload import PRINCIPAL
-from inference.screening.match import token_keys, token_similarity
-from inference.screening.normalise import name_tokens, skeleton
 from inference.screening.screen import DEFAULT_BUDGET
 
 __all__ = ["flood", "main"]
@@ -64,8 +62,7 @@ def flood(entries: int, words: int, seconds: float, budget: int) -> dict[str, An
     healthy = [s for raw in bodies(20_000) for s in Submission.parse(raw, "json", PRINCIPAL, now)
                if isinstance(s, Submission)]
     flooded = _flooded(healthy[0], entries, words, int(seconds) + 2)
-    for memo in (token_keys, token_similarity, name_tokens, skeleton):  # each run starts cold: the
-        memo.cache_clear()  # second must not screen on the words the first one's cached
+    empty_caches()  # each run starts cold: the second must not screen on the words the first cached
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         overrides: dict[str, Any] = {"db": f"sqlite:///{tmp / 'ledger.db'}", "keys": tmp / "keys",
