@@ -476,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the same metrics on the training simulator's held-out seed",
     )
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--model", type=Path, help="a model directory (weights.npz, model.onnx, card.json) "
+                                               "instead of the shipped model")
     ap.add_argument("--evaluation", action="store_true",
                     help=f"write the figures in short as {EVALUATION_NAME} beside the model's card, "
                          "which 'sealtrail model card' shows")
@@ -487,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU: {host['cpu']} ({host['cores']} cores), RAM {host['ram_gib']} GiB, Python {host['python']}, "
         f"{host['os']}"
     )
-    files = ModelFiles.open()
+    files = ModelFiles.open(args.model)
     model = load_backend("numpy", files.weights_path)
     print(f"model: {files.directory} ({files.model_sha256[:16]}...), backend numpy; rule pack {PACK.name}")
     density = args.payments / (args.accounts * args.days)
@@ -531,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
             figures["scales"][f"x{scale:g}"] = m
         if not args.no_training_sim:
             seed = int(files.card["training"]["seed"]) + 1  # the training simulator's own held-out seed
+            # the typologies the model was trained on (a card without the field: the default set)
+            typologies = tuple(files.card["training"].get("typologies", SIM_TYPOLOGIES))
             sim = simulate(
                 SimConfig(
                     seed=seed,
@@ -538,16 +542,16 @@ def main(argv: list[str] | None = None) -> int:
                     n_accounts=args.accounts,
                     n_normal=round(args.payments * (1 - args.share)),
                     typology_share=args.share,
+                    typologies=typologies,
                 )
             )
-            m = metrics(
-                score(Traffic.of_training_simulator(sim), model, module, columns), args.seed, SIM_TYPOLOGIES
-            )
+            scored = score(Traffic.of_training_simulator(sim), model, module, columns)
+            m = metrics(scored, args.seed, typologies)
             report(
                 f"training simulator, its held-out seed {seed} (same sizes; accounts labelled by any "
                 "laundering payment)",
                 m,
-                SIM_TYPOLOGIES,
+                typologies,
             )
             figures["training_simulator"] = {"seed": seed, **m}
     if args.json:

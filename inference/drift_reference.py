@@ -127,15 +127,12 @@ def _training_normal_rows() -> tuple[np.ndarray, dict[str, Any]]:
     """The normal payments' rows of the training sets ``inference.train.train`` builds under the
     shipped card's settings, in its order, and that card."""
     from inference.model import ModelFiles
+    from inference.precision_bounds import train_config
     from inference.simulate import simulate
-    from inference.train import TrainConfig, build_rows, training_configs
+    from inference.train import build_rows, training_configs
 
     card = ModelFiles.open().card
-    t = card["training"]
-    cfg = TrainConfig(seed=int(t["seed"]), days=int(t["days"]), n_accounts=int(t["n_accounts"]),
-                      n_normal=int(t["n_normal"]), typology_share=float(t["typology_share"]),
-                      adversarial=bool(t["adversarial"]), lookalikes=bool(t["lookalikes"]),
-                      populations=len(t["populations"]), population_payments=int(t["population_payments"]))
+    cfg = train_config(card)  # the settings the card states
     parts = []
     for c in training_configs(cfg):
         rows, labels, _ = build_rows(simulate(c))

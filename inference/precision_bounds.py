@@ -25,7 +25,7 @@ from inference.errors import ModelError
 from inference.model import CARD_NAME, ModelFiles, load_npz
 from inference.precision import SECTION, card_section
 from inference.simulate import simulate
-from inference.train import TrainConfig, build_rows, card_json, evaluation_configs
+from inference.train import STATED_WHEN_SET, TrainConfig, build_rows, card_json, evaluation_configs
 
 __all__ = ["evaluation_sets", "main", "train_config"]
 
@@ -40,6 +40,9 @@ def train_config(card: Mapping[str, Any]) -> TrainConfig:
         given["hidden"] = tuple(given["hidden"])
     if isinstance(given.get("populations"), list):  # the card lists the drawn populations by that key
         given["populations"] = len(given["populations"])
+    # A setting a card does not state had the value it had before the setting existed.
+    given = {**STATED_WHEN_SET, **given}
+    given["typologies"] = tuple(given["typologies"])
     return TrainConfig(**given)
 
 

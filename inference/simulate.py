@@ -56,13 +56,29 @@ payment or money both in and out:
   (under the USD 1,000 R.16 and grey-list thresholds) from or to 2-4 customers, 25-40 hours apart.
 - ``round_tripping``: 4-5 accounts, USD 6,000-9,400, 0.5-3 % less each hop, 25-60 hours a hop.
 
+Further typologies, simulated when ``typologies`` names them (``ALL_TYPOLOGIES``; the default is the
+six above, as before the setting existed; each typology's docstring has its figures):
+
+- ``scatter_gather``: ``fan_mules`` sources pay one account over ``fan_hours`` (retail, business or a
+  hub), which pays 85-98 % of it on to 1-30 accounts once most of it has arrived; with one to three
+  destinations, mostly abroad, it is a funnel account (FinCEN FIN-2014-A005).
+- ``pass_through``: an account that keeps its normal payments (a retail money mule or a front
+  business) passes 80-98 % of each of 1-6 inflows, from fraud victims at home or from abroad, on to one
+  or two collectors within 36 hours (FinCEN FIN-2020-A003, money mules).
+- ``dormant_burst``: an account with no payments in the period (its normal traffic is taken out)
+  receives large sums, mostly from abroad, and moves them on within days (FATF and Egmont red flags:
+  dormant accounts suddenly active).
+
 Benign look-alikes (``lookalikes=True``; part of the normal payments, label 0), so that a model
 learns what tells laundering apart from ordinary traffic of the same shape: billers collecting
 from 30-300 customers each on one or two fixed days a month (fan-in, no money moved on); merchants
 paid small sums by 20-200 customers a day who settle the takings to a supplier every few days
 (fan-in, some of it moved on); monthly payroll runs of 10-200 staff and supplier runs of 10-60
 suppliers, a third abroad (fan-out); salaries passed on within hours (70-95 % to savings or
-rent); family transfers paid partly back days later (a two-account round trip).
+rent); family transfers paid partly back days later (a two-account round trip). A salary passed on
+is paid by a business that pays nobody else; with ``payroll_salaries=True`` it is one of the
+payroll runs' salaries instead, as a salary is (its employer pays its whole staff), and the other
+look-alikes are unchanged.
 
 Scale and shape: ``amount_scale`` multiplies every amount, the bands above included (a payment of
 USD 8,000-9,999 at scale 0.01 is one of USD 80-99.99; whole-unit rounding steps scale by the
@@ -72,8 +88,10 @@ the same payments as before these settings existed.
 
 Patterns that would not fit a short period have fewer or closer payments (never closer than
 the gaps above). Rough size: ``typology_share`` of all transactions are laundering, split 20 % structuring,
-15 % layering, 20 % fan-in, 20 % fan-out, 15 % high-risk corridor, 10 % round-tripping; each
-typology occurs at least once when the share is above zero.
+15 % layering, 20 % fan-in, 20 % fan-out, 15 % high-risk corridor, 10 % round-tripping (with the
+further typologies, in proportion to the weights 0.20, 0.15, 0.20, 0.20, 0.15, 0.10, then 0.17
+scatter-gather, 0.15 pass-through, 0.10 dormant burst); each typology occurs at least once when the
+share is above zero.
 """
 
 from __future__ import annotations
@@ -92,12 +110,23 @@ from typing import NamedTuple
 from inference.messages.transaction import R16, Agent, Transaction
 from inference.simulate_population import COUNTRIES, LOW_RISK, Account, Population, build_population
 
-__all__ = ["MINOR_UNITS", "TYPOLOGIES", "USD_PER_UNIT", "SimConfig", "SimTx", "simulate", "usd_equivalent"]
+__all__ = ["ALL_TYPOLOGIES", "MINOR_UNITS", "MORE_TYPOLOGIES", "TYPOLOGIES", "USD_PER_UNIT", "SimConfig",
+           "SimTx", "simulate", "usd_equivalent"]
 
+# The default set: what SimConfig() simulates, as it always has.
 TYPOLOGIES: tuple[str, ...] = (
     "structuring", "layering", "fan_in", "fan_out", "high_risk_corridor", "round_tripping",
 )
-_TYPOLOGY_SHARES = (0.20, 0.15, 0.20, 0.20, 0.15, 0.10)
+# Chosen with SimConfig(typologies=ALL_TYPOLOGIES): money gathered from many then scattered, money
+# passed straight on by a mule or a front business, and a dormant account woken to move money.
+MORE_TYPOLOGIES: tuple[str, ...] = ("scatter_gather", "pass_through", "dormant_burst")
+ALL_TYPOLOGIES: tuple[str, ...] = TYPOLOGIES + MORE_TYPOLOGIES
+# Each typology's weight; a run's laundering is split by the weights of the typologies it has,
+# which for the default set are its shares (they sum to exactly 1.0).
+_TYPOLOGY_WEIGHTS: dict[str, float] = {
+    "structuring": 0.20, "layering": 0.15, "fan_in": 0.20, "fan_out": 0.20, "high_risk_corridor": 0.15,
+    "round_tripping": 0.10, "scatter_gather": 0.17, "pass_through": 0.15, "dormant_burst": 0.10,
+}
 # Units per EUR, the ECB reference rates of October 2025 (monthly averages), as in the feature
 # table ecb-2025-10 that the rule pack was calibrated with.
 _PER_EUR = {"EUR": 1.0, "USD": 1.1630, "GBP": 0.8710, "CHF": 0.9310, "CAD": 1.6290, "JPY": 176.10}
@@ -131,6 +160,10 @@ class SimConfig:
     fan_mules: tuple[int, int] = (10, 30)  # plain fan-in / fan-out: mules
     fan_hours: tuple[float, float] = (1.0, 20.0)  # plain fan-in / fan-out: hours the payments spread over
     lookalikes: bool = False  # benign traffic shaped like laundering (billers, merchants, ...; see module)
+    typologies: tuple[str, ...] = TYPOLOGIES  # which typologies the laundering is drawn from
+    # Look-alike salaries passed on are paid by a payroll run (an employer paying its staff) rather
+    # than by a business that pays nobody else; off, the look-alikes are as before the setting existed.
+    payroll_salaries: bool = False
 
     def __post_init__(self) -> None:
         if self.start.utcoffset() != timedelta(0):
@@ -152,6 +185,11 @@ class SimConfig:
                                  f"got {(lo, hi)}")
         if not 0.1 <= self.fan_hours[0] <= self.fan_hours[1] <= 24 * 30:
             raise ValueError(f"fan_hours must be (lo, hi) with 0.1 <= lo <= hi <= 720, got {self.fan_hours}")
+        unknown = [t for t in self.typologies if t not in ALL_TYPOLOGIES]
+        if unknown or not self.typologies or len(set(self.typologies)) != len(self.typologies):
+            named = f" ({', '.join(map(repr, unknown))} unknown)" if unknown else ""
+            raise ValueError(f"typologies must be distinct names from {', '.join(ALL_TYPOLOGIES)}; got "
+                             f"{self.typologies!r}{named}")
 
 
 @dataclass(frozen=True)
@@ -161,7 +199,7 @@ class SimTx:
     transaction: Transaction
     at: datetime  # UTC event time: when the payment is sent and scored
     label: int  # 1 = part of a money-laundering typology, 0 = normal
-    typology: str  # "normal" or one of TYPOLOGIES
+    typology: str  # "normal" or one of ALL_TYPOLOGIES
     evasion: bool  # an evasion variant of the typology
     pattern: int = 0  # 1, 2, ... per typology instance (all its payments share it); 0 for normal
 
@@ -233,6 +271,10 @@ class _Simulator:
         weekend = [(config.start + timedelta(days=d)).weekday() >= 5 for d in range(config.days)]
         self.day_cum = tuple(itertools.accumulate(0.35 if w else 1.0 for w in weekend))
         self.events: list[_Event] = []
+        self.seq = 0  # generation order, the tie-break of equal times (events may be dropped: dormancy)
+        self.payroll_runs: list[list[_Leg]] = []  # each big payroll's salaries (payroll_salaries)
+        self.passing_on: set[int] = set()  # staff who pass their salary on (payroll_salaries)
+        self.credit = 0  # look-alike payments counted to a share though emitted by another pattern
         self.rng = random.Random(f"sealtrail.simulate/{config.seed}/normal")
 
     # --- shared helpers --------------------------------------------------------------------
@@ -252,7 +294,7 @@ class _Simulator:
         return local % self.period
 
     def _emit(self, legs: list[_Leg], typology: str, pattern: int) -> None:
-        base = len(self.events)
+        base, self.seq = self.seq, self.seq + len(legs)
         self.events.extend(_Event(leg.t, base + i, leg, typology, pattern) for i, leg in enumerate(legs))
 
     def _other(self, pool: tuple[int, ...], not_in: tuple[int, ...] | list[int]) -> int:
@@ -323,8 +365,8 @@ class _Simulator:
         for share, make in ((0.10, self._billers), (0.12, self._merchants), (0.04, self._big_payroll),
                             (0.02, self._supplier_run), (0.03, self._salary_pass_through),
                             (0.02, self._family)):
-            goal = len(self.events) - start + share * n
-            while len(self.events) - start < goal:
+            goal = len(self.events) + self.credit - start + share * n
+            while len(self.events) + self.credit - start < goal:
                 make()
 
     def _customers(self, business: Account, lo: int, hi: int) -> list[int]:
@@ -391,6 +433,8 @@ class _Simulator:
                 if t < self.period:
                     legs.append(_Leg(t, employer.index, s, salary[s], employer.currency))
         self._emit(legs, "normal", 0)
+        if legs:
+            self.payroll_runs.append(legs)
 
     def _supplier_run(self) -> None:
         rng, pop = self.rng, self.pop
@@ -410,6 +454,8 @@ class _Simulator:
         self._emit(legs, "normal", 0)
 
     def _salary_pass_through(self) -> None:
+        if self.cfg.payroll_salaries and self._payroll_salary_passed_on():
+            return
         rng, pop = self.rng, self.pop
         person = self.acc[rng.choice(pop.low_retail)]
         employer = rng.choice(pop.low_business)
@@ -427,6 +473,30 @@ class _Simulator:
                 legs.append(_Leg(out, person.index, savings, passed_on, cur))
         self._emit(legs or [_Leg(0, employer, person.index, self._minor(salary, person.currency),
                                  person.currency)], "normal", 0)
+
+    def _payroll_salary_passed_on(self) -> bool:
+        """A member of a payroll run's staff passes 70-95 % of each salary on to one of their usual
+        payees (savings, rent) 20 minutes to 8 hours after it arrives; the salary counts to this
+        look-alike's share as in the pattern above. False when every payroll's staff already do."""
+        rng = self.rng
+        if not self.payroll_runs:
+            return False
+        for _ in range(8):
+            run = rng.choice(self.payroll_runs)
+            person = rng.choice(run).bene
+            if person not in self.passing_on:
+                break
+        else:
+            return False
+        self.passing_on.add(person)
+        savings = rng.choice(self.pop.payees[person])
+        legs = [_Leg(leg.t + rng.randrange(20 * _MIN, 8 * _H), person, savings,
+                     max(1, round(leg.minor * rng.uniform(0.7, 0.95))), leg.currency)
+                for leg in run if leg.bene == person]
+        legs = [leg for leg in legs if leg.t < self.period]
+        self.credit += len(legs)  # the salaries themselves, emitted by the payroll run
+        self._emit(legs, "normal", 0)
+        return bool(legs)
 
     def _family(self) -> None:
         rng, pop = self.rng, self.pop
@@ -464,9 +534,11 @@ class _Simulator:
         self.rng = random.Random(f"sealtrail.simulate/{cfg.seed}/{'evasion' if cfg.evasion else 'plain'}")
         target = round(cfg.n_normal * cfg.typology_share / (1 - cfg.typology_share))
         pattern = 0
-        for typology, share in zip(TYPOLOGIES, _TYPOLOGY_SHARES, strict=True):
+        chosen = [t for t in ALL_TYPOLOGIES if t in cfg.typologies]  # a fixed order, whatever the config's
+        total = math.fsum(_TYPOLOGY_WEIGHTS[t] for t in chosen)
+        for typology in chosen:
             make = getattr(self, f"_{typology}")
-            made, budget = 0, round(target * share)
+            made, budget = 0, round(target * _TYPOLOGY_WEIGHTS[typology] / total)
             while made < max(1, budget):
                 legs: list[_Leg] = make(budget - made)
                 pattern += 1
@@ -642,6 +714,157 @@ class _Simulator:
             minor = round(minor * rng.uniform(0.97, 0.995)) if ev else self._rounded(
                 round(minor * rng.uniform(0.985, 1.0)), currency, 100)
         return legs
+
+    # --- more typologies (SimConfig.typologies = ALL_TYPOLOGIES) ---------------------------------
+
+    def _abroad(self, of: int, pool: tuple[int, ...], not_in: list[int]) -> int:
+        """An account of ``pool`` in another country than ``of`` (five tries), not in ``not_in``."""
+        pick = self._other(pool, not_in)
+        for _ in range(5):
+            if self.acc[pick].country != self.acc[of].country:
+                break
+            pick = self._other(pool, not_in)
+        return pick
+
+    def _squeezed(self, legs: list[_Leg]) -> list[_Leg]:
+        """``legs`` with their times scaled down, order kept, where they would not fit in the period."""
+        span = max(leg.t for leg in legs)
+        if span < self.room:
+            return sorted(legs, key=lambda leg: leg.t)
+        squeezed = (leg._replace(t=leg.t * (self.room - 1) // span) for leg in legs)
+        return sorted(squeezed, key=lambda leg: leg.t)
+
+    def _split(self, total: float, n: int) -> list[float]:
+        """``total`` in ``n`` uneven parts."""
+        weights = [self.rng.uniform(0.6, 1.4) for _ in range(n)]
+        return [total * w / sum(weights) for w in weights]
+
+    def _scatter_gather(self, budget: int) -> list[_Leg]:
+        """Many sources pay one account, which pays the money on to other accounts (a funnel when
+        they are one to three, often abroad). Plain: ``fan_mules`` sources over ``fan_hours``, USD
+        15,000-300,000 in all (more with more sources); the outflows, 85-98 % of it to 1-30 accounts,
+        start once most of it has arrived and spread over 1-72 hours. Evasion: waves of 7-9 sources
+        within 6 hours, 31-48 hours apart, USD 6,000-9,400 a wave; 2-4 outflows each under USD 9,400,
+        25-50 hours after the last wave."""
+        rng, pop, ev, cfg = self.rng, self.pop, self.cfg.evasion, self.cfg
+        if ev:
+            hub = rng.choice(pop.low)
+            starts = self._gaps(self._fit(rng.randint(2, 3), 31), 31, 48)
+            waves = [(s, rng.randint(7, 9), rng.uniform(6000, 9400), 6 * _H) for s in starts]
+        else:
+            r = rng.random()
+            hub = rng.choice(pop.low_retail if r < 0.5 else pop.low_business if r < 0.85
+                             else pop.hubs + pop.grey)
+            k = self._size(*cfg.fan_mules, max(1, budget // 2))
+            lo_h, hi_h = cfg.fan_hours
+            total = math.exp(rng.uniform(math.log(15_000), math.log(300_000))) * max(1.0, k / 30)
+            waves = [(0, k, total, round(rng.uniform(lo_h, hi_h) * _H))]
+        others = [s for s in pop.low if s != hub]
+        sources = iter(rng.sample(others, min(len(others), sum(w[1] for w in waves))))
+        legs: list[_Leg] = []
+        for start, k, wave_usd, spread in waves:
+            for usd in self._split(wave_usd, k):
+                o = next(sources, -1)
+                o = o if o >= 0 else rng.choice(others)
+                cur = self.acc[o].currency
+                legs.append(_Leg(start + rng.randrange(max(1, spread)), o, hub, self._minor(usd, cur), cur,
+                                 self._incomplete(0.1)))
+        times = sorted(leg.t for leg in legs)
+        gathered = sum(w[2] for w in waves)
+        cur = self.acc[hub].currency
+        if ev:
+            m = rng.randint(2, 4)
+            out_usd = [min(9400.0, x) for x in self._split(gathered * rng.uniform(0.85, 0.98), m)]
+            outs = [times[-1] + round(rng.uniform(25, 50) * _H) for _ in range(m)]
+            dests = [self._other(pop.low, [hub]) for _ in range(m)]
+        else:
+            m = rng.randint(1, 30)
+            out_usd = self._split(gathered * rng.uniform(0.85, 0.98), m)
+            begin = times[min(len(times) - 1, int(len(times) * rng.uniform(0.6, 1.0)))]
+            spread_out = round(rng.uniform(1, 72) * _H)
+            outs = [begin + rng.randrange(10 * _MIN, spread_out) for _ in range(m)]
+            pool = pop.hubs + pop.grey + pop.low_business if m <= 3 else pop.low + pop.hubs
+            dests = [self._abroad(hub, pool, [hub]) if m <= 3 or rng.random() < 0.5
+                     else self._other(pool, [hub]) for _ in range(m)]
+        legs += [_Leg(t, hub, d, self._minor(usd, cur), cur)
+                 for t, d, usd in zip(outs, dests, out_usd, strict=True)]
+        return self._squeezed(legs)
+
+    def _pass_through(self, budget: int) -> list[_Leg]:
+        """An active account (a retail money mule or a front business; its normal payments go on)
+        receives 1-6 payments, from fraud victims at home or from abroad, and passes 80-98 % of each
+        on to one or two collectors (75 % abroad) 0.5-36 hours after it arrives; USD 2,000-60,000 an
+        inflow (three times that for a business). Evasion: USD 6,000-9,400 an inflow, 65-80 hours
+        apart, each passed on 25-40 hours later (never money in and out within a day), collectors at
+        home 60 % of the time."""
+        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
+        business = rng.random() < 0.35
+        mule = rng.choice(pop.low_business if business else pop.low_retail)
+        n = self._fit(self._size(1, 6, max(1, budget // 2)), 65 if ev else 1)
+        if ev:
+            collectors = [self._other(pop.low, [mule]) if rng.random() < 0.6 else
+                          self._abroad(mule, pop.low + pop.hubs, [mule]) for _ in range(rng.randint(1, 2))]
+        else:
+            collectors = [self._abroad(mule, pop.hubs + pop.grey + pop.low, [mule]) if rng.random() < 0.75
+                          else self._other(pop.low, [mule]) for _ in range(rng.randint(1, 2))]
+        victims = rng.random() < 0.5
+        neighbours = tuple(i for i in pop.by_country[self.acc[mule].country] if i != mule) or pop.low_retail
+        times = self._gaps(n, 65, 80) if ev else self._gaps(n, 0.2, 24)
+        legs: list[_Leg] = []
+        for t in times:
+            if victims:
+                src = self._other(neighbours, [mule, *collectors])
+            else:
+                src = self._abroad(mule, pop.hubs + pop.grey + pop.low, [mule, *collectors])
+            cur = self.acc[src].currency
+            usd = (rng.uniform(6000, 9400) if ev
+                   else math.exp(rng.uniform(math.log(2_000), math.log(60_000))) * (3 if business else 1))
+            legs.append(_Leg(t, src, mule, self._minor(usd, cur), cur, self._incomplete(0.2)))
+            delay = rng.uniform(25, 40) if ev else rng.uniform(0.5, 36)
+            mine = self.acc[mule].currency
+            legs.append(_Leg(t + round(delay * _H), mule, rng.choice(collectors),
+                             self._minor(usd * rng.uniform(0.80, 0.98), mine), mine))
+        return self._squeezed(legs)
+
+    def _dormant_burst(self, budget: int) -> list[_Leg]:
+        """An account with no payments in the period (its normal traffic is taken out) wakes: 1-4
+        payments worth USD 10,000-400,000 in all arrive within two days, mostly from abroad, and 85-99 %
+        leaves again in 1-5 payments, 0.3-60 hours after the last arrival, 70 % abroad. Evasion: 2-3
+        inflows of USD 6,000-9,400 from at home, 65-80 hours apart, each passed on 25-40 hours later."""
+        rng, pop, ev = self.rng, self.pop, self.cfg.evasion
+        busy = {a for e in self.events if e.typology != "normal" for a in (e.leg.orig, e.leg.bene)}
+        pool = [a for a in (pop.low_retail if rng.random() < 0.8 else pop.low_business) if a not in busy]
+        sleeper = rng.choice(pool or list(pop.low_retail))
+        self.events = [e for e in self.events if sleeper not in (e.leg.orig, e.leg.bene)]
+        mine = self.acc[sleeper].currency
+        legs: list[_Leg] = []
+        if ev:
+            for t in self._gaps(self._fit(rng.randint(2, 3), 65), 65, 80):
+                src = self._other(pop.by_country[self.acc[sleeper].country], [sleeper])
+                usd = rng.uniform(6000, 9400)
+                cur = self.acc[src].currency
+                legs.append(_Leg(t, src, sleeper, self._minor(usd, cur), cur))
+                dest = self._other(pop.low, [sleeper, src])
+                legs.append(_Leg(t + round(rng.uniform(25, 40) * _H), sleeper, dest,
+                                 self._minor(usd * rng.uniform(0.85, 0.99), mine), mine))
+            return self._squeezed(legs)
+        n_in = self._size(1, 4, max(1, budget // 2))
+        total = math.exp(rng.uniform(math.log(10_000), math.log(400_000)))
+        times = self._gaps(n_in, 0.1, 48 / max(1, n_in - 1))
+        for t, usd in zip(times, self._split(total, n_in), strict=True):
+            src = (self._abroad(sleeper, pop.hubs + pop.grey + pop.low, [sleeper]) if rng.random() < 0.8
+                   else self._other(pop.low, [sleeper]))
+            cur = self.acc[src].currency
+            legs.append(_Leg(t, src, sleeper, self._minor(usd, cur), cur, self._incomplete(0.3)))
+        n_out = rng.randint(1, 5)
+        start = times[-1] + round(rng.uniform(0.3, 60) * _H)
+        t = start
+        for usd in self._split(total * rng.uniform(0.85, 0.99), n_out):
+            dest = (self._abroad(sleeper, pop.hubs + pop.grey + pop.low, [sleeper]) if rng.random() < 0.7
+                    else self._other(pop.low, [sleeper]))
+            legs.append(_Leg(t, sleeper, dest, self._minor(usd, mine), mine))
+            t += rng.randrange(5 * _MIN, 6 * _H)
+        return self._squeezed(legs)
 
     # --- output -----------------------------------------------------------------------------
 

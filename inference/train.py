@@ -52,10 +52,10 @@ from inference.model import (
 )
 from inference.precision import SECTION, card_section
 from inference.schema import MODEL_SCHEMA, feature_names
-from inference.simulate import SimConfig, SimTx, simulate
+from inference.simulate import TYPOLOGIES, SimConfig, SimTx, simulate
 
-__all__ = ["TrainConfig", "TrainResult", "build_rows", "by_place", "evaluation_configs", "pattern_places",
-           "recall_at_fpr", "roc_auc", "same_drift_reference", "train"]
+__all__ = ["STATED_WHEN_SET", "TrainConfig", "TrainResult", "build_rows", "by_place", "evaluation_configs",
+           "pattern_places", "recall_at_fpr", "roc_auc", "same_drift_reference", "train"]
 
 F64 = np.float64
 # The model learns from the columns of MODEL_SCHEMA (the leading columns of every row).
@@ -94,6 +94,14 @@ class TrainConfig:
     heldout_populations: int = 6  # and to the held-out evaluation
     population_payments: int = 30_000  # normal payments per drawn population, at most
     lookalikes: bool = True  # benign traffic shaped like laundering in every set (SimConfig.lookalikes)
+    typologies: tuple[str, ...] = TYPOLOGIES  # in every set, drawn populations included
+    payroll_salaries: bool = False  # SimConfig.payroll_salaries in every set
+
+
+# Settings added after models were shipped: a card states them only when they differ from these
+# values, so a card trained without them reads the same (and ``precision_bounds.train_config``
+# reads a missing one as this value).
+STATED_WHEN_SET: dict[str, Any] = {"typologies": TYPOLOGIES, "payroll_salaries": False}
 
 
 @dataclass(frozen=True)
@@ -103,13 +111,17 @@ class TrainResult:
     files: dict[str, str] = field(default_factory=dict)  # name -> SHA-256
 
 
-def draw_populations(seed: int, n: int, max_payments: int = 30_000) -> list[SimConfig]:
+def draw_populations(
+        seed: int, n: int, max_payments: int = 30_000, *, typologies: tuple[str, ...] = TYPOLOGIES,
+        payroll_salaries: bool = False) -> list[SimConfig]:
     """``n`` simulator settings drawn from ``seed``, each unlike the others: amount scale
     log-uniform over 10^-2.5 to 10^3 (typical payments from about USD 1 to 10^6), 7 to 45 days,
     1,000 to 20,000 accounts (log-uniform), 0.05 to 1.5 normal payments per account and day (at most
     ``max_payments``), 1 to 8 % laundering, layering chains of 3 to 10 transfers, cycles through 3 to
     10 accounts, fan-in and fan-out of 5 to 100 mules spread over half an hour to two weeks; every
-    other one evasion variants. The draws use their own stream (``sealtrail.train/{seed}/population/i``)."""
+    other one evasion variants, with laundering of ``typologies`` (and ``payroll_salaries``, as
+    ``SimConfig`` has it). The draws use their own stream (``sealtrail.train/{seed}/population/i``) and
+    do not depend on the two settings."""
     out = []
     for i in range(n):
         rng = random.Random(f"sealtrail.train/{seed}/population/{i}")
@@ -129,7 +141,8 @@ def draw_populations(seed: int, n: int, max_payments: int = 30_000) -> list[SimC
         hours = (hours_lo, math.exp(rng.uniform(math.log(hours_lo), math.log(24 * 14))))
         out.append(SimConfig(seed=seed * 1_000 + i, days=days, n_accounts=accounts, n_normal=payments,
                              typology_share=share, evasion=bool(i % 2), amount_scale=scale, chain_hops=chain,
-                             cycle_hops=cycle, fan_mules=mules, fan_hours=hours, lookalikes=True))
+                             cycle_hops=cycle, fan_mules=mules, fan_hours=hours, lookalikes=True,
+                             typologies=typologies, payroll_salaries=payroll_salaries))
     return out
 
 
@@ -377,22 +390,25 @@ def by_place(scores: np.ndarray, sims: Sequence[SimTx], thr: float) -> dict[str,
 
 def _sim(cfg: TrainConfig, seed: int, evasion: bool = False) -> SimConfig:
     return SimConfig(seed=seed, days=cfg.days, n_accounts=cfg.n_accounts, n_normal=cfg.n_normal,
-                     typology_share=cfg.typology_share, evasion=evasion, lookalikes=cfg.lookalikes)
+                     typology_share=cfg.typology_share, evasion=evasion, lookalikes=cfg.lookalikes,
+                     typologies=cfg.typologies, payroll_salaries=cfg.payroll_salaries)
 
 
 def training_configs(cfg: TrainConfig) -> list[SimConfig]:
     """The simulator settings of the training sets, in the order ``train`` stacks their rows: the
     seed, its evasion variants (``seed + 3``) when adversarial, then the drawn populations."""
     plain = [_sim(cfg, cfg.seed)] + ([_sim(cfg, cfg.seed + 3, evasion=True)] if cfg.adversarial else [])
-    return plain + draw_populations(cfg.seed, cfg.populations, cfg.population_payments)
+    return plain + draw_populations(cfg.seed, cfg.populations, cfg.population_payments,
+                                    typologies=cfg.typologies, payroll_salaries=cfg.payroll_salaries)
 
 
 def evaluation_configs(cfg: TrainConfig) -> list[tuple[str, SimConfig]]:
     """The simulator settings of the evaluation sets, named, in the order ``train`` evaluates them:
     held-out (``seed + 1``), evasion variants (``seed + 2``), then each held-out population."""
     return [("heldout", _sim(cfg, cfg.seed + 1)), ("evasion", _sim(cfg, cfg.seed + 2, evasion=True)),
-            *(("heldout_populations", p) for p in draw_populations(cfg.seed + 1, cfg.heldout_populations,
-                                                                  cfg.population_payments))]
+            *(("heldout_populations", p) for p in draw_populations(
+                cfg.seed + 1, cfg.heldout_populations, cfg.population_payments, typologies=cfg.typologies,
+                payroll_salaries=cfg.payroll_salaries))]
 
 
 def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
@@ -414,7 +430,8 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     ev_rows, ev_y, ev_kinds = build_rows(ev_sims)
     ev_scores = forward(model, ev_rows)
     ev_pos = ev_y == 1
-    held_pops = draw_populations(cfg.seed + 1, cfg.heldout_populations, cfg.population_payments)
+    held_pops = draw_populations(cfg.seed + 1, cfg.heldout_populations, cfg.population_payments,
+                                 typologies=cfg.typologies, payroll_salaries=cfg.payroll_salaries)
     populations: list[dict[str, Any]] = []
     pop_rows: list[np.ndarray] = []
     for p in held_pops:
@@ -448,7 +465,8 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
             "not_read": [n for n in FEATURE_NAMES if n in NOT_READ],
         },
         "training": {
-            **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+            **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()
+               if k not in STATED_WHEN_SET or v != STATED_WHEN_SET[k]},
             "simulator": "inference.simulate: training = seed (+ seed + 3 evasion variants when "
                          "adversarial) + the drawn populations, held-out = seed + 1, evasion held-out = "
                          "seed + 2 (evasion variants), held-out populations drawn from seed + 1",
