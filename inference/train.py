@@ -55,7 +55,7 @@ from inference.schema import MODEL_SCHEMA, feature_names
 from inference.simulate import TYPOLOGIES, SimConfig, SimTx, simulate
 
 __all__ = ["STATED_WHEN_SET", "TrainConfig", "TrainResult", "build_rows", "by_place", "evaluation_configs",
-           "pattern_places", "recall_at_fpr", "roc_auc", "same_drift_reference", "train"]
+           "fit", "pattern_places", "recall_at_fpr", "roc_auc", "same_drift_reference", "train"]
 
 F64 = np.float64
 # The model learns from the columns of MODEL_SCHEMA (the leading columns of every row).
@@ -411,15 +411,20 @@ def evaluation_configs(cfg: TrainConfig) -> list[tuple[str, SimConfig]]:
                 payroll_salaries=cfg.payroll_salaries))]
 
 
+def fit(cfg: TrainConfig) -> tuple[MlpModel, np.ndarray, np.ndarray]:
+    """The model ``train`` fits for ``cfg``, without its evaluation or card, with the training rows
+    and labels it was fitted on: for a caller comparing training settings (``bench.typology_holdout``)."""
+    sets = [build_rows(simulate(c)) for c in training_configs(cfg)]
+    rows = np.vstack([r for r, _, _ in sets])
+    labels = np.concatenate([y for _, y, _ in sets])
+    del sets
+    return _fit(rows, labels, cfg, np.random.default_rng(cfg.seed)), rows, labels
+
+
 def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
     """Simulate, fit, evaluate; write the three model files into ``out_dir`` when given."""
-    configs = training_configs(cfg)
-    drawn = configs[len(configs) - cfg.populations:]
-    sets = [build_rows(simulate(c)) for c in configs]
-    train_rows = np.vstack([r for r, _, _ in sets])
-    train_y = np.concatenate([y for _, y, _ in sets])
-    del sets
-    model = _fit(train_rows, train_y, cfg, np.random.default_rng(cfg.seed))
+    drawn = training_configs(cfg)[-cfg.populations:] if cfg.populations else []
+    model, train_rows, train_y = fit(cfg)
     drift = drift_reference(forward(model, train_rows[train_y == 0]))
 
     test_sims = simulate(_sim(cfg, cfg.seed + 1))
