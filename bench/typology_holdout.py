@@ -18,9 +18,12 @@ drop from seen to unseen is what a typology the training simulator lacks costs; 
 typologies says which shapes the features carry to new patterns and which the model only knows by
 heart.
 
-The models are smaller than the shipped one's training (``--quick``: fewer populations) so that the
-ten fits take minutes; the shipped training settings are the default otherwise. Run from the
-repository root: ``python -m bench.typology_holdout [--quick] [--json PATH]``.
+The models are smaller than the shipped one's training (8 drawn populations of up to 20,000 normal
+payments; ``--quick``: 4) so that the ten fits take minutes; the shipped training settings are the
+default otherwise, and ``--set NAME=VALUE`` changes one (``--set 'hidden=(32,)'``), so that two
+settings can be compared on typologies they never saw rather than on the independent generator.
+Run from the repository root: ``python -m bench.typology_holdout [--quick] [--set NAME=VALUE]...
+[--json PATH]``.
 """
 
 from __future__ import annotations

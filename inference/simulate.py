@@ -78,7 +78,8 @@ suppliers, a third abroad (fan-out); salaries passed on within hours (70-95 % to
 rent); family transfers paid partly back days later (a two-account round trip). A salary passed on
 is paid by a business that pays nobody else; with ``payroll_salaries=True`` it is one of the
 payroll runs' salaries instead, as a salary is (its employer pays its whole staff), and the other
-look-alikes are unchanged.
+look-alikes are unchanged. Either way a run has ``n_normal`` normal payments, or more when the
+look-alikes alone need more (a short ``n_normal`` over a long period); then the two differ.
 
 Scale and shape: ``amount_scale`` multiplies every amount, the bands above included (a payment of
 USD 8,000-9,999 at scale 0.01 is one of USD 80-99.99; whole-unit rounding steps scale by the
@@ -102,6 +103,7 @@ import hashlib
 import itertools
 import math
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -185,6 +187,8 @@ class SimConfig:
                                  f"got {(lo, hi)}")
         if not 0.1 <= self.fan_hours[0] <= self.fan_hours[1] <= 24 * 30:
             raise ValueError(f"fan_hours must be (lo, hi) with 0.1 <= lo <= hi <= 720, got {self.fan_hours}")
+        if isinstance(self.typologies, list):  # a list of names reads as their tuple (stays hashable)
+            object.__setattr__(self, "typologies", tuple(self.typologies))
         unknown = [t for t in self.typologies if t not in ALL_TYPOLOGIES]
         if unknown or not self.typologies or len(set(self.typologies)) != len(self.typologies):
             named = f" ({', '.join(map(repr, unknown))} unknown)" if unknown else ""
@@ -275,6 +279,7 @@ class _Simulator:
         self.payroll_runs: list[list[_Leg]] = []  # each big payroll's salaries (payroll_salaries)
         self.passing_on: set[int] = set()  # staff who pass their salary on (payroll_salaries)
         self.credit = 0  # look-alike payments counted to a share though emitted by another pattern
+        self.sleepers: set[int] = set()  # the dormant bursts' accounts, kept out of the later ones
         self.rng = random.Random(f"sealtrail.simulate/{config.seed}/normal")
 
     # --- shared helpers --------------------------------------------------------------------
@@ -297,7 +302,7 @@ class _Simulator:
         base, self.seq = self.seq, self.seq + len(legs)
         self.events.extend(_Event(leg.t, base + i, leg, typology, pattern) for i, leg in enumerate(legs))
 
-    def _other(self, pool: tuple[int, ...], not_in: tuple[int, ...] | list[int]) -> int:
+    def _other(self, pool: tuple[int, ...], not_in: Collection[int]) -> int:
         choice = self.rng.choice(pool)
         while choice in not_in:
             choice = self.rng.choice(pool)
@@ -501,7 +506,9 @@ class _Simulator:
     def _family(self) -> None:
         rng, pop = self.rng, self.pop
         a = rng.choice(pop.low_retail)
-        b = self._other(pop.by_country[self.acc[a].country], (a,))
+        home = pop.by_country[self.acc[a].country]
+        # (a country's only account has no relative at home: one of another low-risk country instead)
+        b = self._other(home if len(home) > 1 else pop.low_retail, (a,))
         t = rng.randrange(max(1, self.period - 10 * _DAY))
         usd = rng.lognormvariate(math.log(800), 0.9)
         currency = self.acc[a].currency
@@ -717,7 +724,7 @@ class _Simulator:
 
     # --- more typologies (SimConfig.typologies = ALL_TYPOLOGIES) ---------------------------------
 
-    def _abroad(self, of: int, pool: tuple[int, ...], not_in: list[int]) -> int:
+    def _abroad(self, of: int, pool: tuple[int, ...], not_in: Collection[int]) -> int:
         """An account of ``pool`` in another country than ``of`` (five tries), not in ``not_in``."""
         pick = self._other(pool, not_in)
         for _ in range(5):
@@ -726,13 +733,29 @@ class _Simulator:
             pick = self._other(pool, not_in)
         return pick
 
-    def _squeezed(self, legs: list[_Leg]) -> list[_Leg]:
-        """``legs`` with their times scaled down, order kept, where they would not fit in the period."""
+    def _at_home(self, of: int, not_in: Collection[int]) -> int:
+        """An account in ``of``'s country, not in ``not_in``; any low-risk one when there is none."""
+        home = [a for a in self.pop.by_country[self.acc[of].country] if a not in not_in]
+        return self.rng.choice(home) if home else self._other(self.pop.low, not_in)
+
+    def _spaced(self, n: int, gap_h: tuple[float, float], tail_h: float, start: int = 0) -> list[int]:
+        """Times of at most ``n`` events from ``start``, consecutive ones ``gap_h`` hours apart, with
+        ``tail_h`` hours left in the pattern's room after the last: fewer events where the period is
+        short, never closer ones (one event at least)."""
+        lo, hi = gap_h
+        room_h = (self.room - start) / _H - tail_h
+        n = max(1, min(n, 1 + int(room_h // lo))) if room_h >= 0 else 1
+        hi = max(lo, min(hi, room_h / (n - 1))) if n > 1 else hi
+        gaps = [round(self.rng.uniform(lo, hi) * _H) for _ in range(n - 1)]
+        return list(itertools.accumulate([start, *gaps]))
+
+    def _fitted(self, legs: list[_Leg]) -> list[_Leg]:
+        """A plain pattern's legs in time order, its times scaled down in proportion when it would not
+        fit in the period (a short period: its gaps shrink; the evasion variants never need it)."""
         span = max(leg.t for leg in legs)
-        if span < self.room:
-            return sorted(legs, key=lambda leg: leg.t)
-        squeezed = (leg._replace(t=leg.t * (self.room - 1) // span) for leg in legs)
-        return sorted(squeezed, key=lambda leg: leg.t)
+        if span >= self.room:
+            legs = [leg._replace(t=leg.t * (self.room - 1) // span) for leg in legs]
+        return sorted(legs, key=lambda leg: leg.t)
 
     def _split(self, total: float, n: int) -> list[float]:
         """``total`` in ``n`` uneven parts."""
@@ -741,15 +764,17 @@ class _Simulator:
 
     def _scatter_gather(self, budget: int) -> list[_Leg]:
         """Many sources pay one account, which pays the money on to other accounts (a funnel when
-        they are one to three, often abroad). Plain: ``fan_mules`` sources over ``fan_hours``, USD
+        they are one to three, mostly abroad). Plain: ``fan_mules`` sources over ``fan_hours``, USD
         15,000-300,000 in all (more with more sources); the outflows, 85-98 % of it to 1-30 accounts,
-        start once most of it has arrived and spread over 1-72 hours. Evasion: waves of 7-9 sources
-        within 6 hours, 31-48 hours apart, USD 6,000-9,400 a wave; 2-4 outflows each under USD 9,400,
-        25-50 hours after the last wave."""
+        start once most of it has arrived and spread over 1-72 hours. Evasion: 1-3 waves of 7-9
+        sources within 6 hours, 31-48 hours apart, USD 6,000-9,400 a wave; 1-4 outflows of at most USD
+        9,400, 25-40 hours apart, the first 25-50 hours after the last wave (never USD 10,000 or ten
+        counterparties within a day, nor money in and out)."""
         rng, pop, ev, cfg = self.rng, self.pop, self.cfg.evasion, self.cfg
         if ev:
             hub = rng.choice(pop.low)
-            starts = self._gaps(self._fit(rng.randint(2, 3), 31), 31, 48)
+            # the waves, then at least 50 h (the first outflow's longest wait) for the outflows
+            starts = self._spaced(rng.randint(2, 3), (31, 48), 6 + 50)
             waves = [(s, rng.randint(7, 9), rng.uniform(6000, 9400), 6 * _H) for s in starts]
         else:
             r = rng.random()
@@ -769,51 +794,53 @@ class _Simulator:
                 cur = self.acc[o].currency
                 legs.append(_Leg(start + rng.randrange(max(1, spread)), o, hub, self._minor(usd, cur), cur,
                                  self._incomplete(0.1)))
-        times = sorted(leg.t for leg in legs)
+        last_in = max(leg.t for leg in legs)
         gathered = sum(w[2] for w in waves)
         cur = self.acc[hub].currency
         if ev:
-            m = rng.randint(2, 4)
-            out_usd = [min(9400.0, x) for x in self._split(gathered * rng.uniform(0.85, 0.98), m)]
-            outs = [times[-1] + round(rng.uniform(25, 50) * _H) for _ in range(m)]
-            dests = [self._other(pop.low, [hub]) for _ in range(m)]
-        else:
-            m = rng.randint(1, 30)
-            out_usd = self._split(gathered * rng.uniform(0.85, 0.98), m)
-            begin = times[min(len(times) - 1, int(len(times) * rng.uniform(0.6, 1.0)))]
-            spread_out = round(rng.uniform(1, 72) * _H)
-            outs = [begin + rng.randrange(10 * _MIN, spread_out) for _ in range(m)]
-            pool = pop.hubs + pop.grey + pop.low_business if m <= 3 else pop.low + pop.hubs
-            dests = [self._abroad(hub, pool, [hub]) if m <= 3 or rng.random() < 0.5
-                     else self._other(pool, [hub]) for _ in range(m)]
+            outs = self._spaced(rng.randint(2, 4), (25, 40), 0, last_in + round(rng.uniform(25, 50) * _H))
+            out_usd = [min(9400.0, x) for x in self._split(gathered * rng.uniform(0.85, 0.98), len(outs))]
+            dests = [self._other(pop.low, [hub]) for _ in outs]
+            legs += [_Leg(t, hub, d, self._minor(usd, cur), cur)
+                     for t, d, usd in zip(outs, dests, out_usd, strict=True)]
+            return sorted(legs, key=lambda leg: leg.t)
+        m = rng.randint(1, 30)
+        out_usd = self._split(gathered * rng.uniform(0.85, 0.98), m)
+        times = sorted(leg.t for leg in legs)
+        begin = times[min(len(times) - 1, int(len(times) * rng.uniform(0.6, 1.0)))]
+        spread_out = round(rng.uniform(1, 72) * _H)
+        outs = [begin + rng.randrange(10 * _MIN, spread_out) for _ in range(m)]
+        pool = pop.hubs + pop.grey + pop.low_business if m <= 3 else pop.low + pop.hubs
+        dests = [self._abroad(hub, pool, [hub]) if m <= 3 or rng.random() < 0.5
+                 else self._other(pool, [hub]) for _ in range(m)]
         legs += [_Leg(t, hub, d, self._minor(usd, cur), cur)
                  for t, d, usd in zip(outs, dests, out_usd, strict=True)]
-        return self._squeezed(legs)
+        return self._fitted(legs)
 
     def _pass_through(self, budget: int) -> list[_Leg]:
         """An active account (a retail money mule or a front business; its normal payments go on)
         receives 1-6 payments, from fraud victims at home or from abroad, and passes 80-98 % of each
         on to one or two collectors (75 % abroad) 0.5-36 hours after it arrives; USD 2,000-60,000 an
-        inflow (three times that for a business). Evasion: USD 6,000-9,400 an inflow, 65-80 hours
-        apart, each passed on 25-40 hours later (never money in and out within a day), collectors at
-        home 60 % of the time."""
+        inflow (three times that for a business), inflows 0.2-24 hours apart. Evasion: USD
+        6,000-9,400 an inflow, 65-80 hours apart, each passed on 25-40 hours later (never money in and
+        out within a day), collectors at home 60 % of the time."""
         rng, pop, ev = self.rng, self.pop, self.cfg.evasion
         business = rng.random() < 0.35
         mule = rng.choice(pop.low_business if business else pop.low_retail)
-        n = self._fit(self._size(1, 6, max(1, budget // 2)), 65 if ev else 1)
-        if ev:
-            collectors = [self._other(pop.low, [mule]) if rng.random() < 0.6 else
-                          self._abroad(mule, pop.low + pop.hubs, [mule]) for _ in range(rng.randint(1, 2))]
-        else:
-            collectors = [self._abroad(mule, pop.hubs + pop.grey + pop.low, [mule]) if rng.random() < 0.75
-                          else self._other(pop.low, [mule]) for _ in range(rng.randint(1, 2))]
+        n = self._size(1, 6, max(1, budget // 2))
+        collectors: list[int] = []
+        for _ in range(rng.randint(1, 2)):
+            home = rng.random() < (0.6 if ev else 0.25)
+            collectors.append(self._at_home(mule, [mule, *collectors]) if home else
+                              self._abroad(mule, pop.low + pop.hubs if ev else pop.hubs + pop.grey + pop.low,
+                                           [mule, *collectors]))
         victims = rng.random() < 0.5
-        neighbours = tuple(i for i in pop.by_country[self.acc[mule].country] if i != mule) or pop.low_retail
-        times = self._gaps(n, 65, 80) if ev else self._gaps(n, 0.2, 24)
+        times = self._spaced(n, (65, 80), 40) if ev else self._spaced(n, (0.2, 24), 36)
         legs: list[_Leg] = []
+        mine = self.acc[mule].currency
         for t in times:
             if victims:
-                src = self._other(neighbours, [mule, *collectors])
+                src = self._at_home(mule, [mule, *collectors])
             else:
                 src = self._abroad(mule, pop.hubs + pop.grey + pop.low, [mule, *collectors])
             cur = self.acc[src].currency
@@ -821,50 +848,54 @@ class _Simulator:
                    else math.exp(rng.uniform(math.log(2_000), math.log(60_000))) * (3 if business else 1))
             legs.append(_Leg(t, src, mule, self._minor(usd, cur), cur, self._incomplete(0.2)))
             delay = rng.uniform(25, 40) if ev else rng.uniform(0.5, 36)
-            mine = self.acc[mule].currency
             legs.append(_Leg(t + round(delay * _H), mule, rng.choice(collectors),
                              self._minor(usd * rng.uniform(0.80, 0.98), mine), mine))
-        return self._squeezed(legs)
+        return sorted(legs, key=lambda leg: leg.t)
 
     def _dormant_burst(self, budget: int) -> list[_Leg]:
-        """An account with no payments in the period (its normal traffic is taken out) wakes: 1-4
-        payments worth USD 10,000-400,000 in all arrive within two days, mostly from abroad, and 85-99 %
-        leaves again in 1-5 payments, 0.3-60 hours after the last arrival, 70 % abroad. Evasion: 2-3
-        inflows of USD 6,000-9,400 from at home, 65-80 hours apart, each passed on 25-40 hours later."""
+        """An account with no payments in the period (its normal payments are taken out; it takes part
+        in no other pattern) wakes: 1-4 payments worth USD 10,000-400,000 in all arrive within two days,
+        80 % from abroad, and 85-99 % leaves again in 1-5 payments 5 minutes to 6 hours apart, the first
+        0.3-60 hours after the last arrival, 70 % abroad. Evasion: 2-3 inflows of USD 6,000-9,400 from
+        at home, 65-80 hours apart, each passed on at home 25-40 hours later."""
         rng, pop, ev = self.rng, self.pop, self.cfg.evasion
         busy = {a for e in self.events if e.typology != "normal" for a in (e.leg.orig, e.leg.bene)}
-        pool = [a for a in (pop.low_retail if rng.random() < 0.8 else pop.low_business) if a not in busy]
-        sleeper = rng.choice(pool or list(pop.low_retail))
-        self.events = [e for e in self.events if sleeper not in (e.leg.orig, e.leg.bene)]
+        kind = pop.low_retail if rng.random() < 0.8 else pop.low_business
+        idle = [a for a in kind if a not in busy] or [a for a in pop.low if a not in busy]
+        # a world with every account in a pattern already: a sleeper that is in one (only its normal
+        # payments are taken out, never another pattern's)
+        sleeper = rng.choice(idle or [a for a in pop.low if a not in self.sleepers] or list(pop.low))
+        self.sleepers.add(sleeper)
+        self.events = [e for e in self.events
+                       if e.typology != "normal" or sleeper not in (e.leg.orig, e.leg.bene)]
+        keep_out = self.sleepers  # earlier sleepers stay asleep
         mine = self.acc[sleeper].currency
         legs: list[_Leg] = []
         if ev:
-            for t in self._gaps(self._fit(rng.randint(2, 3), 65), 65, 80):
-                src = self._other(pop.by_country[self.acc[sleeper].country], [sleeper])
+            for t in self._spaced(rng.randint(2, 3), (65, 80), 40):
+                src = self._at_home(sleeper, keep_out)
                 usd = rng.uniform(6000, 9400)
                 cur = self.acc[src].currency
                 legs.append(_Leg(t, src, sleeper, self._minor(usd, cur), cur))
-                dest = self._other(pop.low, [sleeper, src])
-                legs.append(_Leg(t + round(rng.uniform(25, 40) * _H), sleeper, dest,
+                legs.append(_Leg(t + round(rng.uniform(25, 40) * _H), sleeper,
+                                 self._at_home(sleeper, keep_out | {src}),
                                  self._minor(usd * rng.uniform(0.85, 0.99), mine), mine))
-            return self._squeezed(legs)
+            return sorted(legs, key=lambda leg: leg.t)
         n_in = self._size(1, 4, max(1, budget // 2))
         total = math.exp(rng.uniform(math.log(10_000), math.log(400_000)))
         times = self._gaps(n_in, 0.1, 48 / max(1, n_in - 1))
         for t, usd in zip(times, self._split(total, n_in), strict=True):
-            src = (self._abroad(sleeper, pop.hubs + pop.grey + pop.low, [sleeper]) if rng.random() < 0.8
-                   else self._other(pop.low, [sleeper]))
+            src = (self._abroad(sleeper, pop.hubs + pop.grey + pop.low, keep_out) if rng.random() < 0.8
+                   else self._at_home(sleeper, keep_out))
             cur = self.acc[src].currency
             legs.append(_Leg(t, src, sleeper, self._minor(usd, cur), cur, self._incomplete(0.3)))
-        n_out = rng.randint(1, 5)
-        start = times[-1] + round(rng.uniform(0.3, 60) * _H)
-        t = start
-        for usd in self._split(total * rng.uniform(0.85, 0.99), n_out):
-            dest = (self._abroad(sleeper, pop.hubs + pop.grey + pop.low, [sleeper]) if rng.random() < 0.7
-                    else self._other(pop.low, [sleeper]))
+        t = times[-1] + round(rng.uniform(0.3, 60) * _H)
+        for usd in self._split(total * rng.uniform(0.85, 0.99), rng.randint(1, 5)):
+            dest = (self._abroad(sleeper, pop.hubs + pop.grey + pop.low, keep_out) if rng.random() < 0.7
+                    else self._at_home(sleeper, keep_out))
             legs.append(_Leg(t, sleeper, dest, self._minor(usd, mine), mine))
             t += rng.randrange(5 * _MIN, 6 * _H)
-        return self._squeezed(legs)
+        return self._fitted(legs)
 
     # --- output -----------------------------------------------------------------------------
 
