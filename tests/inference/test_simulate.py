@@ -3,7 +3,6 @@ shape their documentation promises (plain ones over the rule thresholds, evasion
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import re
@@ -22,8 +21,9 @@ from schwifty import registry
 from schwifty.exceptions import InvalidCountryCode
 
 from inference.messages.transaction import R16
-from inference.simulate import MINOR_UNITS, TYPOLOGIES, SimConfig, SimTx, simulate, usd_equivalent
+from inference.simulate import MINOR_UNITS, TYPOLOGIES, SimConfig, SimTx, simulate
 from inference.simulate_population import CALL_FOR_ACTION, INCREASED_MONITORING, iban_check_digits
+from tests.inference.simulated import fingerprint, patterns, usd
 
 CONFIG = SimConfig(seed=11, days=7, n_accounts=300, n_normal=3000, typology_share=0.05)
 EVASION = SimConfig(seed=11, days=7, n_accounts=300, n_normal=3000, typology_share=0.05, evasion=True)
@@ -43,28 +43,12 @@ def evasion() -> list[SimTx]:
     return simulate(EVASION)
 
 
-def patterns(txs: list[SimTx], typology: str) -> list[list[SimTx]]:
-    groups: dict[int, list[SimTx]] = defaultdict(list)
-    for s in txs:
-        if s.typology == typology:
-            groups[s.pattern].append(s)
-    return [groups[k] for k in sorted(groups)]
-
-
-def usd(s: SimTx) -> float:
-    return usd_equivalent(s.transaction.amount, s.transaction.currency)
 
 
 def key(party_account: str | None) -> str:
     assert party_account is not None
     return party_account
 
-
-def fingerprint(txs: list[SimTx]) -> str:
-    h = hashlib.sha256()
-    for s in txs:
-        h.update(f"{s.transaction.sha256}|{s.at.isoformat()}|{s.label}|{s.typology}|{s.pattern}\n".encode())
-    return h.hexdigest()
 
 
 # --- determinism ---------------------------------------------------------------------------

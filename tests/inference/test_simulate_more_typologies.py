@@ -4,7 +4,6 @@ has the shape its documentation promises; the default set still simulates what i
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from datetime import timedelta
 
@@ -17,8 +16,9 @@ from inference.simulate import (
     SimConfig,
     SimTx,
     simulate,
-    usd_equivalent,
 )
+from tests.inference import simulated
+from tests.inference.simulated import bene, fingerprint, orig, usd
 
 BASE = dict(seed=11, days=30, n_accounts=3000, n_normal=20_000, typology_share=0.05, lookalikes=True)
 PLAIN = SimConfig(**BASE, typologies=ALL_TYPOLOGIES)  # type: ignore[arg-type]
@@ -37,35 +37,13 @@ def evasion() -> list[SimTx]:
 
 
 def patterns(txs: list[SimTx], typology: str) -> list[list[SimTx]]:
-    groups: dict[int, list[SimTx]] = defaultdict(list)
-    for s in txs:
-        if s.typology == typology:
-            groups[s.pattern].append(s)
-    assert groups, f"no {typology} pattern"
-    return [groups[k] for k in sorted(groups)]
+    found = simulated.patterns(txs, typology)
+    assert found, f"no {typology} pattern"
+    return found
 
 
-def usd(s: SimTx) -> float:
-    return usd_equivalent(s.transaction.amount, s.transaction.currency)
 
 
-def orig(s: SimTx) -> str:
-    account = s.transaction.originator.account
-    assert account is not None
-    return account
-
-
-def bene(s: SimTx) -> str:
-    account = s.transaction.beneficiary.account
-    assert account is not None
-    return account
-
-
-def fingerprint(txs: list[SimTx]) -> str:
-    h = hashlib.sha256()
-    for s in txs:
-        h.update(f"{s.transaction.sha256}|{s.at.isoformat()}|{s.label}|{s.typology}|{s.pattern}\n".encode())
-    return h.hexdigest()
 
 
 # --- the setting ---------------------------------------------------------------------------

@@ -6,7 +6,6 @@ the shares at home and abroad)."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import subprocess
@@ -30,7 +29,6 @@ from inference.simulate import (
     SimConfig,
     SimTx,
     simulate,
-    usd_equivalent,
 )
 from inference.simulate_population import CALL_FOR_ACTION, LOW_RISK, Account, build_population
 from inference.train import (
@@ -41,6 +39,7 @@ from inference.train import (
     train,
     training_configs,
 )
+from tests.inference.simulated import bene, fingerprint, orig, patterns, usd
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUR = timedelta(hours=1)
@@ -63,28 +62,12 @@ EVASION_RUNS = [SimConfig(seed=s, days=60, n_normal=10_000, typology_share=0.15,
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def orig(s: SimTx) -> str:
-    account = s.transaction.originator.account
-    assert account is not None
-    return account
 
 
-def bene(s: SimTx) -> str:
-    account = s.transaction.beneficiary.account
-    assert account is not None
-    return account
 
 
-def usd(s: SimTx) -> float:
-    return usd_equivalent(s.transaction.amount, s.transaction.currency)
-
-
-def patterns(txs: list[SimTx], typology: str) -> list[list[SimTx]]:
-    groups: dict[int, list[SimTx]] = defaultdict(list)
-    for s in txs:
-        if s.typology == typology:
-            groups[s.pattern].append(s)
-    return [groups[k] for k in sorted(groups)]
+def fingerprint_e(txs: list[SimTx]) -> str:
+    return fingerprint(txs, with_evasion=True)
 
 
 def hub_of(legs: list[SimTx]) -> str:
@@ -128,13 +111,6 @@ def in_and_out_within_a_day(legs: list[SimTx], middle: str) -> bool:
 def middle_of(typology: str, legs: list[SimTx]) -> str:
     return hub_of(legs) if typology == "scatter_gather" else bene(legs[0])
 
-
-def fingerprint(txs: list[SimTx]) -> str:
-    h = hashlib.sha256()
-    for s in txs:
-        h.update(f"{s.transaction.sha256}|{s.at.isoformat()}|{s.label}|{s.typology}|{s.pattern}|"
-                 f"{s.evasion}\n".encode())
-    return h.hexdigest()
 
 
 def finishes(config_source: str, timeout: float = HANG_TIMEOUT_S) -> bool:
@@ -500,22 +476,22 @@ def test_the_same_config_gives_the_same_payments() -> None:
 
 
 def test_independent_of_hash_seed_and_time_zone() -> None:
-    code = ("from tests.inference.test_simulate_more_typologies_hostile import DETERMINISM, fingerprint\n"
+    code = ("from tests.inference.test_simulate_more_typologies_hostile import DETERMINISM, fingerprint_e\n"
             "from inference.simulate import simulate\n"
-            "print(fingerprint(simulate(DETERMINISM)))\n")
+            "print(fingerprint_e(simulate(DETERMINISM)))\n")
     env = {**os.environ, "PYTHONHASHSEED": "4242", "TZ": "Pacific/Kiritimati"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                          check=True, timeout=120)
-    assert out.stdout.strip() == fingerprint(simulate(DETERMINISM))
+    assert out.stdout.strip() == fingerprint_e(simulate(DETERMINISM))
 
 
 def test_the_order_of_a_subset_of_typologies_does_not_matter() -> None:
     chosen = ("dormant_burst", "structuring", "pass_through", "fan_out", "scatter_gather")
     small = dict(seed=6, days=9, n_accounts=600, n_normal=3000, typology_share=0.1, evasion=True,
                  lookalikes=True, payroll_salaries=True)
-    want = fingerprint(simulate(SimConfig(**small, typologies=chosen)))  # type: ignore[arg-type]
+    want = fingerprint_e(simulate(SimConfig(**small, typologies=chosen)))  # type: ignore[arg-type]
     for order in (chosen[::-1], chosen[2:] + chosen[:2], tuple(sorted(chosen))):
-        assert fingerprint(simulate(SimConfig(**small, typologies=order))) == want  # type: ignore[arg-type]
+        assert fingerprint_e(simulate(SimConfig(**small, typologies=order))) == want  # type: ignore[arg-type]
 
 
 def test_plain_and_evasion_share_their_normal_payments_but_for_the_sleepers() -> None:
@@ -541,7 +517,7 @@ def test_plain_and_evasion_share_their_normal_payments_but_for_the_sleepers() ->
 
 def test_payroll_salaries_without_look_alikes_changes_nothing() -> None:
     cfg = SimConfig(seed=8, days=10, n_accounts=700, n_normal=4000, typologies=ALL_TYPOLOGIES)
-    assert fingerprint(simulate(replace(cfg, payroll_salaries=True))) == fingerprint(simulate(cfg))
+    assert fingerprint_e(simulate(replace(cfg, payroll_salaries=True))) == fingerprint_e(simulate(cfg))
 
 
 @pytest.mark.parametrize(("seed", "days", "n_normal", "n_accounts"), [
@@ -558,7 +534,7 @@ def test_payroll_salaries_keep_the_count_and_the_laundering_in_small_worlds(
         return [(s.at, orig(s), bene(s), s.transaction.amount, s.typology, s.pattern) for s in txs if s.label]
 
     assert laundering(after) == laundering(before)  # the setting touches the normal traffic only
-    assert fingerprint(after) != fingerprint(before)
+    assert fingerprint_e(after) != fingerprint_e(before)
     end = cfg.start + timedelta(days=days)
     assert all(cfg.start <= s.at < end and orig(s) != bene(s) for s in after)
 
