@@ -1,6 +1,7 @@
 """Detection on the independent held-out generator: the shipped model and rule pack beside trivial baselines.
 
-Generates held-out traffic (``inference.heldout``, never used in training or tuning) at amount
+Generates held-out traffic (``inference.heldout``, never trained on; docs/heldout.md says how its
+figures have been used) at amount
 scales x1, x0.01 and x100, runs the shipped scoring path on it in time order (features, the numpy
 backend of the shipped model, the ``aml_core`` rule pack in the WASM sandbox with ``model_score``
 appended) and reports, per scale:

@@ -766,10 +766,11 @@ class _Simulator:
         """Many sources pay one account, which pays the money on to other accounts (a funnel when
         they are one to three, mostly abroad). Plain: ``fan_mules`` sources over ``fan_hours``, USD
         15,000-300,000 in all (more with more sources); the outflows, 85-98 % of it to 1-30 accounts,
-        start once most of it has arrived and spread over 1-72 hours. Evasion: 1-3 waves of 7-9
-        sources within 6 hours, 31-48 hours apart, USD 6,000-9,400 a wave; 1-4 outflows of at most USD
+        start once most of it has arrived and spread over 1-72 hours. Evasion: 2-3 waves of 7-9
+        sources within 6 hours, 31-48 hours apart, USD 6,000-9,400 a wave; 2-4 outflows of at most USD
         9,400, 25-40 hours apart, the first 25-50 hours after the last wave (never USD 10,000 or ten
-        counterparties within a day, nor money in and out)."""
+        counterparties within a day, nor money in and out); fewer waves and outflows, never closer
+        ones, in a period too short for them."""
         rng, pop, ev, cfg = self.rng, self.pop, self.cfg.evasion, self.cfg
         if ev:
             hub = rng.choice(pop.low)

@@ -54,8 +54,9 @@ from inference.precision import SECTION, card_section
 from inference.schema import MODEL_SCHEMA, feature_names
 from inference.simulate import TYPOLOGIES, SimConfig, SimTx, simulate
 
-__all__ = ["STATED_WHEN_SET", "TrainConfig", "TrainResult", "build_rows", "by_place", "evaluation_configs",
-           "fit", "pattern_places", "recall_at_fpr", "roc_auc", "same_drift_reference", "train"]
+__all__ = ["GOVERNANCE", "STATED_WHEN_SET", "TrainConfig", "TrainResult", "build_rows", "by_place",
+           "evaluation_configs", "fit", "governance", "pattern_places", "recall_at_fpr", "roc_auc",
+           "same_drift_reference", "train"]
 
 F64 = np.float64
 # The model learns from the columns of MODEL_SCHEMA (the leading columns of every row).
@@ -191,6 +192,20 @@ GOVERNANCE: dict[str, Any] = {
         "It sees 30 days of history: an account quiet for longer looks new.",
     ],
 }
+
+
+def governance(cfg: TrainConfig) -> dict[str, Any]:
+    """``GOVERNANCE`` as a card trained with ``cfg`` states it: its training data names the typologies
+    and the salaries' source when they are not the default ones (the default text is unchanged)."""
+    if cfg.typologies == TYPOLOGIES and not cfg.payroll_salaries:
+        return GOVERNANCE
+    names = ", ".join(t.replace("_", " ") for t in cfg.typologies)
+    salaries = " (salaries passed on come from payroll runs)" if cfg.payroll_salaries else ""
+    text = (f"Synthetic only (inference.simulate): no bank's data. Normal traffic of retail and business "
+            f"customers with benign look-alikes{salaries}; {len(cfg.typologies)} typologies ({names}), "
+            f"plain and evasion variants; {cfg.populations} populations of randomised amount scale, size, "
+            f"density and typology shape.")
+    return {**GOVERNANCE, "training_data": text}
 
 
 def drift_reference(scores: np.ndarray) -> dict[str, Any]:
@@ -499,7 +514,7 @@ def train(cfg: TrainConfig, out_dir: Path | None = None) -> TrainResult:
             "heldout_populations": populations,
         },
         "drift_reference": drift,
-        "governance": GOVERNANCE,
+        "governance": governance(cfg),
         SECTION: precision,
     }
     card_bytes = card_json(card)

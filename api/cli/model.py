@@ -176,6 +176,10 @@ def _print_card(card: dict[str, Any], evaluation: dict[str, Any] | None = None) 
     tr = card["training"]
     table.add_row("training", f"seed {tr['seed']}, {tr['rows']:,} rows ({tr['positives']:,} laundering), "
                   f"{tr['epochs']} epochs, numpy {tr['numpy']}")
+    if "typologies" in tr:  # stated only when not the simulator's default set
+        table.add_row("  typologies", ", ".join(tr["typologies"]))
+    if tr.get("payroll_salaries"):
+        table.add_row("  salaries passed on", "paid by payroll runs")
     table.add_row("held-out ROC-AUC", f"{held['roc_auc']:.4f} on {held['rows']:,} rows")
     table.add_row("recall at 1% FPR",
                   f"{held['recall_at_1pct_fpr']:.4f} (score > {held['threshold_at_1pct_fpr']:.4f})")

@@ -95,6 +95,21 @@ def test_model_card_of_a_model_trained_before_the_pattern_figures(tmp_path: Path
     assert "evasion variants detected" in human.stdout and "first payment of a pattern" not in human.stdout
 
 
+def test_model_card_names_the_typologies_and_salaries_a_card_states(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    shutil.copytree(shipped_model_dir(), d)
+    wide = {"COLUMNS": "220"}
+    shown = runner.invoke(app, ["model", "card", "--model", str(d)], env=wide)
+    assert shown.exit_code == 0 and "dormant_burst" not in shown.stdout  # the shipped card: the default set
+    assert "paid by payroll runs" not in shown.stdout
+    card = json.loads((d / "card.json").read_bytes())
+    card["training"] |= {"typologies": ["structuring", "dormant_burst"], "payroll_salaries": True}
+    (d / "card.json").write_bytes(json.dumps(card).encode())
+    human = runner.invoke(app, ["model", "card", "--model", str(d)], env=wide)
+    assert human.exit_code == 0, human.output
+    assert "structuring, dormant_burst" in human.stdout and "paid by payroll runs" in human.stdout
+
+
 def _evaluation(model_sha256: str) -> dict[str, object]:
     def level(roc: float, recall: float) -> dict[str, float]:
         return {"roc_auc": roc, "pr_auc": 0.2, "recall_at_1pct": recall}

@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from bench.typology_holdout import Evaluation, figures
+from bench.typology_holdout import Evaluation, figures, main
 from inference.model import forward
 from inference.simulate import ALL_TYPOLOGIES, SimConfig, SimTx, simulate
 from inference.train import TrainConfig, fit, roc_auc, train
@@ -66,3 +66,16 @@ def test_figures_count_the_typologys_accounts_and_stay_in_range(sims: list[SimTx
         kept = [a for a in best if kind[a] in (set(), {typology})]
         want = roc_auc(np.array([best[a] for a in kept]), np.array([kind[a] == {typology} for a in kept]))
         assert got["account_roc_auc"] == pytest.approx(want, abs=1e-12)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("hidden=16", "hidden takes a tuple"),
+    ("fpr=0.1", "no training setting 'fpr'"),
+    ("typologies=('fan_in',)", "no training setting 'typologies'"),
+    ("epochs=ten", "is not a Python literal"),
+])
+def test_a_bad_setting_is_refused_before_anything_is_fitted(
+        setting: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--set", setting])
+    assert exc.value.code == 2 and message in capsys.readouterr().err

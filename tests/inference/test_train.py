@@ -26,12 +26,14 @@ from inference.model import (
     shipped_model_dir,
 )
 from inference.schema import MODEL_SCHEMA, feature_names
-from inference.simulate import SimConfig, simulate
+from inference.simulate import ALL_TYPOLOGIES, SimConfig, simulate
 from inference.train import (
+    GOVERNANCE,
     TrainConfig,
     build_rows,
     by_place,
     draw_populations,
+    governance,
     pattern_places,
     recall_at_fpr,
     roc_auc,
@@ -171,3 +173,12 @@ def test_the_model_does_not_read_absolute_amounts_or_the_clock() -> None:
         moved[:, model.feature_names.index(name)] *= 1000
     assert np.array_equal(forward(model, rows), forward(model, moved))
     assert not np.array_equal(forward(model, rows), forward(model, rows * 1.5))  # it reads the others
+
+
+def test_a_card_names_the_typologies_it_was_trained_on_when_they_are_not_the_default() -> None:
+    assert governance(TrainConfig()) is GOVERNANCE  # the shipped card's words, unchanged
+    wide = governance(TrainConfig(typologies=ALL_TYPOLOGIES, payroll_salaries=True))
+    assert "9 typologies" in wide["training_data"] and "dormant burst" in wide["training_data"]
+    assert "payroll runs" in wide["training_data"]
+    assert {k: v for k, v in wide.items() if k != "training_data"} == {
+        k: v for k, v in GOVERNANCE.items() if k != "training_data"}
