@@ -96,6 +96,13 @@ def figures(model: MlpModel, ev: Evaluation, typology: str) -> dict[str, float]:
             "normal_accounts_at_top_score": int(np.count_nonzero(normal == normal.max()))}
 
 
+def _row(label: str, accounts: str, seen: dict[str, Any], unseen: dict[str, Any]) -> str:
+    """One line of the table: the three figures, seen then unseen."""
+    cells = "      ".join(f"{seen[k]:.3f}  {unseen[k]:.3f}"
+                          for k in ("payment_recall", "account_roc_auc", "account_recall"))
+    return f"{label:20s} {accounts:>8s}   {cells}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="4 drawn populations a model instead of 8")
@@ -140,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     training = {k: v for k, v in dataclasses.asdict(base).items() if k != "typologies"}
     training["typologies"] = "seen: every one of ALL_TYPOLOGIES; unseen: all but the typology left out"
     out: dict[str, Any] = {"host": host, "training": training, "settings": settings, "typologies": {}}
-    print(f"\n{'left out':20s} {'accounts':>8s}   payment recall@1%   account ROC-AUC    account recall@1%")
-    print(f"{'':20s} {'':>8s}   seen  unseen        seen  unseen       seen  unseen")
+    print(f"\n{'left out':20s} {'accounts':>8s}   payment recall@1%  account ROC-AUC   account recall@1%")
+    print(f"{'':20s} {'':>8s}   {'      '.join(['seen  unseen'] * 3)}")
     for typology in ALL_TYPOLOGIES:
         t0 = time.perf_counter()
         others = tuple(t for t in ALL_TYPOLOGIES if t != typology)
@@ -149,18 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         a, b = figures(seen, ev, typology), figures(without, ev, typology)
         seconds = round(time.perf_counter() - t0, 1)
         out["typologies"][typology] = {"seen": a, "unseen": b, "fit_seconds": seconds}
-        print(f"{typology:20s} {a['accounts']:8d}   {a['payment_recall']:.3f}  {b['payment_recall']:.3f}"
-              f"       {a['account_roc_auc']:.3f}  {b['account_roc_auc']:.3f}      {a['account_recall']:.3f}"
-              f"  {b['account_recall']:.3f}", flush=True)
+        print(_row(typology, str(a["accounts"]), a, b), flush=True)
     per = out["typologies"].values()
     drops = [v["seen"]["account_roc_auc"] - v["unseen"]["account_roc_auc"] for v in per]
     out["mean"] = {side: {k: float(np.mean([v[side][k] for v in per]))
                           for k in ("payment_recall", "account_roc_auc", "account_recall")}
                    for side in ("seen", "unseen")}
-    m = out["mean"]
-    print(f"{'mean':20s} {'':8s}   {m['seen']['payment_recall']:.3f}  {m['unseen']['payment_recall']:.3f}"
-          f"       {m['seen']['account_roc_auc']:.3f}  {m['unseen']['account_roc_auc']:.3f}"
-          f"      {m['seen']['account_recall']:.3f}  {m['unseen']['account_recall']:.3f}")
+    print(_row("mean", "", out["mean"]["seen"], out["mean"]["unseen"]))
     print(f"\naccount ROC-AUC lost when a typology is unseen: median {np.median(drops):.3f}, "
           f"largest {max(drops):.3f}")
     if args.json:
