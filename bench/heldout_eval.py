@@ -52,9 +52,9 @@ from inference.features import FeatureExtractor
 from inference.heldout import TYPOLOGIES, HeldoutConfig, HeldoutRun, run
 from inference.messages.transaction import Party, Transaction
 from inference.model import EVALUATION_FORMAT, EVALUATION_NAME, ModelFiles
+from inference.precision_bounds import train_config
 from inference.schema import RULE_FEATURE_NAMES
 from inference.screening.features import UNSCREENED
-from inference.simulate import TYPOLOGIES as SIM_TYPOLOGIES
 from inference.simulate import SimConfig, SimTx, simulate
 from wasm_rules import OUTCOMES, Sandbox, compile_ruleset, parse_ruleset
 
@@ -534,8 +534,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["scales"][f"x{scale:g}"] = m
         if not args.no_training_sim:
             seed = int(files.card["training"]["seed"]) + 1  # the training simulator's own held-out seed
-            # the typologies the model was trained on (a card without the field: the default set)
-            typologies = tuple(files.card["training"].get("typologies", SIM_TYPOLOGIES))
+            typologies = train_config(files.card).typologies  # the ones the model was trained on
             sim = simulate(
                 SimConfig(
                     seed=seed,
