@@ -35,7 +35,7 @@ from sqlalchemy import (
     event,
     inspect,
 )
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.exc import NoSuchModuleError as _NoSuchModuleError
 
 from ledger.errors import LedgerUnavailableError, SchemaError
@@ -270,21 +270,94 @@ decider preparing a batch while no other may commit): features, model and rules 
 batch run between its statements."""
 
 
+SEQUENCER_WAIT_CHECK_MS = 1_000
+"""PostgreSQL: how often a writer waiting for the sequencer lock looks at the writer holding it
+(``end_stuck_writer``)."""
+
+SEQUENCER_STUCK_MS = SEQUENCER_BUILD_LEASE_MS
+"""PostgreSQL: a writer holding the sequencer lock whose statement has been stuck this long
+sending its result to a client that does not read it is ended by a writer waiting for the
+lock. The server's idle lease cannot end it: the transaction is not idle but blocked on the
+client's socket (a process paused or frozen while reading a large result, such as a catch-up
+read under the lock), and the server defers cancels and timeouts there; only ending the backend
+frees the lock. The longest lease a writer may hold (``SEQUENCER_BUILD_LEASE_MS``): a waiter
+cannot tell which lease the holder took."""
+
+_SEQUENCER_KEY = "hashtext(current_schema() || '/sealtrail.ledger')::bigint"
+
+# The backend holding the sequencer's advisory lock in this database, if its statement has been
+# blocked writing to its client for longer than :stuck_ms (pg_locks spells a bigint key as its
+# high and low 32 bits).
+_STUCK_HOLDER = f"""
+SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid::bigint = ({_SEQUENCER_KEY} >> 32) & 4294967295
+  AND l.objid::bigint = {_SEQUENCER_KEY} & 4294967295
+  AND a.pid <> pg_backend_pid() AND a.state = 'active' AND a.wait_event = 'ClientWrite'
+  AND a.state_change < clock_timestamp() - make_interval(secs => %(stuck_ms)s / 1000.0)
+"""
+
+
+def _sqlstate(exc: OperationalError) -> str | None:
+    return getattr(exc.orig, "sqlstate", None)
+
+
 def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
     """Make this transaction the log's only writer until it ends.
 
     PostgreSQL: a transaction-scoped advisory lock, held as a lease: the server ends the
     transaction (and so frees the lock) if it sits idle for ``SEQUENCER_LEASE_MS``, so a writer
-    stopped inside its commit cannot hold the log, nor commit when it wakes. SQLite: the
+    stopped inside its commit cannot hold the log, nor commit when it wakes. A writer stopped
+    while the server is still sending it a result is not idle; one that waits for the lock ends
+    it once it has been stuck so for ``SEQUENCER_STUCK_MS`` (``end_stuck_writer``). SQLite: the
     transaction was opened with BEGIN IMMEDIATE (one writer at a time); a writer stopped inside
     its commit holds the file lock until it resumes or dies. ``lease_ms``: another lease than
     ``SEQUENCER_LEASE_MS``."""
-    if conn.dialect.name == "postgresql":
-        lease = int(SEQUENCER_LEASE_MS if lease_ms is None else lease_ms)
-        conn.exec_driver_sql(f"SET LOCAL idle_in_transaction_session_timeout = {lease}")
-        conn.exec_driver_sql(
-            "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sealtrail.ledger'))"
-        )
+    if conn.dialect.name != "postgresql":
+        return
+    lease = int(SEQUENCER_LEASE_MS if lease_ms is None else lease_ms)
+    conn.exec_driver_sql(f"SET LOCAL idle_in_transaction_session_timeout = {lease}")
+    if conn.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({_SEQUENCER_KEY})").scalar():
+        return  # the lock was free: the usual case, one statement
+    # Another writer holds it: queue for it, looking at the holder every SEQUENCER_WAIT_CHECK_MS
+    # (a lock timeout ends the wait, the savepoint keeps this transaction usable).
+    lock_timeout = conn.exec_driver_sql("SHOW lock_timeout").scalar()
+    while True:
+        try:
+            with conn.begin_nested():
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(SEQUENCER_WAIT_CHECK_MS)}")
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SEQUENCER_KEY})")
+            break
+        except OperationalError as exc:
+            if _sqlstate(exc) != "55P03":  # lock_not_available: the wait timed out
+                raise
+        end_stuck_writer(conn)
+    conn.exec_driver_sql("SELECT set_config('lock_timeout', %(v)s, true)", {"v": lock_timeout})
+
+
+def end_stuck_writer(conn: Connection) -> int | None:
+    """End the backend holding the sequencer lock if its statement has been blocked sending to
+    its client for ``SEQUENCER_STUCK_MS`` (see there); its transaction rolls back and its writer's
+    commit fails when it wakes, as when its lease ends it. The backend's process id, or None when
+    no writer is stuck so (or this role may not end it: logged, and the caller keeps waiting)."""
+    with conn.begin_nested():
+        pid = conn.exec_driver_sql(_STUCK_HOLDER, {"stuck_ms": int(SEQUENCER_STUCK_MS)}).scalar()
+    if pid is None:
+        return None
+    try:
+        with conn.begin_nested():
+            conn.exec_driver_sql("SELECT pg_terminate_backend(%(pid)s, %(wait)s)",
+                                 {"pid": int(pid), "wait": int(SEQUENCER_WAIT_CHECK_MS)})
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise
+        log.warning("the writer holding the ledger's sequencer lock (backend %s) is stuck sending to "
+                    "its client, and this role cannot end it: %s", pid, exc.orig)
+        return None
+    log.warning("ended backend %s: it held the ledger's sequencer lock while stuck sending to its "
+                "client for over %d ms (its process paused or frozen)", pid, SEQUENCER_STUCK_MS)
+    return int(pid)
 
 
 @contextmanager
