@@ -649,7 +649,8 @@ class _Simulator:
         else:
             lo_h, hi_h = self.cfg.fan_hours
             lo_h = max(lo_h, 2.0) if inward and self.cfg.fan_hours == (1.0, 20.0) else lo_h  # as before
-            k = self._size(*self.cfg.fan_mules, budget)
+            # no more mules than the world has (a small world with many asked for: all of them)
+            k = min(self._size(*self.cfg.fan_mules, budget), len(pop.low_retail) - 1)
             groups = [(0, k, rng.uniform(12_000, 90_000) * max(1.0, k / 30))]
             window = min(round(rng.uniform(lo_h, hi_h) * _H), self.room - 11 * _MIN)
         mules = iter(rng.sample([m for m in pop.low_retail if m != hub], sum(g[1] for g in groups)))

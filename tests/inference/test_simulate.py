@@ -227,6 +227,22 @@ def test_fan_plain_reaches_ten_counterparties_and_usd_10000_in_a_day(
         assert sum(usd(s) for s in legs) > 10000
 
 
+def test_a_small_world_asked_for_more_mules_than_it_has_fans_out_to_every_one() -> None:
+    # 100 accounts hold about 50 retail mules: a fan of 200 takes them all, each once
+    for seed in range(3):
+        sims = simulate(SimConfig(seed=seed, n_accounts=100, n_normal=500, typology_share=0.2,
+                                  fan_mules=(200, 200)))
+        groups = patterns(sims, "fan_in") + patterns(sims, "fan_out")
+        assert groups
+        for group in groups:
+            hub, _ = Counter(s.transaction.beneficiary.account for s in group).most_common(1)[0]
+            if group[0].typology == "fan_out":
+                hub, _ = Counter(s.transaction.originator.account for s in group).most_common(1)[0]
+            mules = [s.transaction.originator.account if s.transaction.beneficiary.account == hub
+                     else s.transaction.beneficiary.account for s in group]
+            assert len(set(mules)) >= 40 and hub not in mules
+
+
 def test_high_risk_corridor_plain_touches_fatf_lists(plain: list[SimTx]) -> None:
     groups = patterns(plain, "high_risk_corridor")
     txs = [s.transaction for g in groups for s in g]
