@@ -347,13 +347,15 @@ def end_stuck_writer(conn: Connection) -> int | None:
         return None
     try:
         with conn.begin_nested():
-            conn.exec_driver_sql("SELECT pg_terminate_backend(%(pid)s, %(wait)s)",
-                                 {"pid": int(pid), "wait": int(SEQUENCER_WAIT_CHECK_MS)})
+            # the one-argument form (every supported server): the next wait finds the lock free
+            ended = conn.exec_driver_sql("SELECT pg_terminate_backend(%(pid)s)", {"pid": int(pid)}).scalar()
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise
         log.warning("the writer holding the ledger's sequencer lock (backend %s) is stuck sending to "
-                    "its client, and this role cannot end it: %s", pid, exc.orig)
+                    "its client, and could not be ended: %s", pid, exc.orig)
+        return None
+    if not ended:  # gone meanwhile
         return None
     log.warning("ended backend %s: it held the ledger's sequencer lock while stuck sending to its "
                 "client for over %d ms (its process paused or frozen)", pid, SEQUENCER_STUCK_MS)
