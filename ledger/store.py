@@ -13,6 +13,7 @@ import fcntl
 import logging
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -275,27 +276,25 @@ SEQUENCER_WAIT_CHECK_MS = 1_000
 (``end_stuck_writer``)."""
 
 SEQUENCER_STUCK_MS = SEQUENCER_BUILD_LEASE_MS
-"""PostgreSQL: a writer holding the sequencer lock whose statement has been stuck this long
-sending its result to a client that does not read it is ended by a writer waiting for the
-lock. The server's idle lease cannot end it: the transaction is not idle but blocked on the
-client's socket (a process paused or frozen while reading a large result, such as a catch-up
-read under the lock), and the server defers cancels and timeouts there; only ending the backend
-frees the lock. The longest lease a writer may hold (``SEQUENCER_BUILD_LEASE_MS``): a waiter
-cannot tell which lease the holder took."""
+"""PostgreSQL: a writer holding the sequencer lock whose statement a writer waiting for the lock
+has seen stuck sending its result to a client that does not read it, on every look over this
+long, is ended by that waiter. The server's idle lease cannot end it: the transaction is not
+idle but blocked on the client's socket (a process paused or frozen while reading a large
+result, such as a catch-up read under the lock), and the server defers cancels and timeouts
+there; only ending the backend frees the lock. The longest lease a writer may hold
+(``SEQUENCER_BUILD_LEASE_MS``): a waiter cannot tell which lease the holder took."""
 
 _SEQUENCER_KEY = "hashtext(current_schema() || '/sealtrail.ledger')::bigint"
 
-# The backend holding the sequencer's advisory lock in this database, if its statement has been
-# blocked writing to its client for longer than :stuck_ms (pg_locks spells a bigint key as its
-# high and low 32 bits).
-_STUCK_HOLDER = f"""
-SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+# The backend holding the sequencer's advisory lock in this database if the server is blocked sending
+# it a result, with when its statement began (pg_locks spells a bigint key as its high and low 32 bits).
+_HOLDER_IN_CLIENT_WRITE = f"""
+SELECT a.pid, a.state_change FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid::bigint = ({_SEQUENCER_KEY} >> 32) & 4294967295
   AND l.objid::bigint = {_SEQUENCER_KEY} & 4294967295
   AND a.pid <> pg_backend_pid() AND a.state = 'active' AND a.wait_event = 'ClientWrite'
-  AND a.state_change < clock_timestamp() - make_interval(secs => %(stuck_ms)s / 1000.0)
 """
 
 
@@ -310,9 +309,10 @@ def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
     transaction (and so frees the lock) if it sits idle for ``SEQUENCER_LEASE_MS``, so a writer
     stopped inside its commit cannot hold the log, nor commit when it wakes. A writer stopped
     while the server is still sending it a result is not idle; one that waits for the lock ends
-    it once it has been stuck so for ``SEQUENCER_STUCK_MS`` (``end_stuck_writer``). SQLite: the
-    transaction was opened with BEGIN IMMEDIATE (one writer at a time); a writer stopped inside
-    its commit holds the file lock until it resumes or dies. ``lease_ms``: another lease than
+    it once it has seen it stuck so for ``SEQUENCER_STUCK_MS`` (``end_stuck_writer``). A
+    ``lock_timeout`` the connection sets still bounds the whole wait. SQLite: the transaction was
+    opened with BEGIN IMMEDIATE (one writer at a time); a writer stopped inside its commit holds
+    the file lock until it resumes or dies. ``lease_ms``: another lease than
     ``SEQUENCER_LEASE_MS``."""
     if conn.dialect.name != "postgresql":
         return
@@ -321,34 +321,66 @@ def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
     if conn.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({_SEQUENCER_KEY})").scalar():
         return  # the lock was free: the usual case, one statement
     # Another writer holds it: queue for it, looking at the holder every SEQUENCER_WAIT_CHECK_MS
-    # (a lock timeout ends the wait, the savepoint keeps this transaction usable).
-    lock_timeout = conn.exec_driver_sql("SHOW lock_timeout").scalar()
+    # (a lock timeout ends each wait, the savepoint keeps this transaction usable), within the
+    # connection's own lock_timeout if it has one (milliseconds; 0: none).
+    budget_ms = int(conn.exec_driver_sql("SELECT setting FROM pg_settings WHERE name = 'lock_timeout'")
+                    .scalar() or 0)
+    began = time.monotonic()
+    watch = StuckWriterWatch()
     while True:
+        wait_ms = int(SEQUENCER_WAIT_CHECK_MS)
+        if budget_ms:
+            wait_ms = max(1, min(wait_ms, budget_ms - int((time.monotonic() - began) * 1000)))
         try:
             with conn.begin_nested():
-                conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(SEQUENCER_WAIT_CHECK_MS)}")
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = {wait_ms}")
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SEQUENCER_KEY})")
             break
         except OperationalError as exc:
             if _sqlstate(exc) != "55P03":  # lock_not_available: the wait timed out
                 raise
-        end_stuck_writer(conn)
-    conn.exec_driver_sql("SELECT set_config('lock_timeout', %(v)s, true)", {"v": lock_timeout})
+            if budget_ms and (time.monotonic() - began) * 1000 >= budget_ms:
+                raise  # the connection's own lock_timeout has run out, as without the looks
+        end_stuck_writer(conn, watch)
+    conn.exec_driver_sql("SELECT set_config('lock_timeout', %(v)s, true)", {"v": str(budget_ms)})
 
 
-def end_stuck_writer(conn: Connection) -> int | None:
-    """End the backend holding the sequencer lock if its statement has been blocked sending to
-    its client for ``SEQUENCER_STUCK_MS`` (see there); its transaction rolls back and its writer's
-    commit fails when it wakes, as when its lease ends it. The backend's process id, or None when
-    no writer is stuck so (or this role may not end it: logged, and the caller keeps waiting)."""
+class StuckWriterWatch:
+    """What a writer waiting for the sequencer lock has seen of its holder: the statement it last
+    found blocked sending to its client (backend and statement start), and since when by this
+    process's clock. The server says a backend is blocked, not since when, so "stuck for
+    ``SEQUENCER_STUCK_MS``" means seen blocked in the same statement on every look over that time."""
+
+    def __init__(self) -> None:
+        self.statement: tuple[int, Any] | None = None
+        self.since = 0.0
+
+    def saw(self, statement: tuple[int, Any] | None) -> bool:
+        """Record one look; True once ``statement`` has been seen blocked for ``SEQUENCER_STUCK_MS``."""
+        now = time.monotonic()
+        if statement is None or statement != self.statement:
+            self.statement, self.since = statement, now
+            return False
+        return (now - self.since) * 1000 >= SEQUENCER_STUCK_MS
+
+
+def end_stuck_writer(conn: Connection, watch: StuckWriterWatch) -> int | None:
+    """Look at the backend holding the sequencer lock, and end it if ``watch`` has now seen its
+    statement blocked sending to its client for ``SEQUENCER_STUCK_MS`` (see there); its transaction
+    rolls back and its writer's commit fails when it wakes, as when its lease ends it. The ended
+    backend's process id, or None (none stuck so long, gone meanwhile, or it could not be ended:
+    logged, and the caller keeps waiting)."""
     with conn.begin_nested():
-        pid = conn.exec_driver_sql(_STUCK_HOLDER, {"stuck_ms": int(SEQUENCER_STUCK_MS)}).scalar()
-    if pid is None:
+        # the server keeps one snapshot of pg_stat_activity for a whole transaction: a fresh one
+        conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+        row = conn.exec_driver_sql(_HOLDER_IN_CLIENT_WRITE).first()
+    if not watch.saw(None if row is None else (int(row[0]), row[1])):
         return None
+    pid = int(row[0]) if row is not None else 0
     try:
         with conn.begin_nested():
             # the one-argument form (every supported server): the next wait finds the lock free
-            ended = conn.exec_driver_sql("SELECT pg_terminate_backend(%(pid)s)", {"pid": int(pid)}).scalar()
+            ended = conn.exec_driver_sql("SELECT pg_terminate_backend(%(pid)s)", {"pid": pid}).scalar()
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise
@@ -359,7 +391,7 @@ def end_stuck_writer(conn: Connection) -> int | None:
         return None
     log.warning("ended backend %s: it held the ledger's sequencer lock while stuck sending to its "
                 "client for over %d ms (its process paused or frozen)", pid, SEQUENCER_STUCK_MS)
-    return int(pid)
+    return pid
 
 
 @contextmanager

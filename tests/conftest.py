@@ -37,7 +37,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Db]:
     yield Db(f"sqlite:///{tmp_path / 'ledger.db'}", "sqlite")
 
 
-def _postgres() -> Iterator[Db]:
+def _postgres() -> Generator[Db, None, None]:
     if not PG_URL:
         pytest.skip(reason="SEALTRAIL_TEST_POSTGRES_URL is not set (CI sets it)")
     schema = f"t_{uuid.uuid4().hex[:16]}"

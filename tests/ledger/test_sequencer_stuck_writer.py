@@ -36,7 +36,10 @@ with engine.connect() as conn, conn.begin():
     rows = conn.exec_driver_sql(sys.argv[2]).fetchall()
 print("committed", flush=True)
 """
-_LARGE = "SELECT repeat('x', 1000) FROM generate_series(1, 400000)"  # some 400 MB
+# some 400 MB, after 0.3 s of work before the first row (so the test can pause the client before
+# any row reaches it)
+_LARGE = ("SELECT repeat('x', 1000) || CASE WHEN g = 1 THEN pg_sleep(0.3)::text ELSE '' END "
+          "FROM generate_series(1, 400000) g")
 
 
 @contextmanager
@@ -94,7 +97,8 @@ def test_a_writer_stopped_mid_read_under_the_lock_is_ended_by_the_next_writer(
     monkeypatch.setattr(store, "SEQUENCER_WAIT_CHECK_MS", 200)
     before = ledger.size()
     with holder(db, _LARGE) as (proc, pid):
-        os.kill(proc.pid, signal.SIGSTOP)  # paused while the server sends it rows
+        wait_until(lambda: backend(db, pid) == ("active", "PgSleep"), 30)
+        os.kill(proc.pid, signal.SIGSTOP)  # paused before the server sends it rows
         wait_until(lambda: backend(db, pid) == ("active", "ClientWrite"), 30)
         t0 = time.monotonic()
         t, got = append_in_thread(ledger)
