@@ -310,10 +310,10 @@ def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
     stopped inside its commit cannot hold the log, nor commit when it wakes. A writer stopped
     while the server is still sending it a result is not idle; one that waits for the lock ends
     it once it has seen it stuck so for ``SEQUENCER_STUCK_MS`` (``end_stuck_writer``). A
-    ``lock_timeout`` the connection sets still bounds the whole wait. SQLite: the transaction was
-    opened with BEGIN IMMEDIATE (one writer at a time); a writer stopped inside its commit holds
-    the file lock until it resumes or dies. ``lease_ms``: another lease than
-    ``SEQUENCER_LEASE_MS``."""
+    ``lock_timeout`` or ``statement_timeout`` the connection sets still bounds the whole wait.
+    SQLite: the transaction was opened with BEGIN IMMEDIATE (one writer at a time); a writer
+    stopped inside its commit holds the file lock until it resumes or dies. ``lease_ms``: another
+    lease than ``SEQUENCER_LEASE_MS``."""
     if conn.dialect.name != "postgresql":
         return
     lease = int(SEQUENCER_LEASE_MS if lease_ms is None else lease_ms)
@@ -322,9 +322,12 @@ def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
         return  # the lock was free: the usual case, one statement
     # Another writer holds it: queue for it, looking at the holder every SEQUENCER_WAIT_CHECK_MS
     # (a lock timeout ends each wait, the savepoint keeps this transaction usable), within the
-    # connection's own lock_timeout if it has one (milliseconds; 0: none).
-    budget_ms = int(conn.exec_driver_sql("SELECT setting FROM pg_settings WHERE name = 'lock_timeout'")
-                    .scalar() or 0)
+    # connection's own lock_timeout or statement_timeout, either of which bounded the one blocking
+    # statement a wait used to be (milliseconds; 0: none).
+    settings = {str(name): str(value) for name, value in conn.exec_driver_sql(
+        "SELECT name, setting FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout')")}
+    lock_ms, statement_ms = int(settings["lock_timeout"]), int(settings["statement_timeout"])
+    budget_ms = min((ms for ms in (lock_ms, statement_ms) if ms), default=0)
     began = time.monotonic()
     watch = StuckWriterWatch()
     while True:
@@ -340,9 +343,9 @@ def lock_sequencer(conn: Connection, lease_ms: int | None = None) -> None:
             if _sqlstate(exc) != "55P03":  # lock_not_available: the wait timed out
                 raise
             if budget_ms and (time.monotonic() - began) * 1000 >= budget_ms:
-                raise  # the connection's own lock_timeout has run out, as without the looks
+                raise  # the connection's own timeout has run out, as without the looks
         end_stuck_writer(conn, watch)
-    conn.exec_driver_sql("SELECT set_config('lock_timeout', %(v)s, true)", {"v": str(budget_ms)})
+    conn.exec_driver_sql("SELECT set_config('lock_timeout', %(v)s, true)", {"v": str(lock_ms)})
 
 
 class StuckWriterWatch:
@@ -376,21 +379,28 @@ def end_stuck_writer(conn: Connection, watch: StuckWriterWatch) -> int | None:
         row = conn.exec_driver_sql(_HOLDER_IN_CLIENT_WRITE).first()
     if not watch.saw(None if row is None else (int(row[0]), row[1])):
         return None
-    pid = int(row[0]) if row is not None else 0
+    pid, began = (int(row[0]), row[1]) if row is not None else (0, None)
     try:
         with conn.begin_nested():
-            # the one-argument form (every supported server): the next wait finds the lock free
-            ended = conn.exec_driver_sql("SELECT pg_terminate_backend(%(pid)s)", {"pid": pid}).scalar()
+            # only if the server still shows that statement blocked under the lock, looked at in the
+            # same statement as the ending: the backend may have resumed, committed and moved on
+            # (pg_terminate_backend's one-argument form: every supported server)
+            conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+            ended = conn.exec_driver_sql(
+                f"SELECT pg_terminate_backend(h.pid) FROM ({_HOLDER_IN_CLIENT_WRITE}) h "
+                "WHERE h.pid = %(pid)s AND h.state_change = %(began)s", {"pid": pid, "began": began}
+            ).scalar()
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise
         log.warning("the writer holding the ledger's sequencer lock (backend %s) is stuck sending to "
                     "its client, and could not be ended: %s", pid, exc.orig)
         return None
-    if not ended:  # gone meanwhile
+    if not ended:  # no longer stuck, or gone meanwhile
         return None
     log.warning("ended backend %s: it held the ledger's sequencer lock while stuck sending to its "
-                "client for over %d ms (its process paused or frozen)", pid, SEQUENCER_STUCK_MS)
+                "client for over %d ms (its process paused, frozen, or reading too slowly)", pid,
+                SEQUENCER_STUCK_MS)
     return pid
 
 
