@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -130,11 +130,16 @@ class Holder:
         return self.watch.of(self.pid) is not None
 
 
+def holder(url: str, watch: Watch, *steps: str, mark: bool = True) -> AbstractContextManager[Holder]:
+    return run_holder(_HOLDER, [url, "mark" if mark else "-", *steps], watch)
+
+
 @contextmanager
-def holder(url: str, watch: Watch, *steps: str, mark: bool = True) -> Iterator[Holder]:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, url, "mark" if mark else "-", *steps],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def run_holder(script: str, args: list[str], watch: Watch) -> Iterator[Holder]:
+    """``script`` run as a holder subprocess with ``args``; its first line of output is its
+    backend's pid. Killed (resumed first if paused) on the way out."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -14,13 +14,11 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
 import pytest
@@ -40,6 +38,7 @@ from tests.ledger.test_sequencer_stuck_writer_hostile import (
     Watch,
     _marks_table,
     kinds_after,
+    run_holder,
     stuck_read,
     wait_until,
 )
@@ -99,20 +98,8 @@ AFTER_SQL = "SELECT pg_sleep(1) /* after the commit */"
 _HOLDER = _HOLDER.replace("AFTER_SQL", repr(AFTER_SQL))
 
 
-@contextmanager
-def holder(url: str, watch: Watch, *steps: str) -> Iterator[Holder]:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, url, *steps], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip().isdigit(), proc.stderr.read() if proc.stderr else line
-        yield Holder(proc, int(line), watch)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-        proc.communicate()
+def holder(url: str, watch: Watch, *steps: str) -> AbstractContextManager[Holder]:
+    return run_holder(_HOLDER, [url, *steps], watch)
 
 
 def _pg(db: Db) -> None:
