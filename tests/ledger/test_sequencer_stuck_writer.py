@@ -19,7 +19,7 @@ from sqlalchemy import create_engine
 from ledger import NoteSigner, Record, store
 from ledger.append import Ledger
 from ledger.verify import verify_ledger
-from tests.conftest import Db
+from tests.conftest import Db, _postgres
 
 pytestmark = pytest.mark.postgres
 
@@ -40,6 +40,13 @@ print("committed", flush=True)
 # any row reaches it)
 _LARGE = ("SELECT repeat('x', 1000) || CASE WHEN g = 1 THEN pg_sleep(0.3)::text ELSE '' END "
           "FROM generate_series(1, 400000) g")
+
+
+@pytest.fixture
+def db() -> Iterator[Db]:
+    """PostgreSQL alone (this module's tests are about the server's sequencer lock; SQLite's write
+    lock is the file's): overrides the two-dialect ``db`` for ``ledger`` and the rest."""
+    yield from _postgres()
 
 
 @contextmanager
@@ -91,8 +98,6 @@ def append_in_thread(ledger: Ledger) -> tuple[threading.Thread, list[object]]:
 
 def test_a_writer_stopped_mid_read_under_the_lock_is_ended_by_the_next_writer(
         db: Db, signer: NoteSigner, ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    if db.dialect != "postgresql":
-        pytest.skip("PostgreSQL's sequencer lock (SQLite's write lock is the file's)")
     monkeypatch.setattr(store, "SEQUENCER_STUCK_MS", 1_000)
     monkeypatch.setattr(store, "SEQUENCER_WAIT_CHECK_MS", 200)
     before = ledger.size()
@@ -118,8 +123,6 @@ def test_a_writer_stopped_mid_read_under_the_lock_is_ended_by_the_next_writer(
 
 def test_a_writer_busy_in_a_long_statement_under_the_lock_is_waited_for(
         db: Db, ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    if db.dialect != "postgresql":
-        pytest.skip("PostgreSQL's sequencer lock (SQLite's write lock is the file's)")
     monkeypatch.setattr(store, "SEQUENCER_STUCK_MS", 200)
     monkeypatch.setattr(store, "SEQUENCER_WAIT_CHECK_MS", 100)
     before = ledger.size()
@@ -134,8 +137,6 @@ def test_a_writer_busy_in_a_long_statement_under_the_lock_is_waited_for(
 
 
 def test_a_free_lock_is_taken_at_once_and_the_lock_timeout_is_left_as_it_was(db: Db) -> None:
-    if db.dialect != "postgresql":
-        pytest.skip("PostgreSQL's sequencer lock (SQLite's write lock is the file's)")
     engine = db.engine()
     try:
         with engine.connect() as first, engine.connect() as second:

@@ -200,6 +200,13 @@ class Looks:
         return {pid for pid in self.results if pid is not None}
 
 
+@pytest.fixture
+def db() -> Iterator[Db]:
+    """PostgreSQL alone (this module's tests are about the server's sequencer lock; SQLite's write
+    lock is the file's): overrides the two-dialect ``db`` for ``ledger`` and the rest."""
+    yield from _postgres()
+
+
 def _pg(db: Db) -> None:
     if db.dialect != "postgresql":
         pytest.skip(_PG_ONLY)

@@ -30,7 +30,7 @@ from ledger import NoteSigner, Receipt, Record, store
 from ledger.append import CheckpointPolicy, Ledger
 from ledger.errors import LedgerUnavailableError
 from ledger.verify import verify_ledger
-from tests.conftest import Db
+from tests.conftest import Db, _postgres
 from tests.ledger.test_sequencer_stuck_writer_hostile import (
     Background,
     Holder,
@@ -100,6 +100,13 @@ _HOLDER = _HOLDER.replace("AFTER_SQL", repr(AFTER_SQL))
 
 def holder(url: str, watch: Watch, *steps: str) -> AbstractContextManager[Holder]:
     return run_holder(_HOLDER, [url, *steps], watch)
+
+
+@pytest.fixture
+def db() -> Iterator[Db]:
+    """PostgreSQL alone (this module's tests are about the server's sequencer lock; SQLite's write
+    lock is the file's): overrides the two-dialect ``db`` for ``ledger`` and the rest."""
+    yield from _postgres()
 
 
 def _pg(db: Db) -> None:
