@@ -34,7 +34,6 @@ from tests.conftest import APP_ROLE, Db, _ensure_app_role, _postgres, make_ledge
 
 pytestmark = pytest.mark.postgres
 
-_PG_ONLY = "PostgreSQL's sequencer lock and its stuck-writer check (SQLite's write lock is the file's)"
 
 T = TypeVar("T")
 
@@ -207,11 +206,6 @@ def db() -> Iterator[Db]:
     yield from _postgres()
 
 
-def _pg(db: Db) -> None:
-    if db.dialect != "postgresql":
-        pytest.skip(_PG_ONLY)
-
-
 def _marks_table(url: str) -> None:
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
@@ -223,7 +217,6 @@ def _marks_table(url: str) -> None:
 
 @pytest.fixture
 def watch(db: Db) -> Iterator[Watch]:
-    _pg(db)
     _marks_table(db.url)
     w = Watch(db.url)
     yield w
@@ -233,7 +226,6 @@ def watch(db: Db) -> Iterator[Watch]:
 @pytest.fixture
 def other_schema(db: Db) -> Iterator[Db]:
     """A second, empty schema in the same database: a second ledger."""
-    _pg(db)
     yield from _postgres()
 
 

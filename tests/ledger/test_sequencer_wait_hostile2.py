@@ -45,7 +45,6 @@ from tests.ledger.test_sequencer_stuck_writer_hostile import (
 
 pytestmark = pytest.mark.postgres
 
-_PG_ONLY = "PostgreSQL's sequencer lock and its wait loop (SQLite's write lock is the file's)"
 
 # A writer that takes the sequencer lock as the ledger does (a 60 s lease, longer than any test
 # here: the lease never frees the lock), writes a 'holder' mark under it, says its backend pid, then
@@ -109,14 +108,8 @@ def db() -> Iterator[Db]:
     yield from _postgres()
 
 
-def _pg(db: Db) -> None:
-    if db.dialect != "postgresql":
-        pytest.skip(_PG_ONLY)
-
-
 @pytest.fixture
 def watch(db: Db) -> Iterator[Watch]:
-    _pg(db)
     _marks_table(db.url)
     w = Watch(db.url)
     yield w
@@ -174,7 +167,6 @@ def test_the_callers_lock_timeout_in_any_unit_reads_back_as_it_was_after_a_wait(
     """The caller set lock_timeout in its transaction (SET LOCAL, or SET for the session) in some
     unit; lock_sequencer queues (its loop of short lock timeouts) and restores it from the ms
     integer: SHOW must print what it printed before, in the transaction and once it commits."""
-    _pg(db)
     monkeypatch.setattr(store, "SEQUENCER_WAIT_CHECK_MS", 50)
     looks = Looks(monkeypatch)
     engine = db.engine()
